@@ -1,0 +1,171 @@
+//! The crate's error type. Every failure names the file, record or parameter at fault.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the workbench.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O failure on a named path.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder being read or written.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A record in an input file could not be parsed or failed validation.
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        /// The file holding the record.
+        path: PathBuf,
+        /// 1-based line (or record number when the format has no lines).
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A whole input file is unusable (wrong top-level shape, empty, …).
+    #[error("{path}: {message}")]
+    BadInput {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A hyper-parameter was rejected before any work started.
+    #[error("invalid parameter `{name}`: {message}")]
+    InvalidParam {
+        /// The field name, as in the config struct.
+        name: &'static str,
+        /// Why it was rejected.
+        message: String,
+    },
+
+    /// An asset (model or data set) is not in the cache and could not be downloaded.
+    #[error("asset `{name}` ({hf_id}, file `{file}`) is missing: {detail}. Expected sha256 {sha256}. Fetch it with: {fetch_command}")]
+    AssetMissing {
+        /// Asset name in `data/assets.toml`.
+        name: String,
+        /// Hugging Face repository id.
+        hf_id: String,
+        /// File inside the repository.
+        file: String,
+        /// Expected checksum.
+        sha256: String,
+        /// What happened when it was looked up.
+        detail: String,
+        /// The command that fills the cache.
+        fetch_command: String,
+    },
+
+    /// An asset file is present but its checksum does not match the manifest.
+    #[error("asset `{name}` file {path} is corrupt: sha256 {actual}, expected {expected}. Delete it and fetch again with: {fetch_command}")]
+    AssetCorrupt {
+        /// Asset name in `data/assets.toml`.
+        name: String,
+        /// The file on disk.
+        path: PathBuf,
+        /// Checksum in the manifest.
+        expected: String,
+        /// Checksum of the file on disk.
+        actual: String,
+        /// The command that fills the cache.
+        fetch_command: String,
+    },
+
+    /// An asset name that `data/assets.toml` does not list.
+    #[error("unknown asset `{name}`; known assets: {known}")]
+    UnknownAsset {
+        /// The name asked for.
+        name: String,
+        /// Comma-separated list of known names.
+        known: String,
+    },
+
+    /// Fetching an asset from its offline source failed.
+    #[error("fetching asset `{name}` failed: {message}")]
+    Fetch {
+        /// Asset name.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// The project root (the folder holding `data/assets.toml`) could not be found.
+    #[error("cannot find the project root (a folder with data/assets.toml) from {start}; set WORKBENCH_ROOT")]
+    NoProjectRoot {
+        /// Where the search started.
+        start: PathBuf,
+    },
+
+    /// An empty input where at least one item is required.
+    #[error("empty input: {0}")]
+    Empty(String),
+
+    /// JSON (de)serialisation failure outside a line-oriented file.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+
+    /// Plotting failed.
+    #[error("plot {path}: {message}")]
+    Plot {
+        /// Output file.
+        path: PathBuf,
+        /// Backend message.
+        message: String,
+    },
+
+    /// A tokenizer could not be loaded or failed on an input.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
+    /// A polars failure while reading a table.
+    #[error("table {path}: {message}")]
+    Table {
+        /// The table file.
+        path: PathBuf,
+        /// polars' message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Wrap an I/O error with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// A malformed-record error.
+    pub fn malformed(path: impl Into<PathBuf>, line: usize, message: impl Into<String>) -> Self {
+        Error::Malformed {
+            path: path.into(),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// A bad-input error for a whole file.
+    pub fn bad_input(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::BadInput {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A rejected parameter.
+    pub fn param(name: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidParam {
+            name,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Evaluation: ranking metrics, QA metrics, significance tests, TREC files.
