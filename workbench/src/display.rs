@@ -1,1 +1,132 @@
-//! Display.
+//! Inline display in Jupyter through evcxr's display protocol.
+//!
+//! evcxr calls a value's `evcxr_display(&self)` method when the value ends a
+//! cell. The method prints `EVCXR_BEGIN_CONTENT <mime>` … `EVCXR_END_CONTENT`
+//! to stdout. [`Table`] renders as HTML; figures (`plot::Figure`) as PNG.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use std::path::Path;
+
+/// Print content with a MIME type through evcxr's display protocol.
+pub fn emit(mime: &str, content: &str) {
+    println!("EVCXR_BEGIN_CONTENT {mime}\n{content}\nEVCXR_END_CONTENT");
+}
+
+/// A small table of strings with a header, shown as HTML in notebooks and
+/// written as CSV or Markdown by scripts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    /// Optional caption.
+    pub caption: Option<String>,
+    /// Column names.
+    pub header: Vec<String>,
+    /// Rows; each has `header.len()` cells.
+    pub rows: Vec<Vec<String>>,
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+impl Table {
+    /// A table with these column names.
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+        Table {
+            caption: None,
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Set the caption.
+    pub fn caption(mut self, c: impl Into<String>) -> Self {
+        self.caption = Some(c.into());
+        self
+    }
+
+    /// Append a row. Fails if its length differs from the header's.
+    pub fn push<S: ToString>(&mut self, row: impl IntoIterator<Item = S>) -> Result<()> {
+        let row: Vec<String> = row.into_iter().map(|c| c.to_string()).collect();
+        if row.len() != self.header.len() {
+            return Err(Error::param(
+                "row",
+                format!(
+                    "has {} cells, the header has {}",
+                    row.len(),
+                    self.header.len()
+                ),
+            ));
+        }
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// HTML rendering.
+    pub fn to_html(&self) -> String {
+        let mut s = String::from("<table>");
+        if let Some(c) = &self.caption {
+            s += &format!("<caption>{}</caption>", escape(c));
+        }
+        s += "<thead><tr>";
+        for h in &self.header {
+            s += &format!("<th>{}</th>", escape(h));
+        }
+        s += "</tr></thead><tbody>";
+        for r in &self.rows {
+            s += "<tr>";
+            for c in r {
+                s += &format!("<td>{}</td>", escape(c));
+            }
+            s += "</tr>";
+        }
+        s + "</tbody></table>"
+    }
+
+    /// GitHub Markdown rendering (for READMEs and logs).
+    pub fn to_markdown(&self) -> String {
+        let esc = |c: &str| c.replace('|', "\\|");
+        let mut s = format!(
+            "| {} |\n",
+            self.header
+                .iter()
+                .map(|h| esc(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        s += &format!("|{}\n", "---|".repeat(self.header.len()));
+        for r in &self.rows {
+            s += &format!(
+                "| {} |\n",
+                r.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            );
+        }
+        s
+    }
+
+    /// Write as CSV.
+    pub fn write_csv(&self, path: &Path) -> Result<()> {
+        let mut w =
+            csv::Writer::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        w.write_record(&self.header)
+            .map_err(|e| Error::bad_input(path, e.to_string()))?;
+        for r in &self.rows {
+            w.write_record(r)
+                .map_err(|e| Error::bad_input(path, e.to_string()))?;
+        }
+        w.flush().map_err(|e| Error::io(path, e))
+    }
+
+    /// evcxr display hook: shows the table as HTML.
+    pub fn evcxr_display(&self) {
+        emit("text/html", &self.to_html());
+    }
+}
+
+impl std::fmt::Display for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_markdown())
+    }
+}

@@ -48,36 +48,12 @@ pub enum Error {
     },
 
     /// An asset (model or data set) is not in the cache and could not be downloaded.
-    #[error("asset `{name}` ({hf_id}, file `{file}`) is missing: {detail}. Expected sha256 {sha256}. Fetch it with: {fetch_command}")]
-    AssetMissing {
-        /// Asset name in `data/assets.toml`.
-        name: String,
-        /// Hugging Face repository id.
-        hf_id: String,
-        /// File inside the repository.
-        file: String,
-        /// Expected checksum.
-        sha256: String,
-        /// What happened when it was looked up.
-        detail: String,
-        /// The command that fills the cache.
-        fetch_command: String,
-    },
+    #[error("{0}")]
+    AssetMissing(Box<AssetMissing>),
 
     /// An asset file is present but its checksum does not match the manifest.
-    #[error("asset `{name}` file {path} is corrupt: sha256 {actual}, expected {expected}. Delete it and fetch again with: {fetch_command}")]
-    AssetCorrupt {
-        /// Asset name in `data/assets.toml`.
-        name: String,
-        /// The file on disk.
-        path: PathBuf,
-        /// Checksum in the manifest.
-        expected: String,
-        /// Checksum of the file on disk.
-        actual: String,
-        /// The command that fills the cache.
-        fetch_command: String,
-    },
+    #[error("{0}")]
+    AssetCorrupt(Box<AssetCorrupt>),
 
     /// An asset name that `data/assets.toml` does not list.
     #[error("unknown asset `{name}`; known assets: {known}")]
@@ -168,4 +144,38 @@ impl Error {
             message: message.into(),
         }
     }
+}
+
+/// Details of [`Error::AssetMissing`].
+#[derive(Debug, thiserror::Error)]
+#[error("asset `{name}` ({hf_id}, file `{file}`) is missing: {detail}. Expected sha256 {sha256}. Fetch it with: {fetch_command}")]
+pub struct AssetMissing {
+    /// Asset name in `data/assets.toml`.
+    pub name: String,
+    /// Hugging Face repository id.
+    pub hf_id: String,
+    /// File inside the repository.
+    pub file: String,
+    /// Expected checksum.
+    pub sha256: String,
+    /// What happened when it was looked up.
+    pub detail: String,
+    /// The command that fills the cache.
+    pub fetch_command: String,
+}
+
+/// Details of [`Error::AssetCorrupt`].
+#[derive(Debug, thiserror::Error)]
+#[error("asset `{name}` file {path} is corrupt: sha256 {actual}, expected {expected}. Delete it and fetch again with: {fetch_command}")]
+pub struct AssetCorrupt {
+    /// Asset name in `data/assets.toml`.
+    pub name: String,
+    /// The file on disk.
+    pub path: PathBuf,
+    /// Checksum in the manifest.
+    pub expected: String,
+    /// Checksum of the file on disk.
+    pub actual: String,
+    /// The command that fills the cache.
+    pub fetch_command: String,
 }

@@ -40,7 +40,12 @@ pub fn project_root() -> Result<PathBuf> {
 pub fn hf_cache_dir(root: &Path) -> PathBuf {
     env_path("WORKBENCH_HF_CACHE")
         .or_else(|| env_path("HF_HUB_CACHE"))
-        .unwrap_or_else(|| root.join("data").join("cache").join("huggingface").join("hub"))
+        .unwrap_or_else(|| {
+            root.join("data")
+                .join("cache")
+                .join("huggingface")
+                .join("hub")
+        })
 }
 
 /// The local mirror of data files (`../shared/mirror` beside the checkout by default).

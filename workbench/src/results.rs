@@ -1,1 +1,135 @@
-//! Results.
+//! Result folders: `data/results/<name>/` holds an experiment's outputs, the
+//! resolved configuration that produced them (`config.json`) and a manifest
+//! (`manifest.json`) with each output's sha256.
+//!
+//! A folder is *fresh* when its `config.json` equals the configuration about to
+//! run and every file in the manifest still has its recorded checksum; scripts
+//! skip fresh results and redo everything else, so a changed parameter or a
+//! deleted or edited output can never be mistaken for a valid result.
+
+use crate::assets::sha256_file;
+use crate::{paths, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What `manifest.json` records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Result name (the folder name).
+    pub name: String,
+    /// Output file name → sha256.
+    pub outputs: BTreeMap<String, String>,
+    /// Free-form summary numbers (counts, scores) for quick inspection.
+    pub summary: serde_json::Value,
+    /// `workbench` crate version that wrote it.
+    pub workbench_version: String,
+}
+
+/// An experiment's output folder.
+#[derive(Debug, Clone)]
+pub struct ResultDir {
+    /// Result name.
+    pub name: String,
+    /// The folder.
+    pub dir: PathBuf,
+    config: serde_json::Value,
+}
+
+impl ResultDir {
+    /// `data/results/<name>` under the project root, for this configuration.
+    pub fn new(name: &str, config: &impl Serialize) -> Result<Self> {
+        let root = paths::project_root()?;
+        Self::at(paths::results_dir(&root, name), name, config)
+    }
+
+    /// A result folder at an explicit path.
+    pub fn at(dir: PathBuf, name: &str, config: &impl Serialize) -> Result<Self> {
+        Ok(ResultDir {
+            name: name.to_string(),
+            dir,
+            config: serde_json::to_value(config)?,
+        })
+    }
+
+    /// Path of an output file inside the folder.
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// True when the folder holds outputs of exactly this configuration, unchanged.
+    pub fn is_fresh(&self) -> bool {
+        let read = |p: &Path| std::fs::read_to_string(p).ok();
+        let Some(cfg) = read(&self.path("config.json"))
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        else {
+            return false;
+        };
+        if cfg != self.config {
+            return false;
+        }
+        let Some(m) = read(&self.path("manifest.json"))
+            .and_then(|s| serde_json::from_str::<Manifest>(&s).ok())
+        else {
+            return false;
+        };
+        !m.outputs.is_empty()
+            && m.outputs
+                .iter()
+                .all(|(f, sha)| sha256_file(&self.path(f)).ok().as_deref() == Some(sha.as_str()))
+    }
+
+    /// Create (or empty) the folder and write `config.json`. Call before writing outputs.
+    pub fn begin(&self) -> Result<()> {
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        }
+        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let p = self.path("config.json");
+        std::fs::write(&p, serde_json::to_string_pretty(&self.config)?)
+            .map_err(|e| Error::io(&p, e))
+    }
+
+    /// Write `manifest.json` over every file now in the folder (except the manifest itself).
+    pub fn finish(&self, summary: serde_json::Value) -> Result<Manifest> {
+        let mut outputs = BTreeMap::new();
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        for e in rd {
+            let e = e.map_err(|e| Error::io(&self.dir, e))?;
+            let n = e.file_name().to_string_lossy().to_string();
+            if n != "manifest.json" && e.path().is_file() {
+                outputs.insert(n, sha256_file(&e.path())?);
+            }
+        }
+        let m = Manifest {
+            name: self.name.clone(),
+            outputs,
+            summary,
+            workbench_version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        let p = self.path("manifest.json");
+        std::fs::write(&p, serde_json::to_string_pretty(&m)?).map_err(|e| Error::io(&p, e))?;
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freshness_tracks_config_and_outputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("r");
+        let r = ResultDir::at(dir.clone(), "r", &serde_json::json!({"k": 1})).unwrap();
+        assert!(!r.is_fresh());
+        r.begin().unwrap();
+        std::fs::write(r.path("out.csv"), "a,b\n").unwrap();
+        r.finish(serde_json::json!({})).unwrap();
+        assert!(r.is_fresh());
+        let other = ResultDir::at(dir.clone(), "r", &serde_json::json!({"k": 2})).unwrap();
+        assert!(!other.is_fresh(), "a different config must not be fresh");
+        std::fs::write(r.path("out.csv"), "edited\n").unwrap();
+        assert!(!r.is_fresh(), "an edited output must not be fresh");
+    }
+}

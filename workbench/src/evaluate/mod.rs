@@ -1,1 +1,49 @@
 //! Evaluation: ranking metrics, QA metrics, significance tests, TREC files.
+//!
+//! | file | what it holds | reference |
+//! |---|---|---|
+//! | [`ranking`] | recall, precision, MRR, nDCG, MAP, hits over a [`Run`](crate::Run) and [`Qrels`](crate::Qrels) | trec_eval 9.x conventions; Järvelin & Kekäläinen (2002) for nDCG |
+//! | [`qa`] | SQuAD exact match and token F1, DPR-style answer recall | SQuAD v2.0 official eval script; Karpukhin et al. (2020) |
+//! | [`significance`] | paired t, randomisation and bootstrap tests on per-query scores | Smucker, Allan & Carterette (2007); Efron & Tibshirani (1993) |
+//! | [`trec`] | read and write TREC run and qrels files | trec_eval file formats |
+//!
+//! Every ranking metric returns a [`MetricResult`]: the mean over the evaluated
+//! queries *and* the per-query values, so the per-query maps can go straight into
+//! the paired tests of [`significance`]:
+//!
+//! ```
+//! use workbench::evaluate::{evaluate, significance, Metric};
+//! use workbench::{Hit, Qrels, Run};
+//!
+//! let mut qrels = Qrels::new();
+//! for q in ["q1", "q2", "q3"] {
+//!     qrels.entry(q.to_string()).or_default().insert(format!("{q}-d1"), 1);
+//! }
+//! let run_a: Run = ["q1", "q2", "q3"]
+//!     .iter()
+//!     .map(|q| (q.to_string(), vec![Hit::new(format!("{q}-d1"), 1.0)]))
+//!     .collect();
+//! let run_b: Run = ["q1", "q2", "q3"]
+//!     .iter()
+//!     .map(|q| (q.to_string(), vec![Hit::new("other", 2.0), Hit::new(format!("{q}-d1"), 1.0)]))
+//!     .collect();
+//! let a = evaluate(&run_a, &qrels, &[Metric::Mrr(10)]).unwrap();
+//! let b = evaluate(&run_b, &qrels, &[Metric::Mrr(10)]).unwrap();
+//! assert_eq!(a[0].name, "mrr@10");
+//! assert_eq!((a[0].mean, b[0].mean), (1.0, 0.5));
+//! let t = significance::paired_t_test(&a[0].per_query, &b[0].per_query).unwrap();
+//! assert_eq!(t.p_value, 0.0); // every query differs by exactly 0.5
+//! ```
+
+// `crate::Error` is large (its asset variants carry several strings), which trips
+// clippy::result_large_err on every fallible function of the crate. That is a
+// property of the shared error type, not of this module; silence it here until
+// error.rs boxes its big variants or lib.rs allows it crate-wide.
+
+pub mod qa;
+pub mod ranking;
+pub mod significance;
+pub mod trec;
+
+pub use ranking::{evaluate, evaluate_with_threshold, Metric, MetricResult};
+pub use significance::TestResult;

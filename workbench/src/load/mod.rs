@@ -46,8 +46,34 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
         if line.trim().is_empty() {
             continue;
         }
-        let rec = serde_json::from_str(&line).map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
+        let rec = serde_json::from_str(&line)
+            .map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
         out.push(rec);
     }
     Ok(out)
+}
+
+/// The Wikipedia-derived corpora that [`wikipedia_corpus`] knows, by asset name.
+pub const WIKIPEDIA_CORPORA: [&str; 3] = ["enwiki-sample-dump", "wiki-leads-en", "wikitext-2-raw"];
+
+/// Load one of the Wikipedia corpora of [`WIKIPEDIA_CORPORA`] through the asset
+/// cache, as full-text documents (paragraphs separated by newlines).
+pub fn wikipedia_corpus(assets: &crate::assets::Assets, name: &str) -> Result<Vec<Document>> {
+    let spec = assets.spec(name)?;
+    let file = spec
+        .files
+        .keys()
+        .next()
+        .ok_or_else(|| Error::Empty(format!("asset `{name}` lists no files")))?
+        .clone();
+    let path = assets.resolve(name, &file)?;
+    match name {
+        "enwiki-sample-dump" => mediawiki::load(&path),
+        "wiki-leads-en" => wiki_leads::load(&path),
+        "wikitext-2-raw" => wikitext::load(&path),
+        other => Err(Error::param(
+            "corpus",
+            format!("`{other}` is not a Wikipedia corpus; choose one of {WIKIPEDIA_CORPORA:?}"),
+        )),
+    }
 }

@@ -2,6 +2,24 @@
 //!
 //! To add a retriever: write `retrieve/<name>.rs` with a type that implements
 //! [`Retriever`], add `pub mod <name>;` here.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`analyzer`] | tokenise / lowercase / stopwords / stem |
+//! | [`index`] | inverted index with save / load |
+//! | [`impact`] | term-at-a-time scoring over precomputed impacts, top-k selection |
+//! | [`tfidf`] | TF-IDF: raw and length-normalised (report 002), cosine (report 003) |
+//! | [`bm25`] | BM25: Robertson, ATIRE (report 002 as printed), Lucene |
+//! | [`fusion`] | min-max / z-score hybrid (report 001), RRF (report 002), CombSUM / CombMNZ, [`fusion::Fused`] |
+//! | [`conformance`] | the data-driven conformance suite read by `tests/conformance.rs` |
+
+pub mod analyzer;
+pub mod bm25;
+pub mod conformance;
+pub mod fusion;
+pub mod impact;
+pub mod index;
+pub mod tfidf;
 
 use crate::{Hit, Query, Result, Run};
 

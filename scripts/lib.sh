@@ -1,0 +1,90 @@
+# Shared setup for scripts/reproduce and scripts/test. Source it; do not run it.
+# Every step is idempotent: it checks first and installs only what is missing.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+# One build cache for every checkout on this machine (scripts and CI share it).
+export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WORKBENCH_HOME/target}"
+# evcxr compiles notebook dependencies in its own crate; a fixed tmpdir keeps them between kernels.
+export EVCXR_TMPDIR="${EVCXR_TMPDIR:-$WORKBENCH_HOME/evcxr}"
+export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}"
+export VENV="${WORKBENCH_VENV:-$WORKBENCH_HOME/venv}"
+export PATH="$HOME/.cargo/bin:$VENV/bin:$PATH"
+export WORKBENCH_ROOT="$ROOT"
+export WORKBENCH_PROGRESS="${WORKBENCH_PROGRESS:-0}"
+EVCXR_VERSION=0.22.0
+
+step() { printf '\n== %s\n' "$*"; }
+
+ensure_apt() {
+  # C toolchain pieces some crates build from source. Debian package names.
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  if ((${#missing[@]})); then
+    step "apt-get install ${missing[*]}"
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+ensure_python() {
+  # Jupyter (to run notebooks headlessly) in a venv outside the repository.
+  if ! "$VENV/bin/python" -c 'import nbclient, nbconvert, jupyter_client' >/dev/null 2>&1; then
+    step "python venv with jupyter ($VENV)"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check jupyterlab nbclient nbconvert ipykernel
+  fi
+}
+
+ensure_evcxr() {
+  # The Rust Jupyter kernel. A clean `cargo install` takes ~8 min here.
+  if ! command -v evcxr_jupyter >/dev/null 2>&1; then
+    step "cargo install evcxr_jupyter $EVCXR_VERSION (one-off, ~8 min)"
+    cargo install evcxr_jupyter --locked --version "$EVCXR_VERSION"
+  fi
+  local kdir
+  kdir="$("$VENV/bin/jupyter" --data-dir)/kernels/rust"
+  if [ ! -f "$kdir/kernel.json" ] || ! grep -q EVCXR_TMPDIR "$kdir/kernel.json"; then
+    step "register the rust kernel"
+    JUPYTER_PATH="$("$VENV/bin/jupyter" --data-dir)" evcxr_jupyter --install >/dev/null
+    # Pin evcxr's build folder so heavy dependencies compile once, not in every kernel.
+    "$VENV/bin/python" - "$kdir/kernel.json" "$EVCXR_TMPDIR" <<'PY'
+import json, sys
+p, tmp = sys.argv[1], sys.argv[2]
+k = json.load(open(p))
+k.setdefault("env", {})["EVCXR_TMPDIR"] = tmp
+json.dump(k, open(p, "w"), indent=1)
+PY
+  fi
+  mkdir -p "$EVCXR_TMPDIR"
+}
+
+build() {
+  step "cargo build --release (target dir $CARGO_TARGET_DIR)"
+  cargo build --release --workspace --bins
+}
+
+fetch_assets() {
+  step "assets: fetch and verify $*"
+  "$CARGO_TARGET_DIR/release/assets" fetch "$@"
+}
+
+run_notebooks() {
+  # Execute every notebook headlessly; any cell error fails. Executed copies go to $1.
+  local out="$1"; shift
+  mkdir -p "$out"
+  local nb
+  for nb in notebooks/*.ipynb; do
+    step "execute $nb"
+    "$VENV/bin/jupyter" nbconvert --to notebook --execute \
+      --ExecutePreprocessor.kernel_name=rust \
+      --ExecutePreprocessor.timeout=3600 \
+      --output-dir "$out" "$nb"
+  done
+}

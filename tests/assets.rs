@@ -1,0 +1,129 @@
+//! Asset resolution through the hf-hub cache: present, missing, corrupt.
+
+mod common;
+
+use common::{sha, Project};
+use workbench::Error;
+
+const BODY: &[u8] = b"{\"hello\": \"world\"}\n";
+
+fn project() -> Project {
+    Project::new(&[("tiny-model", "model", "tiny", "config.json", BODY)])
+}
+
+#[test]
+fn fetch_fills_the_hf_hub_layout_and_resolve_verifies() {
+    let p = project();
+    let a = p.assets();
+    assert!(!a.is_valid("tiny-model").unwrap());
+    let snap = a.fetch("tiny-model").unwrap();
+    // hf-hub's own cache lookup finds it: models--ORG--NAME/refs/main + snapshots/REV/FILE.
+    let repo = p.cache().join("models--test-org--tiny-model");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("refs/main")).unwrap(),
+        "fixture"
+    );
+    assert_eq!(snap, repo.join("snapshots/fixture"));
+    let via_hf_hub = hf_hub::Cache::new(p.cache())
+        .model("test-org/tiny-model".into())
+        .get("config.json")
+        .expect("hf-hub resolves the offline-filled cache");
+    assert_eq!(std::fs::read(&via_hf_hub).unwrap(), BODY);
+    let path = a.resolve("tiny-model", "config.json").unwrap();
+    assert_eq!(path, via_hf_hub);
+    assert!(a.is_valid("tiny-model").unwrap());
+    // Idempotent: a second fetch keeps the valid file.
+    a.fetch("tiny-model").unwrap();
+}
+
+#[test]
+fn missing_asset_names_asset_checksum_and_fetch_command() {
+    let p = project();
+    let err = p.assets().resolve("tiny-model", "config.json").unwrap_err();
+    assert!(matches!(err, Error::AssetMissing(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("tiny-model"), "{msg}");
+    assert!(msg.contains(&sha(BODY)), "{msg}");
+    assert!(msg.contains("bin assets -- fetch tiny-model"), "{msg}");
+}
+
+#[test]
+fn corrupt_asset_is_detected_and_refetch_repairs_it() {
+    let p = project();
+    let a = p.assets();
+    let path = a.fetch("tiny-model").unwrap().join("config.json");
+    std::fs::write(&path, b"{\"hello\": \"w0rld\"}\n").unwrap();
+    let err = a.resolve("tiny-model", "config.json").unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::AssetCorrupt(_)), "{err:?}");
+    assert!(
+        msg.contains("tiny-model") && msg.contains(&sha(BODY)) && msg.contains("fetch tiny-model"),
+        "{msg}"
+    );
+    assert!(!a.is_valid("tiny-model").unwrap());
+    a.fetch("tiny-model").unwrap();
+    assert_eq!(
+        std::fs::read(a.resolve("tiny-model", "config.json").unwrap()).unwrap(),
+        BODY
+    );
+}
+
+#[test]
+fn corrupt_source_is_never_copied_into_the_cache() {
+    let p = project();
+    std::fs::write(p.mirror().join("tiny/config.json"), b"tampered").unwrap();
+    let err = p.assets().fetch("tiny-model").unwrap_err();
+    assert!(matches!(err, Error::AssetCorrupt(_)), "{err:?}");
+    assert!(hf_hub::Cache::new(p.cache())
+        .model("test-org/tiny-model".into())
+        .get("config.json")
+        .is_none());
+}
+
+#[test]
+fn unknown_asset_and_bad_manifest_are_clear_errors() {
+    let p = project();
+    let err = p.assets().resolve("nope", "x").unwrap_err();
+    assert!(
+        err.to_string().contains("unknown asset `nope`") && err.to_string().contains("tiny-model")
+    );
+    let bad = p.root().join("data/bad.toml");
+    std::fs::write(&bad, "[asset.x]\nkind = \"model\"\n").unwrap();
+    let err =
+        workbench::assets::Assets::from_manifest(&bad, p.cache(), p.mirror(), p.root().into())
+            .unwrap_err();
+    assert!(err.to_string().contains("bad.toml"), "{err}");
+}
+
+#[test]
+fn missing_mirror_folder_names_the_override() {
+    let p = project();
+    std::fs::remove_dir_all(p.mirror().join("tiny")).unwrap();
+    let err = p.assets().fetch("tiny-model").unwrap_err().to_string();
+    assert!(err.contains("WORKBENCH_MIRROR"), "{err}");
+}
+
+#[test]
+fn the_real_manifest_parses_and_every_entry_is_complete() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let a = workbench::assets::Assets::from_manifest(
+        &root.join("data/assets.toml"),
+        root.join("data/cache/huggingface/hub"),
+        root.join("../shared/mirror"),
+        root.join("data/cache/wheels"),
+    )
+    .unwrap();
+    for name in [
+        "all-minilm-l6-v2",
+        "wiki-leads-en",
+        "enwiki-sample-dump",
+        "wikitext-2-raw",
+        "squad-v2-dev-half",
+        "nq-open",
+        "msmarco-dl19-subset",
+        "rag-mini-wikipedia",
+    ] {
+        let s = a.spec(name).unwrap();
+        assert!(!s.license.is_empty() && !s.files.is_empty(), "{name}");
+    }
+}

@@ -1,0 +1,66 @@
+//! Fixtures shared by the integration tests: a throw-away project root with its
+//! own `data/assets.toml`, mirror and cache, so tests never touch the real cache.
+#![allow(dead_code)]
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// sha256 of bytes, lowercase hex.
+pub fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A temporary project: `root/data/assets.toml`, `root/mirror/<folder>/…`, `root/cache`.
+pub struct Project {
+    pub tmp: tempfile::TempDir,
+}
+
+impl Project {
+    /// Build a project whose manifest lists one mirror-sourced asset per `(name, kind, folder, file, bytes)`.
+    pub fn new(assets: &[(&str, &str, &str, &str, &[u8])]) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("data")).unwrap();
+        let mut toml = String::new();
+        for (name, kind, folder, file, bytes) in assets {
+            let dir = root.join("mirror").join(folder);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(file), bytes).unwrap();
+            toml += &format!(
+                "[asset.{name}]\nkind = \"{kind}\"\nhf_id = \"test-org/{name}\"\non_hub = false\nsnapshot = \"fixture\"\n\
+                 license = \"test\"\ndescription = \"fixture\"\nsource = {{ type = \"mirror\", folder = \"{folder}\" }}\n\
+                 [asset.{name}.files]\n\"{file}\" = {{ sha256 = \"{}\", from = \"{file}\" }}\n\n",
+                sha(bytes)
+            );
+        }
+        std::fs::write(root.join("data").join("assets.toml"), toml).unwrap();
+        Project { tmp }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub fn cache(&self) -> PathBuf {
+        self.root().join("cache")
+    }
+
+    pub fn mirror(&self) -> PathBuf {
+        self.root().join("mirror")
+    }
+
+    pub fn assets(&self) -> workbench::assets::Assets {
+        let mut a = workbench::assets::Assets::from_manifest(
+            &self.root().join("data").join("assets.toml"),
+            self.cache(),
+            self.mirror(),
+            self.root().join("wheels"),
+        )
+        .unwrap();
+        a.offline = true;
+        a
+    }
+}

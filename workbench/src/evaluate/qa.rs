@@ -1,0 +1,358 @@
+//! Answer metrics: SQuAD exact match and token F1, DPR-style answer recall.
+//!
+//! [`normalize_answer`], [`exact_match`] and [`f1`] are a port of the official
+//! SQuAD v2.0 evaluation script (`evaluate-v2.0.py`: `normalize_answer`,
+//! `get_tokens`, `compute_exact`, `compute_f1`, and the gold-answer handling of
+//! `get_raw_scores`):
+//!
+//! - gold answers that normalise to the empty string are dropped; if none is
+//!   left the question is unanswerable and the gold list becomes `[""]`;
+//! - EM and F1 are the maximum over the gold answers.
+//!
+//! So for an **unanswerable** question (empty `golds`, or golds that all
+//! normalise to nothing) EM = F1 = 1.0 if the prediction normalises to the empty
+//! string (e.g. `""`, `"the"`, `"."`), and 0.0 otherwise.
+//!
+//! [`answer_in_text`] and [`answer_recall_at_k`] measure retrieval the way DPR
+//! (Karpukhin et al. 2020) reports "top-k retrieval accuracy": a question counts
+//! as answered at k if one of its top-k passages contains a gold answer.
+
+use crate::evaluate::ranking::MetricResult;
+use crate::retrieve::check_k;
+use crate::{Error, Result, Run};
+use regex::Regex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+
+/// SQuAD answer normalisation: lowercase, remove ASCII punctuation
+/// (Python's `string.punctuation`), replace the articles `a`, `an`, `the` (whole
+/// words, Unicode word boundaries as Python's `re`) by a space, and collapse
+/// whitespace to single spaces with no leading or trailing space.
+///
+/// The steps run in the script's order: `white_space_fix(remove_articles(remove_punc(lower(s))))`.
+pub fn normalize_answer(s: &str) -> String {
+    static ARTICLES: OnceLock<Regex> = OnceLock::new();
+    let articles = ARTICLES.get_or_init(|| Regex::new(r"\b(a|an|the)\b").expect("valid regex"));
+    let lower = s.to_lowercase();
+    let no_punc: String = lower
+        .chars()
+        .filter(|c| !c.is_ascii_punctuation())
+        .collect();
+    let no_articles = articles.replace_all(&no_punc, " ");
+    tokens_of_normalized(&no_articles).join(" ")
+}
+
+/// Split on whitespace as Python's `str.split()` does: Unicode whitespace plus the
+/// ASCII separators U+001C..U+001F, which Python also treats as whitespace.
+fn tokens_of_normalized(s: &str) -> Vec<&str> {
+    s.split(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The tokens of a normalised answer (the script's `get_tokens`).
+pub fn answer_tokens(s: &str) -> Vec<String> {
+    normalize_answer(s)
+        .split(' ')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The gold list the SQuAD v2.0 script scores against: golds that normalise to
+/// something, or `[""]` when none does (unanswerable).
+fn effective_golds<S: AsRef<str>>(golds: &[S]) -> Vec<String> {
+    let kept: Vec<String> = golds
+        .iter()
+        .map(|g| g.as_ref())
+        .filter(|g| !normalize_answer(g).is_empty())
+        .map(str::to_string)
+        .collect();
+    if kept.is_empty() {
+        vec![String::new()]
+    } else {
+        kept
+    }
+}
+
+/// Exact match: 1.0 if the normalised prediction equals some normalised gold
+/// answer, else 0.0 (SQuAD v2.0 `compute_exact`, maximised over golds). Empty
+/// `golds` means unanswerable: see the module docs.
+pub fn exact_match<S: AsRef<str>>(pred: &str, golds: &[S]) -> f64 {
+    let p = normalize_answer(pred);
+    let hit = effective_golds(golds)
+        .iter()
+        .any(|g| normalize_answer(g) == p);
+    if hit {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// Token-level F1 between the prediction and the best gold answer (SQuAD v2.0
+/// `compute_f1`): with `common` the multiset intersection of the normalised
+/// tokens, `P = |common| / |pred|`, `R = |common| / |gold|`, `F1 = 2PR / (P + R)`;
+/// 0 when nothing is shared; if either side has no tokens, 1.0 when both have none
+/// and 0.0 otherwise. Empty `golds` means unanswerable: see the module docs.
+pub fn f1<S: AsRef<str>>(pred: &str, golds: &[S]) -> f64 {
+    let pred_toks = answer_tokens(pred);
+    effective_golds(golds)
+        .iter()
+        .map(|g| f1_one(&pred_toks, &answer_tokens(g)))
+        .fold(0.0, f64::max)
+}
+
+fn f1_one(pred: &[String], gold: &[String]) -> f64 {
+    if pred.is_empty() || gold.is_empty() {
+        return if pred == gold { 1.0 } else { 0.0 };
+    }
+    let mut gold_counts: HashMap<&str, usize> = HashMap::new();
+    for t in gold {
+        *gold_counts.entry(t.as_str()).or_default() += 1;
+    }
+    let mut same = 0usize;
+    for t in pred {
+        if let Some(c) = gold_counts.get_mut(t.as_str()) {
+            if *c > 0 {
+                *c -= 1;
+                same += 1;
+            }
+        }
+    }
+    if same == 0 {
+        return 0.0;
+    }
+    let precision = same as f64 / pred.len() as f64;
+    let recall = same as f64 / gold.len() as f64;
+    2.0 * precision * recall / (precision + recall)
+}
+
+/// Does `text` contain a gold answer? Both sides go through [`normalize_answer`]
+/// and an answer matches when its tokens occur as a contiguous run of whole tokens
+/// of the text (so `"art"` does not match `"party"`). Answers that normalise to
+/// nothing never match.
+///
+/// This is DPR's `has_answer` check (Karpukhin et al. 2020) with the SQuAD
+/// normaliser in place of DPR's regex tokenizer, so it drops articles and
+/// punctuation where DPR keeps punctuation as tokens.
+pub fn answer_in_text<S: AsRef<str>>(text: &str, answers: &[S]) -> bool {
+    let norm = normalize_answer(text);
+    let text_toks: Vec<&str> = norm.split(' ').filter(|t| !t.is_empty()).collect();
+    answers.iter().any(|a| {
+        let ans = answer_tokens(a.as_ref());
+        !ans.is_empty()
+            && ans.len() <= text_toks.len()
+            && text_toks
+                .windows(ans.len())
+                .any(|w| w.iter().zip(&ans).all(|(x, y)| *x == y.as_str()))
+    })
+}
+
+/// DPR top-k retrieval accuracy: for each question, 1.0 if any of its first `k`
+/// hits (run order) is a passage that contains a gold answer ([`answer_in_text`]),
+/// else 0.0.
+///
+/// Evaluated questions are those of `answers` with at least one gold answer that
+/// normalises to something (unanswerable questions are skipped, as in DPR); one
+/// missing from the run scores 0; run queries without answers are ignored. The
+/// result is named `answer_recall@k`.
+///
+/// Errors: `k == 0` ([`Error::InvalidParam`]); a hit among the top `k` of an
+/// evaluated question whose id is not in `passages` ([`Error::InvalidParam`]
+/// naming the query and passage id); no evaluated question ([`Error::Empty`]).
+pub fn answer_recall_at_k(
+    run: &Run,
+    passages: &HashMap<String, String>,
+    answers: &BTreeMap<String, Vec<String>>,
+    k: usize,
+) -> Result<MetricResult> {
+    check_k(k)?;
+    let name = format!("answer_recall@{k}");
+    let mut per_query = BTreeMap::new();
+    for (qid, golds) in answers {
+        if golds.iter().all(|g| normalize_answer(g).is_empty()) {
+            continue;
+        }
+        let mut found = false;
+        for hit in run
+            .get(qid)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+            .iter()
+            .take(k)
+        {
+            let text = passages.get(&hit.id).ok_or_else(|| {
+                Error::param(
+                    "passages",
+                    format!(
+                        "query `{qid}`: run id `{}` is not in the passage map",
+                        hit.id
+                    ),
+                )
+            })?;
+            if answer_in_text(text, golds) {
+                found = true;
+                break;
+            }
+        }
+        per_query.insert(qid.clone(), if found { 1.0 } else { 0.0 });
+    }
+    if per_query.is_empty() {
+        return Err(Error::Empty(format!(
+            "`{name}`: no question has a non-empty gold answer"
+        )));
+    }
+    let mean = per_query.values().sum::<f64>() / per_query.len() as f64;
+    Ok(MetricResult {
+        name,
+        mean,
+        per_query,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Hit;
+
+    const NONE: [&str; 0] = [];
+
+    #[test]
+    fn normalisation_matches_squad_script() {
+        assert_eq!(normalize_answer("The Cat!"), "cat");
+        assert_eq!(
+            normalize_answer("  A  quick,\tbrown\nfox. "),
+            "quick brown fox"
+        );
+        // Punctuation is removed before articles, so "the-end" → "theend" stays.
+        assert_eq!(normalize_answer("the-end"), "theend");
+        // Articles only as whole words.
+        assert_eq!(normalize_answer("Theatre and anthem"), "theatre and anthem");
+        assert_eq!(normalize_answer("AN apple"), "apple");
+        // Non-ASCII punctuation is kept (Python's string.punctuation is ASCII).
+        assert_eq!(normalize_answer("«Éclair»"), "«éclair»");
+        assert_eq!(normalize_answer("the . a"), "");
+        assert_eq!(answer_tokens("The Eiffel tower."), ["eiffel", "tower"]);
+    }
+
+    #[test]
+    fn exact_match_cases() {
+        assert_eq!(exact_match("The Cat!", &["cat"]), 1.0);
+        assert_eq!(exact_match("a cat", &["dog", "the  cat."]), 1.0); // max over golds
+        assert_eq!(exact_match("cats", &["cat"]), 0.0);
+    }
+
+    #[test]
+    fn f1_by_hand() {
+        // pred tokens [eiffel, tower, paris] (3), gold [eiffel, tower] (2), common 2:
+        // P = 2/3, R = 2/2 = 1, F1 = 2·(2/3)·1 / (2/3 + 1) = (4/3) / (5/3) = 0.8.
+        assert!((f1("the Eiffel Tower, Paris", &["Eiffel Tower"]) - 0.8).abs() < 1e-12);
+        // pred [new, york, city] vs gold [york, new, jersey]: common {new, york} = 2;
+        // P = R = 2/3, F1 = 2/3.
+        assert!((f1("New York City", &["York New Jersey"]) - 2.0 / 3.0).abs() < 1e-12);
+        // Multiset intersection: pred [to, to, be] vs gold [to, be]:
+        // common = min counts {to:1, be:1} = 2; P = 2/3, R = 1, F1 = 0.8.
+        assert!((f1("to to be", &["to be"]) - 0.8).abs() < 1e-12);
+        // Max over golds: 0 against "london", 0.8 against "eiffel tower".
+        assert!((f1("Eiffel Tower Paris", &["London", "Eiffel Tower"]) - 0.8).abs() < 1e-12);
+        assert_eq!(f1("berlin", &["paris"]), 0.0);
+        // Prediction that normalises to nothing against a real answer.
+        assert_eq!(f1("the", &["paris"]), 0.0);
+        assert_eq!(exact_match("", &["paris"]), 0.0);
+    }
+
+    #[test]
+    fn unanswerable_questions() {
+        // No gold → EM = F1 = 1 iff the prediction normalises to empty.
+        assert_eq!(exact_match("", &NONE), 1.0);
+        assert_eq!(f1("", &NONE), 1.0);
+        assert_eq!(exact_match("The.", &NONE), 1.0);
+        assert_eq!(f1("the", &NONE), 1.0);
+        assert_eq!(exact_match("paris", &NONE), 0.0);
+        assert_eq!(f1("paris", &NONE), 0.0);
+        // Golds that normalise to nothing are dropped, as in get_raw_scores.
+        assert_eq!(exact_match("", &["", "the"]), 1.0);
+        assert_eq!(f1("x", &["a"]), 0.0); // gold "a" normalises to "" → unanswerable
+                                          // A real gold alongside an empty one: the empty one is ignored.
+        assert_eq!(exact_match("", &["", "paris"]), 0.0);
+    }
+
+    #[test]
+    fn answer_in_text_whole_tokens() {
+        let text = "The party was held in New York City, in 1999.";
+        assert!(answer_in_text(text, &["new york"]));
+        assert!(answer_in_text(text, &["1999"]));
+        assert!(answer_in_text(text, &["London", "York City"]));
+        assert!(!answer_in_text(text, &["art"])); // inside "party": not a token
+        assert!(!answer_in_text(text, &["york new"])); // order matters
+        assert!(!answer_in_text(text, &["the"])); // normalises to nothing
+        assert!(!answer_in_text(text, &NONE));
+        assert!(!answer_in_text("", &["x"]));
+    }
+
+    #[test]
+    fn answer_recall_by_hand() {
+        let passages: HashMap<String, String> = [
+            ("p1", "Paris is the capital of France."),
+            ("p2", "Berlin is the capital of Germany."),
+            ("p3", "Rome is in Italy."),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let answers: BTreeMap<String, Vec<String>> = [
+            ("q1", vec!["Paris"]),
+            ("q2", vec!["Rome"]),
+            ("q3", vec!["Madrid"]),
+            ("q4", vec![]),         // unanswerable → skipped
+            ("q5", vec!["Berlin"]), // not in the run → 0
+        ]
+        .into_iter()
+        .map(|(q, a)| (q.to_string(), a.into_iter().map(String::from).collect()))
+        .collect();
+        let run: Run = [
+            ("q1", vec!["p2", "p1"]),
+            ("q2", vec!["p1", "p2", "p3"]),
+            ("q3", vec!["p1", "p2"]),
+            ("q9", vec!["nope"]), // no answers → ignored, unknown id never looked up
+        ]
+        .into_iter()
+        .map(|(q, ids)| {
+            (
+                q.to_string(),
+                ids.into_iter().map(|i| Hit::new(i, 1.0)).collect(),
+            )
+        })
+        .collect();
+        // k = 1: nobody answered at rank 1 → 0 / 4.
+        let r1 = answer_recall_at_k(&run, &passages, &answers, 1).unwrap();
+        assert_eq!(r1.name, "answer_recall@1");
+        assert_eq!(
+            r1.per_query.keys().collect::<Vec<_>>(),
+            ["q1", "q2", "q3", "q5"]
+        );
+        assert_eq!(r1.mean, 0.0);
+        // k = 2: q1 (p1 at rank 2) → 1/4.
+        assert_eq!(
+            answer_recall_at_k(&run, &passages, &answers, 2)
+                .unwrap()
+                .mean,
+            0.25
+        );
+        // k = 3: q1, q2 → 2/4.
+        let r3 = answer_recall_at_k(&run, &passages, &answers, 3).unwrap();
+        assert_eq!(r3.mean, 0.5);
+        assert_eq!(r3.per_query["q2"], 1.0);
+        assert_eq!(r3.per_query["q5"], 0.0);
+
+        assert!(matches!(
+            answer_recall_at_k(&run, &passages, &answers, 0),
+            Err(Error::InvalidParam { name: "k", .. })
+        ));
+        let mut bad = run.clone();
+        bad.get_mut("q3").unwrap().insert(0, Hit::new("ghost", 9.0));
+        let e = answer_recall_at_k(&bad, &passages, &answers, 1).unwrap_err();
+        assert!(e.to_string().contains("ghost"), "{e}");
+    }
+}
