@@ -10,8 +10,9 @@ HERE = pathlib.Path(__file__).parent
 
 def nb(cells):
     out = []
-    for kind, src, *tags in cells:
-        c = {"cell_type": kind, "metadata": {}, "source": src.strip("\n").splitlines(keepends=True)}
+    for i, (kind, src, *tags) in enumerate(cells):
+        c = {"cell_type": kind, "id": f"cell-{i:02d}", "metadata": {},
+             "source": src.strip("\n").splitlines(keepends=True)}
         if tags:
             c["metadata"]["tags"] = tags
         if kind == "code":
@@ -123,8 +124,8 @@ filt
 """),
     ("code", """
 // A few passages of the full-article corpus, with their offsets into the source article.
-let docs = &wiki["enwiki-sample-dump"];
-let passages = chunker.chunk_all(docs)?;
+// (evcxr keeps variables between cells, so they own their data rather than borrow it.)
+let passages = chunker.chunk_all(&wiki["enwiki-sample-dump"])?;
 let mut sample = Table::new(["passage id", "title", "bytes", "words", "text (first 100 chars)"]);
 for p in passages.iter().step_by(passages.len() / 5 + 1) {
     let head: String = p.text.chars().take(100).collect();
@@ -141,9 +142,9 @@ The same figure is written by `scripts/reproduce` to `data/results/fig1-paragrap
 """),
     ("code", """
 let bins = Bins::new(0.0, 400.0, 10.0, true)?;
-let enwiki = measured.iter().find(|m| m.corpus == "enwiki-sample-dump")
+let i = measured.iter().position(|m| m.corpus == "enwiki-sample-dump")
     .ok_or(workbench::Error::Empty("enwiki-sample-dump was not measured".into()))?;
-render(&enwiki.histogram(bins))?
+render(&measured[i].histogram(bins))?
 """, "figure"),
 ]
 

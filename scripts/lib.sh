@@ -50,15 +50,21 @@ ensure_evcxr() {
   fi
   local kdir
   kdir="$("$VENV/bin/jupyter" --data-dir)/kernels/rust"
-  if [ ! -f "$kdir/kernel.json" ] || ! grep -q EVCXR_TMPDIR "$kdir/kernel.json"; then
+  # evcxr links each cell against the toolchain's shared libstd; the kernel must find it.
+  local stdlib
+  stdlib="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/lib"
+  if [ ! -f "$kdir/kernel.json" ] || ! grep -q EVCXR_TMPDIR "$kdir/kernel.json" \
+     || ! grep -q "$stdlib" "$kdir/kernel.json"; then
     step "register the rust kernel"
     JUPYTER_PATH="$("$VENV/bin/jupyter" --data-dir)" evcxr_jupyter --install >/dev/null
     # Pin evcxr's build folder so heavy dependencies compile once, not in every kernel.
-    "$VENV/bin/python" - "$kdir/kernel.json" "$EVCXR_TMPDIR" <<'PY'
+    "$VENV/bin/python" - "$kdir/kernel.json" "$EVCXR_TMPDIR" "$stdlib" <<'PY'
 import json, sys
-p, tmp = sys.argv[1], sys.argv[2]
+p, tmp, stdlib = sys.argv[1], sys.argv[2], sys.argv[3]
 k = json.load(open(p))
-k.setdefault("env", {})["EVCXR_TMPDIR"] = tmp
+env = k.setdefault("env", {})
+env["EVCXR_TMPDIR"] = tmp
+env["LD_LIBRARY_PATH"] = stdlib
 json.dump(k, open(p, "w"), indent=1)
 PY
   fi
@@ -82,9 +88,28 @@ run_notebooks() {
   local nb
   for nb in notebooks/*.ipynb; do
     step "execute $nb"
-    "$VENV/bin/jupyter" nbconvert --to notebook --execute \
+    # evcxr runs cargo itself; an inherited CARGO_TARGET_DIR would move its output away (dlopen fails).
+    env -u CARGO_TARGET_DIR "$VENV/bin/jupyter" nbconvert --to notebook --execute \
       --ExecutePreprocessor.kernel_name=rust \
       --ExecutePreprocessor.timeout=3600 \
       --output-dir "$out" "$nb"
   done
+}
+
+export PEERS_VENV="${WORKBENCH_PEERS_VENV:-$WORKBENCH_HOME/peers-venv}"
+
+ensure_peers() {
+  # Python peers for benchmarks and reference checks (scripts/python/): sentence-transformers
+  # and bm25s, in a venv of their own. PyPI's Linux torch is the CUDA build, so this venv is
+  # 4.5 GB even trimmed; it stays out of Jupyter's venv and is only made when a step needs it.
+  # requirements-peers.txt is a full lock (--no-deps); a changed lock reinstalls.
+  local req="$ROOT/scripts/python/requirements-peers.txt" stamp="$PEERS_VENV/.requirements.sha256"
+  if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(sha256sum <"$req")" ] &&
+         "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s' >/dev/null 2>&1; }; then
+    step "python peers venv with sentence-transformers, bm25s, torch ($PEERS_VENV, one-off: ~2.5 GB download, 4.5 GB on disk, ~2 min here)"
+    python3 -m venv "$PEERS_VENV"
+    "$PEERS_VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-deps -r "$req"
+    "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s'
+    sha256sum <"$req" >"$stamp"
+  fi
 }

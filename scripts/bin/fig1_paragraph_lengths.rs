@@ -56,6 +56,8 @@ struct Config<'a> {
     bins: Bins,
     /// sha256 of each corpus file, so new data invalidates the results.
     inputs: Vec<(String, String)>,
+    /// sha256 of this program, so changed code invalidates the results.
+    program_sha256: String,
 }
 
 fn main() -> Result<()> {
@@ -77,6 +79,7 @@ fn main() -> Result<()> {
         filter,
         bins,
         inputs,
+        program_sha256: workbench::results::executable_sha256()?,
     };
     let out = ResultDir::new(NAME, &config)?;
     if out.is_fresh() && !args.force {
@@ -84,7 +87,7 @@ fn main() -> Result<()> {
             "{NAME}: fresh, skipped ({}); pass --force to redo",
             out.dir.display()
         );
-        println!("{}", std::fs::read_to_string(out.path("counts.md"))?);
+        println!("{}", std::fs::read_to_string(out.final_path("counts.md"))?);
         return Ok(());
     }
     out.begin()?;
@@ -137,7 +140,7 @@ fn main() -> Result<()> {
         panel_size: (1000, 380),
     };
     let fig = render(&grid)?;
-    fig.save(&out.dir, "fig1")?;
+    fig.save(out.out_dir(), "fig1")?;
     counts.write_csv(&out.path("counts.csv"))?;
     std::fs::write(out.path("counts.md"), counts.to_markdown())?;
     bins_csv.write_csv(&out.path("bins.csv"))?;

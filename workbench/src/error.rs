@@ -101,6 +101,10 @@ pub enum Error {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
+    /// A FAISS index operation failed (feature `faiss`).
+    #[error("faiss: {0}")]
+    Faiss(String),
+
     /// A polars failure while reading a table.
     #[error("table {path}: {message}")]
     Table {
@@ -166,7 +170,7 @@ pub struct AssetMissing {
 
 /// Details of [`Error::AssetCorrupt`].
 #[derive(Debug, thiserror::Error)]
-#[error("asset `{name}` file {path} is corrupt: sha256 {actual}, expected {expected}. Delete it and fetch again with: {fetch_command}")]
+#[error("asset `{name}` file {path} is corrupt: sha256 {actual}, expected {expected}. Replace it with: {fetch_command}")]
 pub struct AssetCorrupt {
     /// Asset name in `data/assets.toml`.
     pub name: String,

@@ -16,6 +16,7 @@
 //! | [`load`] | typed records ([`Document`], [`QaExample`], [`Query`], [`Qrels`]) from every corpus format the reports use |
 //! | [`chunk`] | paragraph and sliding-window chunkers that keep offsets into the source |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
+//! | `encode` (feature `dense`) | BERT sentence and token embeddings with candle; the embedding cache |
 //! | [`results`] | `data/results/<name>/` folders with the resolved config and a manifest |
 //! | [`display`] | tables and figures that render inline in Jupyter (evcxr) |
 //!
@@ -32,6 +33,8 @@
 pub mod assets;
 pub mod chunk;
 pub mod display;
+#[cfg(feature = "dense")]
+pub mod encode;
 pub mod error;
 pub mod evaluate;
 pub mod load;
@@ -39,6 +42,7 @@ pub mod paths;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod progress;
+pub mod rerank;
 pub mod results;
 pub mod retrieve;
 pub mod text;

@@ -2,6 +2,10 @@
 //! resolved configuration that produced them (`config.json`) and a manifest
 //! (`manifest.json`) with each output's sha256.
 //!
+//! Outputs are written to `<name>.partial/` and moved into place by
+//! [`ResultDir::finish`], so a run that fails half-way never destroys the
+//! previous complete result.
+//!
 //! A folder is *fresh* when its `config.json` equals the configuration about to
 //! run and every file in the manifest still has its recorded checksum; scripts
 //! skip fresh results and redo everything else, so a changed parameter or a
@@ -12,6 +16,13 @@ use crate::{paths, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// sha256 of the running executable. Put it in a result's configuration so that
+/// rebuilding the code that produced a result makes the result stale.
+pub fn executable_sha256() -> Result<String> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("<current executable>", e))?;
+    sha256_file(&exe)
+}
 
 /// What `manifest.json` records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,8 +42,9 @@ pub struct Manifest {
 pub struct ResultDir {
     /// Result name.
     pub name: String,
-    /// The folder.
+    /// The finished folder, `data/results/<name>`.
     pub dir: PathBuf,
+    staging: PathBuf,
     config: serde_json::Value,
 }
 
@@ -45,22 +57,35 @@ impl ResultDir {
 
     /// A result folder at an explicit path.
     pub fn at(dir: PathBuf, name: &str, config: &impl Serialize) -> Result<Self> {
+        let mut staging = dir.clone().into_os_string();
+        staging.push(".partial");
         Ok(ResultDir {
             name: name.to_string(),
             dir,
+            staging: PathBuf::from(staging),
             config: serde_json::to_value(config)?,
         })
     }
 
-    /// Path of an output file inside the folder.
+    /// Where to write an output file during a run (inside the staging folder).
     pub fn path(&self, file: &str) -> PathBuf {
+        self.staging.join(file)
+    }
+
+    /// The staging folder outputs are written to during a run.
+    pub fn out_dir(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Path of a finished output file.
+    pub fn final_path(&self, file: &str) -> PathBuf {
         self.dir.join(file)
     }
 
     /// True when the folder holds outputs of exactly this configuration, unchanged.
     pub fn is_fresh(&self) -> bool {
         let read = |p: &Path| std::fs::read_to_string(p).ok();
-        let Some(cfg) = read(&self.path("config.json"))
+        let Some(cfg) = read(&self.final_path("config.json"))
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         else {
             return false;
@@ -68,34 +93,36 @@ impl ResultDir {
         if cfg != self.config {
             return false;
         }
-        let Some(m) = read(&self.path("manifest.json"))
+        let Some(m) = read(&self.final_path("manifest.json"))
             .and_then(|s| serde_json::from_str::<Manifest>(&s).ok())
         else {
             return false;
         };
         !m.outputs.is_empty()
-            && m.outputs
-                .iter()
-                .all(|(f, sha)| sha256_file(&self.path(f)).ok().as_deref() == Some(sha.as_str()))
+            && m.outputs.iter().all(|(f, sha)| {
+                sha256_file(&self.final_path(f)).ok().as_deref() == Some(sha.as_str())
+            })
     }
 
-    /// Create (or empty) the folder and write `config.json`. Call before writing outputs.
+    /// Create (or empty) the staging folder and write `config.json` into it.
+    /// Call before writing outputs; the finished folder is untouched until [`finish`](Self::finish).
     pub fn begin(&self) -> Result<()> {
-        if self.dir.exists() {
-            std::fs::remove_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        if self.staging.exists() {
+            std::fs::remove_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        std::fs::create_dir_all(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
         let p = self.path("config.json");
         std::fs::write(&p, serde_json::to_string_pretty(&self.config)?)
             .map_err(|e| Error::io(&p, e))
     }
 
-    /// Write `manifest.json` over every file now in the folder (except the manifest itself).
+    /// Write `manifest.json` over every file now in the staging folder, then move
+    /// the staging folder into place (replacing the previous result).
     pub fn finish(&self, summary: serde_json::Value) -> Result<Manifest> {
         let mut outputs = BTreeMap::new();
-        let rd = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        let rd = std::fs::read_dir(&self.staging).map_err(|e| Error::io(&self.staging, e))?;
         for e in rd {
-            let e = e.map_err(|e| Error::io(&self.dir, e))?;
+            let e = e.map_err(|e| Error::io(&self.staging, e))?;
             let n = e.file_name().to_string_lossy().to_string();
             if n != "manifest.json" && e.path().is_file() {
                 outputs.insert(n, sha256_file(&e.path())?);
@@ -109,6 +136,10 @@ impl ResultDir {
         };
         let p = self.path("manifest.json");
         std::fs::write(&p, serde_json::to_string_pretty(&m)?).map_err(|e| Error::io(&p, e))?;
+        if self.dir.exists() {
+            std::fs::remove_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        }
+        std::fs::rename(&self.staging, &self.dir).map_err(|e| Error::io(&self.dir, e))?;
         Ok(m)
     }
 }
@@ -129,7 +160,11 @@ mod tests {
         assert!(r.is_fresh());
         let other = ResultDir::at(dir.clone(), "r", &serde_json::json!({"k": 2})).unwrap();
         assert!(!other.is_fresh(), "a different config must not be fresh");
-        std::fs::write(r.path("out.csv"), "edited\n").unwrap();
+        std::fs::write(r.final_path("out.csv"), "edited\n").unwrap();
         assert!(!r.is_fresh(), "an edited output must not be fresh");
+        // A failed re-run (begin without finish) leaves the previous result in place.
+        r.begin().unwrap();
+        assert!(r.final_path("out.csv").is_file());
+        assert!(r.final_path("manifest.json").is_file());
     }
 }

@@ -833,8 +833,8 @@ fn run_len(b: &[u8], i: usize, c: u8) -> usize {
 fn strip_templates(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = String::with_capacity(s.len());
-    // (output length at the opener, braces still open)
-    let mut stack: Vec<(usize, usize)> = Vec::new();
+    // (output length at the opener, braces still open, braces opened)
+    let mut stack: Vec<(usize, usize, usize)> = Vec::new();
     let mut last = 0;
     let mut i = 0;
     while i < b.len() {
@@ -843,7 +843,7 @@ fn strip_templates(s: &str) -> String {
                 let n = run_len(b, i, b'{');
                 if n >= 2 {
                     out.push_str(&s[last..i]);
-                    stack.push((out.len(), n));
+                    stack.push((out.len(), n, n));
                     last = i + n;
                 }
                 i += n;
@@ -862,8 +862,14 @@ fn strip_templates(s: &str) -> String {
                         top.1 -= m;
                         left -= m;
                         if top.1 < 2 {
-                            let (at, _) = stack.pop().expect("non-empty");
+                            let (at, _, opened) = stack.pop().expect("non-empty");
+                            let kept = (opened == 2)
+                                .then(|| inline_template_text(&out[at..]))
+                                .flatten();
                             out.truncate(at);
+                            if let Some(text) = kept {
+                                out.push_str(&text);
+                            }
                         }
                     }
                     // A single leftover brace stays as text unless we are still
@@ -877,6 +883,67 @@ fn strip_templates(s: &str) -> String {
     }
     out.push_str(&s[last..]);
     out
+}
+
+/// Split template arguments on `|` outside `[[…]]` links.
+fn template_args(inner: &str) -> Vec<&str> {
+    let b = inner.as_bytes();
+    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'[' if b.get(i + 1) == Some(&b'[') => {
+                depth += 1;
+                i += 1;
+            }
+            b']' if b.get(i + 1) == Some(&b']') => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'|' if depth == 0 => {
+                out.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(&inner[start..]);
+    out
+}
+
+/// The visible text of a few inline templates whose removal would leave holes in
+/// a sentence (`{{lang|grc|ἀναρχία}}`, `{{convert|5|km}}`, `{{as of|2020}}`, …).
+/// Every other template is dropped (`None`).
+fn inline_template_text(inner: &str) -> Option<String> {
+    let args = template_args(inner);
+    let name = args[0].trim().to_lowercase().replace('_', " ");
+    let pos: Vec<&str> = args[1..]
+        .iter()
+        .filter(|a| !a.contains('='))
+        .map(|a| a.trim())
+        .collect();
+    let text = match name.as_str() {
+        // {{lang|code|text}}: the text is the last positional argument, after the code.
+        "lang" | "transl" | "transliteration" if pos.len() >= 2 => pos[pos.len() - 1].to_string(),
+        n if n.starts_with("lang-") => pos.first().copied()?.to_string(),
+        "nowrap" | "nobr" | "small" | "smaller" | "big" | "nobold" | "noitalic" | "sic" => {
+            pos.first().copied()?.to_string()
+        }
+        "convert" | "cvt" => match pos.as_slice() {
+            [a, r, b, unit, ..] if ["-", "–", "to", "and", "or"].contains(r) => {
+                format!("{a} {r} {b} {unit}")
+            }
+            [v, unit, ..] => format!("{v} {unit}"),
+            _ => return None,
+        },
+        "as of" => format!("As of {}", pos.join(" ")),
+        "circa" | "c." => format!("c. {}", pos.first().copied()?),
+        "ndash" | "snd" | "spaced ndash" => " – ".to_string(),
+        "mdash" => "—".to_string(),
+        _ => return None,
+    };
+    Some(text)
 }
 
 /// Remove `{| … |}` tables (nested). `{|` and `|}` count at the start of a line
@@ -1189,6 +1256,23 @@ mod tests {
     }
 
     // ---- markup rules -----------------------------------------------------
+
+    #[test]
+    fn inline_templates_keep_their_text() {
+        assert_eq!(
+            plain("from the Greek {{lang|grc|ἀναρχία}}, i.e."),
+            "from the Greek ἀναρχία, i.e."
+        );
+        assert_eq!(plain("a {{convert|5|km|mi}} walk"), "a 5 km walk");
+        assert_eq!(plain("{{convert|5|-|10|km}} long"), "5 - 10 km long");
+        assert_eq!(plain("{{As of|2020|5}} it was"), "As of 2020 5 it was");
+        assert_eq!(
+            plain("x {{lang-fr|la [[France|République]]}} y"),
+            "x la République y"
+        );
+        assert_eq!(plain("a {{cite web|title=T|url=u}} b"), "a b");
+        assert_eq!(plain("{{lang|fr}} z"), "z");
+    }
 
     #[test]
     fn templates_nested_and_multiline() {

@@ -439,42 +439,40 @@ mod tests {
                     .join(" "),
             })
             .collect();
-        let t1 = std::time::Instant::now();
+        let rate = |t: std::time::Instant| n_queries as f64 / t.elapsed().as_secs_f64();
+        let generated = t0.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
         let r = Bm25::build(&corpus, &Analyzer::plain(), Bm25Params::default()).unwrap();
-        let t2 = std::time::Instant::now();
+        let built = t.elapsed().as_secs_f64();
         let mut s = Scratch::new();
+        for q in queries.iter().take(200) {
+            std::hint::black_box(r.retrieve_with(&q.text, 10, &mut s).unwrap());
+            // warm-up
+        }
+        let t = std::time::Instant::now();
         for q in &queries {
             std::hint::black_box(r.retrieve_with(&q.text, 10, &mut s).unwrap());
         }
-        let t3 = std::time::Instant::now();
+        let one_thread = rate(t);
+        let t = std::time::Instant::now();
+        let mut touched = 0;
         for q in &queries {
             r.score_into(&q.text, &mut s);
+            touched += r.impacts.touched(&s).len();
         }
-        let accumulate_only = std::time::Instant::now() - t3;
-        let touched: usize = queries
-            .iter()
-            .map(|q| {
-                r.score_into(&q.text, &mut s);
-                r.impacts.touched(&s).len()
-            })
-            .sum();
-        eprintln!(
-            "accumulate only: {:.0} q/s; mean touched passages per query {}",
-            n_queries as f64 / accumulate_only.as_secs_f64(),
-            touched / n_queries
-        );
-        let t3 = std::time::Instant::now();
+        let accumulate_only = rate(t);
+        let t = std::time::Instant::now();
         let run = r.retrieve_all(&queries, 10).unwrap();
-        let t4 = std::time::Instant::now();
+        let parallel = rate(t);
         assert_eq!(run.len(), n_queries);
         eprintln!(
-            "corpus {n_docs} x {doc_len} tokens ({} postings): generate {:.1}s, index+impacts {:.1}s; {n_queries} queries top-10: 1 thread {:.0} q/s, rayon ({} threads) {:.0} q/s",
+            "corpus {n_docs} x {doc_len} tokens ({} postings): generate {generated:.1}s, \
+             index+impacts {built:.1}s; {n_queries} queries (mean {} passages touched), top-10: \
+             1 thread {one_thread:.0} q/s (accumulation alone {accumulate_only:.0} q/s), \
+             rayon ({} threads) {parallel:.0} q/s",
             r.index().num_postings(),
-            (t1 - t0).as_secs_f64(),
-            (t2 - t1).as_secs_f64(),
-            n_queries as f64 / (t3 - t2).as_secs_f64(),
+            touched / n_queries,
             rayon::current_num_threads(),
-            n_queries as f64 / (t4 - t3).as_secs_f64(),
         );
     }
 

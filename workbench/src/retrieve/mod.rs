@@ -16,6 +16,10 @@
 pub mod analyzer;
 pub mod bm25;
 pub mod conformance;
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod dense;
+#[cfg(feature = "faiss")]
+pub mod faiss;
 pub mod fusion;
 pub mod impact;
 pub mod index;
