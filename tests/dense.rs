@@ -737,6 +737,9 @@ fn throughput_wiki_leads() {
             best = best.min(t.elapsed().as_secs_f64());
             assert_eq!(v.len(), texts.len());
         }
+        for (i, p) in workbench::encode::fast_bert::PROF.iter().enumerate() {
+            eprintln!("prof {i}: {:.2} s", p.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e6);
+        }
         eprintln!(
             "{label:>22}: {:7.1} sentences/s ({:.2} s for {})",
             texts.len() as f64 / best,

@@ -30,6 +30,7 @@
 //! | `tokenizers` | token-count windows with a Hugging Face tokenizer | medium |
 #![deny(missing_docs)]
 
+pub mod analysis;
 pub mod assets;
 pub mod chunk;
 pub mod display;

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`ParagraphChunker`]: split on newlines, keep paragraphs within a word-count range | 000 | `paragraph.rs` |
 //! | [`SlidingWindowChunker`]: fixed windows with overlap, in words or tokenizer tokens | 001 | `sliding.rs` |
+//! | [`WholeDocument`]: one passage per document, id = document id (BEIR corpora are already passages) | – | `mod.rs` |
 //!
 //! Parameters are checked when the chunker is built (`*Params::check`), before any work.
 
@@ -49,5 +50,23 @@ pub(crate) fn passage(
         text,
         start,
         end,
+    }
+}
+
+/// One passage per document, with the document's own id (no `#n` suffix), so
+/// qrels written against document ids (BEIR, MS MARCO) apply unchanged.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WholeDocument;
+
+impl Chunker for WholeDocument {
+    fn chunk(&self, doc: &Document) -> Result<Vec<Passage>> {
+        Ok(vec![Passage {
+            id: doc.id.clone(),
+            doc_id: doc.id.clone(),
+            title: doc.title.clone(),
+            text: doc.text.clone(),
+            start: 0,
+            end: doc.text.len(),
+        }])
     }
 }

@@ -27,6 +27,15 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
+/// TEMP profiling
+pub static PROF: [std::sync::atomic::AtomicU64; 6] = [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+fn prof<R>(i: usize, f: impl FnOnce() -> R) -> R {
+    let t = std::time::Instant::now();
+    let r = f();
+    PROF[i].fetch_add(t.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    r
+}
+
 /// Hidden activation of the feed-forward block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {
@@ -199,7 +208,7 @@ impl FastBert {
         }
         let mut x = self.embed(seqs, total);
         for layer in &self.layers {
-            x = self.layer(layer, x, &lens)?;
+            x = prof(5, || self.layer(layer, x, &lens))?;
         }
         debug_assert_eq!(x.len(), total * h);
         Ok(x)
@@ -232,15 +241,15 @@ impl FastBert {
         let x = Tensor::from_vec(x, (total, h), &Device::Cpu)?;
 
         // Self-attention.
-        let qkv = x.matmul(&l.qkv_w)?;
+        let qkv = prof(0, || x.matmul(&l.qkv_w))?;
         let ctx = {
             let (st, lay) = qkv.storage_and_layout();
             let qkv = cpu_slice(&st, lay)?;
-            self.attention(qkv, &l.qkv_b, lens)
+            prof(1, || self.attention(qkv, &l.qkv_b, lens))
         };
         drop(qkv);
         let ctx = Tensor::from_vec(ctx, (total, h), &Device::Cpu)?;
-        let a = ctx.matmul(&l.attn_out_w)?;
+        let a = prof(0, || ctx.matmul(&l.attn_out_w))?;
         drop(ctx);
         let y = {
             let (sa, la) = a.storage_and_layout();
@@ -257,14 +266,14 @@ impl FastBert {
         let y = Tensor::from_vec(y, (total, h), &Device::Cpu)?;
 
         // Feed-forward.
-        let inter = y.matmul(&l.inter_w)?;
+        let inter = prof(0, || y.matmul(&l.inter_w))?;
         let g = {
             let (s, lay) = inter.storage_and_layout();
-            self.bias_act(cpu_slice(&s, lay)?, &l.inter_b)
+            prof(3, || self.bias_act(cpu_slice(&s, lay).unwrap(), &l.inter_b))
         };
         drop(inter);
         let g = Tensor::from_vec(g, (total, self.shape.intermediate), &Device::Cpu)?;
-        let o = g.matmul(&l.out_w)?;
+        let o = prof(0, || g.matmul(&l.out_w))?;
         drop(g);
         let (so, lo) = o.storage_and_layout();
         let (sy, ly) = y.storage_and_layout();

@@ -17,9 +17,11 @@ use std::sync::Once;
 
 mod histogram;
 mod paragraph_lengths;
+mod scatter;
 
 pub use histogram::{bin_counts, Bins, Histogram, HistogramGrid, Series};
 pub use paragraph_lengths::ParagraphLengths;
+pub use scatter::{palette, Scatter};
 
 static FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 static FONT_INIT: Once = Once::new();

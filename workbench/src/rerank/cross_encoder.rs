@@ -408,7 +408,11 @@ impl CrossEncoder {
             .narrow(1, 0, 1)
             .and_then(|h| h.squeeze(1))
             .map_err(err)?;
-        let pooled = self.pooler.forward(&cls).map_err(err)?;
+        let pooled = self
+            .pooler
+            .forward(&cls)
+            .and_then(|p| p.tanh())
+            .map_err(err)?;
         let logits = self.classifier.forward(&pooled).map_err(err)?;
         logits
             .narrow(1, self.score_index, 1)
