@@ -738,7 +738,10 @@ fn throughput_wiki_leads() {
             assert_eq!(v.len(), texts.len());
         }
         for (i, p) in workbench::encode::fast_bert::PROF.iter().enumerate() {
-            eprintln!("prof {i}: {:.2} s", p.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e6);
+            eprintln!(
+                "prof {i}: {:.2} s",
+                p.swap(0, std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
+            );
         }
         eprintln!(
             "{label:>22}: {:7.1} sentences/s ({:.2} s for {})",

@@ -501,9 +501,7 @@ fn write_safetensors(path: &Path, weights: &Weights) {
         );
     }
     let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while h.len() % 8 != 0 {
-        h.push(b' ');
-    }
+    h.resize(h.len().div_ceil(8) * 8, b' '); // pad the header to 8 bytes, as the spec advises
     let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
     bytes.extend(h);
     bytes.extend(data);

@@ -41,7 +41,11 @@ struct Args {
     #[arg(long, default_value_t = 0.4)]
     b: f32,
     /// Python of the peers venv.
-    #[arg(long, env = "PEERS_PYTHON", default_value = "~/.cache/rag-workbench/peers-venv/bin/python")]
+    #[arg(
+        long,
+        env = "PEERS_PYTHON",
+        default_value = "~/.cache/rag-workbench/peers-venv/bin/python"
+    )]
     #[serde(skip)]
     python: String,
     /// Recompute even if fresh (benchmarks are always re-run; kept for symmetry).
@@ -63,21 +67,46 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run_peer(args: &Args, corpus: &std::path::Path, queries: &std::path::Path, root: &std::path::Path) -> Result<PeerOut> {
-    let python = args.python.replacen('~', &std::env::var("HOME").unwrap_or_default(), 1);
+fn run_peer(
+    args: &Args,
+    corpus: &std::path::Path,
+    queries: &std::path::Path,
+    root: &std::path::Path,
+) -> Result<PeerOut> {
+    let python = args
+        .python
+        .replacen('~', &std::env::var("HOME").unwrap_or_default(), 1);
     let out = Command::new(&python)
         .arg(root.join("scripts/python/bench_bm25s.py"))
         .args(["--corpus".as_ref(), corpus.as_os_str()])
         .args(["--queries".as_ref(), queries.as_os_str()])
-        .args(["--k1", &args.k1.to_string(), "--b", &args.b.to_string(), "--method", "lucene", "--k", "10"])
+        .args([
+            "--k1",
+            &args.k1.to_string(),
+            "--b",
+            &args.b.to_string(),
+            "--method",
+            "lucene",
+            "--k",
+            "10",
+        ])
         .args(["--repeats", &args.repeats.to_string()])
         .output()
-        .with_context(|| format!("running the bm25s peer with {python} (make it with scripts/bench)"))?;
+        .with_context(|| {
+            format!("running the bm25s peer with {python} (make it with scripts/bench)")
+        })?;
     if !out.status.success() {
-        bail!("bm25s peer failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "bm25s peer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let line = String::from_utf8_lossy(&out.stdout);
-    let last = line.lines().rev().find(|l| l.trim_start().starts_with('{')).context("no JSON line from the peer")?;
+    let last = line
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line from the peer")?;
     Ok(serde_json::from_str(last)?)
 }
 
@@ -93,25 +122,51 @@ fn main() -> Result<()> {
     let out = ResultDir::new(NAME, &args)?;
     out.begin()?;
     let qpath: PathBuf = out.path("queries.jsonl");
-    let peer_queries = Command::new(args.python.replacen('~', &std::env::var("HOME").unwrap_or_default(), 1))
-        .arg(root.join("scripts/python/bench_bm25s.py"))
-        .args(["--corpus".as_ref(), dir.join("corpus.jsonl").as_os_str()])
-        .args(["--queries-from-corpus", &args.pseudo_queries.to_string(), "--repeats", "1", "--write-queries"])
-        .arg(&qpath)
-        .output()
-        .context("writing pseudo-queries with the peer script")?;
+    let peer_queries = Command::new(args.python.replacen(
+        '~',
+        &std::env::var("HOME").unwrap_or_default(),
+        1,
+    ))
+    .arg(root.join("scripts/python/bench_bm25s.py"))
+    .args(["--corpus".as_ref(), dir.join("corpus.jsonl").as_os_str()])
+    .args([
+        "--queries-from-corpus",
+        &args.pseudo_queries.to_string(),
+        "--repeats",
+        "1",
+        "--write-queries",
+    ])
+    .arg(&qpath)
+    .output()
+    .context("writing pseudo-queries with the peer script")?;
     if !peer_queries.status.success() {
-        bail!("pseudo-query generation failed: {}", String::from_utf8_lossy(&peer_queries.stderr));
+        bail!(
+            "pseudo-query generation failed: {}",
+            String::from_utf8_lossy(&peer_queries.stderr)
+        );
     }
-    let mut queries: Vec<(String, String)> = set.queries.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
-    for line in std::fs::read_to_string(&qpath)?.lines().filter(|l| !l.trim().is_empty()) {
+    let mut queries: Vec<(String, String)> = set
+        .queries
+        .iter()
+        .map(|q| (q.id.clone(), q.text.clone()))
+        .collect();
+    for line in std::fs::read_to_string(&qpath)?
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+    {
         let v: serde_json::Value = serde_json::from_str(line)?;
-        queries.push((v["_id"].as_str().unwrap_or_default().to_string(), v["text"].as_str().unwrap_or_default().to_string()));
+        queries.push((
+            v["_id"].as_str().unwrap_or_default().to_string(),
+            v["text"].as_str().unwrap_or_default().to_string(),
+        ));
     }
     let all_q = out.path("all_queries.jsonl");
     std::fs::write(
         &all_q,
-        queries.iter().map(|(i, t)| serde_json::json!({"_id": i, "text": t}).to_string() + "\n").collect::<String>(),
+        queries
+            .iter()
+            .map(|(i, t)| serde_json::json!({"_id": i, "text": t}).to_string() + "\n")
+            .collect::<String>(),
     )?;
 
     // Peer first, then ours, on the same files.
@@ -119,7 +174,14 @@ fn main() -> Result<()> {
 
     let t0 = Instant::now();
     let analyzer = AnalyzerParams::plain().build()?;
-    let bm25 = Bm25::build(&passages, &analyzer, Bm25Params::new().k1(args.k1).b(args.b).variant(Bm25Variant::Lucene))?;
+    let bm25 = Bm25::build(
+        &passages,
+        &analyzer,
+        Bm25Params::new()
+            .k1(args.k1)
+            .b(args.b)
+            .variant(Bm25Variant::Lucene),
+    )?;
     let index_s = t0.elapsed().as_secs_f64();
     let mut scratch = Scratch::new();
     for (_, q) in &queries {
@@ -132,7 +194,13 @@ fn main() -> Result<()> {
         for (id, q) in &queries {
             let hits = bm25.retrieve_with(q, 10, &mut scratch)?;
             if r == 0 {
-                top10.insert(id.clone(), hits.into_iter().filter(|h| h.score > 0.0).map(|h| h.id).collect());
+                top10.insert(
+                    id.clone(),
+                    hits.into_iter()
+                        .filter(|h| h.score > 0.0)
+                        .map(|h| h.id)
+                        .collect(),
+                );
             }
         }
         rates.push(queries.len() as f64 / t.elapsed().as_secs_f64());
@@ -142,7 +210,11 @@ fn main() -> Result<()> {
     // Top-10 overlap: |ours ∩ theirs| / max(|ours|, |theirs|), averaged over queries.
     let mut overlaps = Vec::new();
     for (id, mine) in &top10 {
-        let theirs: HashSet<&String> = peer.top10.get(id).map(|v| v.iter().collect()).unwrap_or_default();
+        let theirs: HashSet<&String> = peer
+            .top10
+            .get(id)
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
         let denom = mine.len().max(theirs.len());
         if denom > 0 {
             overlaps.push(mine.iter().filter(|x| theirs.contains(x)).count() as f64 / denom as f64);
@@ -154,11 +226,25 @@ fn main() -> Result<()> {
         "BM25 (Lucene idf, k1={}, b={}), {} passages, {} queries × {} passes, one thread, same tokenisation (lowercase, split on non-alphanumerics)",
         args.k1, args.b, passages.len(), queries.len(), args.repeats
     ));
-    t.push([format!("bm25s {}", peer.bm25s_version.clone().unwrap_or_default()), format!("{:.0}", peer.qps), "1.00".into(), "–".into()])?;
-    t.push(["workbench Bm25".to_string(), format!("{ours:.0}"), format!("{:.2}", ours / peer.qps), format!("{:.3}", overlap)])?;
+    t.push([
+        format!("bm25s {}", peer.bm25s_version.clone().unwrap_or_default()),
+        format!("{:.0}", peer.qps),
+        "1.00".into(),
+        "–".into(),
+    ])?;
+    t.push([
+        "workbench Bm25".to_string(),
+        format!("{ours:.0}"),
+        format!("{:.2}", ours / peer.qps),
+        format!("{:.3}", overlap),
+    ])?;
     t.write_csv(&out.path("bench.csv"))?;
     std::fs::write(out.path("bench.md"), t.to_markdown())?;
     out.finish(serde_json::json!({"ours_qps": ours, "bm25s_qps": peer.qps, "ratio": ours / peer.qps, "top10_overlap": overlap, "index_s": index_s}))?;
-    println!("{}\n\n{}", t.caption.as_deref().unwrap_or(""), t.to_markdown());
+    println!(
+        "{}\n\n{}",
+        t.caption.as_deref().unwrap_or(""),
+        t.to_markdown()
+    );
     Ok(())
 }

@@ -7,16 +7,20 @@
 //! The modules follow the pipeline, one stage each:
 //!
 //! ```text
-//! assets → load → chunk → (retrieve → rerank → read) → evaluate → plot
+//! assets → load → chunk → encode → retrieve → rerank → (read) → evaluate → plot
 //! ```
 //!
 //! | module | stage |
 //! |---|---|
 //! | [`assets`] | models and data sets through the Hugging Face cache (offline-first, checksummed) |
 //! | [`load`] | typed records ([`Document`], [`QaExample`], [`Query`], [`Qrels`]) from every corpus format the reports use |
-//! | [`chunk`] | paragraph and sliding-window chunkers that keep offsets into the source |
+//! | [`chunk`] | paragraph, sliding-window and whole-document chunkers that keep offsets into the source |
+//! | `encode` (feature `dense`) | candle BERT encoders (sentence embeddings, token embeddings) and the embedding cache |
+//! | [`retrieve`] | the [`retrieve::Retriever`] trait; TF-IDF, BM25, fusion, dense FAISS retrievers, one file each |
+//! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
+//! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
+//! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
-//! | `encode` (feature `dense`) | BERT sentence and token embeddings with candle; the embedding cache |
 //! | [`results`] | `data/results/<name>/` folders with the resolved config and a manifest |
 //! | [`display`] | tables and figures that render inline in Jupyter (evcxr) |
 //!
@@ -28,6 +32,9 @@
 //! | `plot` | plotters figures (PNG, SVG), embedded DejaVu font | light |
 //! | `parquet` | Hugging Face parquet layouts through polars | heavy (~11 min cold build) |
 //! | `tokenizers` | token-count windows with a Hugging Face tokenizer | medium |
+//! | `dense` | candle BERT encoders, rerankers (implies `tokenizers`) | ~4 min cold build |
+//! | `faiss` | FAISS indexes (flat, IVF, HNSW), built from vendored source (cmake, openblas) | ~3–15 min cold build |
+//! | `tsne` | t-SNE with linfa-tsne | light |
 #![deny(missing_docs)]
 
 pub mod analysis;

@@ -28,11 +28,15 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
 /// TEMP profiling
-pub static PROF: [std::sync::atomic::AtomicU64; 6] = [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+pub static PROF: [std::sync::atomic::AtomicU64; 6] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 6];
 fn prof<R>(i: usize, f: impl FnOnce() -> R) -> R {
     let t = std::time::Instant::now();
     let r = f();
-    PROF[i].fetch_add(t.elapsed().as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
+    PROF[i].fetch_add(
+        t.elapsed().as_micros() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     r
 }
 
@@ -500,6 +504,11 @@ mod kernels {
     fn bias_act_impl<const F: bool>(a: &[f32], bias: &[f32], kind: Activation, out: &mut [f32]) {
         match kind {
             Activation::Gelu => {
+                #[cfg(target_arch = "x86_64")]
+                if F {
+                    // SAFETY: AVX2+FMA path only (checked at run time).
+                    return unsafe { avx2::bias_gelu_row(a, bias, out) };
+                }
                 for i in 0..out.len() {
                     out[i] = act::<F>(a[i] + bias[i], Activation::Gelu);
                 }
@@ -517,8 +526,83 @@ mod kernels {
         }
     }
 
+    /// Largest element, eight lanes at a time.
+    #[inline(always)]
+    fn max8(xs: &[f32]) -> f32 {
+        let mut acc = [f32::NEG_INFINITY; 8];
+        let chunks = xs.chunks_exact(8);
+        let rem = chunks.remainder();
+        for c in chunks {
+            for i in 0..8 {
+                acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
+            }
+        }
+        let mut m = f32::NEG_INFINITY;
+        for &x in acc.iter().chain(rem) {
+            m = if x > m { x } else { m };
+        }
+        m
+    }
+
+    /// `out[r][x] = Σ_t a[r·ars + t] · b[t·brs + x]` for `r < QR`, `x < KC`, `t < n`:
+    /// the register tile shared by the score and the context products.
+    #[inline(always)]
+    fn tile<const F: bool>(
+        a: &[f32],
+        ars: usize,
+        b: &[f32],
+        brs: usize,
+        n: usize,
+    ) -> [[f32; KC]; QR] {
+        assert!(n == 0 || (a.len() >= (QR - 1) * ars + n && b.len() >= (n - 1) * brs + KC));
+        #[cfg(target_arch = "x86_64")]
+        if F {
+            // SAFETY: F is true only on the AVX2+FMA path (checked at run time);
+            // the bounds were asserted above.
+            return unsafe { avx2::tile_4x16(a.as_ptr(), ars, b.as_ptr(), brs, n) };
+        }
+        let mut acc = [[0f32; KC]; QR];
+        for t in 0..n {
+            let br = &b[t * brs..t * brs + KC];
+            for r in 0..QR {
+                let av = a[r * ars + t];
+                for x in 0..KC {
+                    acc[r][x] = fma::<F>(av, br[x], acc[r][x]);
+                }
+            }
+        }
+        acc
+    }
+
+    /// Softmax of one row in place.
+    #[inline(always)]
+    fn softmax_row<const F: bool>(row: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if F {
+            // SAFETY: AVX2+FMA path only (checked at run time).
+            return unsafe { avx2::softmax_row(row) };
+        }
+        let max = max8(row);
+        for s in row.iter_mut() {
+            *s = exp::<F>(*s - max);
+        }
+        let inv = 1.0 / sum8(row);
+        for s in row.iter_mut() {
+            *s *= inv;
+        }
+    }
+
+    /// Query rows per register tile.
+    const QR: usize = 4;
+    /// Keys (score tile) or head dimensions (context tile) per register tile.
+    const KC: usize = 16;
+
     /// Attention of one sequence: `rows` is its `(len, 3·h)` block of the
     /// query/key/value projections (without bias), `out` its `(len, h)` context.
+    ///
+    /// Per head, keys are transposed and values copied into zero-padded
+    /// buffers, then `QR × KC` register tiles compute the scores `q·kᵀ/√d`
+    /// and the context `softmax(scores)·v`.
     #[inline(always)]
     fn attention_impl<const F: bool>(
         rows: &[f32],
@@ -529,11 +613,13 @@ mod kernels {
         heads: usize,
     ) {
         let d = h / heads;
+        let dp = d.div_ceil(KC) * KC; // padded head dimension
+        let lp = len.div_ceil(KC) * KC; // padded key count
         let scale = 1.0 / (d as f32).sqrt();
-        let mut kt = vec![0f32; d * len]; // keys, transposed: (d, len)
-        let mut v = vec![0f32; len * d]; // values: (len, d)
-        let mut q = vec![0f32; d];
-        let mut scores = vec![0f32; len];
+        let mut kt = vec![0f32; dp * lp]; // keys, transposed: (dp, lp)
+        let mut v = vec![0f32; len * dp]; // values: (len, dp)
+        let mut q = vec![0f32; QR * dp]; // a tile of scaled queries: (QR, dp)
+        let mut p = vec![0f32; QR * lp]; // their scores / probabilities: (QR, lp)
         for hd in 0..heads {
             let qo = hd * d;
             let ko = h + hd * d;
@@ -541,44 +627,224 @@ mod kernels {
             for j in 0..len {
                 let row = &rows[j * 3 * h..(j + 1) * 3 * h];
                 for c in 0..d {
-                    kt[c * len + j] = row[ko + c] + bias[ko + c];
+                    kt[c * lp + j] = row[ko + c] + bias[ko + c];
                 }
-                let vr = &mut v[j * d..(j + 1) * d];
+                let vr = &mut v[j * dp..j * dp + d];
                 for c in 0..d {
                     vr[c] = row[vo + c] + bias[vo + c];
                 }
             }
-            for i in 0..len {
-                let row = &rows[i * 3 * h..(i + 1) * 3 * h];
-                for c in 0..d {
-                    q[c] = (row[qo + c] + bias[qo + c]) * scale;
-                }
-                scores.iter_mut().for_each(|s| *s = 0.0);
-                for c in 0..d {
-                    let qc = q[c];
-                    let kr = &kt[c * len..(c + 1) * len];
-                    for (s, &k) in scores.iter_mut().zip(kr) {
-                        *s = fma::<F>(qc, k, *s);
+            for i0 in (0..len).step_by(QR) {
+                let nr = QR.min(len - i0);
+                for r in 0..QR {
+                    let qr = &mut q[r * dp..r * dp + d];
+                    if r < nr {
+                        let row = &rows[(i0 + r) * 3 * h..(i0 + r + 1) * 3 * h];
+                        for c in 0..d {
+                            qr[c] = (row[qo + c] + bias[qo + c]) * scale;
+                        }
+                    } else {
+                        qr.iter_mut().for_each(|x| *x = 0.0);
                     }
                 }
-                let mut max = f32::NEG_INFINITY;
-                for &s in scores.iter() {
-                    max = max.max(s);
+                // Scores, QR × KC at a time.
+                for j0 in (0..lp).step_by(KC) {
+                    let acc = tile::<F>(&q, dp, &kt[j0..], lp, d);
+                    for r in 0..QR {
+                        p[r * lp + j0..r * lp + j0 + KC].copy_from_slice(&acc[r]);
+                    }
                 }
-                for s in scores.iter_mut() {
-                    *s = exp::<F>(*s - max);
+                // Softmax over the real keys.
+                for r in 0..nr {
+                    softmax_row::<F>(&mut p[r * lp..r * lp + len]);
                 }
-                let inv = 1.0 / sum8(&scores);
-                let o = &mut out[i * h + qo..i * h + qo + d];
-                o.iter_mut().for_each(|x| *x = 0.0);
-                for j in 0..len {
-                    let p = scores[j] * inv;
-                    let vr = &v[j * d..(j + 1) * d];
-                    for c in 0..d {
-                        o[c] = fma::<F>(p, vr[c], o[c]);
+                // Context = P · V, QR × KC at a time.
+                for c0 in (0..dp).step_by(KC) {
+                    let acc = tile::<F>(&p, lp, &v[c0..], dp, len);
+                    let width = KC.min(d.saturating_sub(c0));
+                    for r in 0..nr {
+                        let o = (i0 + r) * h + qo + c0;
+                        out[o..o + width].copy_from_slice(&acc[r][..width]);
                     }
                 }
             }
+        }
+    }
+
+    /// Explicit AVX2 + FMA versions of the hot loops (LLVM does not vectorise
+    /// them reliably). Only called after run-time detection.
+    #[cfg(target_arch = "x86_64")]
+    mod avx2 {
+        use super::{KC, QR};
+        use std::arch::x86_64::*;
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn exp8(x: __m256) -> __m256 {
+            let x = _mm256_min_ps(
+                _mm256_max_ps(x, _mm256_set1_ps(-87.3)),
+                _mm256_set1_ps(88.3),
+            );
+            let magic = _mm256_set1_ps(12_582_912.0);
+            let t = _mm256_fmadd_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E), magic);
+            let n = _mm256_sub_ps(t, magic);
+            let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
+            let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+            let mut p = _mm256_set1_ps(1.987_569_2e-4);
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.398_2e-3));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.333_452e-3));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.166_579_6e-2));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_666_5e-1));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.000_000_1e-1));
+            let e = _mm256_add_ps(
+                _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+                _mm256_set1_ps(1.0),
+            );
+            let bits = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(magic));
+            let scale = _mm256_castsi256_ps(_mm256_slli_epi32(
+                _mm256_add_epi32(bits, _mm256_set1_epi32(127)),
+                23,
+            ));
+            _mm256_mul_ps(e, scale)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn gelu8(x: __m256) -> __m256 {
+            let sign = _mm256_set1_ps(-0.0);
+            let z = _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
+            let a = _mm256_andnot_ps(sign, z);
+            let one = _mm256_set1_ps(1.0);
+            let t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.327_591_1), a, one));
+            let mut p = _mm256_set1_ps(1.061_405_4);
+            p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453_152));
+            p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421_413_7));
+            p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284_496_74));
+            p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254_829_6));
+            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
+            let y = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, one); // 1 − p·t·e
+            let erf = _mm256_or_ps(y, _mm256_and_ps(sign, z));
+            _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_set1_ps(0.5), x),
+                _mm256_add_ps(one, erf),
+            )
+        }
+
+        /// `out = gelu(a + bias)`.
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn bias_gelu_row(a: &[f32], bias: &[f32], out: &mut [f32]) {
+            let n = out.len().min(a.len()).min(bias.len());
+            let mut i = 0;
+            while i + 8 <= n {
+                let x = _mm256_add_ps(
+                    _mm256_loadu_ps(a.as_ptr().add(i)),
+                    _mm256_loadu_ps(bias.as_ptr().add(i)),
+                );
+                _mm256_storeu_ps(out.as_mut_ptr().add(i), gelu8(x));
+                i += 8;
+            }
+            for j in i..n {
+                out[j] = super::act::<true>(a[j] + bias[j], super::Activation::Gelu);
+            }
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn hmax(v: __m256) -> f32 {
+            let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+            _mm_cvtss_f32(m)
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn hsum(v: __m256) -> f32 {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+            _mm_cvtss_f32(s)
+        }
+
+        /// Softmax of one row in place.
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn softmax_row(row: &mut [f32]) {
+            let n = row.len();
+            let ptr = row.as_mut_ptr();
+            let mut mv = _mm256_set1_ps(f32::NEG_INFINITY);
+            let mut i = 0;
+            while i + 8 <= n {
+                mv = _mm256_max_ps(mv, _mm256_loadu_ps(ptr.add(i)));
+                i += 8;
+            }
+            let mut max = hmax(mv);
+            for &x in &row[i..] {
+                max = max.max(x);
+            }
+            let m = _mm256_set1_ps(max);
+            let mut sv = _mm256_setzero_ps();
+            i = 0;
+            while i + 8 <= n {
+                let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(ptr.add(i)), m));
+                _mm256_storeu_ps(ptr.add(i), e);
+                sv = _mm256_add_ps(sv, e);
+                i += 8;
+            }
+            let mut sum = hsum(sv);
+            for x in &mut row[i..] {
+                *x = super::exp::<true>(*x - max);
+                sum += *x;
+            }
+            let inv = 1.0 / sum;
+            let iv = _mm256_set1_ps(inv);
+            i = 0;
+            while i + 8 <= n {
+                _mm256_storeu_ps(ptr.add(i), _mm256_mul_ps(_mm256_loadu_ps(ptr.add(i)), iv));
+                i += 8;
+            }
+            for x in &mut row[i..] {
+                *x *= inv;
+            }
+        }
+
+        /// The `QR × KC` = 4 × 16 tile of [`super::tile`] in eight registers.
+        ///
+        /// # Safety
+        /// AVX2 + FMA; `a` readable at `r·ars + t` and `b` at `t·brs + x` for
+        /// `r < 4`, `t < n`, `x < 16`.
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn tile_4x16(
+            a: *const f32,
+            ars: usize,
+            b: *const f32,
+            brs: usize,
+            n: usize,
+        ) -> [[f32; KC]; QR] {
+            const _: () = assert!(QR == 4 && KC == 16);
+            let mut c = [_mm256_setzero_ps(); 8];
+            for t in 0..n {
+                let bp = b.add(t * brs);
+                let b0 = _mm256_loadu_ps(bp);
+                let b1 = _mm256_loadu_ps(bp.add(8));
+                let a0 = _mm256_broadcast_ss(&*a.add(t));
+                c[0] = _mm256_fmadd_ps(a0, b0, c[0]);
+                c[1] = _mm256_fmadd_ps(a0, b1, c[1]);
+                let a1 = _mm256_broadcast_ss(&*a.add(ars + t));
+                c[2] = _mm256_fmadd_ps(a1, b0, c[2]);
+                c[3] = _mm256_fmadd_ps(a1, b1, c[3]);
+                let a2 = _mm256_broadcast_ss(&*a.add(2 * ars + t));
+                c[4] = _mm256_fmadd_ps(a2, b0, c[4]);
+                c[5] = _mm256_fmadd_ps(a2, b1, c[5]);
+                let a3 = _mm256_broadcast_ss(&*a.add(3 * ars + t));
+                c[6] = _mm256_fmadd_ps(a3, b0, c[6]);
+                c[7] = _mm256_fmadd_ps(a3, b1, c[7]);
+            }
+            let mut out = [[0f32; KC]; QR];
+            for r in 0..QR {
+                _mm256_storeu_ps(out[r].as_mut_ptr(), c[2 * r]);
+                _mm256_storeu_ps(out[r].as_mut_ptr().add(8), c[2 * r + 1]);
+            }
+            out
         }
     }
 
@@ -646,6 +912,55 @@ mod kernels {
                     "erf({x}) = {g}, want {want}"
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tmp_bench {
+    #[test]
+    #[ignore]
+    fn tmp_gemm_bench() {
+        use candle_core::{Device, Tensor};
+        let t = 6656;
+        for (k, n) in [(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
+            let a = Tensor::from_vec(vec![0.01f32; t * k], (t, k), &Device::Cpu).unwrap();
+            let b = Tensor::from_vec(vec![0.02f32; k * n], (k, n), &Device::Cpu).unwrap();
+            let _ = a.matmul(&b).unwrap();
+            let s = std::time::Instant::now();
+            for _ in 0..5 {
+                let _ = a.matmul(&b).unwrap();
+            }
+            let secs = s.elapsed().as_secs_f64() / 5.0;
+            eprintln!(
+                "{t}x{k}x{n}: {:.1} GFLOPS ({:.1} ms)",
+                2.0 * (t * k * n) as f64 / secs / 1e9,
+                secs * 1e3
+            );
+        }
+    }
+    #[test]
+    #[ignore]
+    fn tmp_attn_bench() {
+        let (h, heads) = (384usize, 12usize);
+        for len in [16usize, 104, 256] {
+            let rows: Vec<f32> = (0..len * 3 * h)
+                .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+                .collect();
+            let bias = vec![0.01f32; 3 * h];
+            let mut out = vec![0f32; len * h];
+            super::kernels::attention_seq(&rows, &bias, &mut out, len, h, heads);
+            let n = 20;
+            let s = std::time::Instant::now();
+            for _ in 0..n {
+                super::kernels::attention_seq(&rows, &bias, &mut out, len, h, heads);
+            }
+            let secs = s.elapsed().as_secs_f64() / n as f64;
+            eprintln!(
+                "attn len {len}: {:.1} GFLOPS ({:.3} ms)",
+                4.0 * (len * len * h) as f64 / secs / 1e9,
+                secs * 1e3
+            );
         }
     }
 }

@@ -192,6 +192,17 @@ impl Histogram {
             .overflow
             .then(|| self.bins.edges(self.bins.regular()).0);
         let hi = self.bins.hi;
+        // Enough decimals for the tick spacing of sub-unit ranges (latencies in ms).
+        let span = x_max - self.bins.lo;
+        let decimals = if span >= 20.0 {
+            0
+        } else if span >= 2.0 {
+            1
+        } else if span >= 0.2 {
+            2
+        } else {
+            3
+        };
         chart
             .configure_mesh()
             .disable_x_mesh()
@@ -200,7 +211,7 @@ impl Histogram {
             .y_desc(&self.y_label)
             .x_label_formatter(&|x| match overflow_at {
                 Some(o) if *x >= o => format!("≥{hi}"),
-                _ => format!("{x:.0}"),
+                _ => format!("{x:.decimals$}"),
             })
             .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style(("sans-serif", 14))

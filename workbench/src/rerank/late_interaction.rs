@@ -30,7 +30,7 @@
 //!
 //! - **re-rank** ([`MaxSimReranker`], a [`Reranker`]): a first stage (TF-IDF in the report)
 //!   returns the top `k`; exact MaxSim re-scores them.
-//! - **end-to-end** (`MaxSimEndToEnd`, feature `faiss`, a [`Retriever`]): a
+//! - **end-to-end** (`MaxSimEndToEnd`, feature `faiss`, a [`Retriever`](crate::retrieve::Retriever)): a
 //!   token-level FAISS index over every passage token vector; each query token retrieves
 //!   its `k̂` nearest passage tokens, their passages (at most `k̂·|q|`) are the candidates,
 //!   and exact MaxSim ranks those. The report sets `k̂ = k/λ` (Figure 6: `k = 1000`,

@@ -1,0 +1,489 @@
+//! Experiment (a): MS MARCO passage, TREC DL19 subset — lexical, dense, fused and
+//! late-interaction re-ranked retrieval, with significance against BM25.
+//!
+//! ```text
+//! cargo run --release --bin exp_dl19 [-- --force]
+//! ```
+//! Data: `msmarco-dl19-subset` (BEIR layout: 5,000 passages, 50 queries, 43 judged,
+//! graded qrels 1–3). Systems, each retrieving `--depth` passages per judged query:
+//!
+//! | system | what |
+//! |---|---|
+//! | `tfidf` | TF-IDF cosine (scikit-learn `TfidfVectorizer` weights) |
+//! | `bm25` | BM25, Lucene variant, k1 0.9, b 0.4 (Anserini's defaults) — the baseline |
+//! | `dense` | all-MiniLM-L6-v2 (mean pooling, normalised) + exact FAISS inner product |
+//! | `hybrid` | min-max fusion 0.5·dense + 0.5·BM25 over `--depth` candidates each (report 001) |
+//! | `rrf` | reciprocal rank fusion of BM25 and dense, k = 60 (report 002) |
+//! | `bm25+maxsim` | BM25 top `--rerank-depth` re-ranked by mean-MaxSim over **raw 384-d MiniLM token embeddings** (not a trained ColBERT; no projection) |
+//!
+//! Metrics: nDCG@10 (gains = grades), MRR@10 and Recall@100. The subset has only
+//! grades 1–3 (no grade 0: every judged passage is at least "related"). The binary
+//! metrics use **grade ≥ 2 as relevant** (`--rel-threshold`, TREC DL's convention for
+//! DL19 passage, trec_eval `-l 2`); `metrics_rel1.csv` repeats them with grade ≥ 1.
+//! Significance of every system against BM25, per metric: paired t-test,
+//! randomisation test (10,000 trials, seed 42) and paired bootstrap (10,000, seed 42).
+//!
+//! Writes `data/results/dl19-retrieval/`: `metrics.csv`, `metrics.md`,
+//! `metrics_rel1.csv`, `significance.csv`, `per_query.csv`, `run.<system>.trec` (TREC
+//! run files), `qrels.dl19.trec` (so `trec_eval -l 2 -m ndcg_cut.10 -m recip_rank
+//! -m recall.100 qrels.dl19.trec run.bm25.trec` can check; its `recip_rank` has no
+//! cut-off), `ndcg10.png/.svg` (per-query nDCG@10 differences against BM25),
+//! `config.json`, `manifest.json`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::chunk::{Chunker, WholeDocument};
+use workbench::display::Table;
+use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
+use workbench::evaluate::{evaluate_with_threshold, significance, trec, Metric, MetricResult};
+use workbench::load::beir;
+use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
+use workbench::rerank::late_interaction::{LateInteraction, MaxSimReranker};
+use workbench::rerank::{PassageLookup, RerankedRetriever};
+use workbench::results::ResultDir;
+use workbench::retrieve::analyzer::Analyzer;
+use workbench::retrieve::bm25::{Bm25, Bm25Params};
+use workbench::retrieve::dense::DenseRetriever;
+use workbench::retrieve::faiss::IndexParams;
+use workbench::retrieve::fusion::{Fused, Fusion};
+use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use workbench::retrieve::Retriever;
+use workbench::{Hit, Query, Run};
+
+const NAME: &str = "dl19-retrieval";
+const DATA: &str = "msmarco-dl19-subset";
+
+#[derive(Parser, Serialize, Debug)]
+#[command(about = "Experiment (a): DL19 subset — TF-IDF, BM25, dense, hybrid, RRF, MaxSim re-rank")]
+struct Args {
+    /// Passages retrieved per query (run depth; also the fusion depth of each side).
+    #[arg(long, default_value_t = 1000)]
+    depth: usize,
+    /// BM25 candidates re-ranked by MaxSim.
+    #[arg(long, default_value_t = 100)]
+    rerank_depth: usize,
+    /// Dense weight of the min-max hybrid.
+    #[arg(long, default_value_t = 0.5)]
+    hybrid_weight: f32,
+    /// Minimum grade counted as relevant by MRR and Recall (nDCG uses the grades).
+    #[arg(long, default_value_t = 2)]
+    rel_threshold: i32,
+    /// Monte Carlo trials of the randomisation and bootstrap tests.
+    #[arg(long, default_value_t = 10_000)]
+    trials: usize,
+    /// Seed of the randomisation and bootstrap tests.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Sentence and token encoder (asset name).
+    #[arg(long, default_value = "all-minilm-l6-v2")]
+    model: String,
+    /// Recompute even if the results are fresh.
+    #[arg(long)]
+    #[serde(skip)]
+    force: bool,
+}
+
+#[derive(Serialize)]
+struct Config<'a> {
+    args: &'a Args,
+    data: &'static str,
+    split: &'static str,
+    metrics: Vec<String>,
+    bm25: Bm25Params,
+    encoder: EncoderParams,
+    inputs: Vec<(String, String)>,
+    program_sha256: String,
+}
+
+/// A shared retriever, so one index serves alone and inside fusions and re-rankers.
+struct Shared<R>(Arc<R>);
+
+impl<R: Retriever> Retriever for Shared<R> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
+        self.0.retrieve(query, k)
+    }
+    fn retrieve_all(&self, queries: &[Query], k: usize) -> workbench::Result<Run> {
+        self.0.retrieve_all(queries, k)
+    }
+}
+
+struct System {
+    key: &'static str,
+    label: String,
+    name: String,
+    run: Run,
+    seconds: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let assets = Assets::load()?;
+    let metrics = [Metric::Ndcg(10), Metric::Mrr(10), Metric::Recall(100)];
+    let mut inputs = Vec::new();
+    for a in [DATA, args.model.as_str()] {
+        for (f, s) in &assets.spec(a)?.files {
+            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
+        }
+    }
+    let config = Config {
+        args: &args,
+        data: DATA,
+        split: "test",
+        metrics: metrics.iter().map(Metric::name).collect(),
+        bm25: Bm25Params::default(),
+        encoder: EncoderParams::default(),
+        inputs,
+        program_sha256: workbench::results::executable_sha256()?,
+    };
+    let out = ResultDir::new(NAME, &config)?;
+    if out.is_fresh() && !args.force {
+        println!(
+            "{NAME}: fresh, skipped ({}); pass --force to redo",
+            out.dir.display()
+        );
+        println!("{}", std::fs::read_to_string(out.final_path("metrics.md"))?);
+        return Ok(());
+    }
+    out.begin()?;
+    let t_start = Instant::now();
+
+    let set = beir::load(&assets.resolve_all(DATA)?, "test")
+        .with_context(|| format!("loading `{DATA}`"))?;
+    let passages = WholeDocument.chunk_all(&set.corpus)?;
+    let queries: Vec<Query> = set.judged_queries().into_iter().cloned().collect();
+    let mut grades: BTreeMap<i32, usize> = BTreeMap::new();
+    for j in set.qrels.values() {
+        for g in j.values() {
+            *grades.entry(*g).or_default() += 1;
+        }
+    }
+    println!(
+        "{DATA}: {} passages, {} queries ({} judged), qrels grades {grades:?}",
+        passages.len(),
+        set.queries.len(),
+        queries.len()
+    );
+
+    // First stages.
+    let analyzer = Analyzer::default();
+    let tfidf = TfIdf::build(&passages, &analyzer, TfIdfVariant::cosine())?;
+    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, Bm25Params::default())?);
+    let encoder = Arc::new(BertEncoder::load(
+        &assets,
+        &args.model,
+        EncoderParams::default(),
+    )?);
+    let cache = EmbeddingCache::project_default()?;
+    let t0 = Instant::now();
+    let dense = Arc::new(DenseRetriever::build(
+        encoder.clone(),
+        &passages,
+        IndexParams::flat_ip(),
+        Some(&cache),
+    )?);
+    println!(
+        "dense index over {} passages in {:.1} s",
+        passages.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let hybrid = Fused::hybrid(
+        Box::new(Shared(dense.clone())),
+        Box::new(Shared(bm25.clone())),
+        args.hybrid_weight,
+        args.depth,
+    )?;
+    let rrf = Fused::new(
+        vec![
+            Box::new(Shared(bm25.clone())),
+            Box::new(Shared(dense.clone())),
+        ],
+        Fusion::rrf(),
+        args.depth,
+    )?;
+    let late = Arc::new(LateInteraction::new(encoder.clone()));
+    let reranked = RerankedRetriever::new(
+        Box::new(Shared(bm25.clone())),
+        Box::new(MaxSimReranker::new(late)),
+        PassageLookup::from_passages(&passages)?,
+        args.rerank_depth,
+    )?;
+
+    let mut systems = Vec::new();
+    let plan: Vec<(&'static str, String, &dyn Retriever, usize)> = vec![
+        ("tfidf", "TF-IDF (cosine)".into(), &tfidf, args.depth),
+        (
+            "bm25",
+            "BM25 (Lucene, k1 0.9, b 0.4)".into(),
+            bm25.as_ref(),
+            args.depth,
+        ),
+        (
+            "dense",
+            "dense MiniLM-L6 flat IP".into(),
+            dense.as_ref(),
+            args.depth,
+        ),
+        (
+            "hybrid",
+            format!("hybrid min-max (w_dense = {})", args.hybrid_weight),
+            &hybrid,
+            args.depth,
+        ),
+        ("rrf", "RRF (BM25 + dense, k = 60)".into(), &rrf, args.depth),
+        (
+            "bm25+maxsim",
+            format!(
+                "BM25 top-{} → MaxSim (raw 384-d MiniLM tokens)",
+                args.rerank_depth
+            ),
+            &reranked,
+            args.rerank_depth,
+        ),
+    ];
+    for (key, label, r, k) in plan {
+        let t0 = Instant::now();
+        let run = r.retrieve_all(&queries, k)?;
+        let seconds = t0.elapsed().as_secs_f64();
+        println!("{label}: {} queries in {seconds:.1} s", run.len());
+        systems.push(System {
+            key,
+            label,
+            name: r.name(),
+            run,
+            seconds,
+        });
+    }
+
+    // Metrics.
+    let t = args.rel_threshold;
+    let results: Vec<Vec<MetricResult>> = systems
+        .iter()
+        .map(|s| evaluate_with_threshold(&s.run, &set.qrels, &metrics, t))
+        .collect::<workbench::Result<_>>()?;
+    let results_rel1: Vec<Vec<MetricResult>> = systems
+        .iter()
+        .map(|s| evaluate_with_threshold(&s.run, &set.qrels, &metrics, 1))
+        .collect::<workbench::Result<_>>()?;
+    let base = systems
+        .iter()
+        .position(|s| s.key == "bm25")
+        .expect("bm25 is a system");
+    let n_eval = results[base][1].per_query.len();
+
+    let mut sig = Table::new([
+        "system",
+        "metric",
+        "mean",
+        "bm25_mean",
+        "diff",
+        "effect_size_dz",
+        "p_paired_t",
+        "p_randomization",
+        "p_bootstrap",
+        "bootstrap_ci95_lo",
+        "bootstrap_ci95_hi",
+        "queries",
+    ]);
+    let mut stars: BTreeMap<(usize, usize), String> = BTreeMap::new();
+    for (si, s) in systems.iter().enumerate() {
+        if si == base {
+            continue;
+        }
+        for (mi, m) in results[si].iter().enumerate() {
+            let b = &results[base][mi];
+            let tt = significance::paired_t_test(&m.per_query, &b.per_query)?;
+            let rt = significance::randomization_test(
+                &m.per_query,
+                &b.per_query,
+                args.trials,
+                args.seed,
+            )?;
+            let bt =
+                significance::bootstrap_test(&m.per_query, &b.per_query, args.trials, args.seed)?;
+            let (lo, hi) = bt.ci95.unwrap_or((f64::NAN, f64::NAN));
+            sig.push([
+                s.key.to_string(),
+                m.name.clone(),
+                format!("{:.4}", m.mean),
+                format!("{:.4}", b.mean),
+                format!("{:+.4}", tt.mean_diff),
+                format!("{:.3}", tt.effect_size),
+                format!("{:.4}", tt.p_value),
+                format!("{:.4}", rt.p_value),
+                format!("{:.4}", bt.p_value),
+                format!("{lo:.4}"),
+                format!("{hi:.4}"),
+                tt.n.to_string(),
+            ])?;
+            let mark = if rt.p_value < 0.01 {
+                "††"
+            } else if rt.p_value < 0.05 {
+                "†"
+            } else {
+                ""
+            };
+            stars.insert((si, mi), mark.to_string());
+        }
+    }
+    let header = [
+        "system",
+        "description",
+        "nDCG@10",
+        "MRR@10",
+        "Recall@100",
+        "seconds",
+    ];
+    let mut table = Table::new(header).caption(format!(
+        "TREC DL19 passage subset ({} passages, {} judged queries). MRR@10 and Recall@100 count grade ≥ {t} as relevant \
+         (nDCG@10 uses grades 1–3 as gains). † / †† : randomisation test against BM25 (10,000 trials, seed {}), \
+         p < 0.05 / p < 0.01. MaxSim re-ranks BM25's top {}, so its Recall@100 equals BM25's.",
+        passages.len(),
+        queries.len(),
+        args.seed,
+        args.rerank_depth
+    ));
+    let mut table_rel1 = Table::new(header)
+        .caption("Same runs, grade ≥ 1 counted as relevant for MRR@10 and Recall@100");
+    for (si, s) in systems.iter().enumerate() {
+        let cell = |mi: usize| {
+            format!(
+                "{:.4}{}",
+                results[si][mi].mean,
+                stars.get(&(si, mi)).map(String::as_str).unwrap_or("")
+            )
+        };
+        table.push([
+            s.key.to_string(),
+            s.label.clone(),
+            cell(0),
+            cell(1),
+            cell(2),
+            format!("{:.1}", s.seconds),
+        ])?;
+        table_rel1.push([
+            s.key.to_string(),
+            s.label.clone(),
+            format!("{:.4}", results_rel1[si][0].mean),
+            format!("{:.4}", results_rel1[si][1].mean),
+            format!("{:.4}", results_rel1[si][2].mean),
+            format!("{:.1}", s.seconds),
+        ])?;
+    }
+
+    // Per-query values and TREC files.
+    let mut per_query = Table::new(["system", "query_id", "ndcg@10", "mrr@10", "recall@100"]);
+    for (si, s) in systems.iter().enumerate() {
+        for qid in results[si][0].per_query.keys() {
+            let v = |mi: usize| {
+                results[si][mi]
+                    .per_query
+                    .get(qid)
+                    .map(|x| format!("{x:.4}"))
+                    .unwrap_or_default()
+            };
+            per_query.push([s.key.to_string(), qid.clone(), v(0), v(1), v(2)])?;
+        }
+        let tag = s.key.replace('+', "_");
+        trec::write_run(out.path(&format!("run.{tag}.trec")), &s.run, &tag)?;
+    }
+    trec::write_qrels(out.path("qrels.dl19.trec"), &set.qrels)?;
+
+    // Figure: per-query nDCG@10 differences against BM25.
+    let bins = Bins::new(-1.0, 1.0, 0.1, false)?;
+    let mut panels = Vec::new();
+    for (si, s) in systems.iter().enumerate() {
+        if si == base {
+            continue;
+        }
+        let diffs: Vec<f64> = results[si][0]
+            .per_query
+            .iter()
+            .map(|(q, v)| v - results[base][0].per_query[q])
+            .collect();
+        let (mut counts, _) = workbench::plot::bin_counts(diffs.iter().copied(), &bins);
+        // +1.0 exactly falls outside [lo, hi): count it in the last bin.
+        let top = diffs.iter().filter(|&&d| d >= 1.0).count();
+        if let Some(last) = counts.last_mut() {
+            *last += top;
+        }
+        let wins = diffs.iter().filter(|&&d| d > 1e-9).count();
+        let losses = diffs.iter().filter(|&&d| d < -1e-9).count();
+        let c = workbench::plot::palette(si);
+        panels.push(Histogram {
+            title: format!("{} − BM25", s.label),
+            x_label: "per-query nDCG@10 difference".into(),
+            y_label: "queries".into(),
+            bins,
+            series: vec![Series {
+                label: format!(
+                    "{wins} better, {losses} worse, mean {:+.3}",
+                    results[si][0].mean - results[base][0].mean
+                ),
+                counts,
+                color: (c.0, c.1, c.2),
+            }],
+            markers: vec![(0.0, String::new())],
+            size: (640, 320),
+        });
+    }
+    let grid = HistogramGrid {
+        caption: format!(
+            "DL19 subset: per-query nDCG@10 of each system minus BM25 ({} queries)",
+            queries.len()
+        ),
+        panels,
+        cols: 2,
+        panel_size: (640, 320),
+    };
+    render(&grid)?.save(out.out_dir(), "ndcg10")?;
+
+    table.write_csv(&out.path("metrics.csv"))?;
+    table_rel1.write_csv(&out.path("metrics_rel1.csv"))?;
+    sig.write_csv(&out.path("significance.csv"))?;
+    per_query.write_csv(&out.path("per_query.csv"))?;
+    let md = format!(
+        "{}\n\n{}\n{}\n\n{}\n\nSignificance against BM25 (two-sided p):\n\n{}",
+        table.caption.as_deref().unwrap_or(""),
+        table.to_markdown(),
+        table_rel1.caption.as_deref().unwrap_or(""),
+        table_rel1.to_markdown(),
+        sig.to_markdown()
+    );
+    std::fs::write(out.path("metrics.md"), &md)?;
+    let mut summary = serde_json::Map::new();
+    for (si, s) in systems.iter().enumerate() {
+        summary.insert(
+            s.key.to_string(),
+            serde_json::json!({
+                "name": s.name,
+                "ndcg@10": results[si][0].mean,
+                "mrr@10": results[si][1].mean,
+                "recall@100": results[si][2].mean,
+                "seconds": s.seconds,
+            }),
+        );
+    }
+    summary.insert("rel_threshold".into(), t.into());
+    summary.insert("evaluated_queries".into(), n_eval.into());
+    summary.insert("qrels_grades".into(), serde_json::to_value(&grades)?);
+    summary.insert(
+        "total_seconds".into(),
+        t_start.elapsed().as_secs_f64().into(),
+    );
+    out.finish(serde_json::Value::Object(summary))?;
+    println!("{md}");
+    println!(
+        "wrote {} in {:.1} s",
+        out.dir.display(),
+        t_start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,448 @@
+//! Report 000, Figure 4: histogram of per-query retrieval latency, one panel per retriever.
+//!
+//! ```text
+//! cargo run --release --bin fig4_latency [-- --force] [--queries 500]
+//! ```
+//! Corpus: the Wikipedia lead sections (`wiki-leads-en`) cut by report 000's paragraph
+//! filter (21–199 words, ~10k passages). Queries: the first `--queries` NQ-open dev
+//! questions. Each retriever answers every query one at a time (top `--k`), after
+//! `--warmup` unmeasured queries; the wall-clock time of each call is recorded:
+//!
+//! | retriever | what one query costs |
+//! |---|---|
+//! | TF-IDF (cosine) | analyse + term-at-a-time scoring + top-k |
+//! | BM25 (Lucene, k1 0.9, b 0.4) | same |
+//! | dense flat | MiniLM query encoding + exact FAISS inner-product search |
+//! | dense HNSW | MiniLM query encoding + FAISS HNSW32 (efSearch 64) search |
+//! | hybrid | dense flat + BM25 (each `--hybrid-depth` deep), min-max fusion w = 0.5 |
+//! | FAISS flat search only | the search part of "dense flat" (what report 000's 32.2 ms measured) |
+//!
+//! The machine is shared (2 cores, other builds running): the load average at the
+//! start and end is recorded in the manifest summary; latencies include that noise.
+//!
+//! Writes `data/results/fig4-latency/`: `fig4.png`, `fig4.svg`, `latency_summary.csv`
+//! (mean, median, p95, p99, min, max per retriever), `latency_summary.md`,
+//! `latency_per_query.csv`, `bins.csv`, `config.json`, `manifest.json`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::chunk::{Chunker, ParagraphParams};
+use workbench::display::Table;
+use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
+use workbench::load::{nq_open, wikipedia_corpus};
+use workbench::plot::{bin_counts, render, Bins, Histogram, HistogramGrid, Series};
+use workbench::results::ResultDir;
+use workbench::retrieve::analyzer::Analyzer;
+use workbench::retrieve::bm25::{Bm25, Bm25Params};
+use workbench::retrieve::dense::DenseRetriever;
+use workbench::retrieve::faiss::{IndexKind, IndexParams};
+use workbench::retrieve::fusion::Fused;
+use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use workbench::retrieve::Retriever;
+use workbench::{Hit, QaExample};
+
+const NAME: &str = "fig4-latency";
+const CORPUS: &str = "wiki-leads-en";
+/// Report 000's FAISS latency: mean over its queries, 184,051 paragraph vectors.
+const REPORT_FAISS_MEAN_MS: f64 = 32.2;
+
+#[derive(Parser, Serialize, Debug)]
+#[command(about = "Report 000 Figure 4: per-query retrieval latency histograms")]
+struct Args {
+    /// Number of NQ-open dev questions (the first ones, in file order).
+    #[arg(long, default_value_t = 500)]
+    queries: usize,
+    /// Unmeasured queries run through each retriever first.
+    #[arg(long, default_value_t = 20)]
+    warmup: usize,
+    /// Hits per query.
+    #[arg(long, default_value_t = 10)]
+    k: usize,
+    /// Candidates from each side of the hybrid.
+    #[arg(long, default_value_t = 100)]
+    hybrid_depth: usize,
+    /// Dense weight of the hybrid (min-max fusion).
+    #[arg(long, default_value_t = 0.5)]
+    hybrid_weight: f32,
+    /// Sentence encoder (asset name).
+    #[arg(long, default_value = "all-minilm-l6-v2")]
+    model: String,
+    /// Regular histogram bins per panel (plus one overflow bin at the panel's p99).
+    #[arg(long, default_value_t = 40)]
+    bins: usize,
+    /// Recompute even if the results are fresh.
+    #[arg(long)]
+    #[serde(skip)]
+    force: bool,
+}
+
+#[derive(Serialize)]
+struct Config<'a> {
+    args: &'a Args,
+    corpus: &'static str,
+    filter: ParagraphParams,
+    encoder: EncoderParams,
+    bm25: Bm25Params,
+    hnsw: IndexKind,
+    inputs: Vec<(String, String)>,
+    program_sha256: String,
+}
+
+/// A shared retriever, so one index serves alone and inside the hybrid.
+struct Shared<R>(Arc<R>);
+
+impl<R: Retriever> Retriever for Shared<R> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
+        self.0.retrieve(query, k)
+    }
+}
+
+/// Quantile `q` of sorted values, linear interpolation (numpy's default).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// The smallest of 1, 2, 2.5, 5 × 10^e that is ≥ x.
+fn nice_ceil(x: f64) -> f64 {
+    let e = x.log10().floor();
+    let base = 10f64.powf(e);
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * base >= x * (1.0 - 1e-12) {
+            return m * base;
+        }
+    }
+    10.0 * base
+}
+
+fn load_avg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+struct Measured {
+    label: String,
+    name: String,
+    /// Per query: total, encode, search (ms); encode/search are NaN for lexical retrievers.
+    times: Vec<(f64, f64, f64)>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let assets = Assets::load()?;
+    let filter = ParagraphParams::default();
+    let encoder_params = EncoderParams::default();
+    let hnsw = IndexKind::hnsw();
+    let mut inputs = Vec::new();
+    for a in [CORPUS, "nq-open", args.model.as_str()] {
+        for (f, s) in &assets.spec(a)?.files {
+            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
+        }
+    }
+    let config = Config {
+        args: &args,
+        corpus: CORPUS,
+        filter: filter.clone(),
+        encoder: encoder_params.clone(),
+        bm25: Bm25Params::default(),
+        hnsw,
+        inputs,
+        program_sha256: workbench::results::executable_sha256()?,
+    };
+    let out = ResultDir::new(NAME, &config)?;
+    if out.is_fresh() && !args.force {
+        println!(
+            "{NAME}: fresh, skipped ({}); pass --force to redo",
+            out.dir.display()
+        );
+        println!(
+            "{}",
+            std::fs::read_to_string(out.final_path("latency_summary.md"))?
+        );
+        return Ok(());
+    }
+    out.begin()?;
+    let t_start = Instant::now();
+    let load_start = load_avg();
+
+    let docs =
+        wikipedia_corpus(&assets, CORPUS).with_context(|| format!("loading corpus `{CORPUS}`"))?;
+    let passages = filter.clone().check()?.chunk_all(&docs)?;
+    let questions: Vec<QaExample> =
+        nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?
+            .into_iter()
+            .take(args.queries)
+            .collect();
+    let warm: Vec<&QaExample> = questions.iter().take(args.warmup).collect();
+    println!(
+        "{CORPUS}: {} passages; {} NQ-open dev questions (+{} warm-up)",
+        passages.len(),
+        questions.len(),
+        warm.len()
+    );
+
+    // Indexes.
+    let t0 = Instant::now();
+    let analyzer = Analyzer::default();
+    let tfidf = TfIdf::build(&passages, &analyzer, TfIdfVariant::cosine())?;
+    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, Bm25Params::default())?);
+    let lexical_build_s = t0.elapsed().as_secs_f64();
+    let encoder = Arc::new(BertEncoder::load(&assets, &args.model, encoder_params)?);
+    let cache = EmbeddingCache::project_default()?;
+    let t0 = Instant::now();
+    let (vectors, status) = cache.get_or_compute_with_status(&encoder, &passages)?;
+    let embed_s = t0.elapsed().as_secs_f64();
+    println!("passage embeddings: {status:?} in {embed_s:.1} s");
+    let ids: Vec<String> = passages.iter().map(|p| p.id.clone()).collect();
+    let t0 = Instant::now();
+    let flat_index = workbench::retrieve::faiss::VectorIndex::build(
+        IndexParams::flat_ip(),
+        encoder.dim(),
+        &vectors,
+    )?;
+    let flat = Arc::new(DenseRetriever::from_parts(
+        encoder.clone(),
+        flat_index,
+        ids.clone(),
+    )?);
+    let flat_build_s = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let hnsw_index = workbench::retrieve::faiss::VectorIndex::build(
+        IndexParams::ip(hnsw),
+        encoder.dim(),
+        &vectors,
+    )?;
+    let hnsw_r = DenseRetriever::from_parts(encoder.clone(), hnsw_index, ids)?;
+    let hnsw_build_s = t0.elapsed().as_secs_f64();
+    let hybrid = Fused::hybrid(
+        Box::new(Shared(flat.clone())),
+        Box::new(Shared(bm25.clone())),
+        args.hybrid_weight,
+        args.hybrid_depth,
+    )?;
+    println!(
+        "built: lexical {lexical_build_s:.1} s, FAISS flat {flat_build_s:.2} s, HNSW {hnsw_build_s:.1} s"
+    );
+
+    // Measure, one retriever at a time, one query at a time.
+    let k = args.k;
+    let nan = f64::NAN;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let time_plain = |r: &dyn Retriever| -> Result<Vec<(f64, f64, f64)>> {
+        for q in &warm {
+            r.retrieve(&q.question, k)?;
+        }
+        let mut v = Vec::with_capacity(questions.len());
+        for q in &questions {
+            let t = Instant::now();
+            let hits = r.retrieve(&q.question, k)?;
+            v.push((ms(t.elapsed()), nan, nan));
+            std::hint::black_box(hits);
+        }
+        Ok(v)
+    };
+    let time_dense = |r: &DenseRetriever| -> Result<Vec<(f64, f64, f64)>> {
+        for q in &warm {
+            r.retrieve_with_timing(&q.question, k)?;
+        }
+        let mut v = Vec::with_capacity(questions.len());
+        for q in &questions {
+            let t = Instant::now();
+            let (hits, timing) = r.retrieve_with_timing(&q.question, k)?;
+            v.push((ms(t.elapsed()), ms(timing.encode), ms(timing.search)));
+            std::hint::black_box(hits);
+        }
+        Ok(v)
+    };
+    let mut measured = Vec::new();
+    let lexical: [(&str, &dyn Retriever); 2] = [
+        ("TF-IDF (cosine)", &tfidf),
+        ("BM25 (Lucene, k1 0.9, b 0.4)", bm25.as_ref()),
+    ];
+    for (label, r) in lexical {
+        measured.push(Measured {
+            label: label.into(),
+            name: r.name(),
+            times: time_plain(r)?,
+        });
+        println!("measured {label}");
+    }
+    let flat_times = time_dense(&flat)?;
+    println!("measured dense flat");
+    measured.push(Measured {
+        label: "dense flat (encode + search)".into(),
+        name: flat.name(),
+        times: flat_times.clone(),
+    });
+    measured.push(Measured {
+        label: "dense HNSW32 (encode + search)".into(),
+        name: hnsw_r.name(),
+        times: time_dense(&hnsw_r)?,
+    });
+    println!("measured dense HNSW");
+    measured.push(Measured {
+        label: format!(
+            "hybrid (dense flat + BM25, min-max w = {})",
+            args.hybrid_weight
+        ),
+        name: hybrid.name(),
+        times: time_plain(&hybrid)?,
+    });
+    println!("measured hybrid");
+    measured.push(Measured {
+        label: "FAISS flat search only (no encoding)".into(),
+        name: format!("{}:search-only", flat.name()),
+        times: flat_times.iter().map(|t| (t.2, nan, t.2)).collect(),
+    });
+    let load_end = load_avg();
+
+    // Tables.
+    let mut summary_t = Table::new([
+        "retriever", "name", "queries", "mean_ms", "median_ms", "p95_ms", "p99_ms", "min_ms", "max_ms",
+        "encode_median_ms", "search_median_ms",
+    ])
+    .caption(format!(
+        "Per-query latency, {} NQ-open dev questions over {} wiki-leads-en paragraphs, top {k}, one query at a time \
+         after {} warm-up queries (2 shared CPU cores). Report 000: FAISS mean {REPORT_FAISS_MEAN_MS} ms over 184,051 vectors.",
+        questions.len(),
+        passages.len(),
+        warm.len()
+    ));
+    let mut per_query = Table::new([
+        "retriever",
+        "query_id",
+        "total_ms",
+        "encode_ms",
+        "search_ms",
+    ]);
+    let mut bins_csv = Table::new(["retriever", "bin", "lo_ms", "hi_ms", "queries"]);
+    let mut panels = Vec::new();
+    let mut summary = serde_json::Map::new();
+    for (mi, m) in measured.iter().enumerate() {
+        let mut tot: Vec<f64> = m.times.iter().map(|t| t.0).collect();
+        tot.sort_by(f64::total_cmp);
+        let med_of = |f: fn(&(f64, f64, f64)) -> f64| {
+            let mut v: Vec<f64> = m.times.iter().map(f).filter(|x| x.is_finite()).collect();
+            v.sort_by(f64::total_cmp);
+            if v.is_empty() {
+                None
+            } else {
+                Some(quantile(&v, 0.5))
+            }
+        };
+        let mean = tot.iter().sum::<f64>() / tot.len() as f64;
+        let (med, p95, p99) = (
+            quantile(&tot, 0.5),
+            quantile(&tot, 0.95),
+            quantile(&tot, 0.99),
+        );
+        let fmt = |x: f64| format!("{x:.3}");
+        summary_t.push([
+            m.label.clone(),
+            m.name.clone(),
+            tot.len().to_string(),
+            fmt(mean),
+            fmt(med),
+            fmt(p95),
+            fmt(p99),
+            fmt(tot[0]),
+            fmt(tot[tot.len() - 1]),
+            med_of(|t| t.1).map(fmt).unwrap_or_else(|| "–".into()),
+            med_of(|t| t.2).map(fmt).unwrap_or_else(|| "–".into()),
+        ])?;
+        summary.insert(
+            m.label.clone(),
+            serde_json::json!({"mean_ms": mean, "median_ms": med, "p95_ms": p95, "p99_ms": p99}),
+        );
+        for (q, t) in questions.iter().zip(&m.times) {
+            let f = |x: f64| {
+                if x.is_finite() {
+                    format!("{x:.4}")
+                } else {
+                    String::new()
+                }
+            };
+            per_query.push([m.label.clone(), q.id.clone(), f(t.0), f(t.1), f(t.2)])?;
+        }
+        let hi = nice_ceil(p99);
+        let bins = Bins::new(0.0, hi, hi / args.bins as f64, true)?;
+        let (counts, _) = bin_counts(tot.iter().copied(), &bins);
+        for (i, c) in counts.iter().enumerate() {
+            let (lo, h) = bins.edges(i);
+            bins_csv.push([
+                m.label.clone(),
+                bins.label(i),
+                format!("{lo}"),
+                format!("{h}"),
+                c.to_string(),
+            ])?;
+        }
+        let c = workbench::plot::palette(mi);
+        panels.push(Histogram {
+            title: m.label.clone(),
+            x_label: "latency per query (ms)".into(),
+            y_label: "queries".into(),
+            bins,
+            series: vec![Series {
+                label: format!("{} queries, mean {mean:.2} ms", tot.len()),
+                counts,
+                color: (c.0, c.1, c.2),
+            }],
+            markers: vec![
+                (med, format!("median {med:.2} ms")),
+                (p95.min(hi), format!("p95 {p95:.2} ms")),
+            ],
+            size: (720, 360),
+        });
+    }
+    let grid = HistogramGrid {
+        caption: format!(
+            "Figure 4: per-query latency, {} NQ-open questions, {} paragraphs (report 000: FAISS mean {REPORT_FAISS_MEAN_MS} ms, 184k vectors)",
+            questions.len(),
+            passages.len()
+        ),
+        panels,
+        cols: 2,
+        panel_size: (720, 360),
+    };
+    render(&grid)?.save(out.out_dir(), "fig4")?;
+    summary_t.write_csv(&out.path("latency_summary.csv"))?;
+    per_query.write_csv(&out.path("latency_per_query.csv"))?;
+    bins_csv.write_csv(&out.path("bins.csv"))?;
+    let md = format!(
+        "{}\n\n{}",
+        summary_t.caption.as_deref().unwrap_or(""),
+        summary_t.to_markdown()
+    );
+    std::fs::write(out.path("latency_summary.md"), &md)?;
+    summary.insert("passages".into(), passages.len().into());
+    summary.insert("queries".into(), questions.len().into());
+    summary.insert("load_avg_start".into(), load_start.clone().into());
+    summary.insert("load_avg_end".into(), load_end.clone().into());
+    summary.insert("embed_seconds".into(), embed_s.into());
+    summary.insert("embedding_cache".into(), format!("{status:?}").into());
+    summary.insert("hnsw_build_seconds".into(), hnsw_build_s.into());
+    summary.insert(
+        "total_seconds".into(),
+        t_start.elapsed().as_secs_f64().into(),
+    );
+    out.finish(serde_json::Value::Object(summary))?;
+    println!("{md}");
+    println!("load average: start {load_start}, end {load_end}");
+    println!(
+        "wrote {} in {:.1} s",
+        out.dir.display(),
+        t_start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
