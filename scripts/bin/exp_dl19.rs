@@ -396,23 +396,32 @@ fn main() -> Result<()> {
     }
     trec::write_qrels(out.path("qrels.dl19.trec"), &set.qrels)?;
 
-    // Figure: per-query nDCG@10 differences against BM25.
-    let bins = Bins::new(-1.0, 1.0, 0.1, false)?;
+    // Figure: per-query nDCG@10 differences against BM25, bins of 0.05 over ±(largest |difference|).
+    let all_diffs: Vec<Vec<f64>> = (0..systems.len())
+        .map(|si| {
+            results[si][0]
+                .per_query
+                .iter()
+                .map(|(q, v)| v - results[base][0].per_query[q])
+                .collect()
+        })
+        .collect();
+    let max_abs = all_diffs
+        .iter()
+        .flatten()
+        .fold(0.0f64, |m, d| m.max(d.abs()));
+    let half = ((max_abs * 10.0).ceil() / 10.0).max(0.1);
+    let bins = Bins::new(-half, half, 0.05, false)?;
     let mut panels = Vec::new();
     for (si, s) in systems.iter().enumerate() {
         if si == base {
             continue;
         }
-        let diffs: Vec<f64> = results[si][0]
-            .per_query
-            .iter()
-            .map(|(q, v)| v - results[base][0].per_query[q])
-            .collect();
-        let (mut counts, _) = workbench::plot::bin_counts(diffs.iter().copied(), &bins);
-        // +1.0 exactly falls outside [lo, hi): count it in the last bin.
-        let top = diffs.iter().filter(|&&d| d >= 1.0).count();
-        if let Some(last) = counts.last_mut() {
-            *last += top;
+        let diffs = &all_diffs[si];
+        let mut counts = vec![0usize; bins.len()];
+        for &d in diffs {
+            // A difference of exactly +half lands in the last bin.
+            counts[bins.index(d).unwrap_or(bins.len() - 1).min(bins.len() - 1)] += 1;
         }
         let wins = diffs.iter().filter(|&&d| d > 1e-9).count();
         let losses = diffs.iter().filter(|&&d| d < -1e-9).count();

@@ -71,8 +71,8 @@ struct Args {
     /// Sentence encoder (asset name).
     #[arg(long, default_value = "all-minilm-l6-v2")]
     model: String,
-    /// Regular histogram bins per panel (plus one overflow bin at the panel's p99).
-    #[arg(long, default_value_t = 40)]
+    /// Regular histogram bins per panel (plus one overflow bin from a round 1.5 × p99 up).
+    #[arg(long, default_value_t = 60)]
     bins: usize,
     /// Recompute even if the results are fresh.
     #[arg(long)]
@@ -374,7 +374,8 @@ fn main() -> Result<()> {
             };
             per_query.push([m.label.clone(), q.id.clone(), f(t.0), f(t.1), f(t.2)])?;
         }
-        let hi = nice_ceil(p99);
+        // Room on the right for the legend: the overflow bin starts at a round 1.5 × p99.
+        let hi = nice_ceil(1.5 * p99);
         let bins = Bins::new(0.0, hi, hi / args.bins as f64, true)?;
         let (counts, _) = bin_counts(tot.iter().copied(), &bins);
         for (i, c) in counts.iter().enumerate() {

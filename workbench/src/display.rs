@@ -119,6 +119,27 @@ impl Table {
         w.flush().map_err(|e| Error::io(path, e))
     }
 
+    /// Read a CSV file with a header line (as [`write_csv`](Self::write_csv) writes it),
+    /// e.g. a result table in a notebook. Rows of another length than the header are an
+    /// error naming the file.
+    pub fn read_csv(path: &Path) -> Result<Self> {
+        let mut r =
+            csv::Reader::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        let header = r
+            .headers()
+            .map_err(|e| Error::bad_input(path, e.to_string()))?
+            .iter()
+            .map(String::from)
+            .collect::<Vec<_>>();
+        let mut t = Table::new(header);
+        for rec in r.records() {
+            let rec = rec.map_err(|e| Error::bad_input(path, e.to_string()))?;
+            t.push(rec.iter())
+                .map_err(|e| Error::bad_input(path, e.to_string()))?;
+        }
+        Ok(t)
+    }
+
     /// evcxr display hook: shows the table as HTML.
     pub fn evcxr_display(&self) {
         emit("text/html", &self.to_html());
@@ -128,5 +149,24 @@ impl Table {
 impl std::fmt::Display for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.to_markdown())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("t.csv");
+        let mut t = Table::new(["system", "score"]);
+        t.push(["hybrid (dense, bm25)", "0.5"]).unwrap();
+        t.push(["a \"quoted\" name", ""]).unwrap();
+        t.write_csv(&p).unwrap();
+        let back = Table::read_csv(&p).unwrap();
+        assert_eq!(back, t);
+        std::fs::write(&p, "a,b\n1,2,3\n").unwrap();
+        assert!(Table::read_csv(&p).is_err());
     }
 }

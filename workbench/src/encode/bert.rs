@@ -38,7 +38,8 @@ pub enum Backend {
 /// Parameters of [`BertEncoder`]. Part of the embedding-cache key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EncoderParams {
-    /// Texts per forward pass. Default 64.
+    /// Texts per batch (batches are cut from the length-sorted inputs; each
+    /// runs in forward passes of at most [`TOKENS_PER_PASS`] tokens). Default 64.
     pub batch_size: usize,
     /// Longest input in tokens, `[CLS]` and `[SEP]` included; longer texts are
     /// truncated. Default 256: `max_seq_length` of all-MiniLM-L6-v2's
@@ -49,9 +50,11 @@ pub struct EncoderParams {
     /// L2-normalise sentence vectors (sentence-transformers' `Normalize`
     /// module). Default `true`.
     pub normalize: bool,
-    /// Threads for the forward pass (a private rayon pool); `None` uses the
-    /// global rayon pool (`RAYON_NUM_THREADS`, default: one per CPU). Not part
-    /// of the cache key, since it does not change the vectors.
+    /// Threads for tokenising and the forward pass (a private rayon pool, which
+    /// also runs the matrix products); `None` uses the global rayon pool
+    /// (`RAYON_NUM_THREADS`, default: one per CPU). With [`Backend::Candle`],
+    /// candle's own element-wise pool (`CANDLE_NUM_THREADS`) is not affected.
+    /// Not part of the cache key, since it does not change the vectors.
     #[serde(skip)]
     pub threads: Option<usize>,
     /// Forward pass. Default [`Backend::Fused`].
@@ -202,7 +205,9 @@ impl BertConfig {
                 ),
             ));
         }
-        if c.num_attention_heads == 0 || c.hidden_size % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0
+            || c.hidden_size / c.num_attention_heads * c.num_attention_heads != c.hidden_size
+        {
             return Err(Error::bad_input(
                 path,
                 format!(
@@ -306,6 +311,38 @@ impl std::fmt::Debug for BertEncoder {
 
 /// Texts above this count get a progress bar.
 const PROGRESS_MIN: usize = 256;
+
+/// Most tokens in one forward pass (both backends). A batch is split into
+/// passes of at most this many tokens (at least one text each): the largest
+/// activation, `tokens × intermediate_size` floats, then stays around 12 MB —
+/// in cache-friendly territory and below glibc's mmap threshold, so buffers are
+/// reused instead of being mapped and zero-faulted anew for every layer.
+/// Vectors do not depend on how texts are grouped.
+pub const TOKENS_PER_PASS: usize = 2048;
+
+/// Split `items` into consecutive groups whose total `len` stays within
+/// `budget` (a single item longer than the budget forms its own group).
+fn token_budget<'a>(
+    items: &'a [usize],
+    len: impl Fn(usize) -> usize + 'a,
+    budget: usize,
+) -> impl Iterator<Item = &'a [usize]> + 'a {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= items.len() {
+            return None;
+        }
+        let mut end = start;
+        let mut total = 0;
+        while end < items.len() && (end == start || total + len(items[end]) <= budget) {
+            total += len(items[end]);
+            end += 1;
+        }
+        let group = &items[start..end];
+        start = end;
+        Some(group)
+    })
+}
 
 impl BertEncoder {
     /// Load the asset `name` (files `config.json`, `tokenizer.json`,
@@ -496,28 +533,30 @@ impl BertEncoder {
             let mut out = vec![Vec::new(); texts.len()];
             let mut bar =
                 (texts.len() >= PROGRESS_MIN).then(|| crate::progress::bar(texts.len(), "embed"));
-            for chunk in order.chunks(self.params.batch_size) {
-                let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
-                let hidden = self.hidden(&seqs)?;
-                let mut row = 0;
-                for (&i, s) in chunk.iter().zip(&seqs) {
-                    let mut v = vec![0f32; dim];
-                    for t in 0..s.len() {
-                        let h = &hidden[(row + t) * dim..(row + t + 1) * dim];
-                        for (a, b) in v.iter_mut().zip(h) {
-                            *a += b;
+            for batch in order.chunks(self.params.batch_size) {
+                for chunk in token_budget(batch, |i| ids[i].len(), TOKENS_PER_PASS) {
+                    let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
+                    let hidden = self.hidden(&seqs)?;
+                    let mut row = 0;
+                    for (&i, s) in chunk.iter().zip(&seqs) {
+                        let mut v = vec![0f32; dim];
+                        for t in 0..s.len() {
+                            let h = &hidden[(row + t) * dim..(row + t + 1) * dim];
+                            for (a, b) in v.iter_mut().zip(h) {
+                                *a += b;
+                            }
                         }
+                        let n = (s.len() as f32).max(1e-9);
+                        v.iter_mut().for_each(|x| *x /= n);
+                        if self.params.normalize {
+                            super::l2_normalize(&mut v);
+                        }
+                        out[i] = v;
+                        row += s.len();
                     }
-                    let n = (s.len() as f32).max(1e-9);
-                    v.iter_mut().for_each(|x| *x /= n);
-                    if self.params.normalize {
-                        super::l2_normalize(&mut v);
-                    }
-                    out[i] = v;
-                    row += s.len();
                 }
                 if let Some(bar) = bar.as_mut() {
-                    crate::progress::tick(bar, chunk.len());
+                    crate::progress::tick(bar, batch.len());
                 }
             }
             Ok(out)
@@ -616,4 +655,20 @@ fn candle_forward(
         out.extend_from_slice(&h[i * s * dim..(i * s + q.len()) * dim]);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_budget;
+
+    #[test]
+    fn token_budget_groups_consecutive_items_within_the_budget() {
+        let lens = [5usize, 4, 3, 9, 1, 1, 12, 2];
+        let items: Vec<usize> = (0..lens.len()).collect();
+        let groups: Vec<&[usize]> = token_budget(&items, |i| lens[i], 10).collect();
+        assert_eq!(groups, vec![&[0, 1][..], &[2], &[3, 4], &[5], &[6], &[7]]);
+        // Every item exactly once, in order.
+        assert_eq!(groups.concat(), items);
+        assert_eq!(token_budget(&[], |_| 1, 10).count(), 0);
+    }
 }

@@ -16,6 +16,10 @@
 //!   LayerNorm, are one pass each over the product's output, in plain Rust
 //!   with AVX2/FMA when the CPU has them (runtime detection), vectorised
 //!   `exp`/`erf` polynomials, and rayon across rows / sequences;
+//! - **attention in register tiles**: per sequence and head, `4 × 16` tiles of
+//!   the score and context products held in eight AVX2 registers (explicit
+//!   intrinsics; LLVM does not vectorise these loops reliably), softmax in
+//!   between, rayon across sequences; a portable scalar path otherwise;
 //! - matrix products go through candle's CPU `matmul` (the `gemm` crate), with
 //!   weights stored once as contiguous `(in, out)` matrices.
 //!
@@ -26,19 +30,6 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
-
-/// TEMP profiling
-pub static PROF: [std::sync::atomic::AtomicU64; 6] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 6];
-fn prof<R>(i: usize, f: impl FnOnce() -> R) -> R {
-    let t = std::time::Instant::now();
-    let r = f();
-    PROF[i].fetch_add(
-        t.elapsed().as_micros() as u64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
-    r
-}
 
 /// Hidden activation of the feed-forward block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +122,7 @@ impl FastBert {
     /// folder holding `embeddings.*` and `encoder.*`).
     pub fn load(vb: VarBuilder, shape: Shape) -> candle_core::Result<Self> {
         let h = shape.hidden;
-        if shape.heads == 0 || h % shape.heads != 0 {
+        if shape.heads == 0 || h / shape.heads * shape.heads != h {
             candle_core::bail!(
                 "hidden_size {h} is not a multiple of num_attention_heads {}",
                 shape.heads
@@ -212,7 +203,7 @@ impl FastBert {
         }
         let mut x = self.embed(seqs, total);
         for layer in &self.layers {
-            x = prof(5, || self.layer(layer, x, &lens))?;
+            x = self.layer(layer, x, &lens)?;
         }
         debug_assert_eq!(x.len(), total * h);
         Ok(x)
@@ -245,15 +236,15 @@ impl FastBert {
         let x = Tensor::from_vec(x, (total, h), &Device::Cpu)?;
 
         // Self-attention.
-        let qkv = prof(0, || x.matmul(&l.qkv_w))?;
+        let qkv = x.matmul(&l.qkv_w)?;
         let ctx = {
             let (st, lay) = qkv.storage_and_layout();
             let qkv = cpu_slice(&st, lay)?;
-            prof(1, || self.attention(qkv, &l.qkv_b, lens))
+            self.attention(qkv, &l.qkv_b, lens)
         };
         drop(qkv);
         let ctx = Tensor::from_vec(ctx, (total, h), &Device::Cpu)?;
-        let a = prof(0, || ctx.matmul(&l.attn_out_w))?;
+        let a = ctx.matmul(&l.attn_out_w)?;
         drop(ctx);
         let y = {
             let (sa, la) = a.storage_and_layout();
@@ -270,14 +261,14 @@ impl FastBert {
         let y = Tensor::from_vec(y, (total, h), &Device::Cpu)?;
 
         // Feed-forward.
-        let inter = prof(0, || y.matmul(&l.inter_w))?;
+        let inter = y.matmul(&l.inter_w)?;
         let g = {
             let (s, lay) = inter.storage_and_layout();
-            prof(3, || self.bias_act(cpu_slice(&s, lay).unwrap(), &l.inter_b))
+            self.bias_act(cpu_slice(&s, lay)?, &l.inter_b)
         };
         drop(inter);
         let g = Tensor::from_vec(g, (total, self.shape.intermediate), &Device::Cpu)?;
-        let o = prof(0, || g.matmul(&l.out_w))?;
+        let o = g.matmul(&l.out_w)?;
         drop(g);
         let (so, lo) = o.storage_and_layout();
         let (sy, ly) = y.storage_and_layout();
@@ -425,7 +416,7 @@ mod kernels {
         p = fma::<F>(p, r, 8.333_452e-3);
         p = fma::<F>(p, r, 4.166_579_6e-2);
         p = fma::<F>(p, r, 1.666_666_5e-1);
-        p = fma::<F>(p, r, 5.000_000_1e-1);
+        p = fma::<F>(p, r, 0.5); // Cephes: 5.0000001201e-1, which rounds to 0.5 in f32
         let e = fma::<F>(p, r * r, r) + 1.0;
         let bits = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
         let scale = f32::from_bits(((bits + 127) << 23) as u32);
@@ -662,9 +653,9 @@ mod kernels {
                 for c0 in (0..dp).step_by(KC) {
                     let acc = tile::<F>(&p, lp, &v[c0..], dp, len);
                     let width = KC.min(d.saturating_sub(c0));
-                    for r in 0..nr {
+                    for (r, row) in acc.iter().enumerate().take(nr) {
                         let o = (i0 + r) * h + qo + c0;
-                        out[o..o + width].copy_from_slice(&acc[r][..width]);
+                        out[o..o + width].copy_from_slice(&row[..width]);
                     }
                 }
             }
@@ -695,7 +686,7 @@ mod kernels {
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.333_452e-3));
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.166_579_6e-2));
             p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.666_666_5e-1));
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.000_000_1e-1));
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5));
             let e = _mm256_add_ps(
                 _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
                 _mm256_set1_ps(1.0),
@@ -895,6 +886,45 @@ mod kernels {
 
     #[cfg(test)]
     mod tests {
+        #[cfg(target_arch = "x86_64")]
+        #[test]
+        fn avx2_kernels_match_the_scalar_ones() {
+            if !super::has_avx2_fma() {
+                return;
+            }
+            let xs: Vec<f32> = (0..1003).map(|i| (i as f32 - 500.0) / 37.0).collect();
+            let bias = vec![0.25f32; xs.len()];
+            let (mut simd, mut scalar) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            // SAFETY: AVX2 + FMA detected above.
+            unsafe { super::avx2::bias_gelu_row(&xs, &bias, &mut simd) };
+            super::bias_act_impl::<false>(&xs, &bias, super::Activation::Gelu, &mut scalar);
+            for (a, b) in simd.iter().zip(&scalar) {
+                assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "gelu {a} vs {b}");
+            }
+            for n in [1usize, 7, 8, 9, 100, 257] {
+                let mut a: Vec<f32> = xs[..n].iter().map(|x| x * 0.3).collect();
+                let mut b = a.clone();
+                super::softmax_row::<true>(&mut a);
+                super::softmax_row::<false>(&mut b);
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() <= 1e-6, "softmax {x} vs {y}");
+                }
+            }
+            let a: Vec<f32> = (0..4 * 40)
+                .map(|i| ((i * 31) % 17) as f32 / 17.0 - 0.5)
+                .collect();
+            let b: Vec<f32> = (0..37 * 24)
+                .map(|i| ((i * 13) % 23) as f32 / 23.0 - 0.5)
+                .collect();
+            let t1 = super::tile::<true>(&a, 40, &b, 24, 37);
+            let t2 = super::tile::<false>(&a, 40, &b, 24, 37);
+            for (r1, r2) in t1.iter().zip(&t2) {
+                for (x, y) in r1.iter().zip(r2) {
+                    assert!((x - y).abs() <= 1e-5, "tile {x} vs {y}");
+                }
+            }
+        }
+
         #[test]
         fn exp_and_erf_are_accurate() {
             for i in -2000..=2000 {
@@ -912,55 +942,6 @@ mod kernels {
                     "erf({x}) = {g}, want {want}"
                 );
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tmp_bench {
-    #[test]
-    #[ignore]
-    fn tmp_gemm_bench() {
-        use candle_core::{Device, Tensor};
-        let t = 6656;
-        for (k, n) in [(384usize, 1152usize), (384, 384), (384, 1536), (1536, 384)] {
-            let a = Tensor::from_vec(vec![0.01f32; t * k], (t, k), &Device::Cpu).unwrap();
-            let b = Tensor::from_vec(vec![0.02f32; k * n], (k, n), &Device::Cpu).unwrap();
-            let _ = a.matmul(&b).unwrap();
-            let s = std::time::Instant::now();
-            for _ in 0..5 {
-                let _ = a.matmul(&b).unwrap();
-            }
-            let secs = s.elapsed().as_secs_f64() / 5.0;
-            eprintln!(
-                "{t}x{k}x{n}: {:.1} GFLOPS ({:.1} ms)",
-                2.0 * (t * k * n) as f64 / secs / 1e9,
-                secs * 1e3
-            );
-        }
-    }
-    #[test]
-    #[ignore]
-    fn tmp_attn_bench() {
-        let (h, heads) = (384usize, 12usize);
-        for len in [16usize, 104, 256] {
-            let rows: Vec<f32> = (0..len * 3 * h)
-                .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
-                .collect();
-            let bias = vec![0.01f32; 3 * h];
-            let mut out = vec![0f32; len * h];
-            super::kernels::attention_seq(&rows, &bias, &mut out, len, h, heads);
-            let n = 20;
-            let s = std::time::Instant::now();
-            for _ in 0..n {
-                super::kernels::attention_seq(&rows, &bias, &mut out, len, h, heads);
-            }
-            let secs = s.elapsed().as_secs_f64() / n as f64;
-            eprintln!(
-                "attn len {len}: {:.1} GFLOPS ({:.3} ms)",
-                4.0 * (len * len * h) as f64 / secs / 1e9,
-                secs * 1e3
-            );
         }
     }
 }

@@ -213,7 +213,7 @@ pub struct IndexHeader {
     pub dim: usize,
     /// Number of vectors.
     pub count: usize,
-    /// Embedding-cache key of the vectors (see [`crate::encode::EmbeddingCache::key`]), if known.
+    /// Embedding-cache key of the vectors (`encode::EmbeddingCache::key`), if known.
     pub embedding_key: Option<String>,
     /// The FAISS factory string.
     pub factory: String,

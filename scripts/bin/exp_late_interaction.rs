@@ -1,0 +1,502 @@
+//! Experiment (c): report 003's table — TF-IDF, late-interaction (MaxSim) re-rank and
+//! MaxSim end-to-end retrieval — on SQuAD 2.0 dev (the CS224N half).
+//!
+//! ```text
+//! cargo run --release --bin exp_late_interaction [-- --force]
+//! ```
+//! Passages: the 646 SQuAD contexts (paragraphs). Queries: the answerable questions,
+//! each with one relevant passage, its own context — like report 003's FANDOM-QA,
+//! where each question has a single answering passage.
+//!
+//! | system | what |
+//! |---|---|
+//! | TF-IDF | cosine over TF-IDF vectors (report 003's first stage) |
+//! | MaxSim re-rank | TF-IDF top `--rerank-depth` re-scored by mean-MaxSim |
+//! | MaxSim end-to-end (λ) | each query token's `k̂ = ⌈k/λ⌉` nearest passage tokens (exact FAISS inner product over every passage token), their passages ranked by exact mean-MaxSim; `k = --depth` |
+//!
+//! Token vectors are **raw 384-d all-MiniLM-L6-v2 last hidden states** (L2-normalised,
+//! no projection, no `[Q]`/`[D]` markers): not a trained ColBERT, which is not
+//! available here. Report 003 measured MRR@10 and Recall@1/10/1000 over a far larger
+//! corpus; with 646 passages Recall@1000 is trivially 1, so the table reports
+//! Recall@1, @10 and @50 (and MRR@10). Paired randomisation tests (10,000 trials,
+//! seed 42) compare each system with TF-IDF.
+//!
+//! Also renders report 003's token-relevance views (`R_abs`, `R_acc`, Gaussian KDE,
+//! k̃ = 2) for two query/passage pairs as HTML: `token_relevance_1.html` (a question
+//! whose context MaxSim end-to-end ranks first) and `token_relevance_2.html` (one it
+//! misses at rank 1), each with its gold context.
+//!
+//! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
+//! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
+//! `rank_of_gold.png/.svg`, `config.json`, `manifest.json`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::chunk::{Chunker, WholeDocument};
+use workbench::display::Table;
+use workbench::evaluate::{evaluate, significance, Metric, MetricResult};
+use workbench::load::squad;
+use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
+use workbench::rerank::late_interaction::{
+    LateInteraction, MaxSimEndToEnd, MaxSimReranker, RelevanceParams, TokenIndex,
+};
+use workbench::rerank::{PassageLookup, RerankedRetriever};
+use workbench::results::ResultDir;
+use workbench::retrieve::analyzer::Analyzer;
+use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use workbench::retrieve::Retriever;
+use workbench::{Hit, Qrels, Query, Run};
+
+const NAME: &str = "late-interaction";
+const DATA: &str = "squad-v2-dev-half";
+
+#[derive(Parser, Serialize, Debug)]
+#[command(about = "Experiment (c): report 003's table — TF-IDF, MaxSim re-rank, MaxSim end-to-end")]
+struct Args {
+    /// Passages ranked per query (the `k` of k̂ = k/λ for end-to-end).
+    #[arg(long, default_value_t = 100)]
+    depth: usize,
+    /// TF-IDF candidates re-ranked by MaxSim.
+    #[arg(long, default_value_t = 100)]
+    rerank_depth: usize,
+    /// λ values for end-to-end retrieval (k̂ = ⌈k/λ⌉); report 003's best was 2.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    lambdas: Vec<f32>,
+    /// k̃ of the token-relevance views (report 003: 2).
+    #[arg(long, default_value_t = 2)]
+    k_tilde: usize,
+    /// Use only the first N answerable questions (default: all).
+    #[arg(long)]
+    max_questions: Option<usize>,
+    /// Monte Carlo trials of the randomisation tests.
+    #[arg(long, default_value_t = 10_000)]
+    trials: usize,
+    /// Seed of the randomisation tests.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Recompute even if the results are fresh.
+    #[arg(long)]
+    #[serde(skip)]
+    force: bool,
+}
+
+#[derive(Serialize)]
+struct Config<'a> {
+    args: &'a Args,
+    data: &'static str,
+    metrics: Vec<String>,
+    token_encoder: &'static str,
+    inputs: Vec<(String, String)>,
+    program_sha256: String,
+}
+
+struct System {
+    label: String,
+    name: String,
+    run: Run,
+    seconds: f64,
+}
+
+fn html_page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
+         <body style=\"max-width:60em;margin:1em auto;font-family:sans-serif\">{body}</body></html>\n"
+    )
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let assets = Assets::load()?;
+    let metrics = [
+        Metric::Mrr(10),
+        Metric::Recall(1),
+        Metric::Recall(10),
+        Metric::Recall(50),
+    ];
+    let mut inputs = Vec::new();
+    for a in [DATA, "all-minilm-l6-v2"] {
+        for (f, s) in &assets.spec(a)?.files {
+            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
+        }
+    }
+    let config = Config {
+        args: &args,
+        data: DATA,
+        metrics: metrics.iter().map(Metric::name).collect(),
+        token_encoder: "all-minilm-l6-v2 last hidden states, raw 384-d, L2-normalised (LateInteraction::load_minilm)",
+        inputs,
+        program_sha256: workbench::results::executable_sha256()?,
+    };
+    let out = ResultDir::new(NAME, &config)?;
+    if out.is_fresh() && !args.force {
+        println!(
+            "{NAME}: fresh, skipped ({}); pass --force to redo",
+            out.dir.display()
+        );
+        println!("{}", std::fs::read_to_string(out.final_path("metrics.md"))?);
+        return Ok(());
+    }
+    out.begin()?;
+    let t_start = Instant::now();
+
+    let set = squad::load(&assets.resolve(DATA, "dev-v2.0.json")?)
+        .with_context(|| format!("loading `{DATA}`"))?;
+    let passages = WholeDocument.chunk_all(&set.contexts)?;
+    let answerable: Vec<_> = set
+        .examples
+        .iter()
+        .filter(|q| !q.is_unanswerable())
+        .take(args.max_questions.unwrap_or(usize::MAX))
+        .collect();
+    let queries: Vec<Query> = answerable
+        .iter()
+        .map(|q| Query {
+            id: q.id.clone(),
+            text: q.question.clone(),
+        })
+        .collect();
+    let mut qrels = Qrels::new();
+    for q in &answerable {
+        let ctx = q
+            .context_id
+            .clone()
+            .context("SQuAD question without a context id")?;
+        qrels.entry(q.id.clone()).or_default().insert(ctx, 1);
+    }
+    println!(
+        "{DATA}: {} contexts, {} questions, {} answerable used",
+        passages.len(),
+        set.examples.len(),
+        queries.len()
+    );
+
+    // Models and indexes.
+    let late = Arc::new(LateInteraction::load_minilm(&assets)?);
+    let t0 = Instant::now();
+    let store_path = workbench::paths::project_root()?
+        .join("data")
+        .join("cache")
+        .join("late-interaction")
+        .join(format!("{DATA}-{}.tok", late.label()));
+    std::fs::create_dir_all(store_path.parent().expect("has a parent"))?;
+    let store = late.load_or_build_store(&passages, &store_path)?;
+    let store_s = t0.elapsed().as_secs_f64();
+    println!(
+        "token store: {} passages, {} token vectors × {} in {store_s:.1} s ({})",
+        store.len(),
+        store.n_vectors(),
+        store.dim(),
+        store_path.display()
+    );
+    let n_vectors = store.n_vectors();
+    let store = Arc::new(store);
+    let tfidf = Arc::new(TfIdf::build(
+        &passages,
+        &Analyzer::default(),
+        TfIdfVariant::cosine(),
+    )?);
+
+    let mut systems: Vec<System> = Vec::new();
+    let mut time = |label: String, r: &dyn Retriever, k: usize| -> Result<()> {
+        let t0 = Instant::now();
+        let mut run = Run::new();
+        let mut bar = workbench::progress::bar(queries.len(), &label);
+        for q in &queries {
+            run.insert(q.id.clone(), r.retrieve(&q.text, k)?);
+            workbench::progress::tick(&mut bar, 1);
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        eprintln!();
+        println!("{label}: {} queries in {seconds:.1} s", queries.len());
+        systems.push(System {
+            label,
+            name: r.name(),
+            run,
+            seconds,
+        });
+        Ok(())
+    };
+    time("TF-IDF (cosine)".into(), tfidf.as_ref(), args.depth)?;
+    {
+        let reranker = MaxSimReranker::new(late.clone()).with_store(store.clone())?;
+        let reranked = RerankedRetriever::new(
+            Box::new(Shared(tfidf.clone())),
+            Box::new(reranker),
+            PassageLookup::from_passages(&passages)?,
+            args.rerank_depth,
+        )?;
+        time(
+            format!("TF-IDF top-{} → MaxSim re-rank", args.rerank_depth),
+            &reranked,
+            args.depth.min(args.rerank_depth),
+        )?;
+    }
+    let t0 = Instant::now();
+    let store = Arc::try_unwrap(store).unwrap_or_else(|shared| (*shared).clone());
+    let mut e2e = MaxSimEndToEnd::from_index(late.clone(), TokenIndex::build(store)?)?;
+    println!(
+        "token index (exact inner product, {n_vectors} vectors) in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    for &lambda in &args.lambdas {
+        e2e = e2e.with_lambda(lambda)?;
+        let k_hat = e2e.k_hat(args.depth);
+        time(
+            format!(
+                "MaxSim end-to-end (k = {}, λ = {lambda}, k̂ = {k_hat})",
+                args.depth
+            ),
+            &e2e,
+            args.depth,
+        )?;
+    }
+
+    // Metrics and significance against TF-IDF.
+    let results: Vec<Vec<MetricResult>> = systems
+        .iter()
+        .map(|s| evaluate(&s.run, &qrels, &metrics))
+        .collect::<workbench::Result<_>>()?;
+    let mut table = Table::new(["system", "MRR@10", "Recall@1", "Recall@10", "Recall@50", "ms/query"]).caption(format!(
+        "SQuAD 2.0 dev (CS224N half): {} answerable questions, {} passages, one relevant passage each. \
+         Token vectors: raw 384-d MiniLM (not a trained ColBERT). † / †† : randomisation test against TF-IDF \
+         ({} trials, seed {}), p < 0.05 / p < 0.01.",
+        queries.len(),
+        passages.len(),
+        args.trials,
+        args.seed
+    ));
+    let mut sig = Table::new([
+        "system",
+        "metric",
+        "mean",
+        "tfidf_mean",
+        "diff",
+        "p_randomization",
+        "p_paired_t",
+        "queries",
+    ]);
+    for (si, s) in systems.iter().enumerate() {
+        let mut row = vec![s.label.clone()];
+        for (mi, m) in results[si].iter().enumerate() {
+            let mut mark = "";
+            if si > 0 {
+                let b = &results[0][mi];
+                let r = significance::randomization_test(
+                    &m.per_query,
+                    &b.per_query,
+                    args.trials,
+                    args.seed,
+                )?;
+                let t = significance::paired_t_test(&m.per_query, &b.per_query)?;
+                sig.push([
+                    s.label.clone(),
+                    m.name.clone(),
+                    format!("{:.4}", m.mean),
+                    format!("{:.4}", b.mean),
+                    format!("{:+.4}", r.mean_diff),
+                    format!("{:.4}", r.p_value),
+                    format!("{:.4}", t.p_value),
+                    r.n.to_string(),
+                ])?;
+                mark = if r.p_value < 0.01 {
+                    "††"
+                } else if r.p_value < 0.05 {
+                    "†"
+                } else {
+                    ""
+                };
+            }
+            row.push(format!("{:.4}{mark}", m.mean));
+        }
+        row.push(format!("{:.1}", 1e3 * s.seconds / queries.len() as f64));
+        table.push(row)?;
+    }
+
+    // Rank of the gold passage per query, and its histogram.
+    let rank_of = |run: &Run, qid: &str| -> Option<usize> {
+        let gold = qrels[qid].keys().next()?;
+        run.get(qid)?
+            .iter()
+            .position(|h| &h.id == gold)
+            .map(|i| i + 1)
+    };
+    let mut per_query = Table::new(
+        ["query_id", "question", "gold_passage"]
+            .into_iter()
+            .map(String::from)
+            .chain(systems.iter().map(|s| format!("rank: {}", s.label))),
+    );
+    for q in &answerable {
+        let mut row = vec![
+            q.id.clone(),
+            q.question.clone(),
+            q.context_id.clone().unwrap_or_default(),
+        ];
+        for s in &systems {
+            row.push(
+                rank_of(&s.run, &q.id)
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| format!(">{}", args.depth)),
+            );
+        }
+        per_query.push(row)?;
+    }
+    let bins = Bins::new(1.0, 51.0, 1.0, true)?;
+    let panels: Vec<Histogram> = systems
+        .iter()
+        .enumerate()
+        .map(|(si, s)| {
+            let ranks: Vec<f64> = queries
+                .iter()
+                .map(|q| rank_of(&s.run, &q.id).map(|r| r as f64).unwrap_or(1e9))
+                .collect();
+            let (counts, _) = workbench::plot::bin_counts(ranks.iter().copied(), &bins);
+            let c = workbench::plot::palette(si);
+            Histogram {
+                title: s.label.clone(),
+                x_label: "rank of the gold passage (≥51: lower or not retrieved)".into(),
+                y_label: "questions".into(),
+                bins,
+                series: vec![Series {
+                    label: format!(
+                        "MRR@10 {:.3}, R@1 {:.3}",
+                        results[si][0].mean, results[si][1].mean
+                    ),
+                    counts,
+                    color: (c.0, c.1, c.2),
+                }],
+                markers: vec![],
+                size: (720, 320),
+            }
+        })
+        .collect();
+    let grid = HistogramGrid {
+        caption: format!(
+            "SQuAD 2.0 dev half: rank of the answering passage ({} questions, {} passages)",
+            queries.len(),
+            passages.len()
+        ),
+        panels,
+        cols: 1,
+        panel_size: (900, 300),
+    };
+    render(&grid)?.save(out.out_dir(), "rank_of_gold")?;
+
+    // Token relevance for two pairs: one hit and one miss at rank 1 of the first e2e system.
+    let e2e_run = &systems.last().expect("systems").run;
+    let hit = answerable
+        .iter()
+        .find(|q| rank_of(e2e_run, &q.id) == Some(1));
+    let miss = answerable
+        .iter()
+        .find(|q| rank_of(e2e_run, &q.id).is_some_and(|r| r > 1));
+    let lookup = PassageLookup::from_passages(&passages)?;
+    let params = RelevanceParams {
+        k_tilde: args.k_tilde,
+        bandwidth: None,
+    };
+    let mut examples = Vec::new();
+    for (i, q) in [hit, miss].into_iter().flatten().enumerate() {
+        let gold = q.context_id.clone().unwrap_or_default();
+        let text = lookup.require(&gold)?;
+        let tr = late.token_relevance(&q.question, text, &params)?;
+        let ranks: Vec<String> = systems
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: {}",
+                    escape(&s.label),
+                    rank_of(&s.run, &q.id)
+                        .map(|r| r.to_string())
+                        .unwrap_or_else(|| format!(">{}", args.depth))
+                )
+            })
+            .collect();
+        let top1 = e2e_run
+            .get(&q.id)
+            .and_then(|h| h.first())
+            .map(|h| h.id.clone())
+            .unwrap_or_default();
+        let body = format!(
+            "<h2>Token relevance, example {} (report 003 §5)</h2>\
+             <p><b>Question</b> ({}): {}<br><b>Gold answers</b>: {}<br><b>Gold passage</b>: {}<br>\
+             <b>Rank of the gold passage</b>: {}<br><b>End-to-end top 1</b>: {}</p>\
+             <p style=\"color:#555\">Raw 384-d MiniLM token vectors (not a trained ColBERT); k̃ = {}; \
+             query wordpieces: {}</p>{}",
+            i + 1,
+            escape(&q.id),
+            escape(&q.question),
+            escape(&q.answers.join(" | ")),
+            escape(&gold),
+            ranks.join("; "),
+            escape(&top1),
+            args.k_tilde,
+            escape(&tr.query_tokens.join(" ")),
+            tr.to_html_all()
+        );
+        std::fs::write(
+            out.path(&format!("token_relevance_{}.html", i + 1)),
+            html_page(&format!("Token relevance {}", i + 1), &body),
+        )?;
+        examples.push(serde_json::json!({"query_id": q.id, "question": q.question, "gold": gold, "maxsim": tr.score}));
+    }
+
+    table.write_csv(&out.path("metrics.csv"))?;
+    sig.write_csv(&out.path("significance.csv"))?;
+    per_query.write_csv(&out.path("per_query.csv"))?;
+    let md = format!(
+        "{}\n\n{}\nSignificance against TF-IDF:\n\n{}",
+        table.caption.as_deref().unwrap_or(""),
+        table.to_markdown(),
+        sig.to_markdown()
+    );
+    std::fs::write(out.path("metrics.md"), &md)?;
+    let mut summary = serde_json::Map::new();
+    for (si, s) in systems.iter().enumerate() {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), s.name.clone().into());
+        for r in &results[si] {
+            m.insert(r.name.clone(), r.mean.into());
+        }
+        m.insert("seconds".into(), s.seconds.into());
+        summary.insert(s.label.clone(), serde_json::Value::Object(m));
+    }
+    summary.insert("queries".into(), queries.len().into());
+    summary.insert("passages".into(), passages.len().into());
+    summary.insert("token_vectors".into(), n_vectors.into());
+    summary.insert("token_relevance_examples".into(), examples.into());
+    summary.insert(
+        "total_seconds".into(),
+        t_start.elapsed().as_secs_f64().into(),
+    );
+    out.finish(serde_json::Value::Object(summary))?;
+    println!("{md}");
+    println!(
+        "wrote {} in {:.1} s",
+        out.dir.display(),
+        t_start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A shared retriever, so one index serves alone and as a first stage.
+struct Shared<R>(Arc<R>);
+
+impl<R: Retriever> Retriever for Shared<R> {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
+        self.0.retrieve(query, k)
+    }
+}
