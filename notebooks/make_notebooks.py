@@ -223,14 +223,15 @@ let xy = points.rows.iter().map(|r| {
         _ => Err(workbench::Error::bad_input(dir.join("points.csv"), format!("bad coordinates for `{}`", r[0]))),
     }
 }).collect::<workbench::Result<Vec<_>>>()?;
-render(&Scatter {
+let fig2 = render(&Scatter {
     title: format!("Figure 2: t-SNE of {} paragraph embeddings (all-MiniLM-L6-v2) by topic", xy.len()),
     x_label: "t-SNE 1".into(),
     y_label: "t-SNE 2".into(),
     points: xy,
     categories: topics,
     size: (1400, 860),
-})?
+})?;
+fig2
 """, "figure"),
     ("markdown", """
 Does the map cluster by topic, as the report's caption says? The share of each point's 10
@@ -325,7 +326,7 @@ let set = workbench::load::beir::load(&assets.resolve_all("msmarco-dl19-subset")
 let bm25 = Bm25::build(&WholeDocument.chunk_all(&set.corpus)?, &Analyzer::default(), Bm25Params::default())?;
 let queries: Vec<workbench::Query> = set.judged_queries().into_iter().cloned().collect();
 let m = evaluate_with_threshold(&bm25.retrieve_all(&queries, 1000)?, &set.qrels, &metrics, 2)?;
-let row = table.rows.iter().find(|r| r[0] == "bm25").ok_or(workbench::Error::Empty("no bm25 row".into()))?;
+let row = table.rows.iter().find(|r| r[0] == "bm25").cloned().ok_or(workbench::Error::Empty("no bm25 row".into()))?;
 let delta = (0..3).map(|i| (m[i].mean - num(&row[2 + i])).abs()).fold(0.0, f64::max);
 check.push(["bm25".to_string(), "recomputed now".into(), format!("{:.4}", m[0].mean), format!("{:.4}", m[1].mean),
             format!("{:.4}", m[2].mean), format!("{delta:.5}")])?;
@@ -382,11 +383,11 @@ use workbench::rerank::late_interaction::{LateInteraction, RelevanceParams};
 let dir = result_dir("late-interaction", "exp_late_interaction")?;
 let per_query = Table::read_csv(&dir.join("per_query.csv"))?;
 let last = per_query.header.len() - 1;
-let row = per_query.rows.iter().find(|r| r[last] == "1")
+let row = per_query.rows.iter().find(|r| r[last] == "1").cloned()
     .ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
 let assets = workbench::assets::Assets::load()?;
 let squad = workbench::load::squad::load(&assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;
-let passage = squad.contexts.iter().find(|d| d.id == row[2])
+let passage = squad.contexts.iter().find(|d| d.id == row[2]).cloned()
     .ok_or(workbench::Error::Empty(format!("context `{}` not in SQuAD", row[2])))?;
 let late = LateInteraction::load_minilm(&assets)?;
 println!("question: {}\\ngold passage: {}", row[1], row[2]);

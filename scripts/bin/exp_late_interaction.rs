@@ -28,7 +28,7 @@
 //!
 //! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
 //! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
-//! `rank_of_gold.png/.svg`, `config.json`, `manifest.json`.
+//! `recall_at_k.png/.svg` / `.csv` (k = 1…50), `config.json`, `manifest.json`.
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -40,7 +40,7 @@ use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::evaluate::{evaluate, significance, Metric, MetricResult};
 use workbench::load::squad;
-use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
+use workbench::plot::{render, Scatter};
 use workbench::rerank::late_interaction::{
     LateInteraction, MaxSimEndToEnd, MaxSimReranker, RelevanceParams, TokenIndex,
 };
@@ -66,6 +66,9 @@ struct Args {
     /// λ values for end-to-end retrieval (k̂ = ⌈k/λ⌉); report 003's best was 2.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     lambdas: Vec<f32>,
+    /// Questions over which end-to-end candidate counts are measured.
+    #[arg(long, default_value_t = 200)]
+    candidate_sample: usize,
     /// k̃ of the token-relevance views (report 003: 2).
     #[arg(long, default_value_t = 2)]
     k_tilde: usize,
@@ -96,6 +99,8 @@ struct Config<'a> {
 
 struct System {
     label: String,
+    /// How many passages the system scores per query.
+    scored: String,
     name: String,
     run: Run,
     seconds: f64,
@@ -207,7 +212,7 @@ fn main() -> Result<()> {
     )?);
 
     let mut systems: Vec<System> = Vec::new();
-    let mut time = |label: String, r: &dyn Retriever, k: usize| -> Result<()> {
+    let time = |label: String, r: &dyn Retriever, k: usize| -> Result<System> {
         let t0 = Instant::now();
         let mut run = Run::new();
         let mut bar = workbench::progress::bar(queries.len(), &label);
@@ -218,15 +223,17 @@ fn main() -> Result<()> {
         let seconds = t0.elapsed().as_secs_f64();
         eprintln!();
         println!("{label}: {} queries in {seconds:.1} s", queries.len());
-        systems.push(System {
+        Ok(System {
             label,
+            scored: String::new(),
             name: r.name(),
             run,
             seconds,
-        });
-        Ok(())
+        })
     };
-    time("TF-IDF (cosine)".into(), tfidf.as_ref(), args.depth)?;
+    let mut tf = time("TF-IDF (cosine)".into(), tfidf.as_ref(), args.depth)?;
+    tf.scored = "every passage with a query term".into();
+    systems.push(tf);
     {
         let reranker = MaxSimReranker::new(late.clone()).with_store(store.clone())?;
         let reranked = RerankedRetriever::new(
@@ -235,11 +242,13 @@ fn main() -> Result<()> {
             PassageLookup::from_passages(&passages)?,
             args.rerank_depth,
         )?;
-        time(
+        let mut rr = time(
             format!("TF-IDF top-{} → MaxSim re-rank", args.rerank_depth),
             &reranked,
             args.depth.min(args.rerank_depth),
         )?;
+        rr.scored = args.rerank_depth.to_string();
+        systems.push(rr);
     }
     let t0 = Instant::now();
     let store = Arc::try_unwrap(store).unwrap_or_else(|shared| (*shared).clone());
@@ -251,7 +260,7 @@ fn main() -> Result<()> {
     for &lambda in &args.lambdas {
         e2e = e2e.with_lambda(lambda)?;
         let k_hat = e2e.k_hat(args.depth);
-        time(
+        let mut sys = time(
             format!(
                 "MaxSim end-to-end (k = {}, λ = {lambda}, k̂ = {k_hat})",
                 args.depth
@@ -259,6 +268,21 @@ fn main() -> Result<()> {
             &e2e,
             args.depth,
         )?;
+        // Candidate passages (exactly MaxSim-scored) per query, over the first questions.
+        let sample = &queries[..queries.len().min(args.candidate_sample)];
+        let mut counts = Vec::with_capacity(sample.len());
+        for q in sample {
+            let qv = late.encode_query(&q.text)?;
+            counts.push(e2e.index().candidates(&qv.vectors, k_hat)?.len());
+        }
+        let mean = counts.iter().sum::<usize>() as f64 / counts.len().max(1) as f64;
+        println!(
+            "λ = {lambda}: {mean:.1} candidate passages per query (of {}; first {} questions)",
+            passages.len(),
+            sample.len()
+        );
+        sys.scored = format!("{mean:.0} (mean, first {} questions)", sample.len());
+        systems.push(sys);
     }
 
     // Metrics and significance against TF-IDF.
@@ -266,7 +290,7 @@ fn main() -> Result<()> {
         .iter()
         .map(|s| evaluate(&s.run, &qrels, &metrics))
         .collect::<workbench::Result<_>>()?;
-    let mut table = Table::new(["system", "MRR@10", "Recall@1", "Recall@10", "Recall@50", "ms/query"]).caption(format!(
+    let mut table = Table::new(["system", "MRR@10", "Recall@1", "Recall@10", "Recall@50", "passages scored/query", "ms/query"]).caption(format!(
         "SQuAD 2.0 dev (CS224N half): {} answerable questions, {} passages, one relevant passage each. \
          Token vectors: raw 384-d MiniLM (not a trained ColBERT). † / †† : randomisation test against TF-IDF \
          ({} trials, seed {}), p < 0.05 / p < 0.01.",
@@ -318,7 +342,8 @@ fn main() -> Result<()> {
             }
             row.push(format!("{:.4}{mark}", m.mean));
         }
-        row.push(format!("{:.1}", 1e3 * s.seconds / queries.len() as f64));
+        row.push(s.scored.clone());
+        row.push(format!("{:.2}", 1e3 * s.seconds / queries.len() as f64));
         table.push(row)?;
     }
 
@@ -351,46 +376,37 @@ fn main() -> Result<()> {
         }
         per_query.push(row)?;
     }
-    let bins = Bins::new(1.0, 51.0, 1.0, true)?;
-    let panels: Vec<Histogram> = systems
-        .iter()
-        .enumerate()
-        .map(|(si, s)| {
-            let ranks: Vec<f64> = queries
-                .iter()
-                .map(|q| rank_of(&s.run, &q.id).map(|r| r as f64).unwrap_or(1e9))
-                .collect();
-            let (counts, _) = workbench::plot::bin_counts(ranks.iter().copied(), &bins);
-            let c = workbench::plot::palette(si);
-            Histogram {
-                title: s.label.clone(),
-                x_label: "rank of the gold passage (≥51: lower or not retrieved)".into(),
-                y_label: "questions".into(),
-                bins,
-                series: vec![Series {
-                    label: format!(
-                        "MRR@10 {:.3}, R@1 {:.3}",
-                        results[si][0].mean, results[si][1].mean
-                    ),
-                    counts,
-                    color: (c.0, c.1, c.2),
-                }],
-                markers: vec![],
-                size: (720, 320),
-            }
-        })
-        .collect();
-    let grid = HistogramGrid {
-        caption: format!(
-            "SQuAD 2.0 dev half: rank of the answering passage ({} questions, {} passages)",
+    // Figure: Recall@k (= share of questions whose passage is in the top k), k = 1…50.
+    let curve_k = 50.min(args.depth);
+    let mut curve = Table::new(["system", "k", "recall"]);
+    let mut points = Vec::new();
+    for (si, s) in systems.iter().enumerate() {
+        let ranks: Vec<Option<usize>> = queries.iter().map(|q| rank_of(&s.run, &q.id)).collect();
+        for k in 1..=curve_k {
+            let r = ranks.iter().filter(|x| x.is_some_and(|x| x <= k)).count() as f64
+                / ranks.len() as f64;
+            curve.push([s.label.clone(), k.to_string(), format!("{r:.4}")])?;
+            points.push((k as f64, 100.0 * r, si));
+        }
+    }
+    let scatter = Scatter {
+        title: format!(
+            "SQuAD 2.0 dev half: Recall@k, {} questions, {} passages",
             queries.len(),
             passages.len()
         ),
-        panels,
-        cols: 1,
-        panel_size: (900, 300),
+        x_label: "k".into(),
+        y_label: "questions whose passage is in the top k (%)".into(),
+        points,
+        // The plot font has no combining circumflex.
+        categories: systems
+            .iter()
+            .map(|s| s.label.replace("k̂", "k_hat"))
+            .collect(),
+        size: (1200, 650),
     };
-    render(&grid)?.save(out.out_dir(), "rank_of_gold")?;
+    render(&scatter)?.save(out.out_dir(), "recall_at_k")?;
+    curve.write_csv(&out.path("recall_at_k.csv"))?;
 
     // Token relevance for two pairs: one hit and one miss at rank 1 of the first e2e system.
     let e2e_run = &systems.last().expect("systems").run;

@@ -35,7 +35,7 @@ use workbench::assets::Assets;
 use workbench::chunk::{Chunker, SlidingWindowParams};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-use workbench::evaluate::qa::answer_recall_at_k;
+use workbench::evaluate::qa::{answer_in_text, answer_recall_at_k, normalize_answer};
 use workbench::evaluate::significance;
 use workbench::load::{nq_open, wikipedia_corpus, WIKIPEDIA_CORPORA};
 use workbench::plot::{render, Scatter};
@@ -269,12 +269,18 @@ fn main() -> Result<()> {
             &hybrid_run,
         ),
     ];
+    // Questions whose gold answers all normalise to nothing cannot be scored (DPR skips them).
+    let evaluated = questions
+        .iter()
+        .filter(|q| q.answers.iter().any(|a| !normalize_answer(a).is_empty()))
+        .count();
     let mut table = Table::new(
         std::iter::once("retriever".to_string()).chain(TOP_K.iter().map(|k| format!("Top-{k}"))),
     )
     .caption(format!(
-        "NQ-open dev ({} questions): answer recall (% of questions with a gold answer in the top k passages) over \
-         {} 100-word passages of three small Wikipedia corpora. DPR (21M passages): BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4.",
+        "NQ-open dev ({evaluated} of {} questions; answers that normalise to nothing are skipped): answer recall \
+         (% of questions with a gold answer in the top k passages) over {} 100-word passages of three small Wikipedia \
+         corpora. DPR (21M passages): BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4.",
         questions.len(),
         passages.len()
     ));
@@ -283,17 +289,45 @@ fn main() -> Result<()> {
     let mut per_k: Vec<Vec<workbench::evaluate::MetricResult>> = Vec::new();
     let mut summary = serde_json::Map::new();
     for (si, (label, _, run)) in systems.iter().enumerate() {
+        // The curve from the rank of each question's first answering passage (one
+        // `answer_in_text` per question and hit); the table's columns from the library's
+        // `answer_recall_at_k`, which must agree.
+        let first_hit: Vec<Option<usize>> = questions
+            .iter()
+            .map(|q| {
+                run.get(&q.id).and_then(|hits| {
+                    hits.iter()
+                        .position(|h| answer_in_text(&window_text[&h.id], &q.answers))
+                        .map(|i| i + 1)
+                })
+            })
+            .collect();
+        for k in 1..=depth {
+            let found = first_hit
+                .iter()
+                .filter(|r| r.is_some_and(|r| r <= k))
+                .count();
+            let recall = found as f64 / evaluated as f64;
+            curve.push([label.to_string(), k.to_string(), format!("{recall:.4}")])?;
+            points.push((k as f64, 100.0 * recall, si));
+        }
         let mut row = vec![label.to_string()];
         let mut res = Vec::new();
-        for k in 1..=depth {
+        for &k in &TOP_K {
             let m = answer_recall_at_k(run, &window_text, &answers, k)?;
-            curve.push([label.to_string(), k.to_string(), format!("{:.4}", m.mean)])?;
-            points.push((k as f64, 100.0 * m.mean, si));
-            if TOP_K.contains(&k) {
-                row.push(format!("{:.1}", 100.0 * m.mean));
-                summary.insert(format!("{label}@{k}"), m.mean.into());
-                res.push(m);
-            }
+            let from_curve = first_hit
+                .iter()
+                .filter(|r| r.is_some_and(|r| r <= k))
+                .count() as f64
+                / evaluated as f64;
+            anyhow::ensure!(
+                (m.mean - from_curve).abs() < 1e-12,
+                "{label}@{k}: answer_recall_at_k {} vs first-hit ranks {from_curve}",
+                m.mean
+            );
+            row.push(format!("{:.1}", 100.0 * m.mean));
+            summary.insert(format!("{label}@{k}"), m.mean.into());
+            res.push(m);
         }
         table.push(row)?;
         per_k.push(res);
@@ -384,6 +418,7 @@ fn main() -> Result<()> {
     );
     std::fs::write(out.path("answer_recall.md"), &md)?;
     summary.insert("questions".into(), questions.len().into());
+    summary.insert("questions_evaluated".into(), evaluated.into());
     summary.insert("questions_available".into(), n_all.into());
     summary.insert("passages".into(), passages.len().into());
     summary.insert("embedding_cache".into(), format!("{status:?}").into());
