@@ -366,7 +366,7 @@ let dir = result_dir("late-interaction", "exp_late_interaction")?;
 Table::read_csv(&dir.join("metrics.csv"))?.caption("SQuAD 2.0 dev half; † / †† : randomisation test against TF-IDF, p < 0.05 / 0.01")
 """),
     ("code", """
-png(&result_dir("late-interaction", "exp_late_interaction")?.join("rank_of_gold.png"))?
+png(&result_dir("late-interaction", "exp_late_interaction")?.join("recall_at_k.png"))?
 """, "figure"),
     ("markdown", """
 ### Token relevance (report 003 §5)

@@ -106,6 +106,16 @@ struct System {
     seconds: f64,
 }
 
+/// A legend-sized label: `MaxSim end-to-end (k = 100, λ = 2, k̂ = 50)` → `MaxSim end-to-end (λ = 2)`.
+fn short_label(label: &str) -> String {
+    match (label.split_once(" (k = "), label.split_once("λ = ")) {
+        (Some((head, _)), Some((_, rest))) => {
+            format!("{head} (λ = {})", rest.split(',').next().unwrap_or(rest))
+        }
+        _ => label.to_string(),
+    }
+}
+
 fn html_page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\
@@ -398,11 +408,7 @@ fn main() -> Result<()> {
         x_label: "k".into(),
         y_label: "questions whose passage is in the top k (%)".into(),
         points,
-        // The plot font has no combining circumflex.
-        categories: systems
-            .iter()
-            .map(|s| s.label.replace("k̂", "k_hat"))
-            .collect(),
+        categories: systems.iter().map(|s| short_label(&s.label)).collect(),
         size: (1200, 650),
     };
     render(&scatter)?.save(out.out_dir(), "recall_at_k")?;
