@@ -45,7 +45,7 @@ use workbench::load::beir;
 use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
 use workbench::rerank::late_interaction::{LateInteraction, MaxSimReranker};
 use workbench::rerank::{PassageLookup, RerankedRetriever};
-use workbench::results::ResultDir;
+use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::bm25::{Bm25, Bm25Params};
 use workbench::retrieve::dense::DenseRetriever;
@@ -53,9 +53,11 @@ use workbench::retrieve::faiss::IndexParams;
 use workbench::retrieve::fusion::{Fused, Fusion};
 use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use workbench::retrieve::Retriever;
-use workbench::{Hit, Query, Run};
+use workbench::{Query, Run};
 
 const NAME: &str = "dl19-retrieval";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "metrics.md";
 const DATA: &str = "msmarco-dl19-subset";
 
 #[derive(Parser, Serialize, Debug)]
@@ -100,21 +102,6 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-/// A shared retriever, so one index serves alone and inside fusions and re-rankers.
-struct Shared<R>(Arc<R>);
-
-impl<R: Retriever> Retriever for Shared<R> {
-    fn name(&self) -> String {
-        self.0.name()
-    }
-    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
-        self.0.retrieve(query, k)
-    }
-    fn retrieve_all(&self, queries: &[Query], k: usize) -> workbench::Result<Run> {
-        self.0.retrieve_all(queries, k)
-    }
-}
-
 struct System {
     key: &'static str,
     label: String,
@@ -127,12 +114,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let assets = Assets::load()?;
     let metrics = [Metric::Ndcg(10), Metric::Mrr(10), Metric::Recall(100)];
-    let mut inputs = Vec::new();
-    for a in [DATA, args.model.as_str()] {
-        for (f, s) in &assets.spec(a)?.files {
-            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums([DATA, args.model.as_str()])?;
     let config = Config {
         args: &args,
         data: DATA,
@@ -143,17 +125,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!("{}", std::fs::read_to_string(out.final_path("metrics.md"))?);
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
-    let t_start = Instant::now();
+    };
+    let out = &exp.out;
 
     let set = beir::load(&assets.resolve_all(DATA)?, "test")
         .with_context(|| format!("loading `{DATA}`"))?;
@@ -195,22 +170,19 @@ fn main() -> Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let hybrid = Fused::hybrid(
-        Box::new(Shared(dense.clone())),
-        Box::new(Shared(bm25.clone())),
+        Box::new(dense.clone()),
+        Box::new(bm25.clone()),
         args.hybrid_weight,
         args.depth,
     )?;
     let rrf = Fused::new(
-        vec![
-            Box::new(Shared(bm25.clone())),
-            Box::new(Shared(dense.clone())),
-        ],
+        vec![Box::new(bm25.clone()), Box::new(dense.clone())],
         Fusion::rrf(),
         args.depth,
     )?;
     let late = Arc::new(LateInteraction::new(encoder.clone()));
     let reranked = RerankedRetriever::new(
-        Box::new(Shared(bm25.clone())),
+        Box::new(bm25.clone()),
         Box::new(MaxSimReranker::new(late)),
         PassageLookup::from_passages(&passages)?,
         args.rerank_depth,
@@ -278,20 +250,11 @@ fn main() -> Result<()> {
         .expect("bm25 is a system");
     let n_eval = results[base][1].per_query.len();
 
-    let mut sig = Table::new([
-        "system",
-        "metric",
-        "mean",
-        "bm25_mean",
-        "diff",
-        "effect_size_dz",
-        "p_paired_t",
-        "p_randomization",
-        "p_bootstrap",
-        "bootstrap_ci95_lo",
-        "bootstrap_ci95_hi",
-        "queries",
-    ]);
+    let mut sig = Table::new(
+        ["system", "metric"]
+            .into_iter()
+            .chain(significance::Comparison::COLUMNS),
+    );
     let mut stars: BTreeMap<(usize, usize), String> = BTreeMap::new();
     for (si, s) in systems.iter().enumerate() {
         if si == base {
@@ -299,38 +262,13 @@ fn main() -> Result<()> {
         }
         for (mi, m) in results[si].iter().enumerate() {
             let b = &results[base][mi];
-            let tt = significance::paired_t_test(&m.per_query, &b.per_query)?;
-            let rt = significance::randomization_test(
-                &m.per_query,
-                &b.per_query,
-                args.trials,
-                args.seed,
+            let c = significance::compare(&m.per_query, &b.per_query, args.trials, args.seed)?;
+            sig.push(
+                [s.key.to_string(), m.name.clone()]
+                    .into_iter()
+                    .chain(c.cells()),
             )?;
-            let bt =
-                significance::bootstrap_test(&m.per_query, &b.per_query, args.trials, args.seed)?;
-            let (lo, hi) = bt.ci95.unwrap_or((f64::NAN, f64::NAN));
-            sig.push([
-                s.key.to_string(),
-                m.name.clone(),
-                format!("{:.4}", m.mean),
-                format!("{:.4}", b.mean),
-                format!("{:+.4}", tt.mean_diff),
-                format!("{:.3}", tt.effect_size),
-                format!("{:.4}", tt.p_value),
-                format!("{:.4}", rt.p_value),
-                format!("{:.4}", bt.p_value),
-                format!("{lo:.4}"),
-                format!("{hi:.4}"),
-                tt.n.to_string(),
-            ])?;
-            let mark = if rt.p_value < 0.01 {
-                "††"
-            } else if rt.p_value < 0.05 {
-                "†"
-            } else {
-                ""
-            };
-            stars.insert((si, mi), mark.to_string());
+            stars.insert((si, mi), c.marker().to_string());
         }
     }
     let header = [
@@ -483,16 +421,7 @@ fn main() -> Result<()> {
     summary.insert("rel_threshold".into(), t.into());
     summary.insert("evaluated_queries".into(), n_eval.into());
     summary.insert("qrels_grades".into(), serde_json::to_value(&grades)?);
-    summary.insert(
-        "total_seconds".into(),
-        t_start.elapsed().as_secs_f64().into(),
-    );
-    out.finish(serde_json::Value::Object(summary))?;
     println!("{md}");
-    println!(
-        "wrote {} in {:.1} s",
-        out.dir.display(),
-        t_start.elapsed().as_secs_f64()
-    );
+    exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
 }

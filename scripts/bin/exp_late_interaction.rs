@@ -40,18 +40,20 @@ use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::evaluate::{evaluate, significance, Metric, MetricResult};
 use workbench::load::squad;
-use workbench::plot::{render, Scatter};
+use workbench::plot::{render, Line, Lines};
 use workbench::rerank::late_interaction::{
     LateInteraction, MaxSimEndToEnd, MaxSimReranker, RelevanceParams, TokenIndex,
 };
 use workbench::rerank::{PassageLookup, RerankedRetriever};
-use workbench::results::ResultDir;
+use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use workbench::retrieve::Retriever;
-use workbench::{Hit, Qrels, Query, Run};
+use workbench::{Qrels, Query, Run};
 
 const NAME: &str = "late-interaction";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "metrics.md";
 const DATA: &str = "squad-v2-dev-half";
 
 #[derive(Parser, Serialize, Debug)]
@@ -138,12 +140,7 @@ fn main() -> Result<()> {
         Metric::Recall(10),
         Metric::Recall(50),
     ];
-    let mut inputs = Vec::new();
-    for a in [DATA, "all-minilm-l6-v2"] {
-        for (f, s) in &assets.spec(a)?.files {
-            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums([DATA, "all-minilm-l6-v2"])?;
     let config = Config {
         args: &args,
         data: DATA,
@@ -152,17 +149,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!("{}", std::fs::read_to_string(out.final_path("metrics.md"))?);
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
-    let t_start = Instant::now();
+    };
+    let out = &exp.out;
 
     let set = squad::load(&assets.resolve(DATA, "dev-v2.0.json")?)
         .with_context(|| format!("loading `{DATA}`"))?;
@@ -173,13 +163,7 @@ fn main() -> Result<()> {
         .filter(|q| !q.is_unanswerable())
         .take(args.max_questions.unwrap_or(usize::MAX))
         .collect();
-    let queries: Vec<Query> = answerable
-        .iter()
-        .map(|q| Query {
-            id: q.id.clone(),
-            text: q.question.clone(),
-        })
-        .collect();
+    let queries: Vec<Query> = answerable.iter().map(|q| q.to_query()).collect();
     let mut qrels = Qrels::new();
     for q in &answerable {
         let ctx = q
@@ -247,7 +231,7 @@ fn main() -> Result<()> {
     {
         let reranker = MaxSimReranker::new(late.clone()).with_store(store.clone())?;
         let reranked = RerankedRetriever::new(
-            Box::new(Shared(tfidf.clone())),
+            Box::new(tfidf.clone()),
             Box::new(reranker),
             PassageLookup::from_passages(&passages)?,
             args.rerank_depth,
@@ -309,46 +293,24 @@ fn main() -> Result<()> {
         args.trials,
         args.seed
     ));
-    let mut sig = Table::new([
-        "system",
-        "metric",
-        "mean",
-        "tfidf_mean",
-        "diff",
-        "p_randomization",
-        "p_paired_t",
-        "queries",
-    ]);
+    let mut sig = Table::new(
+        ["system", "metric"]
+            .into_iter()
+            .chain(significance::Comparison::COLUMNS),
+    );
     for (si, s) in systems.iter().enumerate() {
         let mut row = vec![s.label.clone()];
         for (mi, m) in results[si].iter().enumerate() {
             let mut mark = "";
             if si > 0 {
                 let b = &results[0][mi];
-                let r = significance::randomization_test(
-                    &m.per_query,
-                    &b.per_query,
-                    args.trials,
-                    args.seed,
+                let c = significance::compare(&m.per_query, &b.per_query, args.trials, args.seed)?;
+                sig.push(
+                    [s.label.clone(), m.name.clone()]
+                        .into_iter()
+                        .chain(c.cells()),
                 )?;
-                let t = significance::paired_t_test(&m.per_query, &b.per_query)?;
-                sig.push([
-                    s.label.clone(),
-                    m.name.clone(),
-                    format!("{:.4}", m.mean),
-                    format!("{:.4}", b.mean),
-                    format!("{:+.4}", r.mean_diff),
-                    format!("{:.4}", r.p_value),
-                    format!("{:.4}", t.p_value),
-                    r.n.to_string(),
-                ])?;
-                mark = if r.p_value < 0.01 {
-                    "††"
-                } else if r.p_value < 0.05 {
-                    "†"
-                } else {
-                    ""
-                };
+                mark = c.marker();
             }
             row.push(format!("{:.4}{mark}", m.mean));
         }
@@ -389,17 +351,22 @@ fn main() -> Result<()> {
     // Figure: Recall@k (= share of questions whose passage is in the top k), k = 1…50.
     let curve_k = 50.min(args.depth);
     let mut curve = Table::new(["system", "k", "recall"]);
-    let mut points = Vec::new();
-    for (si, s) in systems.iter().enumerate() {
+    let mut lines = Vec::new();
+    for s in &systems {
+        let mut points = Vec::new();
         let ranks: Vec<Option<usize>> = queries.iter().map(|q| rank_of(&s.run, &q.id)).collect();
         for k in 1..=curve_k {
             let r = ranks.iter().filter(|x| x.is_some_and(|x| x <= k)).count() as f64
                 / ranks.len() as f64;
             curve.push([s.label.clone(), k.to_string(), format!("{r:.4}")])?;
-            points.push((k as f64, 100.0 * r, si));
+            points.push((k as f64, 100.0 * r));
         }
+        lines.push(Line {
+            label: short_label(&s.label),
+            points,
+        });
     }
-    let scatter = Scatter {
+    let figure = Lines {
         title: format!(
             "SQuAD 2.0 dev half: Recall@k, {} questions, {} passages",
             queries.len(),
@@ -407,11 +374,12 @@ fn main() -> Result<()> {
         ),
         x_label: "k".into(),
         y_label: "questions whose passage is in the top k (%)".into(),
-        points,
-        categories: systems.iter().map(|s| short_label(&s.label)).collect(),
-        size: (1200, 650),
+        lines,
+        log_x: true,
+        y_range: None,
+        size: (1100, 650),
     };
-    render(&scatter)?.save(out.out_dir(), "recall_at_k")?;
+    render(&figure)?.save(out.out_dir(), "recall_at_k")?;
     curve.write_csv(&out.path("recall_at_k.csv"))?;
 
     // Token relevance for two pairs: one hit and one miss at rank 1 of the first e2e system.
@@ -497,28 +465,7 @@ fn main() -> Result<()> {
     summary.insert("passages".into(), passages.len().into());
     summary.insert("token_vectors".into(), n_vectors.into());
     summary.insert("token_relevance_examples".into(), examples.into());
-    summary.insert(
-        "total_seconds".into(),
-        t_start.elapsed().as_secs_f64().into(),
-    );
-    out.finish(serde_json::Value::Object(summary))?;
     println!("{md}");
-    println!(
-        "wrote {} in {:.1} s",
-        out.dir.display(),
-        t_start.elapsed().as_secs_f64()
-    );
+    exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
-}
-
-/// A shared retriever, so one index serves alone and as a first stage.
-struct Shared<R>(Arc<R>);
-
-impl<R: Retriever> Retriever for Shared<R> {
-    fn name(&self) -> String {
-        self.0.name()
-    }
-    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
-        self.0.retrieve(query, k)
-    }
 }

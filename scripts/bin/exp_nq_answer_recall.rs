@@ -38,17 +38,19 @@ use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::evaluate::qa::{answer_in_text, answer_recall_at_k, normalize_answer};
 use workbench::evaluate::significance;
 use workbench::load::{nq_open, wikipedia_corpus, WIKIPEDIA_CORPORA};
-use workbench::plot::{render, Scatter};
-use workbench::results::ResultDir;
+use workbench::plot::{render, Line, Lines};
+use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::bm25::{Bm25, Bm25Params};
 use workbench::retrieve::dense::DenseRetriever;
 use workbench::retrieve::faiss::IndexParams;
 use workbench::retrieve::fusion::Fusion;
 use workbench::retrieve::Retriever;
-use workbench::{Passage, Query, Run};
+use workbench::{Passage, QaExample, Query, Run};
 
 const NAME: &str = "nq-answer-recall";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "answer_recall.md";
 const TOP_K: [usize; 4] = [1, 5, 20, 100];
 
 #[derive(Parser, Serialize, Debug)]
@@ -101,16 +103,12 @@ struct Config<'a> {
 fn main() -> Result<()> {
     let args = Args::parse();
     let assets = Assets::load()?;
-    let mut inputs = Vec::new();
-    for a in WIKIPEDIA_CORPORA
-        .iter()
-        .copied()
-        .chain(["nq-open", args.model.as_str()])
-    {
-        for (f, s) in &assets.spec(a)?.files {
-            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums(
+        WIKIPEDIA_CORPORA
+            .iter()
+            .copied()
+            .chain(["nq-open", args.model.as_str()]),
+    )?;
     let config = Config {
         args: &args,
         corpora: WIKIPEDIA_CORPORA,
@@ -120,20 +118,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!(
-            "{}",
-            std::fs::read_to_string(out.final_path("answer_recall.md"))?
-        );
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
-    let t_start = Instant::now();
+    };
+    let out = &exp.out;
 
     // Passages: 100-word windows of every article of the three corpora.
     let chunker = SlidingWindowParams::default()
@@ -190,13 +178,7 @@ fn main() -> Result<()> {
         .into_iter()
         .take(args.max_questions.unwrap_or(usize::MAX))
         .collect();
-    let queries: Vec<Query> = questions
-        .iter()
-        .map(|q| Query {
-            id: q.id.clone(),
-            text: q.question.clone(),
-        })
-        .collect();
+    let queries: Vec<Query> = questions.iter().map(QaExample::to_query).collect();
     let answers: BTreeMap<String, Vec<String>> = questions
         .iter()
         .map(|q| (q.id.clone(), q.answers.clone()))
@@ -285,7 +267,13 @@ fn main() -> Result<()> {
         passages.len()
     ));
     let mut curve = Table::new(["retriever", "k", "answer_recall"]);
-    let mut points = Vec::new();
+    let mut lines: Vec<Line> = systems
+        .iter()
+        .map(|s| Line {
+            label: s.0.to_string(),
+            points: Vec::new(),
+        })
+        .collect();
     let mut per_k: Vec<Vec<workbench::evaluate::MetricResult>> = Vec::new();
     let mut summary = serde_json::Map::new();
     for (si, (label, _, run)) in systems.iter().enumerate() {
@@ -309,7 +297,7 @@ fn main() -> Result<()> {
                 .count();
             let recall = found as f64 / evaluated as f64;
             curve.push([label.to_string(), k.to_string(), format!("{recall:.4}")])?;
-            points.push((k as f64, 100.0 * recall, si));
+            lines[si].points.push((k as f64, 100.0 * recall));
         }
         let mut row = vec![label.to_string()];
         let mut res = Vec::new();
@@ -332,39 +320,20 @@ fn main() -> Result<()> {
         table.push(row)?;
         per_k.push(res);
     }
-    let mut sig = Table::new([
-        "retriever",
-        "vs",
-        "k",
-        "recall",
-        "bm25_recall",
-        "diff",
-        "p_randomization",
-        "p_paired_t",
-        "questions",
-    ]);
+    let mut sig = Table::new(
+        ["retriever", "vs", "k"]
+            .into_iter()
+            .chain(significance::Comparison::COLUMNS),
+    );
     for si in 1..systems.len() {
         for (ki, k) in TOP_K.iter().enumerate() {
-            let a = &per_k[si][ki];
-            let b = &per_k[0][ki];
-            let r = significance::randomization_test(
-                &a.per_query,
-                &b.per_query,
-                args.trials,
-                args.seed,
+            let (a, b) = (&per_k[si][ki], &per_k[0][ki]);
+            let c = significance::compare(&a.per_query, &b.per_query, args.trials, args.seed)?;
+            sig.push(
+                [systems[si].0.to_string(), "BM25".to_string(), k.to_string()]
+                    .into_iter()
+                    .chain(c.cells()),
             )?;
-            let t = significance::paired_t_test(&a.per_query, &b.per_query)?;
-            sig.push([
-                systems[si].0.to_string(),
-                "BM25".to_string(),
-                k.to_string(),
-                format!("{:.4}", a.mean),
-                format!("{:.4}", b.mean),
-                format!("{:+.4}", r.mean_diff),
-                format!("{:.4}", r.p_value),
-                format!("{:.4}", t.p_value),
-                r.n.to_string(),
-            ])?;
         }
     }
     let mut per_question = Table::new(
@@ -391,7 +360,7 @@ fn main() -> Result<()> {
         }
         per_question.push(row)?;
     }
-    let scatter = Scatter {
+    let figure = Lines {
         title: format!(
             "NQ-open dev ({} questions): answer recall@k over {} Wikipedia passages",
             questions.len(),
@@ -399,11 +368,12 @@ fn main() -> Result<()> {
         ),
         x_label: "k (passages retrieved)".into(),
         y_label: "questions with an answer in the top k (%)".into(),
-        points,
-        categories: systems.iter().map(|s| s.0.to_string()).collect(),
+        lines,
+        log_x: true,
+        y_range: None,
         size: (1100, 650),
     };
-    render(&scatter)?.save(out.out_dir(), "answer_recall")?;
+    render(&figure)?.save(out.out_dir(), "answer_recall")?;
     table.write_csv(&out.path("answer_recall.csv"))?;
     curve.write_csv(&out.path("curve.csv"))?;
     sig.write_csv(&out.path("significance.csv"))?;
@@ -425,16 +395,7 @@ fn main() -> Result<()> {
     summary.insert("embed_seconds".into(), embed_s.into());
     summary.insert("bm25_seconds".into(), bm25_s.into());
     summary.insert("dense_seconds".into(), dense_s.into());
-    summary.insert(
-        "total_seconds".into(),
-        t_start.elapsed().as_secs_f64().into(),
-    );
-    out.finish(serde_json::Value::Object(summary))?;
     println!("{md}");
-    println!(
-        "wrote {} in {:.1} s",
-        out.dir.display(),
-        t_start.elapsed().as_secs_f64()
-    );
+    exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
 }

@@ -15,9 +15,11 @@ use workbench::chunk::ParagraphParams;
 use workbench::display::Table;
 use workbench::load::wikipedia_corpus;
 use workbench::plot::{render, Bins, HistogramGrid, ParagraphLengths};
-use workbench::results::ResultDir;
+use workbench::results::Experiment;
 
 const NAME: &str = "fig1-paragraph-lengths";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "counts.md";
 
 #[derive(Parser, Serialize, Debug)]
 #[command(
@@ -68,12 +70,7 @@ fn main() -> Result<()> {
         .max_words(args.max_words);
     let chunker = filter.clone().check()?;
     let bins = Bins::new(0.0, args.overflow_at, args.bin_width, true)?;
-    let mut inputs = Vec::new();
-    for c in &args.corpora {
-        for (f, s) in &assets.spec(c)?.files {
-            inputs.push((format!("{c}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums(args.corpora.iter().map(String::as_str))?;
     let config = Config {
         args: &args,
         filter,
@@ -81,16 +78,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!("{}", std::fs::read_to_string(out.final_path("counts.md"))?);
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
+    };
+    let out = &exp.out;
 
     let mut counts = Table::new([
         "corpus", "articles", "paragraphs", "kept", "too_short", "too_long", "kept_%", "mean_words_kept",

@@ -35,9 +35,11 @@ use workbench::display::Table;
 use workbench::encode::{dot, BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::load::wikipedia_corpus;
 use workbench::plot::{render, Scatter};
-use workbench::results::ResultDir;
+use workbench::results::Experiment;
 
 const NAME: &str = "fig2-tsne";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "clustering.md";
 const CORPUS: &str = "wiki-leads-en";
 
 #[derive(Parser, Serialize, Debug)]
@@ -177,12 +179,7 @@ fn main() -> Result<()> {
         max_iter: args.max_iter,
         seed: args.tsne_seed,
     };
-    let mut inputs = Vec::new();
-    for a in [CORPUS, args.model.as_str()] {
-        for (f, s) in &assets.spec(a)?.files {
-            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums([CORPUS, args.model.as_str()])?;
     let config = Config {
         args: &args,
         corpus: CORPUS,
@@ -195,20 +192,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!(
-            "{}",
-            std::fs::read_to_string(out.final_path("clustering.md"))?
-        );
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
-    let t_start = Instant::now();
+    };
+    let out = &exp.out;
 
     // Paragraphs and their article's topic.
     let docs =
@@ -419,14 +406,9 @@ fn main() -> Result<()> {
         "silhouette_2d": sil2,
         "embed_seconds": embed_s,
         "tsne_seconds": tsne_s,
-        "total_seconds": t_start.elapsed().as_secs_f64(),
+        "total_seconds": exp.elapsed_seconds(),
     });
-    out.finish(summary)?;
     println!("{md}");
-    println!(
-        "wrote {} in {:.1} s",
-        out.dir.display(),
-        t_start.elapsed().as_secs_f64()
-    );
+    exp.finish(summary)?;
     Ok(())
 }

@@ -35,7 +35,7 @@ use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::load::{nq_open, wikipedia_corpus};
 use workbench::plot::{bin_counts, render, Bins, Histogram, HistogramGrid, Series};
-use workbench::results::ResultDir;
+use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::bm25::{Bm25, Bm25Params};
 use workbench::retrieve::dense::DenseRetriever;
@@ -43,9 +43,11 @@ use workbench::retrieve::faiss::{IndexKind, IndexParams};
 use workbench::retrieve::fusion::Fused;
 use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use workbench::retrieve::Retriever;
-use workbench::{Hit, QaExample};
+use workbench::QaExample;
 
 const NAME: &str = "fig4-latency";
+/// Printed when the result is fresh and the run is skipped.
+const SUMMARY_FILE: &str = "latency_summary.md";
 const CORPUS: &str = "wiki-leads-en";
 /// Report 000's FAISS latency: mean over its queries, 184,051 paragraph vectors.
 const REPORT_FAISS_MEAN_MS: f64 = 32.2;
@@ -92,18 +94,6 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-/// A shared retriever, so one index serves alone and inside the hybrid.
-struct Shared<R>(Arc<R>);
-
-impl<R: Retriever> Retriever for Shared<R> {
-    fn name(&self) -> String {
-        self.0.name()
-    }
-    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<Hit>> {
-        self.0.retrieve(query, k)
-    }
-}
-
 /// Quantile `q` of sorted values, linear interpolation (numpy's default).
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     let h = (sorted.len() - 1) as f64 * q;
@@ -143,12 +133,7 @@ fn main() -> Result<()> {
     let filter = ParagraphParams::default();
     let encoder_params = EncoderParams::default();
     let hnsw = IndexKind::hnsw();
-    let mut inputs = Vec::new();
-    for a in [CORPUS, "nq-open", args.model.as_str()] {
-        for (f, s) in &assets.spec(a)?.files {
-            inputs.push((format!("{a}/{f}"), s.sha256.clone()));
-        }
-    }
+    let inputs = assets.input_checksums([CORPUS, "nq-open", args.model.as_str()])?;
     let config = Config {
         args: &args,
         corpus: CORPUS,
@@ -159,20 +144,10 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let out = ResultDir::new(NAME, &config)?;
-    if out.is_fresh() && !args.force {
-        println!(
-            "{NAME}: fresh, skipped ({}); pass --force to redo",
-            out.dir.display()
-        );
-        println!(
-            "{}",
-            std::fs::read_to_string(out.final_path("latency_summary.md"))?
-        );
+    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
-    }
-    out.begin()?;
-    let t_start = Instant::now();
+    };
+    let out = &exp.out;
     let load_start = load_avg();
 
     let docs =
@@ -225,8 +200,8 @@ fn main() -> Result<()> {
     let hnsw_r = DenseRetriever::from_parts(encoder.clone(), hnsw_index, ids)?;
     let hnsw_build_s = t0.elapsed().as_secs_f64();
     let hybrid = Fused::hybrid(
-        Box::new(Shared(flat.clone())),
-        Box::new(Shared(bm25.clone())),
+        Box::new(flat.clone()),
+        Box::new(bm25.clone()),
         args.hybrid_weight,
         args.hybrid_depth,
     )?;
@@ -433,17 +408,13 @@ fn main() -> Result<()> {
     summary.insert("embed_seconds".into(), embed_s.into());
     summary.insert("embedding_cache".into(), format!("{status:?}").into());
     summary.insert("hnsw_build_seconds".into(), hnsw_build_s.into());
-    summary.insert(
-        "total_seconds".into(),
-        t_start.elapsed().as_secs_f64().into(),
-    );
     out.finish(serde_json::Value::Object(summary))?;
     println!("{md}");
     println!("load average: start {load_start}, end {load_end}");
     println!(
         "wrote {} in {:.1} s",
         out.dir.display(),
-        t_start.elapsed().as_secs_f64()
+        exp.elapsed_seconds()
     );
     Ok(())
 }

@@ -197,6 +197,22 @@ impl Assets {
         })
     }
 
+    /// `("<asset>/<file>", sha256)` for every file of the named assets, in
+    /// manifest order: what a result's configuration records as its inputs, so
+    /// that a changed data set or model makes the result stale.
+    pub fn input_checksums<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<(String, String)>> {
+        let mut inputs = Vec::new();
+        for name in names {
+            for (file, fs) in &self.spec(name)?.files {
+                inputs.push((format!("{name}/{file}"), fs.sha256.clone()));
+            }
+        }
+        Ok(inputs)
+    }
+
     fn repo(spec: &AssetSpec) -> Repo {
         let kind = match spec.kind {
             AssetKind::Model => RepoType::Model,

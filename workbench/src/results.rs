@@ -144,6 +144,80 @@ impl ResultDir {
     }
 }
 
+/// The frame every experiment binary runs in: skip when the result is fresh,
+/// otherwise stage the outputs, and on [`Experiment::finish`] swap them into
+/// place and report the elapsed time.
+///
+/// ```no_run
+/// # fn main() -> workbench::Result<()> {
+/// use workbench::results::Experiment;
+/// let config = serde_json::json!({"k": 10});
+/// let Some(exp) = Experiment::start("demo", &config, false, "metrics.md")? else {
+///     return Ok(()); // fresh: the previous metrics.md was printed
+/// };
+/// std::fs::write(exp.out.path("metrics.md"), "| a |\n")?;
+/// exp.finish(serde_json::json!({"rows": 1}))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Experiment {
+    /// The result folder being written.
+    pub out: ResultDir,
+    started: std::time::Instant,
+}
+
+impl Experiment {
+    /// Open `data/results/<name>/` for `config`. When it is fresh and `force` is
+    /// false, print that it was skipped and the contents of its `summary_file`
+    /// (if present), and return `None`. Otherwise begin staging and return the
+    /// experiment.
+    pub fn start(
+        name: &str,
+        config: &impl Serialize,
+        force: bool,
+        summary_file: &str,
+    ) -> Result<Option<Self>> {
+        Self::start_in(ResultDir::new(name, config)?, force, summary_file)
+    }
+
+    /// [`Experiment::start`] with an explicit result folder.
+    pub fn start_in(out: ResultDir, force: bool, summary_file: &str) -> Result<Option<Self>> {
+        if out.is_fresh() && !force {
+            println!(
+                "{}: fresh, skipped ({}); pass --force to redo",
+                out.name,
+                out.dir.display()
+            );
+            if let Ok(text) = std::fs::read_to_string(out.final_path(summary_file)) {
+                println!("{text}");
+            }
+            return Ok(None);
+        }
+        out.begin()?;
+        Ok(Some(Experiment {
+            out,
+            started: std::time::Instant::now(),
+        }))
+    }
+
+    /// Seconds since [`Experiment::start`].
+    pub fn elapsed_seconds(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Finish the result folder with `summary` (plus `total_seconds`, added
+    /// when `summary` is a JSON object) and print where it went.
+    pub fn finish(self, mut summary: serde_json::Value) -> Result<Manifest> {
+        let seconds = self.elapsed_seconds();
+        if let Some(obj) = summary.as_object_mut() {
+            obj.entry("total_seconds").or_insert(seconds.into());
+        }
+        let m = self.out.finish(summary)?;
+        println!("wrote {} in {seconds:.1} s", self.out.dir.display());
+        Ok(m)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,5 +240,26 @@ mod tests {
         r.begin().unwrap();
         assert!(r.final_path("out.csv").is_file());
         assert!(r.final_path("manifest.json").is_file());
+    }
+
+    #[test]
+    fn experiment_skips_fresh_results_unless_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("e");
+        let cfg = serde_json::json!({"k": 1});
+        let open = |force| {
+            Experiment::start_in(
+                ResultDir::at(dir.clone(), "e", &cfg).unwrap(),
+                force,
+                "m.md",
+            )
+            .unwrap()
+        };
+        let e = open(false).expect("nothing there yet: must run");
+        std::fs::write(e.out.path("m.md"), "x").unwrap();
+        let m = e.finish(serde_json::json!({"n": 1})).unwrap();
+        assert!(m.summary["total_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(open(false).is_none(), "fresh: must skip");
+        assert!(open(true).is_some(), "--force must redo");
     }
 }

@@ -85,6 +85,14 @@ impl QaExample {
     pub fn is_unanswerable(&self) -> bool {
         self.answers.is_empty()
     }
+
+    /// The question as a retrieval query with the same id.
+    pub fn to_query(&self) -> Query {
+        Query {
+            id: self.id.clone(),
+            text: self.question.clone(),
+        }
+    }
 }
 
 /// Graded relevance judgements: query id → (doc id → grade).

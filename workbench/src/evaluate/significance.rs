@@ -284,6 +284,84 @@ pub fn bootstrap_test(
     Ok(p.result("bootstrap", observed, pv, Some(ci)))
 }
 
+/// System A against baseline B on one metric, by all three paired tests with the
+/// same trials and seed — one row of an experiment's significance table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Paired t-test (also carries the means, n and Cohen's d_z).
+    pub paired_t: TestResult,
+    /// Fisher randomisation test; its p-value decides [`Comparison::marker`].
+    pub randomization: TestResult,
+    /// Paired bootstrap test with the 95% interval of the mean difference.
+    pub bootstrap: TestResult,
+}
+
+impl Comparison {
+    /// Column names of [`Comparison::cells`].
+    pub const COLUMNS: [&'static str; 10] = [
+        "mean",
+        "baseline_mean",
+        "diff",
+        "effect_size_dz",
+        "p_paired_t",
+        "p_randomization",
+        "p_bootstrap",
+        "bootstrap_ci95_lo",
+        "bootstrap_ci95_hi",
+        "queries",
+    ];
+
+    /// The values of [`Comparison::COLUMNS`], formatted to 4 decimals.
+    pub fn cells(&self) -> Vec<String> {
+        let t = &self.paired_t;
+        let (lo, hi) = self.bootstrap.ci95.unwrap_or((f64::NAN, f64::NAN));
+        vec![
+            format!("{:.4}", t.mean_a),
+            format!("{:.4}", t.mean_b),
+            format!("{:+.4}", t.mean_diff),
+            format!("{:.3}", t.effect_size),
+            format!("{:.4}", t.p_value),
+            format!("{:.4}", self.randomization.p_value),
+            format!("{:.4}", self.bootstrap.p_value),
+            format!("{lo:.4}"),
+            format!("{hi:.4}"),
+            t.n.to_string(),
+        ]
+    }
+
+    /// `††` when the randomisation test gives p < 0.01, `†` when p < 0.05, else
+    /// empty: the marks the experiment tables put after a mean.
+    pub fn marker(&self) -> &'static str {
+        marker(self.randomization.p_value)
+    }
+}
+
+/// `††` for p < 0.01, `†` for p < 0.05, else empty.
+pub fn marker(p: f64) -> &'static str {
+    if p < 0.01 {
+        "††"
+    } else if p < 0.05 {
+        "†"
+    } else {
+        ""
+    }
+}
+
+/// Compare per-query scores `a` (system) with `b` (baseline) by the paired t,
+/// randomisation and bootstrap tests (`trials` rounds each, `seed`).
+pub fn compare(
+    a: &BTreeMap<String, f64>,
+    b: &BTreeMap<String, f64>,
+    trials: usize,
+    seed: u64,
+) -> Result<Comparison> {
+    Ok(Comparison {
+        paired_t: paired_t_test(a, b)?,
+        randomization: randomization_test(a, b, trials, seed)?,
+        bootstrap: bootstrap_test(a, b, trials, seed)?,
+    })
+}
+
 /// Quantile `q` of sorted, non-empty `v` by linear interpolation between order
 /// statistics (Hyndman & Fan type 7, numpy's default).
 fn quantile(v: &[f64], q: f64) -> f64 {
@@ -535,5 +613,28 @@ mod tests {
         assert_eq!(quantile(&v, 1.0), 5.0);
         assert!(close(quantile(&v, 0.1), 1.4, 1e-12)); // h = 0.4
         assert_eq!(quantile(&[7.0], 0.975), 7.0);
+    }
+
+    #[test]
+    fn compare_runs_all_three_tests_and_marks_by_randomization_p() {
+        // Ten queries, A better on every one by 0.1..1.0: clearly significant.
+        let a = scores(&[1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8, 1.9]);
+        let b = scores(&[0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]);
+        let c = compare(&a, &b, 2000, 7).unwrap();
+        assert_eq!(c.paired_t, paired_t_test(&a, &b).unwrap());
+        assert_eq!(c.randomization, randomization_test(&a, &b, 2000, 7).unwrap());
+        assert_eq!(c.bootstrap, bootstrap_test(&a, &b, 2000, 7).unwrap());
+        // Every sign flip but the observed one has a smaller |sum|: p = 2/1024 in the
+        // exact test, so the Monte Carlo p is far below 0.01.
+        assert!(c.randomization.p_value < 0.01);
+        assert_eq!(c.marker(), "††");
+        let cells = c.cells();
+        assert_eq!(cells.len(), Comparison::COLUMNS.len());
+        assert_eq!(cells[2], "+0.5500");
+        assert_eq!(cells[9], "10");
+        // Identical systems: p = 1, no mark.
+        let same = compare(&a, &a, 200, 7).unwrap();
+        assert_eq!(same.marker(), "");
+        assert_eq!((marker(0.009), marker(0.049), marker(0.05)), ("††", "†", ""));
     }
 }

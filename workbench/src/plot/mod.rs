@@ -16,10 +16,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 mod histogram;
+mod lines;
 mod paragraph_lengths;
 mod scatter;
 
 pub use histogram::{bin_counts, Bins, Histogram, HistogramGrid, Series};
+pub use lines::{Line, Lines};
 pub use paragraph_lengths::ParagraphLengths;
 pub use scatter::{palette, Scatter};
 

@@ -51,6 +51,20 @@ pub trait Retriever: Send + Sync {
     }
 }
 
+/// A shared index is a retriever too, so one built index can serve alone and
+/// inside fusions and re-rankers at the same time.
+impl<R: Retriever + ?Sized> Retriever for std::sync::Arc<R> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
+        (**self).retrieve(query, k)
+    }
+    fn retrieve_all(&self, queries: &[Query], k: usize) -> Result<Run> {
+        (**self).retrieve_all(queries, k)
+    }
+}
+
 /// Sort hits by descending score, ties by ascending id, and keep the first `k`.
 pub fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
     hits.sort_by(|a, b| {
