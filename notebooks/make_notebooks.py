@@ -348,7 +348,7 @@ Table::read_csv(&dir.join("answer_recall.csv"))?
 """),
     ("code", """
 let dir = result_dir("nq-answer-recall", "exp_nq_answer_recall")?;
-Table::read_csv(&dir.join("significance.csv"))?.caption("Paired randomisation (10,000 trials, seed 42) and t tests against BM25")
+Table::read_csv(&dir.join("significance.csv"))?.caption("Paired t, randomisation and bootstrap tests (10,000 trials, seed 42) against BM25")
 """),
     ("code", """
 png(&result_dir("nq-answer-recall", "exp_nq_answer_recall")?.join("answer_recall.png"))?

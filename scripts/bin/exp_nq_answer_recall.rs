@@ -380,7 +380,7 @@ fn main() -> Result<()> {
     per_question.write_csv(&out.path("per_question.csv"))?;
     corpus_t.write_csv(&out.path("corpus.csv"))?;
     let md = format!(
-        "{}\n\n{}\nPaired randomisation / t tests against BM25:\n\n{}\nCorpus:\n\n{}",
+        "{}\n\n{}\nPaired t, randomisation and bootstrap tests against BM25:\n\n{}\nCorpus:\n\n{}",
         table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         sig.to_markdown(),

@@ -135,9 +135,8 @@ fn main() -> Result<()> {
     counts.write_csv(&out.path("counts.csv"))?;
     std::fs::write(out.path("counts.md"), counts.to_markdown())?;
     bins_csv.write_csv(&out.path("bins.csv"))?;
-    out.finish(serde_json::Value::Object(summary))?;
     println!("{}", counts.caption.as_deref().unwrap_or(""));
     println!("{}", counts.to_markdown());
-    println!("wrote {}", out.dir.display());
+    exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
 }

@@ -408,13 +408,8 @@ fn main() -> Result<()> {
     summary.insert("embed_seconds".into(), embed_s.into());
     summary.insert("embedding_cache".into(), format!("{status:?}").into());
     summary.insert("hnsw_build_seconds".into(), hnsw_build_s.into());
-    out.finish(serde_json::Value::Object(summary))?;
     println!("{md}");
     println!("load average: start {load_start}, end {load_end}");
-    println!(
-        "wrote {} in {:.1} s",
-        out.dir.display(),
-        exp.elapsed_seconds()
-    );
+    exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
 }

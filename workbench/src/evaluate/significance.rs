@@ -622,7 +622,10 @@ mod tests {
         let b = scores(&[0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9]);
         let c = compare(&a, &b, 2000, 7).unwrap();
         assert_eq!(c.paired_t, paired_t_test(&a, &b).unwrap());
-        assert_eq!(c.randomization, randomization_test(&a, &b, 2000, 7).unwrap());
+        assert_eq!(
+            c.randomization,
+            randomization_test(&a, &b, 2000, 7).unwrap()
+        );
         assert_eq!(c.bootstrap, bootstrap_test(&a, &b, 2000, 7).unwrap());
         // Every sign flip but the observed one has a smaller |sum|: p = 2/1024 in the
         // exact test, so the Monte Carlo p is far below 0.01.
@@ -635,6 +638,9 @@ mod tests {
         // Identical systems: p = 1, no mark.
         let same = compare(&a, &a, 200, 7).unwrap();
         assert_eq!(same.marker(), "");
-        assert_eq!((marker(0.009), marker(0.049), marker(0.05)), ("††", "†", ""));
+        assert_eq!(
+            (marker(0.009), marker(0.049), marker(0.05)),
+            ("††", "†", "")
+        );
     }
 }

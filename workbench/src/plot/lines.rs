@@ -7,6 +7,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
+/// Curves with more points than this are drawn without point markers.
+const MAX_MARKED_POINTS: usize = 30;
+
 /// One named curve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Line {
@@ -57,6 +60,8 @@ impl Lines {
         chart
             .configure_mesh()
             .x_desc(&self.x_label)
+            // `{}` prints 10.0 as "10" and 2.5 as "2.5".
+            .x_label_formatter(&|x| format!("{x}"))
             .y_desc(&self.y_label)
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 15))
@@ -72,7 +77,10 @@ impl Lines {
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], col.stroke_width(3))
                 });
-            chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
+            // Markers only where they stay readable.
+            if line.points.len() <= MAX_MARKED_POINTS {
+                chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, col.filled())))?;
+            }
         }
         chart
             .configure_series_labels()
