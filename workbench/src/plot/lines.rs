@@ -113,13 +113,30 @@ impl Plot for Lines {
             .x_label_area_size(42)
             .y_label_area_size(55);
         if self.log_x && x0 > 0.0 {
-            let mut chart = builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?;
+            let x = (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
+            let mut chart = builder.build_cartesian_2d(x, y0..y1)?;
             self.draw_lines(&mut chart)
         } else {
             let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1)?;
             self.draw_lines(&mut chart)
         }
     }
+}
+
+/// Ticks 1, 2, 5 × 10ⁿ within `[lo, hi]`: readable labels on a log axis.
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let mut ticks = Vec::new();
+    let mut decade = 10f64.powf(lo.log10().floor());
+    while decade <= hi {
+        for m in [1.0, 2.0, 5.0] {
+            let t = m * decade;
+            if t >= lo && t <= hi {
+                ticks.push(t);
+            }
+        }
+        decade *= 10.0;
+    }
+    ticks
 }
 
 #[cfg(test)]
@@ -156,6 +173,15 @@ mod tests {
             assert!(fig.svg.contains("BM25") && fig.svg.contains("dense"));
             assert!(fig.svg.contains("recall (%)"));
         }
+    }
+
+    #[test]
+    fn log_ticks_are_one_two_five_per_decade() {
+        assert_eq!(
+            log_ticks(1.0, 100.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
+        assert_eq!(log_ticks(3.0, 40.0), vec![5.0, 10.0, 20.0]);
     }
 
     #[test]
