@@ -149,7 +149,7 @@ impl ResultDir {
 /// place and report the elapsed time.
 ///
 /// ```no_run
-/// # fn main() -> workbench::Result<()> {
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use workbench::results::Experiment;
 /// let config = serde_json::json!({"k": 10});
 /// let Some(exp) = Experiment::start("demo", &config, false, "metrics.md")? else {
