@@ -39,6 +39,7 @@ use workbench::assets::Assets;
 use workbench::chunk::{Chunker, ParagraphParams};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
+use workbench::evaluate::quantile;
 use workbench::load::{nq_open, wikipedia_corpus};
 use workbench::results::Experiment;
 use workbench::retrieve::faiss::{IndexKind, IndexParams, VectorIndex};
@@ -114,14 +115,6 @@ struct Config<'a> {
     encoder: EncoderParams,
     inputs: Vec<(String, String)>,
     program_sha256: String,
-}
-
-/// Quantile `q` of sorted values, linear interpolation (numpy's default).
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let h = (sorted.len() - 1) as f64 * q;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(sorted.len() - 1);
-    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
 }
 
 fn load_avg() -> String {

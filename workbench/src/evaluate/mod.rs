@@ -46,4 +46,4 @@ pub mod significance;
 pub mod trec;
 
 pub use ranking::{evaluate, evaluate_with_threshold, Metric, MetricResult};
-pub use significance::TestResult;
+pub use significance::{quantile, TestResult};

@@ -362,9 +362,12 @@ pub fn compare(
     })
 }
 
-/// Quantile `q` of sorted, non-empty `v` by linear interpolation between order
-/// statistics (Hyndman & Fan type 7, numpy's default).
-fn quantile(v: &[f64], q: f64) -> f64 {
+/// Quantile `q` (0…1) of sorted `v` by linear interpolation between order
+/// statistics (Hyndman & Fan type 7, numpy's default); NaN when `v` is empty.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     let h = (v.len() - 1) as f64 * q;
     let lo = h.floor() as usize;
     let hi = (lo + 1).min(v.len() - 1);
@@ -613,6 +616,7 @@ mod tests {
         assert_eq!(quantile(&v, 1.0), 5.0);
         assert!(close(quantile(&v, 0.1), 1.4, 1e-12)); // h = 0.4
         assert_eq!(quantile(&[7.0], 0.975), 7.0);
+        assert!(quantile(&[], 0.5).is_nan());
     }
 
     #[test]
