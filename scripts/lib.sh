@@ -34,11 +34,14 @@ ensure_apt() {
 }
 
 ensure_python() {
-  # Jupyter (to run notebooks headlessly) in a venv outside the repository.
-  if ! "$VENV/bin/python" -c 'import nbclient, nbconvert, jupyter_client' >/dev/null 2>&1; then
-    step "python venv with jupyter ($VENV)"
+  # Jupyter (to run notebooks headlessly) and pytrec-eval-terrier (trec_eval 9.0.8's C code,
+  # the reference of tests/trec_eval.rs) in a venv outside the repository. An existing venv
+  # without pytrec_eval gets it installed too.
+  if ! "$VENV/bin/python" -c 'import nbclient, nbconvert, jupyter_client, pytrec_eval' >/dev/null 2>&1; then
+    step "python venv with jupyter and pytrec-eval-terrier ($VENV)"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check jupyterlab nbclient nbconvert ipykernel
+    "$VENV/bin/pip" install -q --disable-pip-version-check jupyterlab nbclient nbconvert ipykernel \
+      'pytrec-eval-terrier==0.5.11'
   fi
 }
 

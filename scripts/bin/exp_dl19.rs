@@ -16,19 +16,25 @@
 //! | `rrf` | reciprocal rank fusion of BM25 and dense, k = 60 (report 002) |
 //! | `bm25+maxsim` | BM25 top `--rerank-depth` re-ranked by mean-MaxSim over **raw 384-d MiniLM token embeddings** (not a trained ColBERT; no projection) |
 //!
-//! Metrics: nDCG@10 (gains = grades), MRR@10 and Recall@100. The subset has only
+//! Metrics: nDCG@10 (gains = grades), MRR@10 and Recall@100, computed as trec_eval
+//! 9.0.8 computes them (`workbench::evaluate::ranking`: every query in both run and
+//! qrels, tied scores ranked by descending passage id; `tests/trec_eval.rs` checks
+//! the run files written here against trec_eval's C code). The subset has only
 //! grades 1–3 (no grade 0: every judged passage is at least "related"). The binary
 //! metrics use **grade ≥ 2 as relevant** (`--rel-threshold`, TREC DL's convention for
 //! DL19 passage, trec_eval `-l 2`); `metrics_rel1.csv` repeats them with grade ≥ 1.
 //! Significance of every system against BM25, per metric: paired t-test,
-//! randomisation test (10,000 trials, seed 42) and paired bootstrap (10,000, seed 42).
+//! randomisation test, paired bootstrap and studentised paired bootstrap
+//! (`--trials` each, default 10,000; `--seed`, default 42).
 //!
-//! Writes `data/results/dl19-retrieval/`: `metrics.csv`, `metrics.md`,
-//! `metrics_rel1.csv`, `significance.csv`, `per_query.csv`, `run.<system>.trec` (TREC
-//! run files), `qrels.dl19.trec` (so `trec_eval -l 2 -m ndcg_cut.10 -m recip_rank
-//! -m recall.100 qrels.dl19.trec run.bm25.trec` can check; its `recip_rank` has no
-//! cut-off), `ndcg10.png/.svg` (per-query nDCG@10 differences against BM25),
-//! `config.json`, `manifest.json`.
+//! Writes `data/results/dl19-retrieval/`: `metrics.csv` (with the number of
+//! queries each column averages), `metrics.md`, `metrics_rel1.csv`,
+//! `significance.csv`, `per_query.csv`, `run.<system>.trec` (TREC run files),
+//! `qrels.dl19.trec` (so `trec_eval -l 2 -m ndcg_cut.10 -m recall.100
+//! qrels.dl19.trec run.bm25.trec` prints the table's nDCG@10 and Recall@100; its
+//! `recip_rank` has no cut-off), `ndcg10.png/.svg` (per-query nDCG@10 differences
+//! against BM25), `config.json`, `manifest.json`. Before writing the tables, the
+//! run files are read back and scored again: the numbers must be identical.
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -40,7 +46,7 @@ use workbench::assets::Assets;
 use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-use workbench::evaluate::{evaluate_with_threshold, significance, trec, Metric, MetricResult};
+use workbench::evaluate::{evaluate_with, significance, trec, EvalOptions, Metric, MetricResult};
 use workbench::load::beir;
 use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
 use workbench::rerank::late_interaction::{LateInteraction, MaxSimReranker};
@@ -50,7 +56,7 @@ use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::bm25::{Bm25, Bm25Params};
 use workbench::retrieve::dense::DenseRetriever;
 use workbench::retrieve::faiss::IndexParams;
-use workbench::retrieve::fusion::{Fused, Fusion};
+use workbench::retrieve::fusion::{Fused, Fusion, RRF_K};
 use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use workbench::retrieve::Retriever;
 use workbench::{Query, Run};
@@ -96,6 +102,7 @@ struct Config<'a> {
     data: &'static str,
     split: &'static str,
     metrics: Vec<String>,
+    evaluation: EvalOptions,
     bm25: Bm25Params,
     encoder: EncoderParams,
     inputs: Vec<(String, String)>,
@@ -114,12 +121,15 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let assets = Assets::load()?;
     let metrics = [Metric::Ndcg(10), Metric::Mrr(10), Metric::Recall(100)];
+    // trec_eval's rules (query set, tie order) with `-l rel_threshold`.
+    let evaluation = EvalOptions::with_threshold(args.rel_threshold);
     let inputs = assets.input_checksums([DATA, args.model.as_str()])?;
     let config = Config {
         args: &args,
         data: DATA,
         split: "test",
         metrics: metrics.iter().map(Metric::name).collect(),
+        evaluation,
         bm25: Bm25Params::default(),
         encoder: EncoderParams::default(),
         inputs,
@@ -150,7 +160,8 @@ fn main() -> Result<()> {
     // First stages.
     let analyzer = Analyzer::default();
     let tfidf = TfIdf::build(&passages, &analyzer, TfIdfVariant::cosine())?;
-    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, Bm25Params::default())?);
+    let bm25_params = Bm25Params::default();
+    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, bm25_params)?);
     let encoder = Arc::new(BertEncoder::load(
         &assets,
         &args.model,
@@ -193,13 +204,16 @@ fn main() -> Result<()> {
         ("tfidf", "TF-IDF (cosine)".into(), &tfidf, args.depth),
         (
             "bm25",
-            "BM25 (Lucene, k1 0.9, b 0.4)".into(),
+            format!(
+                "BM25 ({:?}, k1 {}, b {})",
+                bm25_params.variant, bm25_params.k1, bm25_params.b
+            ),
             bm25.as_ref(),
             args.depth,
         ),
         (
             "dense",
-            "dense MiniLM-L6 flat IP".into(),
+            format!("dense {} flat IP", args.model),
             dense.as_ref(),
             args.depth,
         ),
@@ -209,12 +223,19 @@ fn main() -> Result<()> {
             &hybrid,
             args.depth,
         ),
-        ("rrf", "RRF (BM25 + dense, k = 60)".into(), &rrf, args.depth),
+        (
+            "rrf",
+            format!("RRF (BM25 + dense, k = {RRF_K})"),
+            &rrf,
+            args.depth,
+        ),
         (
             "bm25+maxsim",
             format!(
-                "BM25 top-{} → MaxSim (raw 384-d MiniLM tokens)",
-                args.rerank_depth
+                "BM25 top-{} → MaxSim (raw {}-d {} tokens)",
+                args.rerank_depth,
+                encoder.dim(),
+                args.model
             ),
             &reranked,
             args.rerank_depth,
@@ -234,21 +255,61 @@ fn main() -> Result<()> {
         });
     }
 
-    // Metrics.
+    // Metrics, as trec_eval computes them (see the module docs).
     let t = args.rel_threshold;
-    let results: Vec<Vec<MetricResult>> = systems
-        .iter()
-        .map(|s| evaluate_with_threshold(&s.run, &set.qrels, &metrics, t))
-        .collect::<workbench::Result<_>>()?;
-    let results_rel1: Vec<Vec<MetricResult>> = systems
-        .iter()
-        .map(|s| evaluate_with_threshold(&s.run, &set.qrels, &metrics, 1))
-        .collect::<workbench::Result<_>>()?;
+    let evaluation_rel1 = EvalOptions {
+        rel_threshold: 1,
+        ..evaluation
+    };
+    let score = |opts: &EvalOptions| -> workbench::Result<Vec<Vec<MetricResult>>> {
+        systems
+            .iter()
+            .map(|s| evaluate_with(&s.run, &set.qrels, &metrics, opts))
+            .collect()
+    };
+    let results = score(&evaluation)?;
+    let results_rel1 = score(&evaluation_rel1)?;
+
+    // TREC files, read back and scored again: the file must give the same numbers.
+    for (si, s) in systems.iter().enumerate() {
+        let tag = s.key.replace('+', "_");
+        let path = out.path(&format!("run.{tag}.trec"));
+        trec::write_run(&path, &s.run, &tag)?;
+        let back = trec::read_run(&path)?;
+        for (opts, want) in [(&evaluation, &results[si]), (&evaluation_rel1, &results_rel1[si])] {
+            let got = evaluate_with(&back, &set.qrels, &metrics, opts)?;
+            if &got != want {
+                anyhow::bail!(
+                    "{}: scoring the written run file gives {:?}, the in-memory run {:?}",
+                    path.display(),
+                    got.iter().map(|m| m.mean).collect::<Vec<_>>(),
+                    want.iter().map(|m| m.mean).collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    trec::write_qrels(out.path("qrels.dl19.trec"), &set.qrels)?;
+
     let base = systems
         .iter()
         .position(|s| s.key == "bm25")
         .expect("bm25 is a system");
-    let n_eval = results[base][1].per_query.len();
+    // Queries averaged by each column (the same for every system unless one of them
+    // returned nothing for a query).
+    let counts = |rs: &[Vec<MetricResult>]| -> Vec<String> {
+        (0..metrics.len())
+            .map(|mi| {
+                let mut n: Vec<usize> = rs.iter().map(|r| r[mi].queries()).collect();
+                n.sort_unstable();
+                n.dedup();
+                let n: Vec<String> = n.iter().map(usize::to_string).collect();
+                format!("{} {}", metrics[mi].name(), n.join(" / "))
+            })
+            .collect()
+    };
+    let counts_line = format!("Queries averaged: {}.", counts(results.as_slice()).join(", "));
+    let counts_line_rel1 = format!("Queries averaged: {}.", counts(results_rel1.as_slice()).join(", "));
+    println!("{counts_line}");
 
     let mut sig = Table::new(
         ["system", "metric"]
@@ -278,18 +339,41 @@ fn main() -> Result<()> {
         "MRR@10",
         "Recall@100",
         "seconds",
+        "queries_nDCG@10",
+        "queries_MRR@10",
+        "queries_Recall@100",
     ];
-    let mut table = Table::new(header).caption(format!(
-        "TREC DL19 passage subset ({} passages, {} judged queries). MRR@10 and Recall@100 count grade ≥ {t} as relevant \
-         (nDCG@10 uses grades 1–3 as gains). † / †† : randomisation test against BM25 (10,000 trials, seed {}), \
-         p < 0.05 / p < 0.01. MaxSim re-ranks BM25's top {}, so its Recall@100 equals BM25's.",
+    let positive: Vec<i32> = grades.keys().copied().filter(|&g| g > 0).collect();
+    let gains = match (positive.first(), positive.last()) {
+        (Some(lo), Some(hi)) if lo != hi => format!("grades {lo}–{hi} as gains"),
+        (Some(g), _) => format!("grade {g} as gain"),
+        _ => "no positive grade".to_string(),
+    };
+    // Stated only when measured: re-ranking BM25's top N keeps BM25's Recall@N.
+    let maxsim = systems
+        .iter()
+        .position(|s| s.key == "bm25+maxsim")
+        .expect("bm25+maxsim is a system");
+    let recall_name = &results[base][2].name;
+    let maxsim_recall = if results[maxsim][2].per_query == results[base][2].per_query {
+        format!(
+            " MaxSim re-ranks BM25's top {}; its {recall_name} equals BM25's on every query.",
+            args.rerank_depth
+        )
+    } else {
+        format!(" MaxSim re-ranks BM25's top {}.", args.rerank_depth)
+    };
+    let mut table = Table::new(header).caption(caption(
+        &args,
         passages.len(),
         queries.len(),
-        args.seed,
-        args.rerank_depth
+        &gains,
+        &maxsim_recall,
+        &counts_line,
     ));
-    let mut table_rel1 = Table::new(header)
-        .caption("Same runs, grade ≥ 1 counted as relevant for MRR@10 and Recall@100");
+    let mut table_rel1 = Table::new(header).caption(format!(
+        "Same runs, grade ≥ 1 counted as relevant for MRR@10 and Recall@100. {counts_line_rel1}"
+    ));
     for (si, s) in systems.iter().enumerate() {
         let cell = |mi: usize| {
             format!(
@@ -298,6 +382,7 @@ fn main() -> Result<()> {
                 stars.get(&(si, mi)).map(String::as_str).unwrap_or("")
             )
         };
+        let n = |rs: &[Vec<MetricResult>], mi: usize| rs[si][mi].queries().to_string();
         table.push([
             s.key.to_string(),
             s.label.clone(),
@@ -305,6 +390,9 @@ fn main() -> Result<()> {
             cell(1),
             cell(2),
             format!("{:.1}", s.seconds),
+            n(&results[..], 0),
+            n(&results[..], 1),
+            n(&results[..], 2),
         ])?;
         table_rel1.push([
             s.key.to_string(),
@@ -313,10 +401,13 @@ fn main() -> Result<()> {
             format!("{:.4}", results_rel1[si][1].mean),
             format!("{:.4}", results_rel1[si][2].mean),
             format!("{:.1}", s.seconds),
+            n(&results_rel1[..], 0),
+            n(&results_rel1[..], 1),
+            n(&results_rel1[..], 2),
         ])?;
     }
 
-    // Per-query values and TREC files.
+    // Per-query values.
     let mut per_query = Table::new(["system", "query_id", "ndcg@10", "mrr@10", "recall@100"]);
     for (si, s) in systems.iter().enumerate() {
         for qid in results[si][0].per_query.keys() {
@@ -329,10 +420,7 @@ fn main() -> Result<()> {
             };
             per_query.push([s.key.to_string(), qid.clone(), v(0), v(1), v(2)])?;
         }
-        let tag = s.key.replace('+', "_");
-        trec::write_run(out.path(&format!("run.{tag}.trec")), &s.run, &tag)?;
     }
-    trec::write_qrels(out.path("qrels.dl19.trec"), &set.qrels)?;
 
     // Figure: per-query nDCG@10 differences against BM25, bins of 0.05 over ±(largest |difference|).
     let all_diffs: Vec<Vec<f64>> = (0..systems.len())
@@ -384,7 +472,7 @@ fn main() -> Result<()> {
     let grid = HistogramGrid {
         caption: format!(
             "DL19 subset: per-query nDCG@10 of each system minus BM25 ({} queries)",
-            queries.len()
+            results[base][0].queries()
         ),
         panels,
         cols: 2,
@@ -397,11 +485,13 @@ fn main() -> Result<()> {
     sig.write_csv(&out.path("significance.csv"))?;
     per_query.write_csv(&out.path("per_query.csv"))?;
     let md = format!(
-        "{}\n\n{}\n{}\n\n{}\n\nSignificance against BM25 (two-sided p):\n\n{}",
+        "{}\n\n{}\n{}\n\n{}\n\nSignificance against BM25 (two-sided p; {} trials, seed {}):\n\n{}",
         table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         table_rel1.caption.as_deref().unwrap_or(""),
         table_rel1.to_markdown(),
+        thousands(args.trials),
+        args.seed,
         sig.to_markdown()
     );
     std::fs::write(out.path("metrics.md"), &md)?;
@@ -414,14 +504,83 @@ fn main() -> Result<()> {
                 "ndcg@10": results[si][0].mean,
                 "mrr@10": results[si][1].mean,
                 "recall@100": results[si][2].mean,
+                "queries": results[si]
+                    .iter()
+                    .map(|m| (m.name.clone(), m.queries()))
+                    .collect::<BTreeMap<_, _>>(),
                 "seconds": s.seconds,
             }),
         );
     }
     summary.insert("rel_threshold".into(), t.into());
-    summary.insert("evaluated_queries".into(), n_eval.into());
+    summary.insert(
+        "evaluated_queries".into(),
+        results[base][1].queries().into(),
+    );
+    summary.insert("evaluation".into(), serde_json::to_value(evaluation)?);
     summary.insert("qrels_grades".into(), serde_json::to_value(&grades)?);
     println!("{md}");
     exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
+}
+
+/// `10000` → `10,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The main table's caption: every fact in it comes from the arguments or the
+/// measured results.
+fn caption(
+    args: &Args,
+    passages: usize,
+    queries: usize,
+    gains: &str,
+    maxsim_recall: &str,
+    counts_line: &str,
+) -> String {
+    format!(
+        "TREC DL19 passage subset ({passages} passages, {queries} judged queries), scored as trec_eval 9.0.8 \
+         scores the run files (ties by descending passage id). MRR@10 and Recall@100 count grade ≥ {} as relevant \
+         (nDCG@10 uses {gains}). † / †† : randomisation test against BM25 ({} trials, seed {}), \
+         p < 0.05 / p < 0.01.{maxsim_recall} {counts_line}",
+        args.rel_threshold,
+        thousands(args.trials),
+        args.seed,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(10_000), "10,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn caption_states_the_configured_trials_seed_and_threshold() {
+        // The caption used to say "10,000 trials" whatever --trials said.
+        let args = Args::parse_from(["exp_dl19", "--trials", "500", "--seed", "7", "--rel-threshold", "3"]);
+        let c = caption(&args, 5000, 43, "grades 1–3 as gains", "", "Queries averaged: ndcg@10 43.");
+        assert!(c.contains("(500 trials, seed 7)"), "{c}");
+        assert!(!c.contains("10,000"), "{c}");
+        assert!(c.contains("grade ≥ 3"), "{c}");
+        assert!(c.contains("5000 passages, 43 judged queries"), "{c}");
+        let default = Args::parse_from(["exp_dl19"]);
+        assert!(caption(&default, 1, 1, "", "", "").contains("(10,000 trials, seed 42)"));
+    }
 }

@@ -2,14 +2,16 @@
 //!
 //! | file | what it holds | reference |
 //! |---|---|---|
-//! | [`ranking`] | recall, precision, MRR, nDCG, MAP, hits over a [`Run`](crate::Run) and [`Qrels`](crate::Qrels) | trec_eval 9.x conventions; Järvelin & Kekäläinen (2002) for nDCG |
+//! | [`ranking`] | recall, precision, reciprocal rank (with and without cut-off), nDCG, MAP, success over a [`Run`](crate::Run) and [`Qrels`](crate::Qrels) | trec_eval 9.0.8, checked against its C code (pytrec_eval) in `tests/trec_eval.rs`; Järvelin & Kekäläinen (2002) for nDCG |
 //! | [`qa`] | SQuAD exact match and token F1, DPR-style answer recall | SQuAD v2.0 official eval script; Karpukhin et al. (2020) |
-//! | [`significance`] | paired t, randomisation and bootstrap tests on per-query scores | Smucker, Allan & Carterette (2007); Efron & Tibshirani (1993) |
+//! | [`significance`] | paired t, randomisation, bootstrap and studentised bootstrap tests on per-query scores | Smucker, Allan & Carterette (2007); Efron & Tibshirani (1993); Sakai (2006) |
 //! | [`trec`] | read and write TREC run and qrels files | trec_eval file formats |
 //!
 //! Every ranking metric returns a [`MetricResult`]: the mean over the evaluated
 //! queries *and* the per-query values, so the per-query maps can go straight into
-//! the paired tests of [`significance`]:
+//! the paired tests of [`significance`]. By default the metrics score a run as
+//! `trec_eval` does (which queries count, how tied scores are ranked; see
+//! [`ranking`] and [`EvalOptions`]):
 //!
 //! ```
 //! use workbench::evaluate::{evaluate, significance, Metric};
@@ -45,5 +47,8 @@ pub mod ranking;
 pub mod significance;
 pub mod trec;
 
-pub use ranking::{evaluate, evaluate_with_threshold, Metric, MetricResult};
+pub use ranking::{
+    evaluate, evaluate_with, evaluate_with_threshold, EvalOptions, HitOrder, Metric, MetricResult,
+    QuerySet,
+};
 pub use significance::{quantile, TestResult};

@@ -9,7 +9,8 @@
 //! |---|---|---|
 //! | [`paired_t_test`] | Student t, n − 1 df | Student (1908); Smucker, Allan & Carterette (2007) |
 //! | [`randomization_test`] | random sign flips of the differences | Fisher (1935); Smucker, Allan & Carterette (2007) |
-//! | [`bootstrap_test`] | resampled differences shifted to mean 0 | Efron & Tibshirani (1993, §16.4); Sakai (2006) |
+//! | [`bootstrap_test`] | resampled differences shifted to mean 0 | Efron & Tibshirani (1993, §16.4) |
+//! | [`studentized_bootstrap_test`] | t statistics of resampled, mean-shifted differences | Sakai (2006); Efron & Tibshirani (1993, §16.4, Algorithm 16.2) |
 //!
 //! Smucker, Allan & Carterette, "A comparison of statistical significance tests
 //! for information retrieval evaluation", CIKM 2007, recommend the randomisation
@@ -37,7 +38,8 @@ use std::collections::BTreeMap;
 /// The outcome of a paired test of system A against system B.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestResult {
-    /// Which test: `paired_t`, `randomization` or `bootstrap`.
+    /// Which test: `paired_t`, `randomization`, `bootstrap` or
+    /// `studentized_bootstrap`.
     pub test: String,
     /// Number of paired queries.
     pub n: usize,
@@ -47,8 +49,9 @@ pub struct TestResult {
     pub mean_b: f64,
     /// Mean of the per-query differences `a − b` (= `mean_a − mean_b`).
     pub mean_diff: f64,
-    /// The test statistic: the t value for the t-test, the observed mean
-    /// difference for the randomisation and bootstrap tests.
+    /// The test statistic: the t value for the t-test and the studentised
+    /// bootstrap, the observed mean difference for the randomisation and bootstrap
+    /// tests.
     pub statistic: f64,
     /// Two-sided p-value.
     pub p_value: f64,
@@ -113,19 +116,7 @@ impl Paired {
     /// Sample standard deviation of the differences (n − 1 denominator), or `None`
     /// when they are constant up to rounding.
     fn sd_diff(&self) -> Option<f64> {
-        let (lo, hi) = self
-            .diffs
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &d| {
-                (lo.min(d), hi.max(d))
-            });
-        let scale = self.diffs.iter().fold(1.0f64, |m, d| m.max(d.abs()));
-        if hi - lo <= 1e-12 * scale {
-            return None;
-        }
-        let m = self.mean_diff();
-        let ss: f64 = self.diffs.iter().map(|d| (d - m).powi(2)).sum();
-        Some((ss / (self.n() - 1) as f64).sqrt())
+        sample_sd(&self.diffs)
     }
 
     /// Cohen's d_z, with the degenerate cases of [`TestResult::effect_size`].
@@ -163,6 +154,35 @@ impl Paired {
 
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Sample standard deviation (n − 1 denominator) of `x` (n ≥ 2), or `None` when
+/// the values are constant up to rounding.
+fn sample_sd(x: &[f64]) -> Option<f64> {
+    let (lo, hi) = x
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &d| {
+            (lo.min(d), hi.max(d))
+        });
+    let scale = x.iter().fold(1.0f64, |m, d| m.max(d.abs()));
+    if hi - lo <= 1e-12 * scale {
+        return None;
+    }
+    let m = mean(x);
+    let ss: f64 = x.iter().map(|d| (d - m).powi(2)).sum();
+    Some((ss / (x.len() - 1) as f64).sqrt())
+}
+
+/// The one-sample t statistic `mean(x) / (sd(x) / √n)`, with the limits of
+/// [`paired_t_test`] when the values are constant: 0 when they are all 0 (up to
+/// rounding), ±∞ (sign of the mean) otherwise.
+fn t_statistic(x: &[f64]) -> f64 {
+    let m = mean(x);
+    match sample_sd(x) {
+        Some(sd) => m / (sd / (x.len() as f64).sqrt()),
+        None if is_zero(m, x) => 0.0,
+        None => f64::INFINITY.copysign(m),
+    }
 }
 
 /// A mean of constant differences that is zero up to rounding.
@@ -284,7 +304,64 @@ pub fn bootstrap_test(
     Ok(p.result("bootstrap", observed, pv, Some(ci)))
 }
 
-/// System A against baseline B on one metric, by all three paired tests with the
+/// Studentised paired bootstrap test (Sakai 2006, "Evaluating evaluation metrics
+/// based on the bootstrap", SIGIR 2006, Fig. 1; the bootstrap-t test of Efron &
+/// Tibshirani 1993, §16.4, Algorithm 16.2, applied to paired differences).
+///
+/// With differences `z_i = a_i − b_i`, their mean `z̄` and sample standard
+/// deviation `σ̄` (n − 1 denominator), the observed statistic is
+///
+/// `t(z) = z̄ / (σ̄ / √n)`
+///
+/// (the paired t statistic). The differences are shifted to obey the null
+/// hypothesis, `w_i = z_i − z̄`. Each of `trials` rounds draws n values of `w` with
+/// replacement, `w*`, and computes `t(w*) = w̄* / (σ̄* / √n)` the same way. The
+/// two-sided achieved significance level is
+///
+/// `p = (#{|t(w*)| ≥ |t(z)|} + 1) / (trials + 1)`
+///
+/// (Sakai reports `count / B`; the +1 is this module's convention, see the module
+/// docs). Studentising makes the resampled statistic pivotal, which is why Sakai
+/// prefers it to the plain [`bootstrap_test`] of the mean. A sample with zero
+/// variance takes the t-test's limits: `t = 0` when its mean is 0, ±∞ otherwise
+/// (so identical systems give p = 1, and a constant nonzero difference gives
+/// p = 1 / (trials + 1)). `statistic` is `t(z)`; `ci95` is `None`.
+///
+/// The resamples use `ChaCha8Rng::seed_from_u64(seed)` and draw indices exactly
+/// as [`bootstrap_test`] does, so with the same seed both tests see the same
+/// resamples.
+///
+/// Errors: `trials == 0`, plus the pairing errors of the module docs.
+pub fn studentized_bootstrap_test(
+    a: &BTreeMap<String, f64>,
+    b: &BTreeMap<String, f64>,
+    trials: usize,
+    seed: u64,
+) -> Result<TestResult> {
+    check_trials(trials)?;
+    let p = Paired::new(a, b)?;
+    let n = p.n();
+    let z_bar = p.mean_diff();
+    let observed = t_statistic(&p.diffs);
+    let w: Vec<f64> = p.diffs.iter().map(|z| z - z_bar).collect();
+    // "At least as extreme" up to rounding of the observed statistic.
+    let threshold = observed.abs() * (1.0 - 1e-9);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut sample = vec![0.0; n];
+    let mut extreme = 0usize;
+    for _ in 0..trials {
+        for s in sample.iter_mut() {
+            *s = w[rng.gen_range(0..n)];
+        }
+        if t_statistic(&sample).abs() >= threshold {
+            extreme += 1;
+        }
+    }
+    let pv = (extreme + 1) as f64 / (trials + 1) as f64;
+    Ok(p.result("studentized_bootstrap", observed, pv, None))
+}
+
+/// System A against baseline B on one metric, by all four paired tests with the
 /// same trials and seed — one row of an experiment's significance table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
@@ -294,11 +371,13 @@ pub struct Comparison {
     pub randomization: TestResult,
     /// Paired bootstrap test with the 95% interval of the mean difference.
     pub bootstrap: TestResult,
+    /// Studentised paired bootstrap test (Sakai 2006).
+    pub studentized_bootstrap: TestResult,
 }
 
 impl Comparison {
     /// Column names of [`Comparison::cells`].
-    pub const COLUMNS: [&'static str; 10] = [
+    pub const COLUMNS: [&'static str; 11] = [
         "mean",
         "baseline_mean",
         "diff",
@@ -306,6 +385,7 @@ impl Comparison {
         "p_paired_t",
         "p_randomization",
         "p_bootstrap",
+        "p_studentized_bootstrap",
         "bootstrap_ci95_lo",
         "bootstrap_ci95_hi",
         "queries",
@@ -323,6 +403,7 @@ impl Comparison {
             format!("{:.4}", t.p_value),
             format!("{:.4}", self.randomization.p_value),
             format!("{:.4}", self.bootstrap.p_value),
+            format!("{:.4}", self.studentized_bootstrap.p_value),
             format!("{lo:.4}"),
             format!("{hi:.4}"),
             t.n.to_string(),
@@ -348,7 +429,9 @@ pub fn marker(p: f64) -> &'static str {
 }
 
 /// Compare per-query scores `a` (system) with `b` (baseline) by the paired t,
-/// randomisation and bootstrap tests (`trials` rounds each, `seed`).
+/// randomisation, bootstrap and studentised bootstrap tests (`trials` rounds
+/// each, each test seeded with `seed` on its own generator, so adding a test never
+/// changes another's numbers).
 pub fn compare(
     a: &BTreeMap<String, f64>,
     b: &BTreeMap<String, f64>,
@@ -359,6 +442,7 @@ pub fn compare(
         paired_t: paired_t_test(a, b)?,
         randomization: randomization_test(a, b, trials, seed)?,
         bootstrap: bootstrap_test(a, b, trials, seed)?,
+        studentized_bootstrap: studentized_bootstrap_test(a, b, trials, seed)?,
     })
 }
 
@@ -609,6 +693,107 @@ mod tests {
     }
 
     #[test]
+    fn studentized_bootstrap_by_hand_n2() {
+        // z = [0, 1]: z̄ = 0.5, σ̄ = √0.5, t(z) = 0.5 / (√0.5 / √2) = 1.
+        // w = [−0.5, 0.5]. A resample of 2 is [−.5, −.5] or [.5, .5] (prob ½,
+        // zero variance, nonzero mean → t* = ∓∞, extreme) or mixed (prob ½, mean
+        // 0 → t* = 0, not extreme) → p ≈ 0.5.
+        let r = studentized_bootstrap_test(&scores(&[1.0, 1.0]), &scores(&[1.0, 0.0]), 20_000, 9)
+            .unwrap();
+        assert_eq!(r.test, "studentized_bootstrap");
+        assert!(close(r.statistic, 1.0, 1e-12), "{}", r.statistic);
+        assert!(close(r.p_value, 0.5, 0.02), "{}", r.p_value);
+        assert_eq!(r.ci95, None);
+        assert!(close(r.mean_diff, 0.5, 0.0));
+    }
+
+    #[test]
+    fn studentized_bootstrap_matches_exact_enumeration() {
+        // z = [0.1, 0.2, −0.05, 0.3] (the t-test fixture): t(z) = 1.8418804. The
+        // exact bootstrap ASL enumerates all 4⁴ = 256 equally likely index
+        // tuples; computed here with the formula written out independently.
+        let a = scores(&[0.5, 0.7, 0.3, 0.9]);
+        let b = scores(&[0.4, 0.5, 0.35, 0.6]);
+        let z = [0.1, 0.2, -0.05, 0.3];
+        let n = z.len();
+        let z_bar = z.iter().sum::<f64>() / n as f64;
+        let t = |x: &[f64]| {
+            let m = x.iter().sum::<f64>() / n as f64;
+            let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1) as f64;
+            m / (var.sqrt() / (n as f64).sqrt())
+        };
+        let t_obs = t(&z);
+        assert!(close(t_obs, 1.8418803882136272, 1e-9));
+        let w: Vec<f64> = z.iter().map(|v| v - z_bar).collect();
+        let mut extreme = 0;
+        for code in 0..256usize {
+            let idx = [code & 3, (code >> 2) & 3, (code >> 4) & 3, code >> 6];
+            // All four indices equal: zero variance, nonzero mean → t* = ±∞.
+            if idx.iter().all(|&i| i == idx[0]) {
+                extreme += 1;
+                continue;
+            }
+            let x: Vec<f64> = idx.iter().map(|&i| w[i]).collect();
+            if t(&x).abs() >= t_obs {
+                extreme += 1;
+            }
+        }
+        let exact = extreme as f64 / 256.0;
+        let r = studentized_bootstrap_test(&a, &b, 50_000, 5).unwrap();
+        assert!(close(r.statistic, t_obs, 1e-9));
+        // Monte Carlo sd at 50,000 trials ≤ 0.0023.
+        assert!(
+            close(r.p_value, exact, 0.01),
+            "{} vs exact {exact}",
+            r.p_value
+        );
+    }
+
+    #[test]
+    fn studentized_bootstrap_identical_and_different() {
+        let (a, b) = strongly_different();
+        let same = studentized_bootstrap_test(&a, &a, 1000, 3).unwrap();
+        assert_eq!((same.p_value, same.statistic), (1.0, 0.0));
+        let r = studentized_bootstrap_test(&a, &b, 1000, 3).unwrap();
+        // t(z) is huge and every resample of the centred differences has a small
+        // |t*|: p = 1/1001.
+        assert!(r.p_value < 0.01, "{}", r.p_value);
+        assert!(r.statistic > 10.0, "{}", r.statistic);
+        assert_eq!(
+            r.statistic,
+            paired_t_test(&a, &b).unwrap().statistic,
+            "the observed statistic is the paired t"
+        );
+        // A constant nonzero difference: t(z) = +∞, every resample of w = 0 has
+        // t* = 0, so p = 1 / (trials + 1).
+        let shifted: BTreeMap<String, f64> = a.iter().map(|(q, v)| (q.clone(), v - 0.25)).collect();
+        let c = studentized_bootstrap_test(&a, &shifted, 999, 3).unwrap();
+        assert_eq!((c.statistic, c.p_value), (f64::INFINITY, 0.001));
+    }
+
+    #[test]
+    fn studentized_bootstrap_seeding() {
+        let (a, b) = moderate();
+        let r1 = studentized_bootstrap_test(&a, &b, 2000, 11).unwrap();
+        assert_eq!(r1, studentized_bootstrap_test(&a, &b, 2000, 11).unwrap());
+        let ps: Vec<f64> = (12..16)
+            .map(|s| studentized_bootstrap_test(&a, &b, 2000, s).unwrap().p_value)
+            .collect();
+        assert!(ps.iter().any(|&p| p != r1.p_value), "{ps:?}");
+        for p in &ps {
+            assert!(close(*p, r1.p_value, 0.05), "{p} vs {}", r1.p_value);
+        }
+        let e = studentized_bootstrap_test(&a, &b, 0, 1).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidParam { name: "trials", .. }),
+            "{e}"
+        );
+        let mut short = b.clone();
+        short.remove("q03");
+        assert!(studentized_bootstrap_test(&a, &short, 10, 1).is_err());
+    }
+
+    #[test]
     fn quantile_type7() {
         let v = [1.0, 2.0, 3.0, 4.0, 5.0];
         assert_eq!(quantile(&v, 0.0), 1.0);
@@ -631,6 +816,10 @@ mod tests {
             randomization_test(&a, &b, 2000, 7).unwrap()
         );
         assert_eq!(c.bootstrap, bootstrap_test(&a, &b, 2000, 7).unwrap());
+        assert_eq!(
+            c.studentized_bootstrap,
+            studentized_bootstrap_test(&a, &b, 2000, 7).unwrap()
+        );
         // Every sign flip but the observed one has a smaller |sum|: p = 2/1024 in the
         // exact test, so the Monte Carlo p is far below 0.01.
         assert!(c.randomization.p_value < 0.01);
@@ -638,7 +827,14 @@ mod tests {
         let cells = c.cells();
         assert_eq!(cells.len(), Comparison::COLUMNS.len());
         assert_eq!(cells[2], "+0.5500");
-        assert_eq!(cells[9], "10");
+        assert_eq!(cells[10], "10");
+        assert_eq!(
+            cells[Comparison::COLUMNS
+                .iter()
+                .position(|c| *c == "p_studentized_bootstrap")
+                .unwrap()],
+            format!("{:.4}", c.studentized_bootstrap.p_value)
+        );
         // Identical systems: p = 1, no mark.
         let same = compare(&a, &a, 200, 7).unwrap();
         assert_eq!(same.marker(), "");

@@ -8,22 +8,37 @@
 //!
 //! Blank lines are skipped. Any other line with the wrong number of columns or an
 //! unparsable number is an [`Error::Malformed`] naming the file and 1-based line,
-//! and so is a second line for the same (qid, docid) pair. A file with no records
-//! is an [`Error::BadInput`]. Ids must not contain whitespace; the writers check.
+//! and so is a NaN score and a second line for the same (qid, docid) pair. A file
+//! with no records is an [`Error::BadInput`]. Ids must not contain whitespace; the
+//! writers check.
+//!
+//! **Scores and order, as trec_eval 9.0.8 sees them.** trec_eval reads a score
+//! with `atof` (to `double`) into a C `float`, ranks by that score descending and
+//! breaks ties by document id descending, ignoring the rank column
+//! ([`crate::evaluate::ranking::trec_eval_cmp`]). [`read_run`] does the same: it
+//! parses the score as `f64` and rounds it to `f32`, and returns each query's hits
+//! in that order. [`write_run`] writes each `f32` score in Rust's shortest
+//! round-trip form, which parses back (through `f64` or directly) to the same
+//! `f32`, and writes the lines in trec_eval's order with ranks 1, 2, … in that
+//! order, so the rank column agrees with what trec_eval evaluates. Written and
+//! read back, a run scores exactly as it did in memory.
 
+use crate::evaluate::ranking::trec_eval_cmp;
 use crate::{Error, Hit, Qrels, Result, Run};
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
-/// Write `run` as a TREC run file. Each query's hits are written in `Vec` order
+/// Write `run` as a TREC run file. Each query's hits are written in trec_eval's
+/// order (score descending, ties by document id descending; see the module docs)
 /// with ranks 1, 2, …; scores use Rust's shortest round-trip formatting, so
-/// [`read_run`] gives back the same `f32`s.
+/// [`read_run`] and trec_eval read back the same `f32`s. A query with no hits
+/// writes no line (the format cannot hold it).
 ///
 /// Errors: an empty run ([`Error::Empty`]); an empty `tag`, or a tag, query id or
-/// document id that is empty or contains whitespace ([`Error::InvalidParam`]);
-/// I/O failures.
+/// document id that is empty or contains whitespace, or a NaN score
+/// ([`Error::InvalidParam`]); I/O failures.
 pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
     let path = path.as_ref();
     if run.values().all(Vec::is_empty) {
@@ -37,11 +52,22 @@ pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
         check_token("run", "query id", qid)?;
         for h in hits {
             check_token("run", "document id", &h.id)?;
+            if h.score.is_nan() {
+                return Err(Error::param(
+                    "run",
+                    format!(
+                        "query `{qid}`, document `{}`: a NaN score cannot be ranked",
+                        h.id
+                    ),
+                ));
+            }
         }
     }
     write_lines(path, |w| {
         for (qid, hits) in run {
-            for (i, h) in hits.iter().enumerate() {
+            let mut ranked: Vec<&Hit> = hits.iter().collect();
+            ranked.sort_by(|a, b| trec_eval_cmp(a, b));
+            for (i, h) in ranked.into_iter().enumerate() {
                 writeln!(w, "{qid} Q0 {} {} {} {tag}", h.id, i + 1, h.score)?;
             }
         }
@@ -49,13 +75,15 @@ pub fn write_run(path: impl AsRef<Path>, run: &Run, tag: &str) -> Result<()> {
     })
 }
 
-/// Read a TREC run file. Each query's hits are ordered by the rank column
-/// (ascending; equal ranks keep file order), not by score.
+/// Read a TREC run file. Each query's hits are ordered as trec_eval ranks them:
+/// by score (read as `f64`, then rounded to `f32`, as trec_eval's `atof` into a
+/// `float`) descending, ties by document id descending. The rank column must be a
+/// non-negative integer but, as in trec_eval, does not decide the order.
 ///
 /// Errors: see the module docs.
 pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
     let path = path.as_ref();
-    let mut ranked: BTreeMap<String, Vec<(u64, Hit)>> = BTreeMap::new();
+    let mut run: Run = BTreeMap::new();
     let mut seen: HashSet<(String, String)> = HashSet::new();
     for_each_record(path, |line_no, cols| {
         let [qid, _q0, docid, rank, score, _tag] = cols[..] else {
@@ -68,16 +96,23 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
                 ),
             ));
         };
-        let rank: u64 = rank.parse().map_err(|_| {
+        rank.parse::<u64>().map_err(|_| {
             Error::malformed(
                 path,
                 line_no,
                 format!("rank `{rank}` is not a non-negative integer"),
             )
         })?;
-        let score: f32 = score.parse().map_err(|_| {
+        let wide: f64 = score.parse().map_err(|_| {
             Error::malformed(path, line_no, format!("score `{score}` is not a number"))
         })?;
+        if wide.is_nan() {
+            return Err(Error::malformed(
+                path,
+                line_no,
+                format!("score `{score}` is NaN, which has no rank"),
+            ));
+        }
         if !seen.insert((qid.to_string(), docid.to_string())) {
             return Err(Error::malformed(
                 path,
@@ -85,19 +120,15 @@ pub fn read_run(path: impl AsRef<Path>) -> Result<Run> {
                 format!("document `{docid}` appears twice for query `{qid}`"),
             ));
         }
-        ranked
-            .entry(qid.to_string())
+        run.entry(qid.to_string())
             .or_default()
-            .push((rank, Hit::new(docid, score)));
+            .push(Hit::new(docid, wide as f32));
         Ok(())
     })?;
-    Ok(ranked
-        .into_iter()
-        .map(|(qid, mut hits)| {
-            hits.sort_by_key(|(rank, _)| *rank); // stable: ties keep file order
-            (qid, hits.into_iter().map(|(_, h)| h).collect())
-        })
-        .collect())
+    for hits in run.values_mut() {
+        hits.sort_by(trec_eval_cmp);
+    }
+    Ok(run)
 }
 
 /// Write `qrels` as a TREC qrels file, `qid 0 docid grade`, in id order.
@@ -253,21 +284,73 @@ mod tests {
     }
 
     #[test]
-    fn read_run_sorts_by_rank_column() {
+    fn read_run_orders_like_trec_eval() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("run.txt");
-        // Out of order, tabs and extra spaces, a blank line; scores disagree with
-        // ranks on purpose: the rank column wins.
+        // Out of order, tabs and extra spaces, a blank line; the rank column
+        // disagrees with the scores on purpose: as in trec_eval, the scores win,
+        // and tied scores go by descending id (d 5.0 ties c 5, and 2.0000000001
+        // ties 2 once rounded to f32).
         std::fs::write(
             &p,
-            "q1 Q0 b 2 9.0 t\n\nq1\tQ0\ta\t1\t1.0\tt\n  q1 0 c 3 5 other  \nq0 Q0 x 1 1 t\n",
+            "q1 Q0 b 2 9.0 t\n\nq1\tQ0\ta\t1\t1.0\tt\n  q1 0 c 3 5 other  \nq1 Q0 d 4 5.0 t\n\
+             q0 Q0 x 1 2 t\nq0 Q0 w 2 2.0000000001 t\nq0 Q0 y 3 2.0001 t\n",
         )
         .unwrap();
         let run = read_run(&p).unwrap();
-        let ids: Vec<&str> = run["q1"].iter().map(|h| h.id.as_str()).collect();
-        assert_eq!(ids, ["a", "b", "c"]);
-        assert_eq!(run["q1"][0].score, 1.0);
+        let ids = |q: &str| -> Vec<String> { run[q].iter().map(|h| h.id.clone()).collect() };
+        assert_eq!(ids("q1"), ["b", "d", "c", "a"]);
+        assert_eq!(run["q1"][0].score, 9.0);
+        assert_eq!(ids("q0"), ["y", "x", "w"]);
+        assert_eq!(run["q0"][2].score, 2.0);
         assert_eq!(run.keys().collect::<Vec<_>>(), ["q0", "q1"]);
+    }
+
+    #[test]
+    fn write_run_writes_trec_evals_order_and_ranks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.trec");
+        // A retriever's order: ties by ascending id. The file gets trec_eval's.
+        let mut run = Run::new();
+        run.insert(
+            "q".into(),
+            vec![
+                Hit::new("a", 2.0),
+                Hit::new("b", 2.0),
+                Hit::new("c", 1.0),
+                Hit::new("d", -0.0),
+                Hit::new("e", 0.0),
+            ],
+        );
+        write_run(&p, &run, "t").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "q Q0 b 1 2 t\nq Q0 a 2 2 t\nq Q0 c 3 1 t\nq Q0 e 4 0 t\nq Q0 d 5 -0 t\n"
+        );
+        let back = read_run(&p).unwrap();
+        let ids: Vec<&str> = back["q"].iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, ["b", "a", "c", "e", "d"]);
+        // A NaN score is refused, naming the query and document.
+        run.get_mut("q").unwrap().push(Hit::new("n", f32::NAN));
+        let e = write_run(&p, &run, "t").unwrap_err();
+        assert!(matches!(e, Error::InvalidParam { .. }), "{e}");
+        assert!(e.to_string().contains("`n`"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Every finite or infinite f32 survives write → read exactly, both through
+        /// Rust's f32 parser and through f64 then f32 (trec_eval's `atof` into a
+        /// `float`, and pytrec_eval's `float()`).
+        #[test]
+        fn scores_round_trip_bit_exactly(bits in proptest::prelude::any::<u32>()) {
+            let x = f32::from_bits(bits);
+            proptest::prop_assume!(!x.is_nan());
+            let text = format!("{x}");
+            let direct: f32 = text.parse().unwrap();
+            let via_f64 = text.parse::<f64>().unwrap() as f32;
+            proptest::prop_assert_eq!(direct.to_bits(), bits, "{}", text);
+            proptest::prop_assert_eq!(via_f64.to_bits(), bits, "{}", text);
+        }
     }
 
     #[test]
@@ -278,6 +361,7 @@ mod tests {
             ("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 1.0\n", 2, "6 columns"),
             ("q1 Q0 a one 1.0 t\n", 1, "rank"),
             ("q1 Q0 a 1 high t\n", 1, "score"),
+            ("q1 Q0 a 1 1 t\nq1 Q0 b 2 NaN t\n", 2, "NaN"),
             ("q1 Q0 a 1 1 t\n\nq1 Q0 a 2 0.5 t\n", 3, "twice"),
         ];
         for (text, line, what) in cases {

@@ -63,6 +63,6 @@ impl Reranker for BiEncoderReranker {
         }
         let texts: Vec<&str> = cands.iter().map(|c| c.text).collect();
         let scores = self.scores(query, &texts)?;
-        Ok(finish(&cands, &scores, k))
+        finish(&cands, &scores, k)
     }
 }

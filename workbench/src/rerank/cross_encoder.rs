@@ -449,7 +449,7 @@ impl Reranker for CrossEncoder {
         let cands = resolve_candidates(candidates, passages, k)?;
         let texts: Vec<&str> = cands.iter().map(|c| c.text).collect();
         let scores = self.score_pairs(query, &texts)?;
-        Ok(finish(&cands, &scores, k))
+        finish(&cands, &scores, k)
     }
 }
 

@@ -756,7 +756,7 @@ impl TokenStore {
             .into_par_iter()
             .map(|i| Hit::new(self.ids[i].clone(), self.score(q, i)))
             .collect();
-        Ok(crate::retrieve::top_k(hits, k))
+        crate::retrieve::top_k(hits, k)
     }
 
     /// Write to `path` (through a temporary file renamed into place).
@@ -1195,7 +1195,7 @@ impl Reranker for MaxSimReranker {
                 }
             })
             .collect::<Result<Vec<f32>>>()?;
-        Ok(finish(&cands, &scores, k))
+        finish(&cands, &scores, k)
     }
 }
 
@@ -1294,7 +1294,7 @@ mod e2e {
                 .into_iter()
                 .map(|i| Hit::new(self.store.ids()[i].clone(), self.store.score(q, i)))
                 .collect();
-            Ok(top_k(hits, k))
+            top_k(hits, k)
         }
     }
 

@@ -215,8 +215,9 @@ pub fn resolve_candidates<'c, 'p>(
 /// The shared second half: pair candidates with their new scores and keep the best `k`
 /// (descending score, ties by ascending id).
 ///
+/// Errors: a NaN score, as [`top_k`].
 /// Panics if `scores.len() != candidates.len()` (an implementation bug, not an input error).
-pub fn finish(candidates: &[Candidate<'_, '_>], scores: &[f32], k: usize) -> Vec<Hit> {
+pub fn finish(candidates: &[Candidate<'_, '_>], scores: &[f32], k: usize) -> Result<Vec<Hit>> {
     assert_eq!(
         candidates.len(),
         scores.len(),
@@ -269,7 +270,7 @@ where
     ) -> Result<Vec<Hit>> {
         let cands = resolve_candidates(candidates, passages, k)?;
         let scores: Vec<f32> = cands.iter().map(|c| (self.score)(query, c.text)).collect();
-        Ok(finish(&cands, &scores, k))
+        finish(&cands, &scores, k)
     }
 }
 

@@ -144,7 +144,7 @@ impl DenseRetriever {
         // A few extra candidates so that ties at the cut are broken by id, not by FAISS.
         let fetch = k.saturating_add(8).min(self.ids.len().max(1));
         let found = self.index.search(queries, fetch)?;
-        Ok(found
+        found
             .into_iter()
             .map(|list| {
                 let hits = list
@@ -153,7 +153,7 @@ impl DenseRetriever {
                     .collect();
                 top_k(hits, k)
             })
-            .collect())
+            .collect()
     }
 
     /// [`retrieve`](Retriever::retrieve), also returning how long encoding and search took.

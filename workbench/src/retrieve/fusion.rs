@@ -213,7 +213,7 @@ impl Fusion {
                 Hit::new(id, s as f32)
             })
             .collect();
-        Ok(top_k(hits, usize::MAX))
+        top_k(hits, usize::MAX)
     }
 }
 

@@ -66,15 +66,30 @@ impl<R: Retriever + ?Sized> Retriever for std::sync::Arc<R> {
 }
 
 /// Sort hits by descending score, ties by ascending id, and keep the first `k`.
-pub fn top_k(mut hits: Vec<Hit>, k: usize) -> Vec<Hit> {
+///
+/// Scores are compared with `f32::total_cmp` (as [`impact`] does), after turning
+/// `-0.0` into `0.0` so that the two zeros tie and fall back to the id.
+///
+/// Errors: a NaN score ([`crate::Error::InvalidParam`] naming the passage): it has
+/// no place in a ranking, and it only arises from corrupt inputs (a NaN embedding
+/// or model output), which must not be ranked silently.
+pub fn top_k(mut hits: Vec<Hit>, k: usize) -> Result<Vec<Hit>> {
+    if let Some(h) = hits.iter().find(|h| h.score.is_nan()) {
+        return Err(crate::Error::param(
+            "hits",
+            format!(
+                "passage `{}` has a NaN score, which cannot be ranked (corrupt embeddings or model output?)",
+                h.id
+            ),
+        ));
+    }
     hits.sort_by(|a, b| {
-        b.score
-            .partial_cmp(&a.score)
-            .unwrap_or(std::cmp::Ordering::Equal)
+        (b.score + 0.0)
+            .total_cmp(&(a.score + 0.0))
             .then_with(|| a.id.cmp(&b.id))
     });
     hits.truncate(k);
-    hits
+    Ok(hits)
 }
 
 /// Reject `k == 0` with a clear error.
@@ -83,4 +98,50 @@ pub fn check_k(k: usize) -> Result<()> {
         return Err(crate::Error::param("k", "must be at least 1"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.id.as_str()).collect()
+    }
+
+    #[test]
+    fn top_k_sorts_by_score_then_ascending_id() {
+        let hits = vec![
+            Hit::new("c", 1.0),
+            Hit::new("b", 2.0),
+            Hit::new("z", 0.0),
+            Hit::new("a", 1.0),
+            Hit::new("y", -0.0),
+            Hit::new("n", f32::NEG_INFINITY),
+            Hit::new("p", f32::INFINITY),
+        ];
+        let top = top_k(hits.clone(), 10).unwrap();
+        // -0.0 and 0.0 tie, so the id decides (y before z).
+        assert_eq!(ids(&top), ["p", "b", "a", "c", "y", "z", "n"]);
+        assert_eq!(ids(&top_k(hits, 3).unwrap()), ["p", "b", "a"]);
+        assert!(top_k(Vec::new(), 3).unwrap().is_empty());
+    }
+
+    #[test]
+    fn top_k_rejects_nan_instead_of_ranking_inconsistently() {
+        // With `partial_cmp(..).unwrap_or(Equal)` this list came back as
+        // [a 1.0, m NaN, x 2.0]: NaN "equals" every score, so the id tie-break made
+        // the order cyclic (a < m < x < a) and put 1.0 above 2.0. Now it is an
+        // error that names the passage.
+        let hits = vec![
+            Hit::new("m", f32::NAN),
+            Hit::new("a", 1.0),
+            Hit::new("x", 2.0),
+        ];
+        let e = top_k(hits, 3).unwrap_err();
+        assert!(
+            matches!(e, crate::Error::InvalidParam { name: "hits", .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("`m`"), "{e}");
+    }
 }
