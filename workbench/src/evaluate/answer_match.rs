@@ -345,13 +345,15 @@ pub fn dpr_tokens(text: &str) -> Vec<String> {
 ///
 /// - the pattern does not compile in Rust (a syntax error, or a feature the crate
 ///   lacks: look-around `(?=…)`/`(?<=…)`, backreferences `\1`, atomic groups,
-///   possessive quantifiers, `\Z`, …);
+///   possessive quantifiers, `\Z`, `{,n}`, a `{` that is not a repetition, …);
 /// - the pattern compiles in Rust but Python reads it differently: `\<`, `\>` and
 ///   `\b{…}` (Rust: word-boundary assertions; Python: literal characters or an
 ///   error), a `[` or `&&`/`--`/`~~` inside a character class (Rust: a nested
 ///   class or a set operation; Python's default syntax: literal characters), the
-///   `x` flag (Rust also ignores spaces inside classes, Python does not), the `U`
-///   and `R` flags and `\x{…}` escapes (errors in Python).
+///   `x` flag (Rust also ignores spaces inside classes, Python does not), a
+///   quantifier right after a quantifier such as `a*+` (Rust: a repetition of a
+///   repetition; Python: possessive), the `U` and `R` flags and `\x{…}` escapes
+///   (errors in Python).
 pub fn compile_dpr_pattern(pattern: &str) -> Result<Regex> {
     let norm = nfd(pattern);
     let fail = |why: String| {
@@ -415,6 +417,16 @@ fn python_differences(ast: &Ast, pattern: &str) -> Option<String> {
                 }
                 Ast::Literal(l) if l.kind == ast::LiteralKind::HexBrace(ast::HexLiteralKind::X) => {
                     Err("Python's regex module rejects the `\\x{…}` escape".to_string())
+                }
+                Ast::Repetition(r) if matches!(*r.ast, Ast::Repetition(_)) => {
+                    let src = self
+                        .pattern
+                        .get(r.span.start.offset..r.span.end.offset)
+                        .unwrap_or("?");
+                    Err(format!(
+                        "Rust reads `{src}` as a repetition of a repetition, Python's regex module \
+                         as a possessive quantifier or an error"
+                    ))
                 }
                 Ast::Flags(f) => check_flags(&f.flags),
                 Ast::Group(g) => match &g.kind {
@@ -620,6 +632,10 @@ mod tests {
         assert!(re("A", &[r"\u0041"]));
         assert!(re("x/y", &[r"x\/y"]));
         assert!(re("1,500", &[r"1\s*,?\s*500"]));
+        // A lazy quantifier is one repetition, not two.
+        assert!(re("aaa", &["a+?a"]));
+        // Inline flags turn DPR's ignore-case off, as in Python.
+        assert!(!re("A", &["(?-i:a)"]));
     }
 
     #[test]
@@ -639,6 +655,11 @@ mod tests {
             ("(?x)a b", "`x` flag"),
             ("(?U)a", "`U` flag"),
             (r"\x{41}", r"\x{…}"),
+            // Python reads `{,2}` as `{0,2}` and a lone `{` as a literal; Rust rejects both.
+            ("a{,2}", "repetition"),
+            ("a{", "repetition"),
+            // Possessive in Python (`a*+a` never matches), `(a*)+` in Rust.
+            ("a*+a", "repetition of a repetition"),
         ] {
             let e = AnswerMatch::DprRegex
                 .golds(&["fine", pattern])
@@ -647,7 +668,7 @@ mod tests {
             assert!(e.contains(&format!("`{pattern}`")), "{pattern}: {e}");
             assert!(e.contains(needle), "{pattern}: {e}");
         }
-        // POSIX classes, named groups and `{,n}` are read alike.
+        // POSIX classes and named groups are read alike.
         assert!(re("abc", &["[[:alpha:]]+"]));
         assert!(re("abc", &["(?P<x>b)"]));
     }
