@@ -588,12 +588,13 @@ impl Facts {
 /// `n` with a comma every three digits (`10000` → `10,000`).
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+    let head = digits.len() % 3;
+    let mut out = digits[..head].to_string();
+    for group in digits.as_bytes()[head..].chunks(3) {
+        if !out.is_empty() {
             out.push(',');
         }
-        out.push(c);
+        out.push_str(&String::from_utf8_lossy(group));
     }
     out
 }
