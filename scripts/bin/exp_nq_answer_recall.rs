@@ -5,25 +5,33 @@
 //! cargo run --release --bin exp_nq_answer_recall [-- --force] [--max-questions N]
 //! ```
 //! Corpus: all three Wikipedia corpora that can be had offline (`enwiki-sample-dump`,
-//! `wiki-leads-en`, `wikitext-2-raw`) in one index, cut into DPR's passage unit:
-//! 100-word windows, no overlap. As in DPR, the article title is prepended to the
-//! indexed and embedded text (`title\nwindow`, `--no-title` turns it off); the answer
-//! check reads the window text only. Passage ids are `{corpus}:{doc id}#{window}`.
+//! `wiki-leads-en`, `wikitext-2-raw`) in one index, cut into DPR's passage unit by
+//! default: windows of `--window` words (default 100) with `--overlap` shared words
+//! (default 0). As in DPR, the article title is prepended to the indexed and embedded
+//! text (`title\nwindow`, `--no-title` turns it off); the answer check reads the window
+//! text only, as DPR's does. Passage ids are `{corpus}:{doc id}#{window}`.
 //!
-//! Retrievers: BM25 (Lucene, k1 0.9, b 0.4), dense all-MiniLM-L6-v2 with an exact
-//! FAISS inner-product index, and the min-max hybrid 0.5·dense + 0.5·BM25 over the
-//! top `--depth` of each (report 001). A question counts as answered at k when one of
-//! its top k passages contains a gold answer after SQuAD normalisation, as whole
-//! tokens (`evaluate::qa::answer_recall_at_k`, DPR's `has_answer` with the SQuAD
-//! normaliser). Paired randomisation tests (10,000 trials, seed 42) compare dense and
-//! hybrid with BM25 at each k.
+//! Retrievers: BM25 (Lucene, k1 0.9, b 0.4), dense `--model` (default all-MiniLM-L6-v2)
+//! with an exact FAISS inner-product index, and the min-max hybrid
+//! `w·dense + (1 − w)·BM25` (`--hybrid-weight`, default 0.5) over the top `--depth` of
+//! each (report 001). A question counts as answered at k when one of its top k
+//! passages contains a gold answer under `--answer-match` (`evaluate::answer_match`):
+//! `dpr` (default; DPR's `has_answer` string match, the rule behind the DPR numbers
+//! the caption quotes), `dpr-regex` (answers as regular expressions; NQ's answers are
+//! plain strings, and one of them, `)`, is not a valid pattern, so this stops with an
+//! error naming it) or `squad` (SQuAD-normalised tokens). Paired t, randomisation and
+//! bootstrap tests (`--trials`, default 10,000; `--seed`, default 42) compare dense and
+//! hybrid with BM25 at each k. Every caption takes its facts from the run's
+//! configuration and measurements ([`Facts`]).
 //!
 //! This corpus is ~10^3 times smaller than DPR's 21M-passage Wikipedia, so most NQ
 //! answers are simply not in it: the numbers measure this corpus, not DPR's setting.
 //!
 //! Writes `data/results/nq-answer-recall/`: `answer_recall.csv` / `.md` (DPR's table
 //! shape: retriever × top-k), `curve.csv` (k = 1…100), `significance.csv`,
-//! `per_question.csv`, `corpus.csv`, `answer_recall.png/.svg`, `config.json`, `manifest.json`.
+//! `per_question.csv`, `corpus.csv` (every CSV but the last names the rule in an
+//! `answer_match` column), `captions.json` (the table, test and figure captions),
+//! `answer_recall.png/.svg`, `config.json`, `manifest.json`.
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -35,7 +43,8 @@ use workbench::assets::Assets;
 use workbench::chunk::{Chunker, SlidingWindowParams};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-use workbench::evaluate::qa::{answer_in_text, answer_recall_at_k, normalize_answer};
+use workbench::evaluate::answer_match::{AnswerMatch, Golds, MatchText};
+use workbench::evaluate::qa::answer_recall_at_k;
 use workbench::evaluate::significance;
 use workbench::load::{nq_open, wikipedia_corpus, WIKIPEDIA_CORPORA};
 use workbench::plot::{render, Line, Lines};
@@ -83,6 +92,11 @@ struct Args {
     /// Sentence encoder (asset name).
     #[arg(long, default_value = "all-minilm-l6-v2")]
     model: String,
+    /// How a passage is found to hold a gold answer: `dpr` (DPR's has_answer string
+    /// match), `dpr-regex` (answers are regular expressions) or `squad`
+    /// (SQuAD-normalised tokens).
+    #[arg(long, default_value = "dpr")]
+    answer_match: AnswerMatch,
     /// Recompute even if the results are fresh.
     #[arg(long)]
     #[serde(skip)]
@@ -92,6 +106,8 @@ struct Args {
 #[derive(Serialize)]
 struct Config<'a> {
     args: &'a Args,
+    /// What `args.answer_match` means, spelled out.
+    answer_match_rule: &'static str,
     corpora: [&'static str; 3],
     questions_file: &'static str,
     bm25: Bm25Params,
@@ -111,6 +127,7 @@ fn main() -> Result<()> {
     )?;
     let config = Config {
         args: &args,
+        answer_match_rule: args.answer_match.description(),
         corpora: WIKIPEDIA_CORPORA,
         questions_file: "NQ-open.dev.jsonl",
         bm25: Bm25Params::default(),
@@ -123,7 +140,7 @@ fn main() -> Result<()> {
     };
     let out = &exp.out;
 
-    // Passages: 100-word windows of every article of the three corpora.
+    // Passages: `--window`-word windows of every article of the corpora.
     let chunker = SlidingWindowParams::default()
         .window(args.window)
         .overlap(args.overlap)
@@ -183,6 +200,20 @@ fn main() -> Result<()> {
         .iter()
         .map(|q| (q.id.clone(), q.answers.clone()))
         .collect();
+    // Each question's answers prepared for the rule once (a regex that cannot be
+    // matched as DPR matches it stops the run here, naming the question).
+    let rule = args.answer_match;
+    let golds: Vec<Golds> = questions
+        .iter()
+        .map(|q| {
+            rule.golds(&q.answers).with_context(|| {
+                format!(
+                    "NQ-open question `{}` under the `{rule}` answer match",
+                    q.id
+                )
+            })
+        })
+        .collect::<Result<_>>()?;
     println!(
         "{} passages ({}-word windows, overlap {}); {} of {n_all} NQ-open dev questions",
         passages.len(),
@@ -251,22 +282,35 @@ fn main() -> Result<()> {
             &hybrid_run,
         ),
     ];
-    // Questions whose gold answers all normalise to nothing cannot be scored (DPR skips them).
-    let evaluated = questions
-        .iter()
-        .filter(|q| q.answers.iter().any(|a| !normalize_answer(a).is_empty()))
-        .count();
+    // Questions without an answer usable under the rule cannot be scored (with
+    // `dpr` none in NQ-open dev; with `squad`, answers such as `)` normalise to nothing).
+    let evaluated = golds.iter().filter(|g| !g.is_empty()).count();
+    let facts = Facts {
+        rule,
+        questions_available: n_all,
+        questions: questions.len(),
+        evaluated,
+        passages: passages.len(),
+        mean_words: total_words as f64 / passages.len().max(1) as f64,
+        window: args.window,
+        overlap: args.overlap,
+        corpora: WIKIPEDIA_CORPORA.to_vec(),
+        titles: !args.no_title,
+        bm25: Bm25Params::default(),
+        model: args.model.clone(),
+        hybrid_weight: args.hybrid_weight,
+        depth,
+        trials: args.trials,
+        seed: args.seed,
+    };
+    // Every table names the rule in its last column (the CSVs carry no caption).
     let mut table = Table::new(
-        std::iter::once("retriever".to_string()).chain(TOP_K.iter().map(|k| format!("Top-{k}"))),
+        std::iter::once("retriever".to_string())
+            .chain(TOP_K.iter().map(|k| format!("Top-{k}")))
+            .chain(["answer_match".to_string()]),
     )
-    .caption(format!(
-        "NQ-open dev ({evaluated} of {} questions; answers that normalise to nothing are skipped): answer recall \
-         (% of questions with a gold answer in the top k passages) over {} 100-word passages of three small Wikipedia \
-         corpora. DPR (21M passages): BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4.",
-        questions.len(),
-        passages.len()
-    ));
-    let mut curve = Table::new(["retriever", "k", "answer_recall"]);
+    .caption(facts.table_caption());
+    let mut curve = Table::new(["retriever", "k", "answer_recall", "answer_match"]);
     let mut lines: Vec<Line> = systems
         .iter()
         .map(|s| Line {
@@ -276,33 +320,55 @@ fn main() -> Result<()> {
         .collect();
     let mut per_k: Vec<Vec<workbench::evaluate::MetricResult>> = Vec::new();
     let mut summary = serde_json::Map::new();
+    // Each retrieved window prepared for the rule once, shared by the three systems.
+    let mut prepared: HashMap<&str, MatchText> = HashMap::new();
     for (si, (label, _, run)) in systems.iter().enumerate() {
         // The curve from the rank of each question's first answering passage (one
-        // `answer_in_text` per question and hit); the table's columns from the library's
+        // `Golds::found_in` per question and hit); the table's columns from the library's
         // `answer_recall_at_k`, which must agree.
-        let first_hit: Vec<Option<usize>> = questions
-            .iter()
-            .map(|q| {
-                run.get(&q.id).and_then(|hits| {
-                    hits.iter()
-                        .position(|h| answer_in_text(&window_text[&h.id], &q.answers))
-                        .map(|i| i + 1)
-                })
-            })
-            .collect();
+        let mut first_hit: Vec<Option<usize>> = Vec::with_capacity(questions.len());
+        for (q, g) in questions.iter().zip(&golds) {
+            let mut rank = None;
+            if !g.is_empty() {
+                for (i, h) in run
+                    .get(&q.id)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[])
+                    .iter()
+                    .enumerate()
+                {
+                    let text = window_text
+                        .get(&h.id)
+                        .with_context(|| format!("{label}: unknown passage id `{}`", h.id))?;
+                    let t = prepared
+                        .entry(h.id.as_str())
+                        .or_insert_with(|| rule.prepare(text));
+                    if g.found_in(t)? {
+                        rank = Some(i + 1);
+                        break;
+                    }
+                }
+            }
+            first_hit.push(rank);
+        }
         for k in 1..=depth {
             let found = first_hit
                 .iter()
                 .filter(|r| r.is_some_and(|r| r <= k))
                 .count();
             let recall = found as f64 / evaluated as f64;
-            curve.push([label.to_string(), k.to_string(), format!("{recall:.4}")])?;
+            curve.push([
+                label.to_string(),
+                k.to_string(),
+                format!("{recall:.4}"),
+                rule.name().to_string(),
+            ])?;
             lines[si].points.push((k as f64, 100.0 * recall));
         }
         let mut row = vec![label.to_string()];
         let mut res = Vec::new();
         for &k in &TOP_K {
-            let m = answer_recall_at_k(run, &window_text, &answers, k)?;
+            let m = answer_recall_at_k(run, &window_text, &answers, k, rule)?;
             let from_curve = first_hit
                 .iter()
                 .filter(|r| r.is_some_and(|r| r <= k))
@@ -317,13 +383,15 @@ fn main() -> Result<()> {
             summary.insert(format!("{label}@{k}"), m.mean.into());
             res.push(m);
         }
+        row.push(rule.name().to_string());
         table.push(row)?;
         per_k.push(res);
     }
     let mut sig = Table::new(
         ["retriever", "vs", "k"]
             .into_iter()
-            .chain(significance::Comparison::COLUMNS),
+            .chain(significance::Comparison::COLUMNS)
+            .chain(["answer_match"]),
     );
     for si in 1..systems.len() {
         for (ki, k) in TOP_K.iter().enumerate() {
@@ -332,7 +400,8 @@ fn main() -> Result<()> {
             sig.push(
                 [systems[si].0.to_string(), "BM25".to_string(), k.to_string()]
                     .into_iter()
-                    .chain(c.cells()),
+                    .chain(c.cells())
+                    .chain([rule.name().to_string()]),
             )?;
         }
     }
@@ -344,7 +413,8 @@ fn main() -> Result<()> {
                 systems
                     .iter()
                     .flat_map(|s| TOP_K.iter().map(move |k| format!("{}@{k}", s.0))),
-            ),
+            )
+            .chain(["answer_match".to_string()]),
     );
     for q in &questions {
         let mut row = vec![q.id.clone(), q.question.clone()];
@@ -358,14 +428,11 @@ fn main() -> Result<()> {
                 );
             }
         }
+        row.push(rule.name().to_string());
         per_question.push(row)?;
     }
     let figure = Lines {
-        title: format!(
-            "NQ-open dev ({} questions): answer recall@k over {} Wikipedia passages",
-            questions.len(),
-            passages.len()
-        ),
+        title: facts.figure_title(),
         x_label: "k (passages retrieved)".into(),
         y_label: "questions with an answer in the top k (%)".into(),
         lines,
@@ -380,15 +447,27 @@ fn main() -> Result<()> {
     per_question.write_csv(&out.path("per_question.csv"))?;
     corpus_t.write_csv(&out.path("corpus.csv"))?;
     let md = format!(
-        "{}\n\n{}\nPaired t, randomisation and bootstrap tests against BM25:\n\n{}\nCorpus:\n\n{}",
+        "{}\n\n{}\n{}\n\n{}\nCorpus:\n\n{}",
         table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
+        facts.significance_heading(),
         sig.to_markdown(),
         corpus_t.to_markdown()
     );
     std::fs::write(out.path("answer_recall.md"), &md)?;
+    // The captions on their own, for readers of the CSVs (the notebook).
+    let captions = serde_json::json!({
+        "answer_recall": facts.table_caption(),
+        "significance": facts.significance_heading(),
+        "figure": facts.figure_title(),
+    });
+    std::fs::write(
+        out.path("captions.json"),
+        serde_json::to_string_pretty(&captions)? + "\n",
+    )?;
     summary.insert("questions".into(), questions.len().into());
     summary.insert("questions_evaluated".into(), evaluated.into());
+    summary.insert("answer_match".into(), rule.name().into());
     summary.insert("questions_available".into(), n_all.into());
     summary.insert("passages".into(), passages.len().into());
     summary.insert("embedding_cache".into(), format!("{status:?}").into());
@@ -398,4 +477,233 @@ fn main() -> Result<()> {
     println!("{md}");
     exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
+}
+
+/// What the captions say, every item taken from the run's configuration or
+/// measured in the run (never a constant an argument can change).
+#[derive(Debug, Clone)]
+struct Facts {
+    rule: AnswerMatch,
+    /// Questions in the NQ-open dev file.
+    questions_available: usize,
+    /// Questions used (`--max-questions`).
+    questions: usize,
+    /// Questions with an answer usable under the rule.
+    evaluated: usize,
+    passages: usize,
+    /// Mean words per passage window (title excluded), measured.
+    mean_words: f64,
+    window: usize,
+    overlap: usize,
+    corpora: Vec<&'static str>,
+    /// Article titles prepended to the indexed text.
+    titles: bool,
+    bm25: Bm25Params,
+    model: String,
+    hybrid_weight: f32,
+    /// Hits per question and per side of the hybrid (after raising to max k).
+    depth: usize,
+    trials: usize,
+    seed: u64,
+}
+
+impl Facts {
+    /// The answer-recall table's caption.
+    fn table_caption(&self) -> String {
+        let skipped = self.questions - self.evaluated;
+        let used = if self.questions == self.questions_available {
+            format!("all {} questions", thousands(self.questions))
+        } else {
+            format!(
+                "the first {} of {} questions",
+                thousands(self.questions),
+                thousands(self.questions_available)
+            )
+        };
+        let scored = if skipped == 0 {
+            "every one with an answer usable under the rule".to_string()
+        } else {
+            format!(
+                "{} scored, {} without an answer usable under the rule skipped",
+                thousands(self.evaluated),
+                thousands(skipped)
+            )
+        };
+        let dpr_note = if self.rule == AnswerMatch::Dpr {
+            "the same matching rule"
+        } else {
+            "DPR's string match, not the rule used here"
+        };
+        format!(
+            "NQ-open dev, {used} ({scored}): answer recall, the % of questions with a gold answer in \
+             the top k passages. Answer match `{rule}`: {desc}. Passages: {passages} windows of at most \
+             {window} words (overlap {overlap}; {mean:.1} words on average) from {nc} Wikipedia corpora \
+             ({corpora}){titles}. Retrievers: BM25 (k1 {k1}, b {b}); dense {model}, exact inner product; \
+             hybrid min-max {w}·dense + (1 − {w})·BM25 over the top {depth} of each. For scale, DPR on 21M \
+             passages with {dpr_note}: BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4.",
+            rule = self.rule,
+            desc = self.rule.description(),
+            passages = thousands(self.passages),
+            window = self.window,
+            overlap = self.overlap,
+            mean = self.mean_words,
+            nc = self.corpora.len(),
+            corpora = self.corpora.join(", "),
+            titles = if self.titles {
+                ", titles prepended for retrieval, not for matching"
+            } else {
+                ", no titles"
+            },
+            k1 = self.bm25.k1,
+            b = self.bm25.b,
+            model = self.model,
+            w = self.hybrid_weight,
+            depth = self.depth,
+        )
+    }
+
+    /// The heading of the significance table.
+    fn significance_heading(&self) -> String {
+        format!(
+            "Paired t, randomisation and bootstrap tests ({} trials each, seed {}) against BM25, \
+             per question, answer match `{}`:",
+            thousands(self.trials),
+            self.seed,
+            self.rule,
+        )
+    }
+
+    /// The figure's title.
+    fn figure_title(&self) -> String {
+        format!(
+            "NQ-open dev ({} questions, `{}` match): answer recall@k over {} passages of ≤ {} words",
+            thousands(self.evaluated),
+            self.rule,
+            thousands(self.passages),
+            self.window
+        )
+    }
+}
+
+/// `n` with a comma every three digits (`10000` → `10,000`).
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let head = digits.len() % 3;
+    let mut out = digits[..head].to_string();
+    for group in digits.as_bytes()[head..].chunks(3) {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&String::from_utf8_lossy(group));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> Facts {
+        Facts {
+            rule: AnswerMatch::Dpr,
+            questions_available: 3610,
+            questions: 3610,
+            evaluated: 3610,
+            passages: 19227,
+            mean_words: 97.25,
+            window: 100,
+            overlap: 0,
+            corpora: WIKIPEDIA_CORPORA.to_vec(),
+            titles: true,
+            bm25: Bm25Params::default(),
+            model: "all-minilm-l6-v2".into(),
+            hybrid_weight: 0.5,
+            depth: 100,
+            trials: 10_000,
+            seed: 42,
+        }
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(19227), "19,227");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn captions_follow_the_arguments() {
+        let d = facts();
+        let c = d.table_caption();
+        assert!(c.contains("all 3,610 questions (every one"), "{c}");
+        assert!(
+            c.contains("19,227 windows of at most 100 words (overlap 0; 97.2 words"),
+            "{c}"
+        );
+        assert!(
+            c.contains("`dpr`") && c.contains("with the same matching rule"),
+            "{c}"
+        );
+        assert!(
+            c.contains("3 Wikipedia corpora") && c.contains("titles prepended"),
+            "{c}"
+        );
+        assert!(d
+            .significance_heading()
+            .contains("10,000 trials each, seed 42"));
+
+        // Non-default arguments: nothing of the defaults may survive.
+        let o = Facts {
+            rule: AnswerMatch::Squad,
+            questions: 500,
+            evaluated: 499,
+            passages: 12345,
+            mean_words: 141.5,
+            window: 150,
+            overlap: 25,
+            titles: false,
+            model: "all-mpnet-base-v2".into(),
+            hybrid_weight: 0.3,
+            depth: 200,
+            trials: 500,
+            seed: 7,
+            ..facts()
+        };
+        let c = o.table_caption();
+        for want in [
+            "the first 500 of 3,610 questions (499 scored, 1 without",
+            "12,345 windows of at most 150 words (overlap 25; 141.5 words",
+            "Answer match `squad`: SQuAD-normalised",
+            "not the rule used here",
+            "no titles",
+            "dense all-mpnet-base-v2",
+            "0.3·dense + (1 − 0.3)·BM25 over the top 200",
+        ] {
+            assert!(c.contains(want), "missing {want:?} in {c}");
+        }
+        for stale in [
+            "100-word",
+            "100 words",
+            "19,227",
+            "all-minilm",
+            "0.5",
+            "all 3,610",
+        ] {
+            assert!(!c.contains(stale), "stale {stale:?} in {c}");
+        }
+        let h = o.significance_heading();
+        assert!(
+            h.contains("500 trials each, seed 7") && h.contains("`squad`"),
+            "{h}"
+        );
+        assert!(!h.contains("10,000") && !h.contains("42"), "{h}");
+        let f = o.figure_title();
+        assert!(
+            f.contains("499 questions, `squad` match")
+                && f.contains("12,345 passages of ≤ 150 words"),
+            "{f}"
+        );
+    }
 }

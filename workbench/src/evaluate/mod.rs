@@ -42,6 +42,7 @@
 // property of the shared error type, not of this module; silence it here until
 // error.rs boxes its big variants or lib.rs allows it crate-wide.
 
+pub mod answer_match;
 pub mod qa;
 pub mod ranking;
 pub mod significance;

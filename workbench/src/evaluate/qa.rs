@@ -13,14 +13,18 @@
 //! normalise to nothing) EM = F1 = 1.0 if the prediction normalises to the empty
 //! string (e.g. `""`, `"the"`, `"."`), and 0.0 otherwise.
 //!
-//! [`answer_in_text`] and [`answer_recall_at_k`] measure retrieval the way DPR
-//! (Karpukhin et al. 2020) reports "top-k retrieval accuracy": a question counts
-//! as answered at k if one of its top-k passages contains a gold answer.
+//! [`answer_recall_at_k`] measures retrieval the way DPR (Karpukhin et al. 2020)
+//! reports "top-k retrieval accuracy": a question counts as answered at k if one
+//! of its top-k passages contains a gold answer, under a rule chosen with
+//! [`AnswerMatch`] (DPR's own string match, its regex match, or the SQuAD-normalised
+//! match of [`answer_in_text`]).
 
+use crate::evaluate::answer_match::{AnswerMatch, MatchText};
 use crate::evaluate::ranking::MetricResult;
 use crate::retrieve::check_k;
 use crate::{Error, Result, Run};
 use regex::Regex;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
@@ -135,7 +139,8 @@ fn f1_one(pred: &[String], gold: &[String]) -> f64 {
 ///
 /// This is DPR's `has_answer` check (Karpukhin et al. 2020) with the SQuAD
 /// normaliser in place of DPR's regex tokenizer, so it drops articles and
-/// punctuation where DPR keeps punctuation as tokens.
+/// punctuation where DPR keeps them as tokens: [`AnswerMatch::Squad`]. DPR's own
+/// rule is [`AnswerMatch::Dpr`].
 pub fn answer_in_text<S: AsRef<str>>(text: &str, answers: &[S]) -> bool {
     let norm = normalize_answer(text);
     let text_toks: Vec<&str> = norm.split(' ').filter(|t| !t.is_empty()).collect();
@@ -150,28 +155,37 @@ pub fn answer_in_text<S: AsRef<str>>(text: &str, answers: &[S]) -> bool {
 }
 
 /// DPR top-k retrieval accuracy: for each question, 1.0 if any of its first `k`
-/// hits (run order) is a passage that contains a gold answer ([`answer_in_text`]),
-/// else 0.0.
+/// hits (run order) is a passage that contains a gold answer under `rule`, else
+/// 0.0.
 ///
-/// Evaluated questions are those of `answers` with at least one gold answer that
-/// normalises to something (unanswerable questions are skipped, as in DPR); one
-/// missing from the run scores 0; run queries without answers are ignored. The
-/// result is named `answer_recall@k`.
+/// Evaluated questions are those of `answers` with at least one answer usable
+/// under `rule` ([`Golds::is_empty`](crate::evaluate::answer_match::Golds::is_empty):
+/// with [`AnswerMatch::Dpr`] an answer with at least one token, with
+/// [`AnswerMatch::Squad`] one that normalises to something); one missing from the
+/// run scores 0; run queries without answers are ignored. The result is named
+/// `answer_recall@k`. Each passage is prepared for `rule` once per call.
 ///
 /// Errors: `k == 0` ([`Error::InvalidParam`]); a hit among the top `k` of an
 /// evaluated question whose id is not in `passages` ([`Error::InvalidParam`]
-/// naming the query and passage id); no evaluated question ([`Error::Empty`]).
+/// naming the query and passage id); a regex answer that cannot be matched as DPR
+/// matches it ([`Error::InvalidParam`] naming the question and the pattern); no
+/// evaluated question ([`Error::Empty`]).
 pub fn answer_recall_at_k(
     run: &Run,
     passages: &HashMap<String, String>,
     answers: &BTreeMap<String, Vec<String>>,
     k: usize,
+    rule: AnswerMatch,
 ) -> Result<MetricResult> {
     check_k(k)?;
     let name = format!("answer_recall@{k}");
+    let mut prepared: HashMap<&str, MatchText> = HashMap::new();
     let mut per_query = BTreeMap::new();
     for (qid, golds) in answers {
-        if golds.iter().all(|g| normalize_answer(g).is_empty()) {
+        let golds = rule
+            .golds(golds)
+            .map_err(|e| Error::param("answers", format!("question `{qid}`: {e}")))?;
+        if golds.is_empty() {
             continue;
         }
         let mut found = false;
@@ -182,16 +196,22 @@ pub fn answer_recall_at_k(
             .iter()
             .take(k)
         {
-            let text = passages.get(&hit.id).ok_or_else(|| {
-                Error::param(
-                    "passages",
-                    format!(
-                        "query `{qid}`: run id `{}` is not in the passage map",
-                        hit.id
-                    ),
-                )
-            })?;
-            if answer_in_text(text, golds) {
+            let text = match prepared.entry(hit.id.as_str()) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(v) => {
+                    let text = passages.get(&hit.id).ok_or_else(|| {
+                        Error::param(
+                            "passages",
+                            format!(
+                                "query `{qid}`: run id `{}` is not in the passage map",
+                                hit.id
+                            ),
+                        )
+                    })?;
+                    v.insert(rule.prepare(text))
+                }
+            };
+            if golds.found_in(text)? {
                 found = true;
                 break;
             }
@@ -200,7 +220,7 @@ pub fn answer_recall_at_k(
     }
     if per_query.is_empty() {
         return Err(Error::Empty(format!(
-            "`{name}`: no question has a non-empty gold answer"
+            "`{name}` ({rule} rule): no question has a usable gold answer"
         )));
     }
     let mean = per_query.values().sum::<f64>() / per_query.len() as f64;
@@ -326,7 +346,7 @@ mod tests {
         })
         .collect();
         // k = 1: nobody answered at rank 1 → 0 / 4.
-        let r1 = answer_recall_at_k(&run, &passages, &answers, 1).unwrap();
+        let r1 = answer_recall_at_k(&run, &passages, &answers, 1, AnswerMatch::Squad).unwrap();
         assert_eq!(r1.name, "answer_recall@1");
         assert_eq!(
             r1.per_query.keys().collect::<Vec<_>>(),
@@ -335,24 +355,80 @@ mod tests {
         assert_eq!(r1.mean, 0.0);
         // k = 2: q1 (p1 at rank 2) → 1/4.
         assert_eq!(
-            answer_recall_at_k(&run, &passages, &answers, 2)
+            answer_recall_at_k(&run, &passages, &answers, 2, AnswerMatch::Squad)
                 .unwrap()
                 .mean,
             0.25
         );
         // k = 3: q1, q2 → 2/4.
-        let r3 = answer_recall_at_k(&run, &passages, &answers, 3).unwrap();
+        let r3 = answer_recall_at_k(&run, &passages, &answers, 3, AnswerMatch::Squad).unwrap();
         assert_eq!(r3.mean, 0.5);
         assert_eq!(r3.per_query["q2"], 1.0);
         assert_eq!(r3.per_query["q5"], 0.0);
 
         assert!(matches!(
-            answer_recall_at_k(&run, &passages, &answers, 0),
+            answer_recall_at_k(&run, &passages, &answers, 0, AnswerMatch::Squad),
             Err(Error::InvalidParam { name: "k", .. })
         ));
         let mut bad = run.clone();
         bad.get_mut("q3").unwrap().insert(0, Hit::new("ghost", 9.0));
-        let e = answer_recall_at_k(&bad, &passages, &answers, 1).unwrap_err();
+        let e = answer_recall_at_k(&bad, &passages, &answers, 1, AnswerMatch::Squad).unwrap_err();
         assert!(e.to_string().contains("ghost"), "{e}");
+    }
+
+    #[test]
+    fn answer_recall_under_each_rule() {
+        let passages: HashMap<String, String> = [
+            ("p1", "Einstein's theory (1905) changed physics."),
+            ("p2", "The Beatles were formed in Liverpool."),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let answers: BTreeMap<String, Vec<String>> = [
+            ("q1", vec!["Einstein"]), // DPR: "einstein ' s" holds it; SQuAD: "einsteins"
+            ("q2", vec!["The Beatles"]), // both
+            ("q3", vec![")"]),        // a token for DPR, nothing for SQuAD (skipped)
+            ("q4", vec!["Beatles were"]),
+        ]
+        .into_iter()
+        .map(|(q, a)| (q.to_string(), a.into_iter().map(String::from).collect()))
+        .collect();
+        let run: Run = ["q1", "q2", "q3", "q4"]
+            .into_iter()
+            .map(|q| {
+                (
+                    q.to_string(),
+                    vec![Hit::new("p1", 2.0), Hit::new("p2", 1.0)],
+                )
+            })
+            .collect();
+        // DPR, k = 2: q1, q2, q3, q4 all found → 4/4; k = 1: q1 and q3 (p1) → 2/4.
+        let d2 = answer_recall_at_k(&run, &passages, &answers, 2, AnswerMatch::Dpr).unwrap();
+        assert_eq!((d2.per_query.len(), d2.mean), (4, 1.0));
+        let d1 = answer_recall_at_k(&run, &passages, &answers, 1, AnswerMatch::Dpr).unwrap();
+        assert_eq!(d1.mean, 0.5);
+        assert_eq!((d1.per_query["q1"], d1.per_query["q3"]), (1.0, 1.0));
+        // SQuAD, k = 2: q3 skipped; q1 missed; q2, q4 found → 2/3.
+        let s2 = answer_recall_at_k(&run, &passages, &answers, 2, AnswerMatch::Squad).unwrap();
+        assert_eq!(s2.per_query.keys().collect::<Vec<_>>(), ["q1", "q2", "q4"]);
+        assert!((s2.mean - 2.0 / 3.0).abs() < 1e-12);
+        // Regex: ")" does not compile; the error names the question and the pattern.
+        let e = answer_recall_at_k(&run, &passages, &answers, 2, AnswerMatch::DprRegex)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("q3") && e.contains("`)`"), "{e}");
+        let regex_answers: BTreeMap<String, Vec<String>> =
+            [("q1".to_string(), vec![r"\(19\d\d\)".to_string()])].into();
+        let r1 =
+            answer_recall_at_k(&run, &passages, &regex_answers, 1, AnswerMatch::DprRegex).unwrap();
+        assert_eq!(r1.mean, 1.0);
+        // No usable answer at all.
+        let none: BTreeMap<String, Vec<String>> =
+            [("q1".to_string(), vec![" ".to_string()])].into();
+        assert!(matches!(
+            answer_recall_at_k(&run, &passages, &none, 1, AnswerMatch::Dpr),
+            Err(Error::Empty(_))
+        ));
     }
 }
