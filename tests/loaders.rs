@@ -1,7 +1,7 @@
 //! Integration tests for every loader in `workbench::load`: each loads a small
 //! fixture written into a temporary folder and checks the records, then loads a
-//! malformed variant and checks that the error names the file and the line (or
-//! record number).
+//! malformed variant and checks that the error names the file and the line (or,
+//! for formats without lines, the record or row number, said as such).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,19 @@ fn assert_malformed(err: Error, file: &str, line: usize, needle: &str) {
         other => panic!("expected Error::Malformed, got {other:?}"),
     }
     assert!(shown.contains(&format!("{file}:{line}:")), "{shown}");
+    assert!(shown.contains(needle), "expected {needle:?} in {shown}");
+}
+
+/// Assert that `err` names the file called `file` and the record (`what` = "record",
+/// "row") numbered `n` as such, never as a line `file:n:`, and that its message
+/// holds `needle`.
+fn assert_record(err: Error, file: &str, what: &str, n: usize, needle: &str) {
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!("{file}: {what} {n}:")),
+        "expected `{file}: {what} {n}:` in {shown}"
+    );
+    assert!(!shown.contains(&format!("{file}:{n}:")), "{shown}");
     assert!(shown.contains(needle), "expected {needle:?} in {shown}");
 }
 
@@ -71,9 +84,10 @@ fn wiki_leads_errors_name_file_and_record() {
                 "Broken Record": {{"title": "Broken Record", "extract": 7, {LEAD}}}}}"#
         ),
     );
-    assert_malformed(
+    assert_record(
         wiki_leads::load(&path).unwrap_err(),
         "leads.json",
+        "record",
         2,
         "Broken Record",
     );
@@ -83,11 +97,25 @@ fn wiki_leads_errors_name_file_and_record() {
         "missing.json",
         r#"{"A": {"title": "A", "extract": "a", "topic": "t"}}"#,
     );
-    assert_malformed(
+    assert_record(
         wiki_leads::load(&path).unwrap_err(),
         "missing.json",
+        "record",
         1,
         "`description` is missing",
+    );
+
+    // A JSON syntax error is at a real line.
+    let path = write(
+        tmp.path(),
+        "syntax.json",
+        "{\"A\": {\"title\": \"A\",\n \"extract\": \"a\" \"topic\": \"t\"}}",
+    );
+    assert_malformed(
+        wiki_leads::load(&path).unwrap_err(),
+        "syntax.json",
+        2,
+        "expected",
     );
 
     let path = write(tmp.path(), "empty.json", "{}");
@@ -203,17 +231,19 @@ fn squad_offset_mismatch_names_file_and_question() {
     let mut v = squad_json(43);
     v["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 54.into();
     let path = write(tmp.path(), "bytes.json", &v.to_string());
-    assert_malformed(
+    assert_record(
         squad::load(&path).unwrap_err(),
         "bytes.json",
+        "record",
         1,
         "question `q1`",
     );
 
     let path = write(tmp.path(), "shifted.json", &squad_json(44).to_string());
-    assert_malformed(
+    assert_record(
         squad::load(&path).unwrap_err(),
         "shifted.json",
+        "record",
         2,
         "question `q2`",
     );
@@ -224,9 +254,10 @@ fn squad_offset_mismatch_names_file_and_question() {
         .unwrap()
         .remove("question");
     let path = write(tmp.path(), "noquestion.json", &v.to_string());
-    assert_malformed(
+    assert_record(
         squad::load(&path).unwrap_err(),
         "noquestion.json",
+        "record",
         4,
         "`q4`",
     );
@@ -381,9 +412,10 @@ mod parquet {
             df!("question" => ["q1?", "q2?"], "answer" => [Some("a"), None], "id" => [1i64, 2])
                 .unwrap(),
         );
-        assert_malformed(
+        assert_record(
             rag_mini::load_parquet(&passages, &null_test).unwrap_err(),
             "part.0.parquet",
+            "row",
             2,
             "null `answer`",
         );
@@ -573,54 +605,60 @@ fn text_dir_errors_name_file_line_and_dir() {
     }
 }
 
-// ------------------------------------------------------------------ the real mirror, when present
+// ------------------------------------------------------------------ the real mirror
 
-/// Load the mirrored data sets when `../shared/mirror` (or `$WORKBENCH_MIRROR`)
-/// exists, and check the record counts their SOURCE.md files give. Skipped
-/// (passes) when the mirror is absent.
+/// Load the mirrored data sets from `../shared/mirror` (or `$WORKBENCH_MIRROR`) and
+/// check the record counts their SOURCE.md files give. The mirror is always beside
+/// the project (it is where `assets fetch` gets these files), so a missing mirror or
+/// data set fails the test, naming the path.
 #[test]
-fn real_mirror_data_when_present() {
+fn real_mirror_data() {
     let mirror = std::env::var_os("WORKBENCH_MIRROR")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/mirror"));
-    if !mirror.is_dir() {
-        eprintln!("skipping: no mirror at {}", mirror.display());
-        return;
-    }
+    assert!(
+        mirror.is_dir(),
+        "no mirror at {}: the data mirror must sit beside the project (../shared/mirror) \
+         or be named by WORKBENCH_MIRROR",
+        mirror.display()
+    );
     let have = |rel: &str| {
         let p = mirror.join(rel);
-        p.exists().then_some(p)
+        assert!(p.exists(), "the mirror lacks {}", p.display());
+        p
     };
-    if let Some(p) = have("wikitext-2-raw/wiki.test.raw") {
-        let docs = wikitext::load(&p).unwrap();
-        assert_eq!(docs.len(), 62);
-        assert_eq!(docs[0].title, "Robert Boulter");
-        assert!(docs.iter().all(|d| !d.text.contains(" @-@ ")));
-    }
-    if let Some(p) = have("squad-v2-dev-cs224n-half/dev-v2.0.json") {
-        let set = squad::load(&p).unwrap();
-        assert_eq!(set.examples.len(), 6078);
-        assert_eq!(
-            set.examples.iter().filter(|q| q.is_unanswerable()).count(),
-            3168
-        );
-    }
-    if let (Some(p), Some(q)) = (
-        have("rag-mini-wikipedia/infos.csv"),
-        have("rag-mini-wikipedia/questions.csv"),
-    ) {
-        let (docs, qas) = rag_mini::load_csv(&p, &q).unwrap();
-        assert_eq!((docs.len(), qas.len()), (3200, 918));
-    }
-    if let Some(p) = have("msmarco-trec-dl19-subset") {
-        let set = beir::load(&p, "test").unwrap();
-        assert_eq!(
-            (set.corpus.len(), set.queries.len(), set.qrels.len()),
-            (5000, 50, 43)
-        );
-        assert_eq!(set.qrels.values().map(|m| m.len()).sum::<usize>(), 4102);
-    }
-    if let Some(p) = have("nq-open/NQ-open.dev.jsonl") {
-        assert_eq!(nq_open::load(&p).unwrap().len(), 3610);
-    }
+
+    let docs = wikitext::load(&have("wikitext-2-raw/wiki.test.raw")).unwrap();
+    assert_eq!(docs.len(), 62);
+    assert_eq!(docs[0].title, "Robert Boulter");
+    assert!(docs.iter().all(|d| !d.text.contains(" @-@ ")));
+
+    let set = squad::load(&have("squad-v2-dev-cs224n-half/dev-v2.0.json")).unwrap();
+    assert_eq!(set.examples.len(), 6078);
+    assert_eq!(
+        set.examples.iter().filter(|q| q.is_unanswerable()).count(),
+        3168
+    );
+
+    let (docs, qas) = rag_mini::load_csv(
+        &have("rag-mini-wikipedia/infos.csv"),
+        &have("rag-mini-wikipedia/questions.csv"),
+    )
+    .unwrap();
+    assert_eq!((docs.len(), qas.len()), (3200, 918));
+
+    let set = beir::load(&have("msmarco-trec-dl19-subset"), "test").unwrap();
+    assert_eq!(
+        (set.corpus.len(), set.queries.len(), set.qrels.len()),
+        (5000, 50, 43)
+    );
+    assert_eq!(set.qrels.values().map(|m| m.len()).sum::<usize>(), 4102);
+
+    assert_eq!(
+        nq_open::load(&have("nq-open/NQ-open.dev.jsonl"))
+            .unwrap()
+            .len(),
+        3610
+    );
 }

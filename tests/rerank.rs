@@ -77,8 +77,9 @@ fn random_store(seed: u64, n_passages: usize, max_tokens: usize, dim: usize) -> 
     let mut store = TokenStore::new(key(dim));
     for p in 0..n_passages {
         let n = 1 + (rng.next_u64() as usize) % max_tokens;
+        let id = format!("p{p:03}");
         store
-            .push(&format!("p{p:03}"), &random_unit_rows(&mut rng, n, dim))
+            .push(&id, &id, &random_unit_rows(&mut rng, n, dim))
             .unwrap();
     }
     store
@@ -312,6 +313,76 @@ fn token_store_refuses_a_stale_file() {
     let a = passage_set_key(&[p("1", "x"), p("2", "y")]);
     assert_ne!(a, passage_set_key(&[p("2", "y"), p("1", "x")]));
     assert_ne!(a, passage_set_key(&[p("1", "x"), p("2", "z")]));
+}
+
+/// A saved store's bytes split into the JSON header and what follows it.
+fn store_parts(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap()) as usize;
+    let header = serde_json::from_slice(&bytes[20..20 + len]).unwrap();
+    (header, bytes[20 + len..].to_vec())
+}
+
+/// Store bytes with `header` in place of the original one (magic and version kept).
+fn store_with_header(bytes: &[u8], header: &serde_json::Value, rest: &[u8]) -> Vec<u8> {
+    let h = serde_json::to_vec(header).unwrap();
+    let mut out = bytes[..12].to_vec();
+    out.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(rest);
+    out
+}
+
+/// A store whose magic bytes match but whose lengths lie must be an error naming the
+/// file, checked against the file size before anything is allocated (a lie used to
+/// abort the process: capacity overflow or out of memory).
+#[test]
+fn token_store_with_lying_lengths_is_an_error_not_an_abort() {
+    let store = random_store(5, 3, 4, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lying.wbtok");
+    store.save(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let check = |bytes: &[u8], what: &str| {
+        std::fs::write(&path, bytes).unwrap();
+        let err = TokenStore::load(&path, store.key())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lying.wbtok"), "{what}: {err}");
+    };
+    // The header length field.
+    for lie in [u64::MAX, 1 << 40, good.len() as u64] {
+        let mut bad = good.clone();
+        bad[12..20].copy_from_slice(&lie.to_le_bytes());
+        check(&bad, &format!("header length {lie}"));
+        let err = TokenStore::read_key(&path).unwrap_err().to_string();
+        assert!(err.contains("lying.wbtok"), "{err}");
+    }
+    // A vector count and last offset that agree with each other but not with the file.
+    let (header, rest) = store_parts(&good);
+    let n = header["ids"].as_array().unwrap().len();
+    for huge in [1u64 << 40, u64::MAX / 2, (usize::MAX / 6 + 1) as u64] {
+        let mut h = header.clone();
+        h["n_vectors"] = huge.into();
+        let mut r = rest.clone();
+        r[n * 8..n * 8 + 8].copy_from_slice(&huge.to_le_bytes());
+        check(
+            &store_with_header(&good, &h, &r),
+            &format!("n_vectors {huge}"),
+        );
+    }
+    // A dimension of zero, and offsets that point past the vectors.
+    let mut h = header.clone();
+    h["key"]["dim"] = 0.into();
+    check(&store_with_header(&good, &h, &rest), "dim 0");
+    let mut r = rest.clone();
+    r[8..16].copy_from_slice(&(1u64 << 62).to_le_bytes());
+    check(
+        &store_with_header(&good, &header, &r),
+        "offset past the end",
+    );
+    // Untouched, it still loads.
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(TokenStore::load(&path, store.key()).unwrap(), store);
 }
 
 // ------------------------------------------------------------------ Reranker contract
@@ -1050,4 +1121,82 @@ fn minilm_bi_encoder_reranker() {
     let v = enc.embed(&["Who wrote Hamlet?", &ps[1].text]).unwrap();
     let cos: f32 = v[0].iter().zip(&v[1]).map(|(a, b)| a * b).sum();
     assert!((hits[0].score - cos).abs() < 1e-5);
+}
+
+/// A corrupt store whose magic bytes still match is rebuilt by `load_or_build_store`
+/// (it used to abort the process before the fallback could run).
+#[test]
+fn minilm_corrupt_token_store_is_rebuilt() {
+    let model = minilm();
+    let ps = passages();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("minilm.wbtok");
+    let fresh = model.load_or_build_store(&ps, &path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let truncated = good[..good.len() / 2].to_vec();
+    let mut lying = good.clone();
+    lying[12..20].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let mut flipped = good.clone();
+    let last_vector_byte = flipped.len() - 33; // before the 32-byte checksum trailer
+    flipped[last_vector_byte] ^= 0x40;
+    // A flipped bit in the last vector leaves every length intact; the file's
+    // checksum catches it.
+    for (what, bytes) in [
+        ("truncated", truncated),
+        ("header length", lying),
+        ("flipped bit", flipped),
+    ] {
+        std::fs::write(&path, &bytes).unwrap();
+        let err = TokenStore::load(&path, &model.store_key(&ps)).unwrap_err();
+        assert!(err.to_string().contains("minilm.wbtok"), "{what}: {err}");
+        let store = model.load_or_build_store(&ps, &path).unwrap();
+        assert_eq!(store, fresh, "{what}");
+        assert_eq!(std::fs::read(&path).unwrap(), good, "{what}: rewritten");
+    }
+}
+
+/// A store keeps the texts it was built from: the same ids with another text are
+/// never scored with the old vectors (the re-ranker errs naming the passage), and
+/// `load_or_build_store` rebuilds.
+#[test]
+fn minilm_token_store_is_keyed_on_passage_texts() {
+    let model = minilm();
+    let ps = passages();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("minilm.wbtok");
+    let store = model.load_or_build_store(&ps, &path).unwrap();
+    let mut edited = ps.clone();
+    edited[1].text = "The Eiffel Tower was completed in 1889 for the World's Fair.".into();
+    edited[1].end = edited[1].text.len();
+    let cands: Vec<Hit> = ps.iter().map(|p| Hit::new(p.id.clone(), 0.0)).collect();
+    let with_store = MaxSimReranker::new(model.clone())
+        .with_store(Arc::new(store.clone()))
+        .unwrap();
+    // Same texts: fine.
+    with_store
+        .rerank(
+            "Who wrote Hamlet?",
+            &cands,
+            &PassageLookup::from_passages(&ps).unwrap(),
+            3,
+        )
+        .unwrap();
+    // Another text under id p1: an error naming p1, not the stale vectors.
+    let err = with_store
+        .rerank(
+            "Who wrote Hamlet?",
+            &cands,
+            &PassageLookup::from_passages(&edited).unwrap(),
+            3,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`p1`") && err.contains("text"), "{err}");
+    // load_or_build_store sees the change and rebuilds for the new texts.
+    let rebuilt = model.load_or_build_store(&edited, &path).unwrap();
+    assert_eq!(rebuilt.key(), &model.store_key(&edited));
+    assert_ne!(rebuilt.vectors(1), store.vectors(1));
+    assert_eq!(rebuilt.vectors(0), store.vectors(0));
+    let again = TokenStore::load(&path, &model.store_key(&edited)).unwrap();
+    assert_eq!(again, rebuilt);
 }

@@ -70,7 +70,13 @@ fn main() -> Result<()> {
                     Source::PypiSplitZip {
                         packages, version, ..
                     } => {
-                        format!("PyPI {}…({} parts)=={version}", packages[0], packages.len())
+                        // The manifest reader rejects an empty list; say so rather than panic.
+                        match packages.first() {
+                            Some(first) => {
+                                format!("PyPI {first}…({} parts)=={version}", packages.len())
+                            }
+                            None => format!("PyPI (no packages)=={version}"),
+                        }
                     }
                     Source::Mirror { folder } => format!("mirror/{folder}"),
                 };

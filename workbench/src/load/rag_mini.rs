@@ -126,8 +126,8 @@ fn csv_error(path: &Path, e: csv::Error) -> Error {
 /// * [`Error::Io`] when a file or folder cannot be read;
 /// * [`Error::Table`] for anything polars rejects (not a parquet file, a missing
 ///   column, a column that cannot be read as text);
-/// * [`Error::Malformed`] naming the part file and the 1-based row for a null
-///   value, an empty passage, question or answer, or a repeated id;
+/// * [`Error::MalformedRecord`] naming the part file and the 1-based row (`row N`)
+///   for a null value, an empty passage, question or answer, or a repeated id;
 /// * [`Error::BadInput`] when a folder holds no `*.parquet` file or a table has
 ///   no rows.
 #[cfg(feature = "parquet")]
@@ -138,8 +138,9 @@ pub fn load_parquet(passages: &Path, questions: &Path) -> Result<(Vec<Document>,
         let [texts, ids]: [Vec<String>; 2] = cols.try_into().expect("two columns asked for");
         for (row, (text, id)) in texts.into_iter().zip(ids).enumerate() {
             if !seen.insert(id.clone()) {
-                return Err(Error::malformed(
+                return Err(Error::record(
                     &file,
+                    "row",
                     row + 1,
                     format!("passage id `{id}` repeats an earlier row"),
                 ));
@@ -156,8 +157,9 @@ pub fn load_parquet(passages: &Path, questions: &Path) -> Result<(Vec<Document>,
             questions.into_iter().zip(answers).zip(ids).enumerate()
         {
             if !seen.insert(id.clone()) {
-                return Err(Error::malformed(
+                return Err(Error::record(
                     &file,
+                    "row",
                     row + 1,
                     format!("question id `{id}` repeats an earlier row"),
                 ));
@@ -232,13 +234,15 @@ fn read_parquet(
                 .enumerate()
                 .map(|(row, v)| match v {
                     Some(v) if !v.trim().is_empty() => Ok(v.to_string()),
-                    Some(_) => Err(Error::malformed(
+                    Some(_) => Err(Error::record(
                         &file,
+                        "row",
                         row + 1,
                         format!("empty `{name}` value"),
                     )),
-                    None => Err(Error::malformed(
+                    None => Err(Error::record(
                         &file,
+                        "row",
                         row + 1,
                         format!("null `{name}` value"),
                     )),

@@ -41,9 +41,11 @@ pub struct SquadSet {
 /// # Errors
 ///
 /// * [`Error::Io`] when the file cannot be read;
-/// * [`Error::Malformed`] for a JSON syntax error (at its line), and for any
-///   problem with a question, with `line` = the question's 1-based ordinal in the
-///   file and a message naming its id: a missing or mistyped `id`, `question`,
+/// * [`Error::Malformed`] for a JSON syntax error, at its line;
+/// * [`Error::MalformedRecord`] for any problem with a question, as `record N`
+///   with `N` the question's 1-based ordinal in the file (SQuAD files are often
+///   one long line, so there is no useful line) and a message naming its id,
+///   article and paragraph: a missing or mistyped `id`, `question`,
 ///   `answers`, `text` or `answer_start`; an `answer_start` whose context
 ///   substring differs from the answer text; an answerable question without
 ///   answers, or an `is_impossible` one with answers; a repeated id;
@@ -133,7 +135,7 @@ pub fn load(path: &Path) -> Result<SquadSet> {
 
             for q in qas {
                 ordinal += 1;
-                let bad = |msg: String| Error::malformed(path, ordinal, msg);
+                let bad = |msg: String| Error::record(path, "record", ordinal, msg);
                 let Value::Object(q) = q else {
                     return Err(bad(format!(
                         "question {ordinal} in {} is {}, expected an object",
@@ -294,6 +296,6 @@ mod tests {
             "context": "Café au lait", "qas": [{"id": "a", "question": "q?",
             "answers": [{"text": "au", "answer_start": 6}]}]}]}]});
         let err = load(write(&v).path()).unwrap_err().to_string();
-        assert!(err.contains(":1:") && err.contains("`a`"), "{err}");
+        assert!(err.contains(": record 1: ") && err.contains("`a`"), "{err}");
     }
 }

@@ -62,10 +62,11 @@ impl<'de> Deserialize<'de> for Entries {
 /// # Errors
 ///
 /// * [`Error::Io`] when the file cannot be read;
-/// * [`Error::Malformed`] for a JSON syntax error (with its line), or for a record
-///   that is not an object, lacks one of `title`, `extract`, `description`,
-///   `topic`, has a non-string value there, or repeats an earlier key; `line`
-///   is then the 1-based record number and the message names the title;
+/// * [`Error::Malformed`] for a JSON syntax error, at its line;
+/// * [`Error::MalformedRecord`] (`record N`, the 1-based position of the entry in
+///   the top-level object, with the title in the message) for a record that is
+///   not an object, lacks one of `title`, `extract`, `description`, `topic`, has
+///   a non-string value there, or repeats an earlier key;
 /// * [`Error::BadInput`] when the top level is not an object or the file or object is empty.
 pub fn load(path: &Path) -> Result<Vec<Document>> {
     let raw = read_to_string(path)?;
@@ -93,9 +94,7 @@ pub fn load(path: &Path) -> Result<Vec<Document>> {
     let mut docs = Vec::with_capacity(entries.len());
     for (i, (key, value)) in entries.into_iter().enumerate() {
         let record = i + 1;
-        let bad = |msg: String| {
-            Error::malformed(path, record, format!("record {record} (`{key}`): {msg}"))
-        };
+        let bad = |msg: String| Error::record(path, "record", record, format!("`{key}`: {msg}"));
         if !seen.insert(key.clone()) {
             return Err(bad(
                 "duplicate title (an earlier record has the same key)".into()
@@ -170,8 +169,13 @@ mod tests {
         let rec = r#"{"title": "A", "extract": "x", "description": "d", "topic": "t"}"#;
         let f = write(&format!(r#"{{"A": {rec}, "A": {rec}}}"#));
         match load(f.path()) {
-            Err(Error::Malformed { line, message, .. }) => {
-                assert_eq!(line, 2);
+            Err(Error::MalformedRecord {
+                unit,
+                number,
+                message,
+                ..
+            }) => {
+                assert_eq!((unit, number), ("record", 2));
                 assert!(message.contains("duplicate"), "{message}");
             }
             other => panic!("{other:?}"),
