@@ -1,17 +1,27 @@
-//! Benchmark: BM25 queries per second against the Python `bm25s` library, measured
-//! in the same run on the same corpus, queries, parameters and tokenisation, single
-//! thread, with the top-10 overlap between the two.
+//! Benchmark: BM25 queries per second against the Python `bm25s` library at its best
+//! (numba backend) and with its default numpy backend, measured in the same run on
+//! the same corpus, queries, parameters and tokenisation, single thread, with the
+//! top-10 overlap between the two sides.
 //!
 //! ```text
-//! cargo run --release --bin bench_bm25 [-- --pseudo-queries 1000 --repeats 20]
+//! cargo run --release --bin bench_bm25 [-- --pseudo-queries 1000 --repeats 20 --rounds 3]
 //! ```
-//! Needs the peers venv (`scripts/bench` makes it). Writes `data/results/bench-bm25/`.
+//! Needs the peers venv (`scripts/bench` makes it; `PEERS_PYTHON` or `--python` picks
+//! another Python with bm25s and numba). Writes `data/results/bench-bm25/`.
+//!
+//! Protocol: `--rounds` rounds; each runs the peer script (both bm25s backends,
+//! passes interleaved, see `scripts/python/bench_bm25s.py`) and then this side
+//! (`--repeats` passes of the workbench `Bm25`, alternating with passes of the same
+//! retriever without pruning). Every system's rate in a round is the median over its
+//! passes; the table reports the median over rounds and the ratio against the fastest
+//! peer. Before timing, the pruned search is checked to return exactly (ids and score
+//! bits) the hits of exhaustive scoring for every query.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use workbench::assets::Assets;
@@ -26,14 +36,17 @@ use workbench::retrieve::impact::Scratch;
 const NAME: &str = "bench-bm25";
 
 #[derive(Parser, Serialize, Debug)]
-#[command(about = "BM25 queries/s vs bm25s (single thread, same data and parameters)")]
+#[command(about = "BM25 queries/s vs bm25s (numba and numpy backends; single thread, same data and parameters)")]
 struct Args {
     /// Pseudo-queries drawn from the corpus (first sentence of a seeded sample of passages), besides the 50 DL19 queries.
     #[arg(long, default_value_t = 1000)]
     pseudo_queries: usize,
-    /// Timed passes over all queries (the median is reported).
+    /// Timed passes over all queries per system and round (the median is taken).
     #[arg(long, default_value_t = 20)]
     repeats: usize,
+    /// Rounds (peer run, then ours); the table reports the median over rounds.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// BM25 k1.
     #[arg(long, default_value_t = 0.9)]
     k1: f32,
@@ -54,29 +67,114 @@ struct Args {
     force: bool,
 }
 
+/// One bm25s backend's results in one peer run.
 #[derive(serde::Deserialize)]
-struct PeerOut {
+struct PeerBackend {
+    name: String,
     qps: f64,
+    qps_cpu: f64,
+    checks: serde_json::Value,
     top10: BTreeMap<String, Vec<String>>,
-    #[serde(default)]
-    bm25s_version: Option<String>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
+/// The peer script's JSON line.
+#[derive(serde::Deserialize)]
+struct PeerOut {
+    bm25s_version: String,
+    numba_version: Option<String>,
+    loadavg_1min: Vec<f64>,
+    backends_top10_agree: Option<serde_json::Value>,
+    peers: Vec<PeerBackend>,
+}
+
+/// Median (mean of the two middle values for an even count); NaN when empty.
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[m],
+        _ => (s[m - 1] + s[m]) / 2.0,
+    }
+}
+
+fn load_avg_1min() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds (user + system) of this process so far, from `/proc/self/stat`
+/// (clock ticks of 1/100 s, Linux' USER_HZ); NaN elsewhere.
+fn process_cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    let rest: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let tick = |i: usize| {
+        rest.get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn expand_home(p: &str) -> String {
+    match p.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", std::env::var("HOME").unwrap_or_default()),
+        None => p.to_string(),
+    }
+}
+
+/// Queries `(_id, text)` from BEIR JSONL text read from `path`. A line that is not a
+/// JSON object with string fields `_id` and `text`, or an id seen before, is an error
+/// naming the file and line (an empty query would inflate queries/s, and a repeated
+/// id would collide in the overlap map). Blank lines are skipped.
+fn parse_queries(path: &Path, text: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut seen = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let no = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{no}: not JSON", path.display()))?;
+        let field = |name: &str| -> Result<String> {
+            match v.get(name) {
+                Some(serde_json::Value::String(s)) => Ok(s.clone()),
+                Some(other) => bail!(
+                    "{}:{no}: query field `{name}` must be a string, got {other}",
+                    path.display()
+                ),
+                None => bail!("{}:{no}: query has no `{name}` field", path.display()),
+            }
+        };
+        let (id, text) = (field("_id")?, field("text")?);
+        if let Some(first) = seen.insert(id.clone(), no) {
+            bail!(
+                "{}:{no}: query id `{id}` repeats the one on line {first}",
+                path.display()
+            );
+        }
+        out.push((id, text));
+    }
+    Ok(out)
 }
 
 fn run_peer(
+    python: &str,
+    root: &Path,
+    corpus: &Path,
+    queries: &Path,
     args: &Args,
-    corpus: &std::path::Path,
-    queries: &std::path::Path,
-    root: &std::path::Path,
-) -> Result<PeerOut> {
-    let python = args
-        .python
-        .replacen('~', &std::env::var("HOME").unwrap_or_default(), 1);
-    let out = Command::new(&python)
+) -> Result<(PeerOut, String)> {
+    let out = Command::new(python)
         .arg(root.join("scripts/python/bench_bm25s.py"))
         .args(["--corpus".as_ref(), corpus.as_os_str()])
         .args(["--queries".as_ref(), queries.as_os_str()])
@@ -89,6 +187,8 @@ fn run_peer(
             "lucene",
             "--k",
             "10",
+            "--backends",
+            "numba,numpy",
         ])
         .args(["--repeats", &args.repeats.to_string()])
         .output()
@@ -101,18 +201,47 @@ fn run_peer(
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let line = String::from_utf8_lossy(&out.stdout);
-    let last = line
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
         .context("no JSON line from the peer")?;
-    Ok(serde_json::from_str(last)?)
+    let parsed: PeerOut = serde_json::from_str(last).context("reading the peer's JSON line")?;
+    ensure!(!parsed.peers.is_empty(), "the peer reported no backend");
+    Ok((parsed, last.to_string()))
+}
+
+/// Mean over queries of |ours ∩ theirs| / max(|ours|, |theirs|) (queries where both
+/// lists are empty are left out). Every query must be in the peer's output.
+fn overlap(
+    ours: &BTreeMap<String, Vec<String>>,
+    theirs: &BTreeMap<String, Vec<String>>,
+    peer: &str,
+) -> Result<f64> {
+    let mut overlaps = Vec::new();
+    for (id, mine) in ours {
+        let t: HashSet<&String> = theirs
+            .get(id)
+            .with_context(|| format!("{peer} returned no result for query `{id}`"))?
+            .iter()
+            .collect();
+        let denom = mine.len().max(t.len());
+        if denom > 0 {
+            overlaps.push(mine.iter().filter(|x| t.contains(x)).count() as f64 / denom as f64);
+        }
+    }
+    Ok(overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64)
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    ensure!(
+        args.repeats >= 1 && args.rounds >= 1,
+        "--repeats and --rounds must be at least 1"
+    );
     let root = workbench::paths::project_root()?;
+    let python = expand_home(&args.python);
     let assets = Assets::load()?;
     let dir = assets.resolve_all("msmarco-dl19-subset")?;
     let set = beir::load(&dir, "test")?;
@@ -121,28 +250,24 @@ fn main() -> Result<()> {
     // One query set for both sides: the DL19 queries plus seeded pseudo-queries, written as JSONL.
     let out = ResultDir::new(NAME, &args)?;
     out.begin()?;
-    let qpath: PathBuf = out.path("queries.jsonl");
-    let peer_queries = Command::new(args.python.replacen(
-        '~',
-        &std::env::var("HOME").unwrap_or_default(),
-        1,
-    ))
-    .arg(root.join("scripts/python/bench_bm25s.py"))
-    .args(["--corpus".as_ref(), dir.join("corpus.jsonl").as_os_str()])
-    .args([
-        "--queries-from-corpus",
-        &args.pseudo_queries.to_string(),
-        "--repeats",
-        "1",
-        "--write-queries",
-    ])
-    .arg(&qpath)
-    .output()
-    .context("writing pseudo-queries with the peer script")?;
-    if !peer_queries.status.success() {
+    let qpath: PathBuf = out.path("pseudo_queries.jsonl");
+    let made = Command::new(&python)
+        .arg(root.join("scripts/python/bench_bm25s.py"))
+        .args(["--corpus".as_ref(), dir.join("corpus.jsonl").as_os_str()])
+        .args([
+            "--queries-from-corpus",
+            &args.pseudo_queries.to_string(),
+            "--repeats",
+            "0",
+            "--write-queries",
+        ])
+        .arg(&qpath)
+        .output()
+        .with_context(|| format!("writing pseudo-queries with the peer script ({python})"))?;
+    if !made.status.success() {
         bail!(
             "pseudo-query generation failed: {}",
-            String::from_utf8_lossy(&peer_queries.stderr)
+            String::from_utf8_lossy(&made.stderr)
         );
     }
     let mut queries: Vec<(String, String)> = set
@@ -150,16 +275,9 @@ fn main() -> Result<()> {
         .iter()
         .map(|q| (q.id.clone(), q.text.clone()))
         .collect();
-    for line in std::fs::read_to_string(&qpath)?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-    {
-        let v: serde_json::Value = serde_json::from_str(line)?;
-        queries.push((
-            v["_id"].as_str().unwrap_or_default().to_string(),
-            v["text"].as_str().unwrap_or_default().to_string(),
-        ));
-    }
+    let text = std::fs::read_to_string(&qpath)
+        .with_context(|| format!("reading {}", qpath.display()))?;
+    queries.extend(parse_queries(&qpath, &text)?);
     let all_q = out.path("all_queries.jsonl");
     std::fs::write(
         &all_q,
@@ -168,9 +286,10 @@ fn main() -> Result<()> {
             .map(|(i, t)| serde_json::json!({"_id": i, "text": t}).to_string() + "\n")
             .collect::<String>(),
     )?;
-
-    // Peer first, then ours, on the same files.
-    let peer = run_peer(&args, &dir.join("corpus.jsonl"), &all_q, &root)?;
+    // The file both sides run must itself be well-formed (DL19 ids must not collide
+    // with the pseudo-query ids either).
+    let check = parse_queries(&all_q, &std::fs::read_to_string(&all_q)?)?;
+    ensure!(check == queries, "{} does not round-trip", all_q.display());
 
     let t0 = Instant::now();
     let analyzer = AnalyzerParams::plain().build()?;
@@ -183,68 +302,282 @@ fn main() -> Result<()> {
             .variant(Bm25Variant::Lucene),
     )?;
     let index_s = t0.elapsed().as_secs_f64();
-    let mut scratch = Scratch::new();
-    for (_, q) in &queries {
-        bm25.retrieve_with(q, 10, &mut scratch)?; // warm-up
-    }
-    let mut rates = Vec::new();
+
+    // Pruned search against exhaustive scoring, every query, bit for bit; and the
+    // work it saves.
+    let (mut scratch, mut exhaustive) = (Scratch::new(), Scratch::new());
     let mut top10: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in 0..args.repeats {
-        let t = Instant::now();
-        for (id, q) in &queries {
-            let hits = bm25.retrieve_with(q, 10, &mut scratch)?;
-            if r == 0 {
-                top10.insert(
-                    id.clone(),
-                    hits.into_iter()
-                        .filter(|h| h.score > 0.0)
-                        .map(|h| h.id)
-                        .collect(),
-                );
+    let (mut scored, mut all_postings, mut lookups, mut pruned) = (0usize, 0usize, 0usize, 0usize);
+    for (id, q) in &queries {
+        let hits = bm25.retrieve_with(q, 10, &mut scratch)?;
+        let want = bm25.retrieve_exhaustive(q, 10, &mut exhaustive)?;
+        let bits = |h: &[workbench::Hit]| -> Vec<(String, u32)> {
+            h.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect()
+        };
+        ensure!(
+            bits(&hits) == bits(&want),
+            "query `{id}`: pruned search {hits:?} differs from exhaustive scoring {want:?}"
+        );
+        let st = scratch.last_search();
+        scored += st.postings_scored;
+        lookups += st.lookups;
+        pruned += (st.candidates > 0) as usize;
+        all_postings += bm25
+            .index()
+            .query_terms(q)
+            .iter()
+            .map(|&(t, _)| bm25.index().df(t))
+            .sum::<usize>();
+        top10.insert(
+            id.clone(),
+            hits.into_iter()
+                .filter(|h| h.score > 0.0)
+                .map(|h| h.id)
+                .collect(),
+        );
+    }
+    let nq = queries.len() as f64;
+
+    let mut peer_rounds: Vec<PeerOut> = Vec::new();
+    let (mut ours_rounds, mut exh_rounds, mut ours_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let mut loads = Vec::new();
+    for round in 0..args.rounds {
+        loads.push(load_avg_1min());
+        let (peer, line) = run_peer(&python, &root, &dir.join("corpus.jsonl"), &all_q, &args)?;
+        if round == 0 {
+            std::fs::write(out.path("peer_round1.json"), line + "\n")?;
+        }
+        peer_rounds.push(peer);
+
+        for (_, q) in &queries {
+            bm25.retrieve_with(q, 10, &mut scratch)?; // warm-up
+            bm25.retrieve_exhaustive(q, 10, &mut exhaustive)?;
+        }
+        let (mut rates, mut exh_rates, mut cpu) = (Vec::new(), Vec::new(), 0.0);
+        for pass in 0..2 * args.repeats {
+            // Alternate: pruned, exhaustive, exhaustive, pruned, ...
+            let pruned_pass = (pass % 2 == 0) == (pass % 4 < 2);
+            let c0 = process_cpu_s();
+            let t = Instant::now();
+            for (_, q) in &queries {
+                let hits = if pruned_pass {
+                    bm25.retrieve_with(q, 10, &mut scratch)?
+                } else {
+                    bm25.retrieve_exhaustive(q, 10, &mut exhaustive)?
+                };
+                std::hint::black_box(hits);
+            }
+            let rate = nq / t.elapsed().as_secs_f64();
+            if pruned_pass {
+                rates.push(rate);
+                cpu += process_cpu_s() - c0;
+            } else {
+                exh_rates.push(rate);
             }
         }
-        rates.push(queries.len() as f64 / t.elapsed().as_secs_f64());
+        ours_rounds.push(median(&rates));
+        exh_rounds.push(median(&exh_rates));
+        ours_cpu.push(nq * args.repeats as f64 / cpu);
+        loads.push(load_avg_1min());
+        eprintln!(
+            "round {}: {} | workbench {:.0} q/s (exhaustive {:.0}) | load {:.2}",
+            round + 1,
+            peer_rounds[round]
+                .peers
+                .iter()
+                .map(|p| format!("{} {:.0} q/s", p.name, p.qps))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ours_rounds[round],
+            exh_rounds[round],
+            loads[loads.len() - 1],
+        );
     }
-    let ours = median(rates);
 
-    // Top-10 overlap: |ours ∩ theirs| / max(|ours|, |theirs|), averaged over queries.
-    let mut overlaps = Vec::new();
-    for (id, mine) in &top10 {
-        let theirs: HashSet<&String> = peer
-            .top10
-            .get(id)
-            .map(|v| v.iter().collect())
-            .unwrap_or_default();
-        let denom = mine.len().max(theirs.len());
-        if denom > 0 {
-            overlaps.push(mine.iter().filter(|x| theirs.contains(x)).count() as f64 / denom as f64);
-        }
+    // Per peer backend: median over rounds; the fastest is the ratio's denominator.
+    let first = &peer_rounds[0];
+    let names: Vec<String> = first.peers.iter().map(|p| p.name.clone()).collect();
+    let mut peer_qps: Vec<(String, f64, f64, Vec<f64>)> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let per_round: Vec<f64> = peer_rounds
+            .iter()
+            .map(|r| {
+                r.peers
+                    .get(i)
+                    .filter(|p| &p.name == name)
+                    .map(|p| p.qps)
+                    .context("peer backends differ between rounds")
+            })
+            .collect::<Result<_>>()?;
+        let cpu = median(
+            &peer_rounds
+                .iter()
+                .map(|r| r.peers[i].qps_cpu)
+                .collect::<Vec<_>>(),
+        );
+        peer_qps.push((name.clone(), median(&per_round), cpu, per_round));
     }
-    let overlap = overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64;
+    let fastest = peer_qps
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+        .map(|(i, _)| i)
+        .context("no peer")?;
+    let (fastest_name, fastest_qps) = (peer_qps[fastest].0.clone(), peer_qps[fastest].1);
+    let ours = median(&ours_rounds);
+    let exh = median(&exh_rounds);
+    let round_ratios: Vec<f64> = ours_rounds
+        .iter()
+        .zip(&peer_qps[fastest].3)
+        .map(|(o, p)| o / p)
+        .collect();
+    let overlaps: Vec<f64> = first
+        .peers
+        .iter()
+        .map(|p| overlap(&top10, &p.top10, &p.name))
+        .collect::<Result<_>>()?;
 
-    let mut t = Table::new(["system", "queries/s (median)", "ratio vs bm25s", "top-10 overlap"]).caption(format!(
-        "BM25 (Lucene idf, k1={}, b={}), {} passages, {} queries × {} passes, one thread, same tokenisation (lowercase, split on non-alphanumerics)",
-        args.k1, args.b, passages.len(), queries.len(), args.repeats
+    let (lo, hi) = loads
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let mut t = Table::new([
+        "system".to_string(),
+        "queries/s (median of rounds)".into(),
+        format!("ratio vs {fastest_name}"),
+        "queries per CPU-second".into(),
+        format!("top-10 overlap with {fastest_name}"),
+    ])
+    .caption(format!(
+        "BM25 (Lucene idf, k1={}, b={}), {} passages, {} queries × {} passes × {} rounds, top 10, one thread, same tokenisation (lowercase, split on non-alphanumerics); bm25s {} (numba {}); 1-min load average {lo:.2}–{hi:.2} on {} CPUs",
+        args.k1,
+        args.b,
+        passages.len(),
+        queries.len(),
+        args.repeats,
+        args.rounds,
+        first.bm25s_version,
+        first.numba_version.as_deref().unwrap_or("–"),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
     ));
+    for (i, (name, qps, cpu, _)) in peer_qps.iter().enumerate() {
+        t.push([
+            format!("{name} {}", first.bm25s_version),
+            format!("{qps:.0}"),
+            format!("{:.2}", qps / fastest_qps),
+            format!("{cpu:.0}"),
+            if i == fastest {
+                "–".to_string()
+            } else {
+                format!(
+                    "{:.3}",
+                    overlap(&first.peers[i].top10, &first.peers[fastest].top10, name)?
+                )
+            },
+        ])?;
+    }
     t.push([
-        format!("bm25s {}", peer.bm25s_version.clone().unwrap_or_default()),
-        format!("{:.0}", peer.qps),
-        "1.00".into(),
-        "–".into(),
+        "workbench Bm25 (pruned search, default)".to_string(),
+        format!("{ours:.0}"),
+        format!("{:.2}", ours / fastest_qps),
+        format!("{:.0}", median(&ours_cpu)),
+        format!("{:.3}", overlaps[fastest]),
     ])?;
     t.push([
-        "workbench Bm25".to_string(),
-        format!("{ours:.0}"),
-        format!("{:.2}", ours / peer.qps),
-        format!("{:.3}", overlap),
+        "workbench Bm25, exhaustive (no pruning)".to_string(),
+        format!("{exh:.0}"),
+        format!("{:.2}", exh / fastest_qps),
+        "–".to_string(),
+        format!("{:.3}", overlaps[fastest]),
     ])?;
     t.write_csv(&out.path("bench.csv"))?;
     std::fs::write(out.path("bench.md"), t.to_markdown())?;
-    out.finish(serde_json::json!({"ours_qps": ours, "bm25s_qps": peer.qps, "ratio": ours / peer.qps, "top10_overlap": overlap, "index_s": index_s}))?;
+    let work = format!(
+        "Pruned search: {:.0} of {:.0} postings per query scored as whole lists ({:.1}%), {:.0} candidate look-ups per query, pruning ran on {} of {} queries; its hits equal exhaustive scoring's (ids and score bits) on every query.",
+        scored as f64 / nq,
+        all_postings as f64 / nq,
+        100.0 * scored as f64 / all_postings.max(1) as f64,
+        lookups as f64 / nq,
+        pruned,
+        queries.len()
+    );
+    out.finish(serde_json::json!({
+        "ours_qps": ours,
+        "ours_exhaustive_qps": exh,
+        "ours_qps_rounds": ours_rounds,
+        "ours_exhaustive_qps_rounds": exh_rounds,
+        "ours_qps_cpu_rounds": ours_cpu,
+        "peers": peer_qps.iter().map(|(n, q, c, r)| serde_json::json!({"name": n, "qps": q, "qps_cpu": c, "qps_rounds": r})).collect::<Vec<_>>(),
+        "peer_checks": first.peers.iter().map(|p| (p.name.clone(), p.checks.clone())).collect::<BTreeMap<_, _>>(),
+        "peer_backends_top10_agree": first.backends_top10_agree,
+        "peer_loadavg_1min": peer_rounds.iter().map(|r| r.loadavg_1min.clone()).collect::<Vec<_>>(),
+        "fastest_peer": fastest_name,
+        "ratio": ours / fastest_qps,
+        "ratio_per_round": round_ratios,
+        "top10_overlap": first.peers.iter().zip(&overlaps).map(|(p, o)| (p.name.clone(), *o)).collect::<BTreeMap<_, _>>(),
+        "postings_per_query_scored": scored as f64 / nq,
+        "postings_per_query_exhaustive": all_postings as f64 / nq,
+        "lookups_per_query": lookups as f64 / nq,
+        "queries_pruned": pruned,
+        "num_queries": queries.len(),
+        "loadavg_1min": loads,
+        "index_s": index_s,
+    }))?;
     println!(
-        "{}\n\n{}",
+        "{}\n\n{}\n{work}\nRatio per round: {}",
         t.caption.as_deref().unwrap_or(""),
-        t.to_markdown()
+        t.to_markdown(),
+        round_ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_lines_without_id_or_text_are_errors_naming_file_and_line() {
+        let p = Path::new("q.jsonl");
+        let ok = "{\"_id\": \"a\", \"text\": \"x y\"}\n\n{\"_id\": \"b\", \"text\": \"\"}\n";
+        assert_eq!(
+            parse_queries(p, ok).unwrap(),
+            [("a".into(), "x y".into()), ("b".into(), String::new())]
+        );
+        for (bad, want) in [
+            ("{\"_id\": \"a\", \"text\": \"x\"}\n{\"text\": \"y\"}\n", "q.jsonl:2: query has no `_id`"),
+            ("{\"_id\": \"a\"}\n", "q.jsonl:1: query has no `text`"),
+            ("{\"_id\": 7, \"text\": \"x\"}\n", "q.jsonl:1: query field `_id` must be a string"),
+            ("{\"_id\": \"a\", \"text\": null}\n", "q.jsonl:1: query field `text` must be a string"),
+            ("[1, 2]\n", "q.jsonl:1: query has no `_id`"),
+            ("not json\n", "q.jsonl:1: not JSON"),
+            (
+                "{\"_id\": \"a\", \"text\": \"x\"}\n\n{\"_id\": \"a\", \"text\": \"y\"}\n",
+                "q.jsonl:3: query id `a` repeats the one on line 1",
+            ),
+        ] {
+            let e = format!("{:#}", parse_queries(p, bad).unwrap_err());
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn overlap_requires_every_query_from_the_peer() {
+        let ours: BTreeMap<String, Vec<String>> = [
+            ("q1".to_string(), vec!["a".to_string(), "b".to_string()]),
+            ("q2".to_string(), vec![]),
+        ]
+        .into();
+        let mut theirs = ours.clone();
+        theirs.insert("q1".into(), vec!["a".into(), "c".into()]);
+        assert_eq!(overlap(&ours, &theirs, "peer").unwrap(), 0.5);
+        theirs.remove("q2");
+        let e = overlap(&ours, &theirs, "peer").unwrap_err().to_string();
+        assert!(e.contains("peer returned no result for query `q2`"), "{e}");
+    }
 }

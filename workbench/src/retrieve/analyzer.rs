@@ -30,7 +30,6 @@
 use crate::{Error, Result};
 use rust_stemmers::{Algorithm, Stemmer};
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -210,9 +209,30 @@ impl Analyzer {
     }
 
     /// Call `f` on every token of `text`, in order, without collecting them. Tokens
-    /// that need no lowercasing or stemming are passed as slices of `text` (no
-    /// allocation).
+    /// that need no lowercasing or stemming are passed as slices of `text`; ASCII
+    /// tokens are lowercased in a buffer reused for the whole text, so ASCII text
+    /// costs at most one allocation.
     pub fn for_each_token(&self, text: &str, mut f: impl FnMut(&str)) {
+        let mut buf = String::new();
+        if text.is_ascii() {
+            // Same tokens as the general loop below: for ASCII characters
+            // `char::is_alphanumeric` is `u8::is_ascii_alphanumeric`.
+            let bytes = text.as_bytes();
+            let mut i = 0;
+            while i < bytes.len() {
+                while i < bytes.len() && !bytes[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                let start = i;
+                while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                if i > start {
+                    self.emit(&text[start..i], &mut buf, &mut f);
+                }
+            }
+            return;
+        }
         let mut start: Option<usize> = None;
         for (i, c) in text.char_indices() {
             if c.is_alphanumeric() {
@@ -220,38 +240,59 @@ impl Analyzer {
                     start = Some(i);
                 }
             } else if let Some(s) = start.take() {
-                self.emit(&text[s..i], &mut f);
+                self.emit(&text[s..i], &mut buf, &mut f);
             }
         }
         if let Some(s) = start {
-            self.emit(&text[s..], &mut f);
+            self.emit(&text[s..], &mut buf, &mut f);
         }
     }
 
-    /// Lowercase / filter / stem one raw token and pass it on.
-    fn emit(&self, raw: &str, f: &mut impl FnMut(&str)) {
-        if self.params.min_token_len > 1 && raw.chars().count() < self.params.min_token_len {
-            return;
+    /// Lowercase / filter / stem one raw token and pass it on (`buf`: scratch space
+    /// for the lowercased token).
+    fn emit(&self, raw: &str, buf: &mut String, f: &mut impl FnMut(&str)) {
+        let ascii = raw.is_ascii();
+        if self.params.min_token_len > 1 {
+            let len = if ascii {
+                raw.len()
+            } else {
+                raw.chars().count()
+            };
+            if len < self.params.min_token_len {
+                return;
+            }
         }
-        let has_upper = raw.chars().any(char::is_uppercase);
-        let token: Cow<'_, str> = if self.params.lowercase && has_upper {
-            Cow::Owned(raw.to_lowercase())
+        let has_upper = if ascii {
+            raw.bytes().any(|b| b.is_ascii_uppercase())
         } else {
-            Cow::Borrowed(raw)
+            raw.chars().any(char::is_uppercase)
+        };
+        let token: &str = if self.params.lowercase && has_upper {
+            buf.clear();
+            if ascii {
+                buf.push_str(raw);
+                buf.make_ascii_lowercase();
+            } else {
+                // `str::to_lowercase`, not per-char mapping: it knows final sigma.
+                buf.push_str(&raw.to_lowercase());
+            }
+            buf
+        } else {
+            raw
         };
         if !self.stopwords.is_empty() {
             let is_stop = if has_upper && !self.params.lowercase {
                 self.stopwords.contains(&raw.to_lowercase())
             } else {
-                self.stopwords.contains(token.as_ref())
+                self.stopwords.contains(token)
             };
             if is_stop {
                 return;
             }
         }
         match &self.stemmer {
-            Some(stemmer) => f(stemmer.stem(&token).as_ref()),
-            None => f(&token),
+            Some(stemmer) => f(stemmer.stem(token).as_ref()),
+            None => f(token),
         }
     }
 }
@@ -296,6 +337,35 @@ mod tests {
         );
         assert!(a.analyze("").is_empty());
         assert!(a.analyze("  ... --- !!").is_empty());
+    }
+
+    /// The ASCII fast path gives the tokens of the general (char-by-char) path: the
+    /// same text with one non-ASCII character appended takes the general path.
+    #[test]
+    fn ascii_fast_path_matches_the_general_path() {
+        let text = "The CAT's 3 dogs, e.g. X-ray_Tube42 and   don't STOP-words! A1b2";
+        for a in [
+            Analyzer::plain(),
+            Analyzer::default(),
+            AnalyzerParams::plain().lowercase(false).build().unwrap(),
+            AnalyzerParams::plain()
+                .lowercase(false)
+                .stopwords(Some(Stopwords::English))
+                .build()
+                .unwrap(),
+            AnalyzerParams::default().min_token_len(3).build().unwrap(),
+        ] {
+            let fast = a.analyze(text);
+            let mut general = a.analyze(&format!("{text} ü"));
+            assert_eq!(general.pop().as_deref(), Some("ü"));
+            assert_eq!(fast, general, "{:?}", a.params());
+            assert!(!fast.is_empty());
+        }
+        assert_eq!(
+            Analyzer::plain().analyze("ΣΊΣΥΦΟΣ Όλα"),
+            ["σίσυφος", "όλα"],
+            "final sigma, as str::to_lowercase"
+        );
     }
 
     #[test]

@@ -31,10 +31,12 @@
 //! query term. Lucene stores lengths lossily (one byte per document); exact lengths
 //! are used here, as in `bm25s`. Defaults `k1 = 0.9, b = 0.4` are Anserini's.
 //!
-//! Scoring is exhaustive term-at-a-time over precomputed per-posting impacts (see
+//! Scoring is term-at-a-time over precomputed per-posting impacts (see
 //! [`super::impact`]): the term score above is computed once per posting at build
 //! time, a query sums them into a corpus-sized accumulator and partially selects the
-//! top k.
+//! top k, with safe dynamic pruning ([`Impacts::search`]) that skips most postings
+//! of frequent, low-idf terms when they cannot change the top k; the hits are the
+//! same, bit for bit, as exhaustive scoring ([`Bm25::retrieve_exhaustive`]).
 
 use super::analyzer::Analyzer;
 use super::impact::{par_retrieve_all, with_thread_scratch, Impacts, Scratch};
@@ -190,11 +192,23 @@ impl Bm25 {
         self.impacts.index()
     }
 
-    fn score_into(&self, query: &str, scratch: &mut Scratch) {
+    /// The query's `(term id, weight = count in the query)` in `scratch.weights`, in
+    /// the order their contributions are summed on every path (decreasing upper
+    /// bound, see [`Impacts::sort_for_search`]), so that pruned and exhaustive
+    /// scores are bit-identical.
+    fn query_weights(&self, query: &str, scratch: &mut Scratch) {
         self.index().query_terms_into(query, &mut scratch.terms);
-        let mut weights = std::mem::take(&mut scratch.weights);
-        weights.clear();
-        weights.extend(scratch.terms.iter().map(|&(t, c)| (t, c as f32)));
+        scratch.weights.clear();
+        scratch
+            .weights
+            .extend(scratch.terms.iter().map(|&(t, c)| (t, c as f32)));
+        self.impacts.sort_for_search(&mut scratch.weights);
+    }
+
+    /// Exhaustive scoring of every passage containing a query term.
+    fn score_into(&self, query: &str, scratch: &mut Scratch) {
+        self.query_weights(query, scratch);
+        let weights = std::mem::take(&mut scratch.weights);
         self.impacts.accumulate(&weights, scratch);
         scratch.weights = weights;
     }
@@ -209,8 +223,25 @@ impl Bm25 {
     }
 
     /// [`Retriever::retrieve`] with caller-owned buffers (no per-query allocation
-    /// besides the analysed query tokens and the returned hits).
+    /// besides the returned hits). Uses [`Impacts::search`]: the same hits as
+    /// exhaustive scoring, with safe dynamic pruning when the impacts allow it.
     pub fn retrieve_with(&self, query: &str, k: usize, scratch: &mut Scratch) -> Result<Vec<Hit>> {
+        check_k(k)?;
+        self.query_weights(query, scratch);
+        let weights = std::mem::take(&mut scratch.weights);
+        let hits = self.impacts.search(&weights, k, scratch);
+        scratch.weights = weights;
+        Ok(hits)
+    }
+
+    /// [`Bm25::retrieve_with`] without pruning: every posting of every query term is
+    /// scored, then the top `k` selected. The reference the pruned path must equal.
+    pub fn retrieve_exhaustive(
+        &self,
+        query: &str,
+        k: usize,
+        scratch: &mut Scratch,
+    ) -> Result<Vec<Hit>> {
         check_k(k)?;
         self.score_into(query, scratch);
         Ok(self.impacts.top_k(scratch, k))
@@ -503,6 +534,109 @@ mod tests {
                     .sum()
             })
             .collect()
+    }
+
+    /// A token of a skewed vocabulary: `a` picks a geometric "frequent word" rank
+    /// (w0 in about half the tokens, w1 in a quarter, …) two times in three, else a
+    /// rare word r0..r299 from `b`. Queries drawn the same way mix a few very
+    /// frequent terms with rare ones, as natural-language queries do, so the pruned
+    /// search has something to prune.
+    fn skewed_token(a: u32, b: u32) -> String {
+        if a % 3 == 0 {
+            format!("r{}", b % 300)
+        } else {
+            format!("w{}", (a >> 2).leading_zeros().saturating_sub(16))
+        }
+    }
+
+    fn skewed_text(toks: &[(u32, u32)]) -> String {
+        toks.iter()
+            .map(|&(a, b)| skewed_token(a, b))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Hits as `(id, score bits)`, for bit-exact comparison.
+    fn exact(hits: &[Hit]) -> Vec<(String, u32)> {
+        hits.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect()
+    }
+
+    #[test]
+    fn pruned_search_prunes_and_matches_exhaustive_on_a_skewed_corpus() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut toks = |n: usize| -> String {
+            let t: Vec<(u32, u32)> = (0..n).map(|_| (rng.gen(), rng.gen())).collect();
+            skewed_text(&t)
+        };
+        let corpus: Vec<Passage> = (0..2000)
+            .map(|i| passage(&format!("p{i:04}"), &toks(8 + i % 40)))
+            .collect();
+        let queries: Vec<String> = (0..300).map(|i| toks(2 + i % 14)).collect();
+        let (mut a, mut b) = (Scratch::new(), Scratch::new());
+        let (mut pruned, mut scored, mut total) = (0, 0, 0);
+        for variant in [Bm25Variant::Lucene, Bm25Variant::Atire, Bm25Variant::Robertson] {
+            let r = Bm25::build(&corpus, &Analyzer::plain(), Bm25Params::new().variant(variant))
+                .unwrap();
+            for q in &queries {
+                for k in [1, 10, 100] {
+                    let got = r.retrieve_with(q, k, &mut a).unwrap();
+                    let want = r.retrieve_exhaustive(q, k, &mut b).unwrap();
+                    assert_eq!(exact(&got), exact(&want), "{variant:?} k={k} {q:?}");
+                    let st = a.last_search();
+                    if variant == Bm25Variant::Lucene && k == 10 {
+                        pruned += (st.candidates > 0) as usize;
+                        scored += st.postings_scored;
+                        total += r
+                            .index()
+                            .query_terms(q)
+                            .iter()
+                            .map(|&(t, _)| r.index().df(t))
+                            .sum::<usize>();
+                    }
+                    if variant == Bm25Variant::Robertson {
+                        // Negative idf (w0 is in more than half the passages): no pruning.
+                        assert_eq!(st.candidates, 0);
+                    }
+                }
+            }
+        }
+        // The pruned path must actually run, and skip most postings, on this corpus.
+        assert!(pruned > queries.len() / 2, "pruned {pruned} of {}", queries.len());
+        assert!(scored * 3 < total, "scored {scored} of {total} postings");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Oracle for the pruned search: the same hits, bit for bit and in the same
+        /// order, as scoring every posting, for every variant, k and parameters.
+        #[test]
+        fn pruned_search_equals_exhaustive_scoring(
+            docs in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 1..25), 1..120),
+            queries in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 0..10), 1..6),
+            k in 1usize..15,
+            k1 in 0.0f32..3.0,
+            b in 0.0f32..=1.0,
+            v in 0usize..3,
+        ) {
+            // Passage ids in reverse corpus order, so id ties are not index ties.
+            let n = docs.len();
+            let passages: Vec<Passage> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| passage(&format!("p{:03}", n - i), &skewed_text(d)))
+                .collect();
+            let variant = [Bm25Variant::Robertson, Bm25Variant::Atire, Bm25Variant::Lucene][v];
+            let r = Bm25::build(&passages, &Analyzer::plain(), Bm25Params::new().k1(k1).b(b).variant(variant)).unwrap();
+            let (mut a, mut s) = (Scratch::new(), Scratch::new());
+            for q in &queries {
+                let q = skewed_text(q);
+                let got = r.retrieve_with(&q, k, &mut a).unwrap();
+                let want = r.retrieve_exhaustive(&q, k, &mut s).unwrap();
+                prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
+            }
+        }
     }
 
     proptest! {
