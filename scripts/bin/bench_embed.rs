@@ -1,34 +1,43 @@
-//! Benchmark: all-MiniLM-L6-v2 sentences per second, our candle encoder against
-//! sentence-transformers on PyTorch CPU, measured in the same run on the same texts.
+//! Benchmark: all-MiniLM-L6-v2 sentences per second, our candle encoder against the fastest
+//! float32 CPU peers — ONNX Runtime and OpenVINO running an O2-optimised ONNX export of the
+//! same checkpoint — and sentence-transformers on PyTorch, measured in the same run on the
+//! same texts.
 //!
 //! ```text
 //! cargo run --release --bin bench_embed [-- --n 512 --runs 5 --threads 2]
 //! ```
 //!
 //! Texts: the first `--n` non-empty `extract`s of `wiki-leads-en`, in file order, each
-//! whole — exactly what `scripts/python/bench_st.py` reads (its `--corpus` is given the
-//! file the Rust side resolved, and the sha256 of the `\n`-joined texts must agree on
-//! both sides, else the run stops).
+//! whole — exactly what `scripts/python/bench_st.py` and `bench_onnx.py` read (their
+//! `--corpus` is given the file the Rust side resolved, and the sha256 of the `\n`-joined
+//! texts must agree on every side, else the run stops).
 //!
 //! Systems, all float32 on CPU with batch size 64, max length 256, `--threads` threads,
-//! tokenisation included in the time:
+//! tokenisation, mean pooling and L2 normalisation included in the time:
 //!
 //! | system | forward pass |
 //! |---|---|
 //! | workbench `BertEncoder`, fused | `encode::fast_bert` (padding-free, fused; the default) |
 //! | workbench `BertEncoder`, candle `BertModel` | candle-transformers' stock BERT on padded batches |
-//! | sentence-transformers | `model.encode` on PyTorch (`bench_st.py`, one process per round) |
+//! | ONNX Runtime | O2-optimised ONNX export, `ORT_ENABLE_ALL`, intra-op `--threads`, inter-op 1 (`bench_onnx.py`) |
+//! | OpenVINO, LATENCY / THROUGHPUT hint | the same ONNX file, CPU plugin, `--threads` inference threads, f32 precision (`bench_onnx.py`) |
+//! | sentence-transformers | `model.encode` on PyTorch (`bench_st.py`) |
 //!
-//! Each system gets one untimed warm-up encode (the Python peer does one in every
-//! process), then `--runs` rounds; in each round every system encodes all texts once,
-//! in an order that rotates from round to round, so machine load falls on all alike.
-//! Reported: sentences/s = n / median wall time per system, and ratios of those medians.
+//! Each Python peer runs as one process per round (one untimed warm-up encode, then one
+//! timed encode); the ONNX export is made (and cached) before the first round. Each
+//! workbench system gets one untimed warm-up encode, then `--runs` rounds; in each round
+//! every system encodes all texts once, in an order that rotates from round to round, so
+//! machine load falls on all alike. Reported: sentences/s = n / median wall time per
+//! system; the ratio of medians against the **fastest peer** (the one with the smallest
+//! median), and the median of the per-round ratios; CPU use (process CPU seconds / wall
+//! seconds over the timed encodes, a system's own process only); and the cosine between each
+//! system's vectors and the fused encoder's, text by text (minimum over the texts).
 //! Needs the peers venv (`scripts/bench` makes it). Writes `data/results/bench-embed/`.
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use workbench::assets::{sha256_file, Assets};
@@ -40,22 +49,50 @@ use workbench::results::Experiment;
 const NAME: &str = "bench-embed";
 const CORPUS: &str = "wiki-leads-en";
 const MODEL: &str = "all-minilm-l6-v2";
-/// sentence-transformers' `max_seq_length` for the model; `bench_st.py` fixes it too.
+/// sentence-transformers' `max_seq_length` for the model; the peer scripts fix it too.
 const MAX_LENGTH: usize = 256;
 const SUMMARY_FILE: &str = "bench.md";
 
+/// The Python peers, by key: (key, label, script, extra arguments).
+const PEERS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "onnxruntime",
+        "ONNX Runtime (O2 ONNX export)",
+        "bench_onnx.py",
+        &["--engine", "onnxruntime"],
+    ),
+    (
+        "openvino-latency",
+        "OpenVINO, LATENCY hint (O2 ONNX export)",
+        "bench_onnx.py",
+        &["--engine", "openvino", "--ov-hint", "latency"],
+    ),
+    (
+        "openvino-throughput",
+        "OpenVINO, THROUGHPUT hint (O2 ONNX export)",
+        "bench_onnx.py",
+        &["--engine", "openvino", "--ov-hint", "throughput"],
+    ),
+    (
+        "sentence-transformers",
+        "sentence-transformers (PyTorch)",
+        "bench_st.py",
+        &[],
+    ),
+];
+
 #[derive(Parser, Serialize, Debug)]
 #[command(
-    about = "MiniLM sentences/s: candle encoder vs sentence-transformers (same run, same texts)"
+    about = "MiniLM sentences/s: candle encoder vs ONNX Runtime, OpenVINO and sentence-transformers (same run, same texts)"
 )]
 struct Args {
     /// Texts: the first N non-empty wiki-leads-en extracts, in file order.
     #[arg(long, default_value_t = 512)]
     n: usize,
-    /// Texts per batch (both sides).
+    /// Texts per batch (every side).
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
-    /// Threads on both sides (our rayon pool, RAYON/CANDLE_NUM_THREADS; torch.set_num_threads).
+    /// Threads on every side (our rayon pool; ORT intra-op; OpenVINO inference threads; torch).
     #[arg(long, default_value_t = 2)]
     threads: usize,
     /// Timed rounds (each system encodes all texts once per round; medians are reported).
@@ -64,6 +101,14 @@ struct Args {
     /// Leave out candle-transformers' stock BertModel (the slowest system).
     #[arg(long)]
     skip_candle: bool,
+    /// Python peers to run, comma-separated (onnxruntime, openvino-latency,
+    /// openvino-throughput, sentence-transformers).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "onnxruntime,openvino-latency,openvino-throughput,sentence-transformers"
+    )]
+    peers: Vec<String>,
     /// Python of the peers venv.
     #[arg(
         long,
@@ -88,7 +133,7 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-/// What one `bench_st.py --runs 1` process prints (the fields used here).
+/// What one peer process (`--runs 1`) prints: the fields used here (the rest is kept raw).
 #[derive(Deserialize, Serialize, Debug, Clone)]
 struct PeerOut {
     num_texts: usize,
@@ -97,25 +142,13 @@ struct PeerOut {
     truncated_texts: usize,
     run_s: Vec<f64>,
     cpu_s: Vec<f64>,
-    torch_threads: usize,
-    batch_size: usize,
-    max_seq_length: usize,
-    sentence_transformers_version: String,
-    transformers_version: String,
-    torch_version: String,
-    loadavg_1min: Vec<f64>,
 }
 
-/// Median (mean of the two middle values for an even count).
+/// Median (mean of the two middle values for an even count); NaN when empty.
 fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    }
+    workbench::evaluate::quantile(&s, 0.5)
 }
 
 fn load_avg() -> String {
@@ -151,30 +184,31 @@ fn expand_home(p: &str) -> String {
     }
 }
 
-fn run_peer(
+/// Run one peer script with `args` (plus the common ones); its last JSON line.
+fn run_python(
     args: &Args,
     root: &Path,
+    script: &str,
+    extra: &[&str],
     corpus: &Path,
-    out: &Path,
-) -> Result<(PeerOut, serde_json::Value)> {
+    more: &[std::ffi::OsString],
+) -> Result<serde_json::Value> {
     let python = expand_home(&args.python);
     let o = Command::new(&python)
-        .arg(root.join("scripts/python/bench_st.py"))
+        .arg(root.join("scripts/python").join(script))
+        .args(extra)
         .args(["--corpus".as_ref(), corpus.as_os_str()])
         .args(["--n", &args.n.to_string()])
         .args(["--batch-size", &args.batch_size.to_string()])
         .args(["--threads", &args.threads.to_string()])
-        .args(["--runs", "1"])
-        .args(["--out".as_ref(), out.as_os_str()])
+        .args(more)
         .output()
         .with_context(|| {
-            format!(
-                "running the sentence-transformers peer with {python} (make it with scripts/bench)"
-            )
+            format!("running the peer {script} {extra:?} with {python} (make the venv with scripts/bench)")
         })?;
     if !o.status.success() {
         bail!(
-            "sentence-transformers peer failed: {}",
+            "peer {script} {extra:?} failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
     }
@@ -183,16 +217,66 @@ fn run_peer(
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
-        .context("no JSON line from the peer")?;
-    let raw: serde_json::Value = serde_json::from_str(line)?;
-    Ok((serde_json::from_value(raw.clone())?, raw))
+        .with_context(|| format!("no JSON line from the peer {script} {extra:?}"))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// Little-endian float32 vectors, `n × dim` row-major, as the peer scripts write them.
+fn read_vectors(path: &Path, n: usize, dim: usize) -> Result<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    ensure!(
+        bytes.len() == n * dim * 4,
+        "{}: {} bytes, expected {n} × {dim} float32 = {}",
+        path.display(),
+        bytes.len(),
+        n * dim * 4
+    );
+    Ok(bytes
+        .chunks_exact(dim * 4)
+        .map(|row| {
+            row.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        })
+        .collect())
+}
+
+/// Cosine of each pair of vectors: (min, mean).
+fn agreement(a: &[Vec<f32>], b: &[Vec<f32>]) -> (f64, f64) {
+    let cos: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let d = dot(x, y) as f64;
+            d / ((dot(x, x) as f64).sqrt() * (dot(y, y) as f64).sqrt()).max(1e-30)
+        })
+        .collect();
+    (
+        cos.iter().copied().fold(f64::INFINITY, f64::min),
+        cos.iter().sum::<f64>() / cos.len() as f64,
+    )
+}
+
+/// What runs a system.
+enum Runner<'a> {
+    Ours(&'a BertEncoder),
+    Peer {
+        key: &'static str,
+        script: &'static str,
+        extra: &'static [&'static str],
+    },
 }
 
 /// One system's timed encodes.
-struct System {
+struct System<'a> {
     label: String,
+    runner: Runner<'a>,
     wall_s: Vec<f64>,
     cpu_s: Vec<f64>,
+    /// Cosine against the fused encoder's vectors: (min, mean).
+    cosine: Option<(f64, f64)>,
+    /// The peer's first JSON output.
+    peer: Option<serde_json::Value>,
 }
 
 fn main() -> Result<()> {
@@ -201,6 +285,14 @@ fn main() -> Result<()> {
         args.n > 0 && args.runs > 0 && args.threads > 0 && args.batch_size > 0,
         "--n, --runs, --threads and --batch-size must be at least 1"
     );
+    for p in &args.peers {
+        ensure!(
+            PEERS.iter().any(|(k, ..)| k == p),
+            "--peers: unknown peer `{p}` (known: {})",
+            PEERS.iter().map(|(k, ..)| *k).collect::<Vec<_>>().join(", ")
+        );
+    }
+    ensure!(!args.peers.is_empty(), "--peers: name at least one peer");
     // candle's matrix products size their rayon split by RAYON_NUM_THREADS and its
     // element-wise ops use a pool of CANDLE_NUM_THREADS (read on first use): pin both.
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
@@ -224,7 +316,7 @@ fn main() -> Result<()> {
     let out = &exp.out;
     let load_start = load_avg();
 
-    // The texts bench_st.py documents: first N non-empty extracts, file order, whole.
+    // The texts the peer scripts document: first N non-empty extracts, file order, whole.
     let corpus_file = assets.resolve(CORPUS, "summaries_en-us.json")?;
     let docs =
         wikipedia_corpus(&assets, CORPUS).with_context(|| format!("loading corpus `{CORPUS}`"))?;
@@ -240,7 +332,7 @@ fn main() -> Result<()> {
         texts.len(),
         args.n
     );
-    // Same digest as bench_st.py: sha256 of the texts joined by "\n".
+    // Same digest as the peer scripts: sha256 of the texts joined by "\n".
     let texts_file = out.path("texts.txt");
     std::fs::write(&texts_file, texts.join("\n"))?;
     let texts_sha256 = sha256_file(&texts_file)?;
@@ -259,6 +351,7 @@ fn main() -> Result<()> {
             BertEncoder::load(&assets, MODEL, params.clone().backend(Backend::Candle))?,
         ));
     }
+    let dim = encoders[0].1.dim();
     let counts = encoders[0].1.token_counts(&texts)?;
     let avg_tokens = counts.iter().sum::<usize>() as f64 / counts.len() as f64;
     let truncated = counts.iter().filter(|&&c| c >= MAX_LENGTH).count();
@@ -273,123 +366,179 @@ fn main() -> Result<()> {
         args.runs
     );
 
-    // Warm-up (untimed), and the vectors for the fused-vs-candle agreement check.
-    let mut vectors = Vec::new();
+    // The ONNX export (cached by the model's sha256) before any timing.
+    if args.peers.iter().any(|p| p.starts_with("onnx") || p.starts_with("openvino")) {
+        let t = Instant::now();
+        let v = run_python(
+            &args,
+            &root,
+            "bench_onnx.py",
+            &["--engine", "onnxruntime", "--export-only"],
+            &corpus_file,
+            &[],
+        )?;
+        println!(
+            "ONNX export ready in {:.1} s: {}",
+            t.elapsed().as_secs_f64(),
+            v["onnx"].as_str().unwrap_or("?")
+        );
+    }
+
+    // Warm-up (untimed), and the reference vectors for the agreement checks.
+    let mut systems: Vec<System> = Vec::new();
+    let mut reference: Vec<Vec<f32>> = Vec::new();
     for (label, enc) in &encoders {
         let t = Instant::now();
-        vectors.push(enc.embed(&texts)?);
+        let v = enc.embed(&texts)?;
         println!("warm-up {label}: {:.1} s", t.elapsed().as_secs_f64());
-    }
-    let agreement = (vectors.len() > 1).then(|| {
-        let cos: Vec<f64> = vectors[0]
-            .iter()
-            .zip(&vectors[1])
-            .map(|(a, b)| dot(a, b) as f64)
-            .collect();
-        (
-            cos.iter().copied().fold(f64::INFINITY, f64::min),
-            cos.iter().sum::<f64>() / cos.len() as f64,
-        )
-    });
-    drop(vectors);
-
-    // Rounds: every system once per round, starting position rotating.
-    let peer_label = "sentence-transformers (PyTorch CPU)".to_string();
-    let mut systems: Vec<System> = encoders
-        .iter()
-        .map(|(l, _)| l.clone())
-        .chain([peer_label])
-        .map(|label| System {
-            label,
+        let cosine = if reference.is_empty() {
+            reference = v;
+            None
+        } else {
+            Some(agreement(&reference, &v))
+        };
+        systems.push(System {
+            label: label.clone(),
+            runner: Runner::Ours(enc),
             wall_s: Vec::new(),
             cpu_s: Vec::new(),
-        })
-        .collect();
-    let peer_idx = systems.len() - 1;
-    let mut peers: Vec<serde_json::Value> = Vec::new();
-    let mut peer_first: Option<PeerOut> = None;
-    let mut peer_process_s = Vec::new();
+            cosine,
+            peer: None,
+        });
+    }
+    for &(key, label, script, extra) in PEERS {
+        if args.peers.iter().any(|p| p == key) {
+            systems.push(System {
+                label: label.to_string(),
+                runner: Runner::Peer { key, script, extra },
+                wall_s: Vec::new(),
+                cpu_s: Vec::new(),
+                cosine: None,
+                peer: None,
+            });
+        }
+    }
+
+    // Rounds: every system once per round, starting position rotating.
+    let mut peer_runs: Vec<serde_json::Value> = Vec::new();
+    let k = systems.len();
     for round in 0..args.runs {
-        let k = systems.len();
         for j in 0..k {
             let s = (round + j) % k;
-            if s == peer_idx {
-                let t = Instant::now();
-                let (p, raw) = run_peer(
-                    &args,
-                    &root,
-                    &corpus_file,
-                    &out.path(&format!("peer_round{round}.json")),
-                )?;
-                peer_process_s.push(t.elapsed().as_secs_f64());
-                if p.texts_sha256 != texts_sha256 || p.num_texts != texts.len() {
-                    bail!(
-                        "text mismatch: the peer encoded {} texts with sha256 {}, ours are {} with {}",
-                        p.num_texts,
-                        p.texts_sha256,
-                        texts.len(),
-                        texts_sha256
-                    );
+            let sys = &mut systems[s];
+            match sys.runner {
+                Runner::Ours(enc) => {
+                    let (c0, t) = (process_cpu_s(), Instant::now());
+                    std::hint::black_box(enc.embed(&texts)?);
+                    sys.wall_s.push(t.elapsed().as_secs_f64());
+                    sys.cpu_s.push(process_cpu_s() - c0);
                 }
-                systems[s].wall_s.push(p.run_s[0]);
-                systems[s].cpu_s.push(p.cpu_s[0]);
-                peers.push(raw);
-                peer_first.get_or_insert(p);
-            } else {
-                let enc = &encoders[s].1;
-                let (c0, t) = (process_cpu_s(), Instant::now());
-                std::hint::black_box(enc.embed(&texts)?);
-                systems[s].wall_s.push(t.elapsed().as_secs_f64());
-                systems[s].cpu_s.push(process_cpu_s() - c0);
+                Runner::Peer { key, script, extra } => {
+                    let vectors: PathBuf = out.path(&format!("vectors_{key}.f32"));
+                    let mut more: Vec<std::ffi::OsString> =
+                        vec!["--runs".into(), "1".into()];
+                    if round == 0 {
+                        more.extend(["--vectors".into(), vectors.clone().into_os_string()]);
+                    }
+                    let raw = run_python(&args, &root, script, extra, &corpus_file, &more)?;
+                    let p: PeerOut = serde_json::from_value(raw.clone())
+                        .with_context(|| format!("output of the peer {key}"))?;
+                    if p.texts_sha256 != texts_sha256 || p.num_texts != texts.len() {
+                        bail!(
+                            "text mismatch: the peer {key} encoded {} texts with sha256 {}, ours are {} with {}",
+                            p.num_texts,
+                            p.texts_sha256,
+                            texts.len(),
+                            texts_sha256
+                        );
+                    }
+                    ensure!(
+                        p.run_s.len() == 1 && p.cpu_s.len() == 1,
+                        "peer {key}: expected one timed run, got {:?}",
+                        p.run_s
+                    );
+                    sys.wall_s.push(p.run_s[0]);
+                    sys.cpu_s.push(p.cpu_s[0]);
+                    if round == 0 {
+                        let v = read_vectors(&vectors, texts.len(), dim)?;
+                        sys.cosine = Some(agreement(&reference, &v));
+                        std::fs::remove_file(&vectors)
+                            .with_context(|| format!("removing {}", vectors.display()))?;
+                    }
+                    sys.peer.get_or_insert(raw.clone());
+                    peer_runs.push(serde_json::json!({"peer": key, "round": round, "output": raw}));
+                }
             }
-            let last = systems[s].wall_s.last().copied().unwrap_or(f64::NAN);
+            let last = sys.wall_s.last().copied().unwrap_or(f64::NAN);
             println!(
-                "round {}/{}: {:<55} {last:7.2} s  ({:.1} sentences/s)",
+                "round {}/{}: {:<55} {last:7.2} s  ({:.1} sentences/s, CPU {:.2})",
                 round + 1,
                 args.runs,
-                systems[s].label,
-                texts.len() as f64 / last
+                sys.label,
+                texts.len() as f64 / last,
+                sys.cpu_s.last().copied().unwrap_or(f64::NAN) / last
             );
         }
     }
-    let peer = peer_first.context("no peer run")?;
     let load_end = load_avg();
 
-    // Table.
+    // The fastest peer (smallest median wall time) is the ratios' denominator.
     let n = texts.len() as f64;
     let med = |s: &System| median(&s.wall_s);
-    let peer_med = med(&systems[peer_idx]);
-    let fused_med = med(&systems[0]);
+    let is_peer = |s: &System| matches!(s.runner, Runner::Peer { .. });
+    let fastest = (0..k)
+        .filter(|&i| is_peer(&systems[i]))
+        .min_by(|&a, &b| med(&systems[a]).total_cmp(&med(&systems[b])))
+        .context("no peer ran")?;
+    let fastest_label = systems[fastest].label.clone();
+    let fastest_med = med(&systems[fastest]);
+
+    let peer_versions: Vec<String> = systems
+        .iter()
+        .filter_map(|s| s.peer.as_ref())
+        .map(|p| {
+            let get = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+            match get("peer").as_str() {
+                "sentence-transformers" => format!(
+                    "sentence-transformers {} / torch {}",
+                    get("sentence_transformers_version"),
+                    get("torch_version")
+                ),
+                other => format!("{other} {}", get("engine_version")),
+            }
+        })
+        .collect();
     let mut t = Table::new([
         "system",
         "sentences/s (median)",
-        "ratio vs sentence-transformers",
+        "× fastest peer",
         "median of per-round ratios",
         "median wall (s)",
         "wall range (s)",
         "CPU s / wall s",
+        "cosine vs fused (min)",
     ])
     .caption(format!(
         "all-MiniLM-L6-v2, {} wiki-leads-en extracts ({avg_tokens:.1} tokens avg, {truncated} truncated at {MAX_LENGTH}), \
-         batch {}, float32 CPU, {} threads, tokenisation included; median of {} interleaved rounds after a warm-up. \
-         sentence-transformers {} / torch {} ({} torch threads).",
+         batch {}, float32 CPU, {} threads, tokenisation, mean pooling and L2 normalisation included; \
+         median of {} interleaved rounds after a warm-up. Ratios against the fastest peer, {fastest_label}. \
+         Peers: {}.",
         texts.len(),
         args.batch_size,
         args.threads,
         args.runs,
-        peer.sentence_transformers_version,
-        peer.torch_version,
-        peer.torch_threads,
+        peer_versions.join(", "),
     ));
     let mut summary = serde_json::Map::new();
+    let mut rows = serde_json::Map::new();
     for s in &systems {
         let m = med(s);
         let lo = s.wall_s.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = s.wall_s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let cpu_ratio = median(&s.cpu_s) / m;
+        let cpu_ratio = s.cpu_s.iter().sum::<f64>() / s.wall_s.iter().sum::<f64>();
         // Rounds are interleaved, so each round's ratio compares runs made under
         // the same machine load: steadier than the ratio of medians.
-        let round_ratios: Vec<f64> = systems[peer_idx]
+        let round_ratios: Vec<f64> = systems[fastest]
             .wall_s
             .iter()
             .zip(&s.wall_s)
@@ -399,44 +548,54 @@ fn main() -> Result<()> {
         t.push([
             s.label.clone(),
             format!("{:.1}", n / m),
-            format!("{:.2}", peer_med / m),
+            format!("{:.2}", fastest_med / m),
             format!("{round_ratio:.2}"),
             format!("{m:.2}"),
             format!("{lo:.2}–{hi:.2}"),
             format!("{cpu_ratio:.2}"),
+            s.cosine
+                .map(|(min, _)| format!("{min:.6}"))
+                .unwrap_or_else(|| "(reference)".into()),
         ])?;
-        summary.insert(
+        rows.insert(
             s.label.clone(),
             serde_json::json!({
                 "sentences_per_s": n / m,
                 "tokens_per_s": total_tokens / m,
-                "ratio_vs_sentence_transformers": peer_med / m,
-                "median_round_ratio_vs_sentence_transformers": round_ratio,
+                "ratio_vs_fastest_peer": fastest_med / m,
+                "median_round_ratio_vs_fastest_peer": round_ratio,
                 "median_wall_s": m,
                 "wall_s": s.wall_s,
                 "cpu_s": s.cpu_s,
+                "cpu_per_wall": cpu_ratio,
+                "cosine_vs_fused_min": s.cosine.map(|c| c.0),
+                "cosine_vs_fused_mean": s.cosine.map(|c| c.1),
+                "peer": s.peer,
             }),
         );
     }
     t.write_csv(&out.path("bench.csv"))?;
-    let mut notes = vec![format!(
-        "Same texts on both sides: sha256 {texts_sha256}. Tokens: ours {avg_tokens:.2} avg / {truncated} truncated, \
-         sentence-transformers {:.2} / {}.",
-        peer.avg_tokens, peer.truncated_texts
-    )];
-    if let Some((min_cos, mean_cos)) = agreement {
-        notes.push(format!(
-            "Fused vs candle BertModel vectors: cosine min {min_cos:.6}, mean {mean_cos:.6} over all {} texts.",
-            texts.len()
-        ));
-        summary.insert("fused_vs_candle_min_cosine".into(), min_cos.into());
-    }
-    notes.push(
-        "No cosine agreement with the peer: bench_st.py does not output its embeddings.".into(),
-    );
-    notes.push(format!(
-        "Load average (1/5/15 min): start {load_start}, end {load_end}."
-    ));
+    let peer_tokens: Vec<String> = systems
+        .iter()
+        .filter_map(|s| {
+            let p = s.peer.as_ref()?;
+            Some(format!(
+                "{} {:.2} / {}",
+                s.label,
+                p.get("avg_tokens")?.as_f64()?,
+                p.get("truncated_texts")?.as_u64()?
+            ))
+        })
+        .collect();
+    let notes = [
+        format!(
+            "Same texts on every side: sha256 {texts_sha256}. Tokens (average / truncated): ours {avg_tokens:.2} / {truncated}; {}.",
+            peer_tokens.join("; ")
+        ),
+        "Cosine: each system's vectors against the fused encoder's, text by text, all texts.".to_string(),
+        "CPU s / wall s: the system's own process, summed over its timed encodes (2 = both cores busy).".to_string(),
+        format!("Load average (1/5/15 min): start {load_start}, end {load_end}."),
+    ];
     let md = format!(
         "{}\n\n{}\n{}\n",
         t.caption.as_deref().unwrap_or(""),
@@ -446,22 +605,19 @@ fn main() -> Result<()> {
     std::fs::write(out.path(SUMMARY_FILE), &md)?;
     std::fs::write(
         out.path("peer_runs.json"),
-        serde_json::to_string_pretty(&peers)?,
+        serde_json::to_string_pretty(&peer_runs)?,
     )?;
-    for r in 0..args.runs {
-        let _ = std::fs::remove_file(out.path(&format!("peer_round{r}.json")));
-    }
 
+    let fused_med = med(&systems[0]);
+    summary.insert("systems".into(), rows.into());
+    summary.insert("fastest_peer".into(), fastest_label.into());
     summary.insert(
-        "ratio_fused_vs_sentence_transformers".into(),
-        (peer_med / fused_med).into(),
+        "ratio_fused_vs_fastest_peer".into(),
+        (fastest_med / fused_med).into(),
     );
     summary.insert("texts".into(), texts.len().into());
     summary.insert("texts_sha256".into(), texts_sha256.into());
     summary.insert("avg_tokens".into(), avg_tokens.into());
-    summary.insert("peer_avg_tokens".into(), peer.avg_tokens.into());
-    summary.insert("peer_process_s".into(), peer_process_s.into());
-    summary.insert("peer".into(), serde_json::to_value(&peer)?);
     summary.insert("load_avg_start".into(), load_start.into());
     summary.insert("load_avg_end".into(), load_end.into());
     exp.finish(serde_json::Value::Object(summary))?;

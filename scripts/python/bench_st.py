@@ -3,7 +3,7 @@
 Run with the peers venv (scripts/lib.sh `ensure_peers`):
 
     ~/.cache/rag-workbench/peers-venv/bin/python scripts/python/bench_st.py [--n 512] [--batch-size 64]
-        [--threads 2] [--runs 3] [--out PATH]
+        [--threads 2] [--runs 3] [--out PATH] [--vectors PATH]
 
 Texts: the first N non-empty `extract` values of the Wikipedia leads corpus
 (datasets--workbench-mirror--ovos-wiki-leads-en/.../summaries_en-us.json, a JSON object
@@ -22,7 +22,9 @@ Also reported: the process CPU time per run (`cpu_s`, all threads) and the 1-min
 average before/after, since on a shared 2-core machine wall time depends on what else runs:
 with T threads and no contention, cpu_s ≈ T × wall.
 
-Output: one JSON line on stdout (and in `--out`).
+Output: one JSON line on stdout (and in `--out`); with `--vectors`, the last run's vectors as
+little-endian float32, N × 384 row-major, in input order (bench_embed compares them with its
+own by cosine).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--vectors", type=Path, help="write the last run's vectors here (float32 LE, N x 384)")
     args = ap.parse_args()
 
     import sentence_transformers
@@ -87,6 +90,9 @@ def main() -> None:
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     assert emb.shape == (len(texts), 384)
+    if args.vectors:
+        args.vectors.parent.mkdir(parents=True, exist_ok=True)
+        emb.astype("<f4").tofile(args.vectors)
 
     med = statistics.median(times)
     out = {
@@ -117,6 +123,7 @@ def main() -> None:
         "sentences_per_cpu_s": round(len(texts) / statistics.median(cpu), 2),
         "loadavg_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "nproc": os.cpu_count(),
+        "vectors": str(args.vectors) if args.vectors else None,
     }
     line = json.dumps(out)
     print(line)
