@@ -17,7 +17,31 @@ export WORKBENCH_ROOT="$ROOT"
 export WORKBENCH_PROGRESS="${WORKBENCH_PROGRESS:-0}"
 EVCXR_VERSION=0.22.0
 
-step() { printf '\n== %s\n' "$*"; }
+# `step NAME` prints a header and closes the previous step with its duration;
+# `steps_summary` closes the last one and lists every step's time.
+STEP_NAMES=() STEP_SECONDS=() STEP_START=""
+_step_close() {
+  if [ -n "$STEP_START" ]; then
+    local t=$((SECONDS - STEP_START))
+    STEP_SECONDS+=("$t")
+    printf -- '-- %s: %dm%02ds\n' "${STEP_NAMES[-1]}" $((t / 60)) $((t % 60))
+    STEP_START=""
+  fi
+}
+step() {
+  _step_close
+  STEP_NAMES+=("$*") STEP_START=$SECONDS
+  printf '\n== %s\n' "$*"
+}
+steps_summary() {
+  _step_close
+  printf '\n== time per step\n'
+  local i
+  for i in "${!STEP_SECONDS[@]}"; do
+    printf '%4dm%02ds  %s\n' $((STEP_SECONDS[i] / 60)) $((STEP_SECONDS[i] % 60)) "${STEP_NAMES[i]}"
+  done
+  printf '%4dm%02ds  total\n' $((SECONDS / 60)) $((SECONDS % 60))
+}
 
 ensure_apt() {
   # C toolchain pieces some crates build from source. Debian package names.

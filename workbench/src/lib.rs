@@ -22,6 +22,7 @@
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
 //! | [`results`] | `data/results/<name>/` folders with the resolved config and a manifest |
+//! | [`grade`] | expected values (`data/expected.toml`) graded against the result folders; README tables generated from them |
 //! | [`display`] | tables and figures that render inline in Jupyter (evcxr) |
 //!
 //! ## Crate features
@@ -45,6 +46,7 @@ pub mod display;
 pub mod encode;
 pub mod error;
 pub mod evaluate;
+pub mod grade;
 pub mod load;
 pub mod paths;
 #[cfg(feature = "plot")]

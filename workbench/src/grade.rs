@@ -1,0 +1,1552 @@
+//! Expected values, graded: every number the README reports from a result folder is
+//! listed in a conditions file (`data/expected.toml`) with its expected value and a
+//! tolerance, and [`grade`] compares each with what `data/results/<name>/` holds now,
+//! as pyserini's two-click reproductions do. The same file says which README tables
+//! are generated from which result ([`render_readme_table`], [`replace_blocks`]).
+//!
+//! Grades ([`Grade`]):
+//!
+//! | grade | when |
+//! |---|---|
+//! | `OK` | the measured value, rounded to the decimals the expected value is written with, equals it, and the significance mark (`†`, `††`) is the same |
+//! | `OKish` | not OK, but within the tolerance, same mark |
+//! | `FAIL` | farther than the tolerance, or another mark |
+//! | `MISSING` | the result folder, file, row or column is absent, or the cell is not a number |
+//! | `STALE` | the result folder is not the one described: an output no longer matches `manifest.json`, `config.json` differs from the pinned fields, or the program that wrote it was rebuilt since |
+//! | `reported` | a machine-dependent value (a timing), printed beside its expectation, never graded |
+//!
+//! The file format is documented at the top of `data/expected.toml`.
+
+use crate::assets::sha256_file;
+use crate::display::Table;
+use crate::results::Manifest;
+use crate::{Error, Result};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The conditions file: results, expected values and generated README tables.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conditions {
+    /// The result folders, with the configuration the README's numbers assume.
+    #[serde(default)]
+    pub result: Vec<ResultSpec>,
+    /// Expected values read from CSV files, one block per file and tolerance.
+    #[serde(default)]
+    pub csv: Vec<CsvBlock>,
+    /// Expected values read from JSON files (e.g. `manifest.json`'s summary).
+    #[serde(default)]
+    pub json: Vec<JsonBlock>,
+    /// README tables generated from result files.
+    #[serde(default)]
+    pub readme: Vec<ReadmeTable>,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+/// One result folder, `data/results/<name>/`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultSpec {
+    /// Folder name under `data/results/`.
+    pub name: String,
+    /// The binary that writes it (`scripts/bin/<binary>.rs`); its sha256 must equal
+    /// `config.json`'s `program_sha256` when the executable is found.
+    pub binary: String,
+    /// What the result is, for the report.
+    pub what: String,
+    /// JSON pointers into `config.json` and the value each must have.
+    #[serde(default)]
+    pub config: BTreeMap<String, Value>,
+    /// JSON pointers into `config.json` that must be null or absent.
+    #[serde(default)]
+    pub unset: Vec<String>,
+}
+
+/// Expected values in a CSV file: rows named by the `key` column, one value per column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvBlock {
+    /// Result folder name.
+    pub result: String,
+    /// CSV file in the result folder.
+    pub file: String,
+    /// The column whose value names a row.
+    pub key: String,
+    /// The columns holding the expected values.
+    pub columns: Vec<String>,
+    /// Tolerance of every value in the block.
+    pub tolerance: ToleranceSpec,
+    /// `[row key, expected value per column …]`.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Expected values in a JSON file, each at a JSON pointer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonBlock {
+    /// Result folder name.
+    pub result: String,
+    /// JSON file in the result folder.
+    pub file: String,
+    /// The values.
+    pub values: Vec<JsonValue>,
+}
+
+/// One expected value in a JSON file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonValue {
+    /// RFC 6901 pointer, e.g. `/summary/passages`.
+    pub pointer: String,
+    /// Expected value as the README prints it.
+    pub expected: String,
+    /// Tolerance.
+    pub tolerance: ToleranceSpec,
+    /// What the value is.
+    pub what: String,
+}
+
+/// A tolerance as written: a number (absolute) or the word `"reported"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ToleranceSpec {
+    /// Absolute tolerance, in the unit the file prints.
+    Absolute(f64),
+    /// A word; only `"reported"` is valid.
+    Word(String),
+}
+
+/// How far a measured value may be from the expected one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tolerance {
+    /// OKish when `|measured − expected| ≤` this.
+    Absolute(f64),
+    /// Printed, not graded.
+    Reported,
+}
+
+impl fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tolerance::Absolute(t) => write!(f, "±{t}"),
+            Tolerance::Reported => write!(f, "reported"),
+        }
+    }
+}
+
+/// A README table generated from a result file, between
+/// `<!-- generated:ID -->` and `<!-- /generated:ID -->`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadmeTable {
+    /// Marker id.
+    pub id: String,
+    /// Result folder name.
+    pub result: String,
+    /// CSV file in the result folder.
+    pub file: String,
+    /// Columns left out (every other column is shown).
+    #[serde(default)]
+    pub drop: Vec<String>,
+    /// Header renames, CSV column → README header.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    /// Lines printed under the table when their field exists.
+    #[serde(default)]
+    pub notes: Vec<Note>,
+}
+
+/// A note under a generated table: `text` with `{}` replaced by the JSON value at
+/// `pointer` in `file`; left out when the pointer does not exist.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Note {
+    /// JSON file in the result folder.
+    pub file: String,
+    /// RFC 6901 pointer.
+    pub pointer: String,
+    /// Text with one `{}`.
+    pub text: String,
+}
+
+/// An expected value as written: its number, its decimals and its trailing mark.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    /// The text as written, e.g. `0.798††`.
+    pub text: String,
+    /// Its number.
+    pub value: f64,
+    /// Digits after the decimal point (sets the OK rounding).
+    pub decimals: u32,
+    /// What follows the number (a significance mark such as `†`), trimmed; empty if none.
+    pub mark: String,
+}
+
+impl Expected {
+    /// Parse `0.699†`, `9371`, `-1.5`: an optional sign, digits, an optional fraction,
+    /// then an optional mark that does not start with a digit. `None` if there is no number.
+    pub fn parse(text: &str) -> Option<Self> {
+        let t = text.trim();
+        let b = t.as_bytes();
+        let mut i = 0;
+        if i < b.len() && (b[i] == b'-' || b[i] == b'+') {
+            i += 1;
+        }
+        let int_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == int_start {
+            return None;
+        }
+        let mut decimals = 0;
+        if i < b.len() && b[i] == b'.' {
+            let frac_start = i + 1;
+            let mut j = frac_start;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            if j == frac_start {
+                return None;
+            }
+            decimals = (j - frac_start) as u32;
+            i = j;
+        }
+        let value: f64 = t[..i].parse().ok()?;
+        let mark = t[i..].trim();
+        if mark.starts_with(|c: char| c.is_ascii_digit() || c == '.' || c == 'e' || c == 'E') {
+            return None;
+        }
+        Some(Expected {
+            text: t.to_string(),
+            value,
+            decimals,
+            mark: mark.to_string(),
+        })
+    }
+}
+
+/// Where a condition's measured value is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Locator {
+    /// A CSV cell: the row whose `key_column` is `key`, column `column`.
+    Csv {
+        /// Column naming rows.
+        key_column: String,
+        /// Row name.
+        key: String,
+        /// Column of the value.
+        column: String,
+    },
+    /// A JSON value at an RFC 6901 pointer.
+    Json {
+        /// The pointer.
+        pointer: String,
+    },
+}
+
+/// One number the README reports: where it is, what it should be, how far it may stray.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// Result folder name.
+    pub result: String,
+    /// File in the result folder.
+    pub file: String,
+    /// Where in the file.
+    pub locator: Locator,
+    /// What it is (`system / metric` for CSV cells).
+    pub what: String,
+    /// Expected value.
+    pub expected: Expected,
+    /// Tolerance.
+    pub tolerance: Tolerance,
+}
+
+impl Conditions {
+    /// Read and validate a conditions file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(&text, path)
+    }
+
+    /// Parse and validate conditions from text (`path` names the file in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let mut c: Conditions =
+            toml::from_str(text).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        c.path = path.to_path_buf();
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn bad(&self, message: String) -> Error {
+        Error::bad_input(&self.path, message)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let mut names = std::collections::BTreeSet::new();
+        for r in &self.result {
+            if !names.insert(r.name.as_str()) {
+                return Err(self.bad(format!("[[result]] `{}` is listed twice", r.name)));
+            }
+            for p in r.config.keys().chain(&r.unset) {
+                if !p.starts_with('/') {
+                    return Err(self.bad(format!(
+                        "[[result]] `{}`: config pointer `{p}` must start with `/`",
+                        r.name
+                    )));
+                }
+            }
+        }
+        let known = |what: &str, result: &str| -> Result<()> {
+            if names.contains(result) {
+                Ok(())
+            } else {
+                Err(self.bad(format!(
+                    "{what} names result `{result}`, which no [[result]] lists"
+                )))
+            }
+        };
+        for (bi, b) in self.csv.iter().enumerate() {
+            let at = format!("[[csv]] block {} ({}/{})", bi + 1, b.result, b.file);
+            known(&at, &b.result)?;
+            self.tolerance(&b.tolerance, &at)?;
+            if b.columns.is_empty() || b.rows.is_empty() {
+                return Err(self.bad(format!("{at}: needs columns and rows")));
+            }
+            for (ri, row) in b.rows.iter().enumerate() {
+                if row.len() != b.columns.len() + 1 {
+                    return Err(self.bad(format!(
+                        "{at}, row {}: {} cells, expected {} (the `{}` value, then one per column)",
+                        ri + 1,
+                        row.len(),
+                        b.columns.len() + 1,
+                        b.key
+                    )));
+                }
+                for (ci, cell) in row[1..].iter().enumerate() {
+                    if Expected::parse(cell).is_none() {
+                        return Err(self.bad(format!(
+                            "{at}, row `{}`, column `{}`: expected value `{cell}` is not a number",
+                            row[0], b.columns[ci]
+                        )));
+                    }
+                }
+            }
+        }
+        for (bi, b) in self.json.iter().enumerate() {
+            let at = format!("[[json]] block {} ({}/{})", bi + 1, b.result, b.file);
+            known(&at, &b.result)?;
+            for v in &b.values {
+                self.tolerance(&v.tolerance, &at)?;
+                if !v.pointer.starts_with('/') {
+                    return Err(
+                        self.bad(format!("{at}: pointer `{}` must start with `/`", v.pointer))
+                    );
+                }
+                if Expected::parse(&v.expected).is_none() {
+                    return Err(self.bad(format!(
+                        "{at}, {}: expected value `{}` is not a number",
+                        v.pointer, v.expected
+                    )));
+                }
+            }
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for t in &self.readme {
+            let at = format!("[[readme]] `{}`", t.id);
+            known(&at, &t.result)?;
+            if !valid_id(&t.id) {
+                return Err(self.bad(format!("{at}: an id is letters, digits, `_` and `-`")));
+            }
+            if !ids.insert(t.id.as_str()) {
+                return Err(self.bad(format!("{at} is listed twice")));
+            }
+            for n in &t.notes {
+                if n.text.matches("{}").count() != 1 || !n.pointer.starts_with('/') {
+                    return Err(self.bad(format!(
+                        "{at}: note `{}` needs exactly one `{{}}` and a pointer starting with `/`",
+                        n.text
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn tolerance(&self, t: &ToleranceSpec, at: &str) -> Result<Tolerance> {
+        match t {
+            ToleranceSpec::Absolute(x) if x.is_finite() && *x >= 0.0 => Ok(Tolerance::Absolute(*x)),
+            ToleranceSpec::Word(w) if w == "reported" => Ok(Tolerance::Reported),
+            ToleranceSpec::Absolute(x) => {
+                Err(self.bad(format!("{at}: tolerance {x} must be a finite number ≥ 0")))
+            }
+            ToleranceSpec::Word(w) => Err(self.bad(format!(
+                "{at}: tolerance `{w}` must be a number or \"reported\""
+            ))),
+        }
+    }
+
+    /// Every condition, in file order: the CSV blocks, then the JSON blocks.
+    pub fn conditions(&self) -> Vec<Condition> {
+        let mut out = Vec::new();
+        for b in &self.csv {
+            // Validated in `parse`.
+            let tolerance = self
+                .tolerance(&b.tolerance, "")
+                .unwrap_or(Tolerance::Reported);
+            for row in &b.rows {
+                for (col, cell) in b.columns.iter().zip(&row[1..]) {
+                    if let Some(expected) = Expected::parse(cell) {
+                        out.push(Condition {
+                            result: b.result.clone(),
+                            file: b.file.clone(),
+                            locator: Locator::Csv {
+                                key_column: b.key.clone(),
+                                key: row[0].clone(),
+                                column: col.clone(),
+                            },
+                            what: format!("{} / {col}", row[0]),
+                            expected,
+                            tolerance,
+                        });
+                    }
+                }
+            }
+        }
+        for b in &self.json {
+            for v in &b.values {
+                let tolerance = self
+                    .tolerance(&v.tolerance, "")
+                    .unwrap_or(Tolerance::Reported);
+                if let Some(expected) = Expected::parse(&v.expected) {
+                    out.push(Condition {
+                        result: b.result.clone(),
+                        file: b.file.clone(),
+                        locator: Locator::Json {
+                            pointer: v.pointer.clone(),
+                        },
+                        what: v.what.clone(),
+                        expected,
+                        tolerance,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The grade of one condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grade {
+    /// Equal at the expected value's printed precision.
+    Ok,
+    /// Within the tolerance.
+    OkIsh,
+    /// Outside the tolerance, or another significance mark.
+    Fail,
+    /// Result, file, row or column absent, or not a number.
+    Missing,
+    /// The result folder is not the one the conditions describe.
+    Stale,
+    /// Not graded (machine-dependent).
+    Reported,
+}
+
+impl fmt::Display for Grade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Grade::Ok => "OK",
+            Grade::OkIsh => "OKish",
+            Grade::Fail => "FAIL",
+            Grade::Missing => "MISSING",
+            Grade::Stale => "STALE",
+            Grade::Reported => "reported",
+        })
+    }
+}
+
+/// Grade a measured value (`measured_mark`: the text after its number) against an expected one.
+/// Returns the grade and, when it is not OK, why.
+pub fn grade_value(
+    expected: &Expected,
+    tolerance: Tolerance,
+    measured: f64,
+    measured_mark: &str,
+) -> (Grade, Option<String>) {
+    let tol = match tolerance {
+        Tolerance::Reported => return (Grade::Reported, None),
+        Tolerance::Absolute(t) => t,
+    };
+    if !measured.is_finite() {
+        return (Grade::Fail, Some(format!("measured {measured}")));
+    }
+    let diff = (measured - expected.value).abs();
+    // Rounding to the expected value's decimals, with room for binary representation.
+    let eps = 1e-9 * expected.value.abs().max(1.0);
+    let half_unit = 0.5 * 10f64.powi(-(expected.decimals as i32));
+    let mark_note = || {
+        let show = |m: &str| {
+            if m.is_empty() {
+                "no mark".to_string()
+            } else {
+                format!("mark {m}")
+            }
+        };
+        format!(
+            "significance: expected {}, measured {}",
+            show(&expected.mark),
+            show(measured_mark)
+        )
+    };
+    let same_mark = expected.mark == measured_mark;
+    if diff <= half_unit + eps {
+        if same_mark {
+            (Grade::Ok, None)
+        } else {
+            (Grade::Fail, Some(mark_note()))
+        }
+    } else if diff <= tol + eps {
+        if same_mark {
+            (Grade::OkIsh, Some(format!("off by {diff:.3e} (≤ {tol})")))
+        } else {
+            (Grade::Fail, Some(mark_note()))
+        }
+    } else {
+        (Grade::Fail, Some(format!("off by {diff:.3e} (> {tol})")))
+    }
+}
+
+/// Whether a result folder is the one the conditions describe.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Freshness {
+    /// Outputs unchanged, pinned config fields as expected, program unchanged
+    /// (the strings say what was checked).
+    Fresh(Vec<String>),
+    /// The reasons it is not.
+    Stale(Vec<String>),
+    /// The folder does not exist.
+    Missing(String),
+}
+
+/// Check a result folder: the manifest's checksums, the pinned config fields, and (when
+/// `bin_dir` holds the binary) the program's sha256 against `config.json`'s `program_sha256`.
+pub fn check_result(spec: &ResultSpec, results_dir: &Path, bin_dir: Option<&Path>) -> Freshness {
+    let dir = results_dir.join(&spec.name);
+    if !dir.is_dir() {
+        return Freshness::Missing(format!(
+            "{} does not exist (run `cargo run --release --bin {}`)",
+            dir.display(),
+            spec.binary
+        ));
+    }
+    let mut stale = Vec::new();
+    let mut checked = Vec::new();
+    let manifest_path = dir.join("manifest.json");
+    match std::fs::read_to_string(&manifest_path)
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::from_str::<Manifest>(&s).map_err(|e| e.to_string()))
+    {
+        Err(e) => stale.push(format!("{}: {e}", manifest_path.display())),
+        Ok(m) => {
+            let mut bad = 0;
+            for (file, sha) in &m.outputs {
+                match sha256_file(&dir.join(file)) {
+                    Ok(s) if s.eq_ignore_ascii_case(sha) => {}
+                    Ok(_) => {
+                        bad += 1;
+                        stale.push(format!("{file} changed since manifest.json was written"))
+                    }
+                    Err(e) => {
+                        bad += 1;
+                        stale.push(e.to_string())
+                    }
+                }
+            }
+            if bad == 0 {
+                checked.push(format!("{} outputs match manifest.json", m.outputs.len()));
+            }
+        }
+    }
+    let config_path = dir.join("config.json");
+    let config = std::fs::read_to_string(&config_path)
+        .map_err(|e| e.to_string())
+        .and_then(|s| serde_json::from_str::<Value>(&s).map_err(|e| e.to_string()));
+    match &config {
+        Err(e) => stale.push(format!("{}: {e}", config_path.display())),
+        Ok(cfg) => {
+            let before = stale.len();
+            for (p, want) in &spec.config {
+                match cfg.pointer(p) {
+                    None => stale.push(format!("config.json has no {p} (expected {want})")),
+                    Some(got) if !same_json(got, want) => {
+                        stale.push(format!("config.json {p} is {got}, expected {want}"))
+                    }
+                    Some(_) => {}
+                }
+            }
+            for p in &spec.unset {
+                if let Some(got) = cfg.pointer(p).filter(|v| !v.is_null()) {
+                    stale.push(format!("config.json {p} is {got}, expected null"));
+                }
+            }
+            let pins = spec.config.len() + spec.unset.len();
+            if stale.len() == before && pins > 0 {
+                checked.push(format!("{pins} config fields as expected"));
+            }
+        }
+    }
+    if let (Some(bin), Ok(cfg)) = (bin_dir, &config) {
+        let exe = bin.join(&spec.binary);
+        if exe.is_file() {
+            match (
+                sha256_file(&exe),
+                cfg.pointer("/program_sha256").and_then(Value::as_str),
+            ) {
+                (Ok(now), Some(then)) if now == then => {
+                    checked.push(format!("written by the current {}", spec.binary))
+                }
+                (Ok(_), Some(_)) => stale.push(format!(
+                    "written by another build of {} than {} (rerun it)",
+                    spec.binary,
+                    exe.display()
+                )),
+                (Ok(_), None) => stale.push("config.json has no /program_sha256".to_string()),
+                (Err(e), _) => stale.push(e.to_string()),
+            }
+        } else {
+            checked.push(format!("program not checked (no {})", exe.display()));
+        }
+    }
+    if stale.is_empty() {
+        Freshness::Fresh(checked)
+    } else {
+        Freshness::Stale(stale)
+    }
+}
+
+/// JSON equality with numbers compared as numbers (`30` equals `30.0`).
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_json(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// One graded condition.
+#[derive(Debug, Clone)]
+pub struct Graded {
+    /// The condition.
+    pub condition: Condition,
+    /// The measured value as found (cell text or JSON), if found.
+    pub measured: Option<String>,
+    /// The grade.
+    pub grade: Grade,
+    /// Why, when not OK.
+    pub note: Option<String>,
+}
+
+/// The outcome of grading every condition.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Each result folder and its freshness, in conditions-file order.
+    pub results: Vec<(ResultSpec, Freshness)>,
+    /// Each condition's grade, grouped by result.
+    pub graded: Vec<Graded>,
+}
+
+/// How many conditions got each grade.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `OK`.
+    pub ok: usize,
+    /// `OKish`.
+    pub okish: usize,
+    /// `FAIL`.
+    pub fail: usize,
+    /// `MISSING`.
+    pub missing: usize,
+    /// `STALE`.
+    pub stale: usize,
+    /// `reported` (not graded).
+    pub reported: usize,
+}
+
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "grades: {} OK, {} OKish, {} FAIL, {} MISSING, {} STALE; {} reported (not graded)",
+            self.ok, self.okish, self.fail, self.missing, self.stale, self.reported
+        )
+    }
+}
+
+impl Report {
+    /// Counts per grade.
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for g in &self.graded {
+            match g.grade {
+                Grade::Ok => c.ok += 1,
+                Grade::OkIsh => c.okish += 1,
+                Grade::Fail => c.fail += 1,
+                Grade::Missing => c.missing += 1,
+                Grade::Stale => c.stale += 1,
+                Grade::Reported => c.reported += 1,
+            }
+        }
+        c
+    }
+
+    /// True when every graded condition is OK or OKish.
+    pub fn passed(&self) -> bool {
+        let c = self.counts();
+        c.fail + c.missing + c.stale == 0
+    }
+
+    /// The report as text: per result its freshness, then one aligned line per
+    /// condition (file, what, expected, measured, grade, why), then the counts.
+    pub fn render(&self) -> String {
+        let width = |f: &dyn Fn(&Graded) -> usize| self.graded.iter().map(f).max().unwrap_or(0);
+        let chars = |s: &str| s.chars().count();
+        let w_file = width(&|g| chars(&g.condition.file));
+        let w_what = width(&|g| chars(&g.condition.what));
+        let w_exp = width(&|g| chars(&g.condition.expected.text)).max(8);
+        let w_meas = width(&|g| g.measured.as_deref().map_or(1, chars)).max(8);
+        let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(chars(s))));
+        let mut out = String::new();
+        for (spec, fresh) in &self.results {
+            let status = match fresh {
+                Freshness::Fresh(checks) if checks.is_empty() => "fresh".to_string(),
+                Freshness::Fresh(checks) => format!("fresh ({})", checks.join("; ")),
+                Freshness::Stale(why) => format!("STALE: {}", why.join("; ")),
+                Freshness::Missing(why) => format!("MISSING: {why}"),
+            };
+            out += &format!("\n{} — {}\n  {status}\n", spec.name, spec.what);
+            out += &format!(
+                "  {} {} {} {} grade\n",
+                pad("file", w_file),
+                pad("value", w_what),
+                pad("expected", w_exp),
+                pad("measured", w_meas)
+            );
+            for g in self
+                .graded
+                .iter()
+                .filter(|g| g.condition.result == spec.name)
+            {
+                let mut line = format!(
+                    "  {} {} {} {} {}",
+                    pad(&g.condition.file, w_file),
+                    pad(&g.condition.what, w_what),
+                    pad(&g.condition.expected.text, w_exp),
+                    pad(g.measured.as_deref().unwrap_or("–"), w_meas),
+                    g.grade
+                );
+                if g.grade != Grade::Ok && g.condition.tolerance != Tolerance::Reported {
+                    line += &format!(" [{}]", g.condition.tolerance);
+                }
+                if let Some(n) = &g.note {
+                    line += &format!("  {n}");
+                }
+                out += line.trim_end();
+                out.push('\n');
+            }
+        }
+        out += &format!("\n{}\n", self.counts());
+        out
+    }
+}
+
+/// A file of a result folder, read once for every condition that needs it.
+enum Loaded {
+    Csv(Table),
+    Json(Value),
+}
+
+fn load_file(path: &Path) -> std::result::Result<Loaded, String> {
+    if !path.is_file() {
+        return Err(format!("{} does not exist", path.display()));
+    }
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext {
+        "csv" => Table::read_csv(path)
+            .map(Loaded::Csv)
+            .map_err(|e| e.to_string()),
+        "json" => std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: {e}", path.display()))
+            .and_then(|s| {
+                serde_json::from_str(&s)
+                    .map(Loaded::Json)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }),
+        _ => Err(format!(
+            "{}: only .csv and .json files can be graded",
+            path.display()
+        )),
+    }
+}
+
+/// Find a condition's value in a loaded file: its text, number and mark.
+fn measure(
+    loaded: &Loaded,
+    file: &str,
+    locator: &Locator,
+) -> std::result::Result<(String, f64, String), String> {
+    match (loaded, locator) {
+        (
+            Loaded::Csv(t),
+            Locator::Csv {
+                key_column,
+                key,
+                column,
+            },
+        ) => {
+            let col = |name: &str| {
+                t.header.iter().position(|h| h == name).ok_or_else(|| {
+                    format!(
+                        "{file} has no column `{name}` (columns: {})",
+                        t.header.join(", ")
+                    )
+                })
+            };
+            let (kc, vc) = (col(key_column)?, col(column)?);
+            let rows: Vec<&Vec<String>> = t.rows.iter().filter(|r| r[kc] == *key).collect();
+            let row = match rows.as_slice() {
+                [r] => r,
+                [] => return Err(format!("{file} has no row with {key_column} = `{key}`")),
+                _ => {
+                    return Err(format!(
+                        "{file} has {} rows with {key_column} = `{key}`",
+                        rows.len()
+                    ))
+                }
+            };
+            let cell = &row[vc];
+            let e = Expected::parse(cell)
+                .ok_or_else(|| format!("{file} {key} / {column}: `{cell}` is not a number"))?;
+            Ok((cell.clone(), e.value, e.mark))
+        }
+        (Loaded::Json(v), Locator::Json { pointer }) => match v.pointer(pointer) {
+            None => Err(format!("{file} has no {pointer}")),
+            Some(Value::Number(n)) => n
+                .as_f64()
+                .map(|x| (n.to_string(), x, String::new()))
+                .ok_or_else(|| format!("{file} {pointer}: {n} is not a finite number")),
+            Some(Value::String(s)) => Expected::parse(s)
+                .map(|e| (s.clone(), e.value, e.mark))
+                .ok_or_else(|| format!("{file} {pointer}: `{s}` is not a number")),
+            Some(other) => Err(format!("{file} {pointer}: {other} is not a number")),
+        },
+        (Loaded::Csv(_), Locator::Json { .. }) => Err(format!("{file} is CSV, not JSON")),
+        (Loaded::Json(_), Locator::Csv { .. }) => Err(format!("{file} is JSON, not CSV")),
+    }
+}
+
+/// Grade every condition against `results_dir/<name>/`. `bin_dir` is where the result
+/// binaries are (for the program check; `None` skips it). Missing folders, files, rows
+/// and columns become `MISSING` grades, not errors.
+pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>) -> Report {
+    let results: Vec<(ResultSpec, Freshness)> = conditions
+        .result
+        .iter()
+        .map(|r| (r.clone(), check_result(r, results_dir, bin_dir)))
+        .collect();
+    let fresh: HashMap<&str, &Freshness> =
+        results.iter().map(|(r, f)| (r.name.as_str(), f)).collect();
+    let mut files: HashMap<PathBuf, std::result::Result<Loaded, String>> = HashMap::new();
+    let mut graded = Vec::new();
+    let all = conditions.conditions();
+    // Group by result, in [[result]] order.
+    for (spec, _) in &results {
+        for c in all.iter().filter(|c| c.result == spec.name) {
+            let freshness = fresh[c.result.as_str()];
+            if let Freshness::Missing(why) = freshness {
+                graded.push(Graded {
+                    condition: c.clone(),
+                    measured: None,
+                    grade: if c.tolerance == Tolerance::Reported {
+                        Grade::Reported
+                    } else {
+                        Grade::Missing
+                    },
+                    note: Some(why.clone()),
+                });
+                continue;
+            }
+            let path = results_dir.join(&c.result).join(&c.file);
+            let loaded = files
+                .entry(path.clone())
+                .or_insert_with(|| load_file(&path));
+            let g = match loaded
+                .as_ref()
+                .map_err(Clone::clone)
+                .and_then(|l| measure(l, &c.file, &c.locator))
+            {
+                Err(why) => Graded {
+                    condition: c.clone(),
+                    measured: None,
+                    grade: if c.tolerance == Tolerance::Reported {
+                        Grade::Reported
+                    } else {
+                        Grade::Missing
+                    },
+                    note: Some(why),
+                },
+                Ok((text, value, mark)) => {
+                    let (mut grade, mut note) = grade_value(&c.expected, c.tolerance, value, &mark);
+                    if matches!(freshness, Freshness::Stale(_)) && grade != Grade::Reported {
+                        note = Some(format!(
+                            "would be {grade}{}",
+                            note.map(|n| format!(": {n}")).unwrap_or_default()
+                        ));
+                        grade = Grade::Stale;
+                    }
+                    Graded {
+                        condition: c.clone(),
+                        measured: Some(text),
+                        grade,
+                        note,
+                    }
+                }
+            };
+            graded.push(g);
+        }
+    }
+    Report { results, graded }
+}
+
+// ---------------------------------------------------------------------------------------
+// README tables generated from results.
+
+/// The opening marker of a generated README block.
+pub fn start_marker(id: &str) -> String {
+    format!("<!-- generated:{id} -->")
+}
+
+/// The closing marker of a generated README block.
+pub fn end_marker(id: &str) -> String {
+    format!("<!-- /generated:{id} -->")
+}
+
+/// A JSON value as a README note shows it: integers ≥ 1,000 with thousands separators,
+/// strings without quotes.
+fn show_json(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) if i.abs() >= 1000 => {
+                let digits = i.abs().to_string();
+                let mut s = String::new();
+                for (k, ch) in digits.chars().enumerate() {
+                    if k > 0 && (digits.len() - k) % 3 == 0 {
+                        s.push(',');
+                    }
+                    s.push(ch);
+                }
+                if i < 0 {
+                    format!("-{s}")
+                } else {
+                    s
+                }
+            }
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The Markdown of one generated table: the CSV's columns except `drop`, headers renamed,
+/// then a line naming the source file and the notes whose fields exist.
+pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<String> {
+    let dir = results_dir.join(&spec.result);
+    let path = dir.join(&spec.file);
+    if !path.is_file() {
+        return Err(Error::bad_input(
+            &path,
+            format!(
+                "README table `{}` is generated from this file, which does not exist; run its experiment first",
+                spec.id
+            ),
+        ));
+    }
+    let t = Table::read_csv(&path)?;
+    for c in spec.drop.iter().chain(spec.rename.keys()) {
+        if !t.header.contains(c) {
+            return Err(Error::bad_input(
+                &path,
+                format!(
+                    "README table `{}` drops or renames column `{c}`, which the file does not have (columns: {})",
+                    spec.id,
+                    t.header.join(", ")
+                ),
+            ));
+        }
+    }
+    let keep: Vec<usize> = (0..t.header.len())
+        .filter(|&i| !spec.drop.contains(&t.header[i]))
+        .collect();
+    let mut out = Table::new(keep.iter().map(|&i| {
+        spec.rename
+            .get(&t.header[i])
+            .cloned()
+            .unwrap_or_else(|| t.header[i].clone())
+    }));
+    for r in &t.rows {
+        out.push(keep.iter().map(|&i| r[i].clone()))?;
+    }
+    let mut jsons: HashMap<&str, Value> = HashMap::new();
+    let mut notes = Vec::new();
+    for n in &spec.notes {
+        if !jsons.contains_key(n.file.as_str()) {
+            let p = dir.join(&n.file);
+            let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| Error::bad_input(&p, e.to_string()))?;
+            jsons.insert(n.file.as_str(), v);
+        }
+        if let Some(v) = jsons[n.file.as_str()].pointer(&n.pointer) {
+            notes.push(n.text.replacen("{}", &show_json(v), 1));
+        }
+    }
+    let mut source = format!(
+        "From `data/results/{}/{}` (regenerate: `cargo run --release --bin grade -- readme --write`)",
+        spec.result, spec.file
+    );
+    if !notes.is_empty() {
+        source += "; ";
+        source += &notes.join("; ");
+    }
+    source += ".";
+    // A blank line ends the table (GitHub would read the next line as a row).
+    Ok(format!("{}\n{source}\n", out.to_markdown()))
+}
+
+/// The text between a block's markers, if both are present once, in order.
+pub fn block_content<'a>(readme: &'a str, id: &str, path: &Path) -> Result<&'a str> {
+    let (start, end) = (start_marker(id), end_marker(id));
+    let count = |m: &str| readme.matches(m).count();
+    if count(&start) != 1 || count(&end) != 1 {
+        return Err(Error::bad_input(
+            path,
+            format!(
+                "needs `{start}` and `{end}` once each around the generated table `{id}` (found {} and {})",
+                count(&start),
+                count(&end)
+            ),
+        ));
+    }
+    let s = readme.find(&start).expect("counted") + start.len();
+    let e = readme.find(&end).expect("counted");
+    if e < s {
+        return Err(Error::bad_input(
+            path,
+            format!("`{end}` comes before `{start}`"),
+        ));
+    }
+    Ok(&readme[s..e])
+}
+
+/// Whether `id` can name a generated block: letters, digits, `_` and `-`.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Ids of every generated block the README has opening markers for (text that only
+/// mentions the marker syntax, such as `<!-- generated:… -->`, is not a marker).
+pub fn marked_ids(readme: &str) -> Vec<String> {
+    let prefix = "<!-- generated:";
+    readme
+        .match_indices(prefix)
+        .filter_map(|(i, _)| {
+            let rest = &readme[i + prefix.len()..];
+            rest.find(" -->")
+                .map(|e| &rest[..e])
+                .filter(|id| valid_id(id))
+                .map(String::from)
+        })
+        .collect()
+}
+
+/// The README with each block `(id, table)` put between its markers (a blank line on
+/// each side). Every id must have its markers, and every marked block an entry.
+pub fn replace_blocks(readme: &str, blocks: &[(String, String)], path: &Path) -> Result<String> {
+    for id in marked_ids(readme) {
+        if !blocks.iter().any(|(b, _)| *b == id) {
+            return Err(Error::bad_input(
+                path,
+                format!("has a generated block `{id}` that the conditions file does not describe"),
+            ));
+        }
+    }
+    let mut text = readme.to_string();
+    for (id, table) in blocks {
+        let old = block_content(&text, id, path)?;
+        let start = text.find(&start_marker(id)).expect("checked") + start_marker(id).len();
+        let end = start + old.len();
+        text = format!(
+            "{}\n\n{}\n\n{}",
+            &text[..start],
+            table.trim_end(),
+            &text[end..]
+        );
+    }
+    Ok(text)
+}
+
+/// Lines that differ between the README's block and the generated one, as
+/// `- README` / `+ results` pairs (empty when equal).
+pub fn block_diff(current: &str, generated: &str) -> Vec<String> {
+    let a: Vec<&str> = current.trim().lines().collect();
+    let b: Vec<&str> = generated.trim().lines().collect();
+    let mut out = Vec::new();
+    for i in 0..a.len().max(b.len()) {
+        let (x, y) = (a.get(i), b.get(i));
+        if x != y {
+            if let Some(x) = x {
+                out.push(format!("- {x}"));
+            }
+            if let Some(y) = y {
+                out.push(format!("+ {y}"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::ResultDir;
+
+    /// A finished result folder `root/name` with these files and `config`.
+    fn result(root: &Path, name: &str, config: Value, files: &[(&str, &str)]) -> ResultDir {
+        let r = ResultDir::at(root.join(name), name, &config).unwrap();
+        r.begin().unwrap();
+        for (f, text) in files {
+            std::fs::write(r.path(f), text).unwrap();
+        }
+        r.finish(serde_json::json!({"queries": 43, "passages": 12345}))
+            .unwrap();
+        r
+    }
+
+    const METRICS: &str = "system,nDCG@10,MRR@10,seconds\n\
+        bm25,0.7337,0.8605,1.2\n\
+        dense,0.7980††,0.8230,3.4\n\
+        rrf,0.7958†,0.8488,0.1\n\
+        weird,–,0.5,0.0\n";
+
+    const CONDITIONS: &str = r#"
+[[result]]
+name = "exp"
+binary = "exp_bin"
+what = "a test experiment"
+config = { "/args/k" = 10, "/args/w" = 0.5 }
+unset = ["/args/max"]
+
+[[csv]]
+result = "exp"
+file = "metrics.csv"
+key = "system"
+columns = ["nDCG@10", "MRR@10"]
+tolerance = 0.0001
+rows = [
+  ["bm25", "0.734", "0.8604"],
+]
+
+[[csv]]
+result = "exp"
+file = "metrics.csv"
+key = "system"
+columns = ["nDCG@10", "MRR@10"]
+tolerance = 0.01
+rows = [
+  ["dense", "0.798††", "0.845"],
+  ["rrf", "0.796††", "0.849"],
+]
+
+[[csv]]
+result = "exp"
+file = "metrics.csv"
+key = "system"
+columns = ["nDCG@10", "recall"]
+tolerance = 0.01
+rows = [
+  ["weird", "0.5", "0.5"],
+  ["absent", "0.5", "0.5"],
+]
+
+[[csv]]
+result = "exp"
+file = "metrics.csv"
+key = "system"
+columns = ["seconds"]
+tolerance = "reported"
+rows = [["bm25", "9.9"]]
+
+[[json]]
+result = "exp"
+file = "manifest.json"
+values = [
+  { pointer = "/summary/queries", expected = "43", tolerance = 0, what = "queries" },
+  { pointer = "/summary/passages", expected = "12346", tolerance = 0, what = "passages" },
+  { pointer = "/summary/nothing", expected = "1", tolerance = 0, what = "absent" },
+]
+
+[[result]]
+name = "never-run"
+binary = "never"
+what = "not there"
+
+[[json]]
+result = "never-run"
+file = "manifest.json"
+values = [{ pointer = "/summary/x", expected = "1", tolerance = 0, what = "x" }]
+
+[[readme]]
+id = "exp"
+result = "exp"
+file = "metrics.csv"
+drop = ["seconds"]
+rename = { system = "run" }
+notes = [
+  { file = "manifest.json", pointer = "/summary/passages", text = "{} passages" },
+  { file = "config.json", pointer = "/args/nothing", text = "absent {}" },
+  { file = "config.json", pointer = "/args/k", text = "k = {}" },
+]
+"#;
+
+    fn conditions() -> Conditions {
+        Conditions::parse(CONDITIONS, Path::new("test.toml")).unwrap()
+    }
+
+    fn grade_of<'a>(r: &'a Report, what: &str) -> &'a Graded {
+        r.graded
+            .iter()
+            .find(|g| g.condition.what == what)
+            .unwrap_or_else(|| panic!("no condition `{what}`"))
+    }
+
+    #[test]
+    fn parses_expected_values() {
+        let e = Expected::parse("0.798††").unwrap();
+        assert_eq!((e.value, e.decimals, e.mark.as_str()), (0.798, 3, "††"));
+        let e = Expected::parse(" 9371 ").unwrap();
+        assert_eq!((e.value, e.decimals, e.mark.as_str()), (9371.0, 0, ""));
+        assert_eq!(Expected::parse("-1.50").unwrap().decimals, 2);
+        for bad in ["", "–", "abc", "1.", ".5", "1.2.3", "1e5"] {
+            assert!(Expected::parse(bad).is_none(), "`{bad}` must not parse");
+        }
+    }
+
+    #[test]
+    fn grades_rounding_tolerance_and_marks() {
+        let e = Expected::parse("0.734").unwrap();
+        let tight = Tolerance::Absolute(1e-4);
+        assert_eq!(grade_value(&e, tight, 0.7344, "").0, Grade::Ok);
+        assert_eq!(grade_value(&e, tight, 0.7335, "").0, Grade::Ok);
+        assert_eq!(grade_value(&e, tight, 0.7346, "").0, Grade::Fail);
+        assert_eq!(grade_value(&e, tight, 0.7334, "").0, Grade::Fail);
+        let e4 = Expected::parse("0.7337").unwrap();
+        assert_eq!(grade_value(&e4, tight, 0.7337, "").0, Grade::Ok);
+        assert_eq!(grade_value(&e4, tight, 0.7338, "").0, Grade::OkIsh);
+        assert_eq!(grade_value(&e4, tight, 0.7344, "").0, Grade::Fail);
+        let loose = Tolerance::Absolute(0.01);
+        let d = Expected::parse("0.798††").unwrap();
+        assert_eq!(grade_value(&d, loose, 0.7981, "††").0, Grade::Ok);
+        assert_eq!(grade_value(&d, loose, 0.805, "††").0, Grade::OkIsh);
+        assert_eq!(grade_value(&d, loose, 0.7981, "†").0, Grade::Fail);
+        assert_eq!(grade_value(&d, loose, 0.81, "††").0, Grade::Fail);
+        assert_eq!(grade_value(&d, loose, f64::NAN, "††").0, Grade::Fail);
+        let count = Expected::parse("9371").unwrap();
+        assert_eq!(
+            grade_value(&count, Tolerance::Absolute(0.0), 9371.0, "").0,
+            Grade::Ok
+        );
+        assert_eq!(
+            grade_value(&count, Tolerance::Absolute(0.0), 9372.0, "").0,
+            Grade::Fail
+        );
+        assert_eq!(
+            grade_value(&count, Tolerance::Reported, 1.0, "").0,
+            Grade::Reported
+        );
+    }
+
+    #[test]
+    fn grades_a_result_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = serde_json::json!({"args": {"k": 10, "w": 0.5, "max": null}});
+        result(tmp.path(), "exp", cfg, &[("metrics.csv", METRICS)]);
+        let report = grade(&conditions(), tmp.path(), None);
+        assert_eq!(
+            report.results[0].1,
+            Freshness::Fresh(vec![
+                "2 outputs match manifest.json".into(),
+                "3 config fields as expected".into()
+            ])
+        );
+        assert_eq!(grade_of(&report, "bm25 / nDCG@10").grade, Grade::Ok);
+        // 0.8605 against 0.8604 ± 0.0001: within tolerance, not equal.
+        assert_eq!(grade_of(&report, "bm25 / MRR@10").grade, Grade::OkIsh);
+        assert_eq!(grade_of(&report, "dense / nDCG@10").grade, Grade::Ok);
+        // 0.8230 against 0.845 ± 0.01.
+        let f = grade_of(&report, "dense / MRR@10");
+        assert_eq!(f.grade, Grade::Fail);
+        assert_eq!(f.measured.as_deref(), Some("0.8230"));
+        // Right value, wrong significance mark.
+        let m = grade_of(&report, "rrf / nDCG@10");
+        assert_eq!(m.grade, Grade::Fail);
+        assert!(m.note.as_deref().unwrap().contains("significance"));
+        assert_eq!(grade_of(&report, "rrf / MRR@10").grade, Grade::Ok);
+        let not_number = grade_of(&report, "weird / nDCG@10");
+        assert_eq!(not_number.grade, Grade::Missing);
+        assert!(not_number.note.as_deref().unwrap().contains("not a number"));
+        let no_col = grade_of(&report, "weird / recall");
+        assert_eq!(no_col.grade, Grade::Missing);
+        assert!(no_col
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("no column `recall`"));
+        let no_row = grade_of(&report, "absent / nDCG@10");
+        assert!(no_row
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("no row with system = `absent`"));
+        assert_eq!(grade_of(&report, "bm25 / seconds").grade, Grade::Reported);
+        assert_eq!(grade_of(&report, "queries").grade, Grade::Ok);
+        assert_eq!(grade_of(&report, "passages").grade, Grade::Fail);
+        let absent = grade_of(&report, "absent");
+        assert_eq!(absent.grade, Grade::Missing);
+        assert!(absent
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("manifest.json has no /summary/nothing"));
+        let never = grade_of(&report, "x");
+        assert_eq!(never.grade, Grade::Missing);
+        assert!(never.note.as_deref().unwrap().contains("never-run"));
+        let c = report.counts();
+        assert_eq!(
+            c,
+            Counts {
+                ok: 4,
+                okish: 1,
+                fail: 3,
+                missing: 6,
+                stale: 0,
+                reported: 1
+            }
+        );
+        assert!(!report.passed());
+        let text = report.render();
+        assert!(text.ends_with(
+            "grades: 4 OK, 1 OKish, 3 FAIL, 6 MISSING, 0 STALE; 1 reported (not graded)\n"
+        ));
+        assert!(text.contains("0.845"), "expected beside measured:\n{text}");
+    }
+
+    #[test]
+    fn a_clean_folder_passes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = r#"
+[[result]]
+name = "r"
+binary = "b"
+what = "w"
+[[csv]]
+result = "r"
+file = "m.csv"
+key = "s"
+columns = ["v"]
+tolerance = 0
+rows = [["a", "1.50"]]
+"#;
+        let c = Conditions::parse(text, Path::new("t.toml")).unwrap();
+        result(
+            tmp.path(),
+            "r",
+            serde_json::json!({}),
+            &[("m.csv", "s,v\na,1.5\n")],
+        );
+        let report = grade(&c, tmp.path(), None);
+        assert!(report.passed(), "{}", report.render());
+        std::fs::write(tmp.path().join("r/m.csv"), "s,v\na,1.6\n").unwrap();
+        let report = grade(&c, tmp.path(), None);
+        assert!(!report.passed());
+        assert_eq!(report.graded[0].grade, Grade::Stale, "edited after the run");
+    }
+
+    #[test]
+    fn stale_results_are_not_graded_as_fresh() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Other config, and an output edited after the run.
+        let cfg =
+            serde_json::json!({"args": {"k": 20, "w": 0.5, "max": 100}, "program_sha256": "00"});
+        let r = result(tmp.path(), "exp", cfg, &[("metrics.csv", METRICS)]);
+        std::fs::write(
+            r.final_path("metrics.csv"),
+            METRICS.replace("0.7337", "0.7338"),
+        )
+        .unwrap();
+        let bins = tmp.path().join("bin");
+        std::fs::create_dir_all(&bins).unwrap();
+        std::fs::write(bins.join("exp_bin"), "another build").unwrap();
+        let report = grade(&conditions(), tmp.path(), Some(&bins));
+        let Freshness::Stale(why) = &report.results[0].1 else {
+            panic!("must be stale: {:?}", report.results[0].1)
+        };
+        let why = why.join("\n");
+        for part in [
+            "metrics.csv changed since manifest.json",
+            "/args/k is 20, expected 10",
+            "/args/max is 100, expected null",
+            "another build of exp_bin",
+        ] {
+            assert!(why.contains(part), "`{part}` not in:\n{why}");
+        }
+        let g = grade_of(&report, "bm25 / nDCG@10");
+        assert_eq!(g.grade, Grade::Stale);
+        assert_eq!(g.measured.as_deref(), Some("0.7338"));
+        assert_eq!(report.counts().stale, 8);
+        assert!(!report.passed());
+    }
+
+    #[test]
+    fn program_check_matches_the_binary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bins = tmp.path().join("bin");
+        std::fs::create_dir_all(&bins).unwrap();
+        std::fs::write(bins.join("exp_bin"), "this build").unwrap();
+        let sha = sha256_file(&bins.join("exp_bin")).unwrap();
+        let cfg = serde_json::json!({"args": {"k": 10, "w": 0.5}, "program_sha256": sha});
+        result(tmp.path(), "exp", cfg, &[("metrics.csv", METRICS)]);
+        let c = conditions();
+        let fresh = check_result(&c.result[0], tmp.path(), Some(&bins));
+        let Freshness::Fresh(checks) = fresh else {
+            panic!("must be fresh: {fresh:?}")
+        };
+        assert!(checks.iter().any(|c| c == "written by the current exp_bin"));
+    }
+
+    #[test]
+    fn bad_conditions_name_the_block() {
+        let p = Path::new("c.toml");
+        let err = |text: &str| Conditions::parse(text, p).unwrap_err().to_string();
+        let head = "[[result]]\nname = \"r\"\nbinary = \"b\"\nwhat = \"w\"\n";
+        let e = err(&format!(
+            "{head}[[csv]]\nresult = \"r\"\nfile = \"m.csv\"\nkey = \"s\"\ncolumns = [\"a\", \"b\"]\ntolerance = 0\nrows = [[\"x\", \"1\"]]\n"
+        ));
+        assert!(
+            e.contains("c.toml") && e.contains("row 1: 2 cells, expected 3"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{head}[[csv]]\nresult = \"r\"\nfile = \"m.csv\"\nkey = \"s\"\ncolumns = [\"a\"]\ntolerance = 0\nrows = [[\"x\", \"n/a\"]]\n"
+        ));
+        assert!(e.contains("`n/a` is not a number"), "{e}");
+        let e = err(&format!(
+            "{head}[[csv]]\nresult = \"q\"\nfile = \"m.csv\"\nkey = \"s\"\ncolumns = [\"a\"]\ntolerance = 0\nrows = [[\"x\", \"1\"]]\n"
+        ));
+        assert!(e.contains("result `q`, which no [[result]] lists"), "{e}");
+        let e = err(&format!(
+            "{head}[[csv]]\nresult = \"r\"\nfile = \"m.csv\"\nkey = \"s\"\ncolumns = [\"a\"]\ntolerance = \"loose\"\nrows = [[\"x\", \"1\"]]\n"
+        ));
+        assert!(e.contains("tolerance `loose`"), "{e}");
+        let e = err(&format!("{head}colour = \"red\"\n"));
+        assert!(e.contains("c.toml") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn readme_tables_are_generated_and_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = serde_json::json!({"args": {"k": 10}});
+        result(tmp.path(), "exp", cfg, &[("metrics.csv", METRICS)]);
+        let c = conditions();
+        let table = render_readme_table(&c.readme[0], tmp.path()).unwrap();
+        assert_eq!(
+            table,
+            "| run | nDCG@10 | MRR@10 |\n|---|---|---|\n| bm25 | 0.7337 | 0.8605 |\n\
+             | dense | 0.7980†† | 0.8230 |\n| rrf | 0.7958† | 0.8488 |\n| weird | – | 0.5 |\n\n\
+             From `data/results/exp/metrics.csv` (regenerate: `cargo run --release --bin grade -- readme --write`); \
+             12,345 passages; k = 10.\n"
+        );
+        let p = Path::new("README.md");
+        let readme = "intro\n<!-- generated:exp -->\n| old |\n<!-- /generated:exp -->\nend\n";
+        let blocks = vec![("exp".to_string(), table.clone())];
+        let new = replace_blocks(readme, &blocks, p).unwrap();
+        assert!(new.starts_with("intro\n<!-- generated:exp -->\n\n| run |"));
+        assert!(
+            new.ends_with("k = 10.\n\n<!-- /generated:exp -->\nend\n"),
+            "{new}"
+        );
+        // Regenerating is a fixed point, and the diff of an out-of-date block is not empty.
+        assert_eq!(replace_blocks(&new, &blocks, p).unwrap(), new);
+        assert!(block_diff(block_content(&new, "exp", p).unwrap(), &table).is_empty());
+        let diff = block_diff(block_content(readme, "exp", p).unwrap(), &table);
+        assert_eq!(diff[0], "- | old |");
+        assert_eq!(diff[1], "+ | run | nDCG@10 | MRR@10 |");
+        // Markers missing, or a marked block the conditions do not describe.
+        let e = replace_blocks("no markers\n", &blocks, p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("<!-- generated:exp -->"), "{e}");
+        let mention = format!("{new}Tables sit between `<!-- generated:… -->` markers.\n");
+        assert_eq!(marked_ids(&mention), vec!["exp".to_string()]);
+        let extra = format!("{new}<!-- generated:other -->\n<!-- /generated:other -->\n");
+        let e = replace_blocks(&extra, &blocks, p).unwrap_err().to_string();
+        assert!(e.contains("`other`"), "{e}");
+        // A dropped column the file lacks is an error naming the file.
+        let mut spec = c.readme[0].clone();
+        spec.drop.push("recall".into());
+        let e = render_readme_table(&spec, tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metrics.csv") && e.contains("`recall`"), "{e}");
+        // No result: an error naming the missing file.
+        let e = render_readme_table(&c.readme[0], &tmp.path().join("none"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("metrics.csv") && e.contains("does not exist"),
+            "{e}"
+        );
+    }
+
+    /// The project's own conditions file parses, and README.md has every block it describes.
+    #[test]
+    fn project_conditions_and_readme_agree() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let c = Conditions::load(&root.join("data").join("expected.toml")).unwrap();
+        assert!(c.conditions().len() >= 60, "{}", c.conditions().len());
+        let readme_path = root.join("README.md");
+        let readme = std::fs::read_to_string(&readme_path).unwrap();
+        let mut ids: Vec<String> = c.readme.iter().map(|t| t.id.clone()).collect();
+        for id in &ids {
+            block_content(&readme, id, &readme_path).unwrap();
+        }
+        let mut marked = marked_ids(&readme);
+        ids.sort();
+        marked.sort();
+        assert_eq!(ids, marked);
+    }
+}
