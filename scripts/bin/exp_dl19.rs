@@ -276,7 +276,10 @@ fn main() -> Result<()> {
         let path = out.path(&format!("run.{tag}.trec"));
         trec::write_run(&path, &s.run, &tag)?;
         let back = trec::read_run(&path)?;
-        for (opts, want) in [(&evaluation, &results[si]), (&evaluation_rel1, &results_rel1[si])] {
+        for (opts, want) in [
+            (&evaluation, &results[si]),
+            (&evaluation_rel1, &results_rel1[si]),
+        ] {
             let got = evaluate_with(&back, &set.qrels, &metrics, opts)?;
             if &got != want {
                 anyhow::bail!(
@@ -307,8 +310,14 @@ fn main() -> Result<()> {
             })
             .collect()
     };
-    let counts_line = format!("Queries averaged: {}.", counts(results.as_slice()).join(", "));
-    let counts_line_rel1 = format!("Queries averaged: {}.", counts(results_rel1.as_slice()).join(", "));
+    let counts_line = format!(
+        "Queries averaged: {}.",
+        counts(results.as_slice()).join(", ")
+    );
+    let counts_line_rel1 = format!(
+        "Queries averaged: {}.",
+        counts(results_rel1.as_slice()).join(", ")
+    );
     println!("{counts_line}");
 
     let mut sig = Table::new(
@@ -527,14 +536,13 @@ fn main() -> Result<()> {
 /// `10000` → `10,000`.
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|group| std::str::from_utf8(group).expect("ASCII digits"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The main table's caption: every fact in it comes from the arguments or the
@@ -574,8 +582,23 @@ mod tests {
     #[test]
     fn caption_states_the_configured_trials_seed_and_threshold() {
         // The caption used to say "10,000 trials" whatever --trials said.
-        let args = Args::parse_from(["exp_dl19", "--trials", "500", "--seed", "7", "--rel-threshold", "3"]);
-        let c = caption(&args, 5000, 43, "grades 1–3 as gains", "", "Queries averaged: ndcg@10 43.");
+        let args = Args::parse_from([
+            "exp_dl19",
+            "--trials",
+            "500",
+            "--seed",
+            "7",
+            "--rel-threshold",
+            "3",
+        ]);
+        let c = caption(
+            &args,
+            5000,
+            43,
+            "grades 1–3 as gains",
+            "",
+            "Queries averaged: ndcg@10 43.",
+        );
         assert!(c.contains("(500 trials, seed 7)"), "{c}");
         assert!(!c.contains("10,000"), "{c}");
         assert!(c.contains("grade ≥ 3"), "{c}");

@@ -933,7 +933,7 @@ mod tests {
 
     #[test]
     fn trec_eval_cmp_is_strcmp_descending_and_zero_signs_tie() {
-        let mut hits = vec![
+        let mut hits = [
             Hit::new("d10", 0.0),
             Hit::new("B", 0.0),
             Hit::new("d9", -0.0),
