@@ -15,11 +15,12 @@
 //! `BertModel` on padded batches instead (the reference the tests compare with).
 
 use super::candle_err_at;
-use super::fast_bert::{Activation, FastBert, Shape};
+use super::fast_bert::{Activation, FastBert, Shape, Threads};
 use crate::assets::Assets;
 use crate::{Error, Result};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -506,12 +507,38 @@ impl BertEncoder {
     }
 
     /// Last hidden states of a batch, packed: `(Σ len_i, dim)` row-major.
-    fn hidden(&self, seqs: &[&[u32]]) -> Result<Vec<f32>> {
+    fn hidden(&self, seqs: &[&[u32]], threads: Threads) -> Result<Vec<f32>> {
         let err = |e| candle_err_at(&self.model_path, "forward pass", e);
         match &self.model {
-            Model::Fused(m) => m.forward(seqs).map_err(err),
+            Model::Fused(m) => m.forward_with(seqs, threads).map_err(err),
             Model::Candle(m) => candle_forward(m, seqs, self.dim()).map_err(err),
         }
+    }
+
+    /// Sentence vectors of one forward pass over the texts `chunk` (indices
+    /// into `ids`): mean pooling, then L2 normalisation unless turned off.
+    fn pooled(&self, ids: &[&[u32]], chunk: &[usize], threads: Threads) -> Result<Vec<Vec<f32>>> {
+        let dim = self.dim();
+        let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
+        let hidden = self.hidden(&seqs, threads)?;
+        let mut row = 0;
+        let mut out = Vec::with_capacity(seqs.len());
+        for s in &seqs {
+            let mut v = vec![0f32; dim];
+            for h in hidden[row * dim..(row + s.len()) * dim].chunks_exact(dim) {
+                for (a, b) in v.iter_mut().zip(h) {
+                    *a += b;
+                }
+            }
+            let n = (s.len() as f32).max(1e-9);
+            v.iter_mut().for_each(|x| *x /= n);
+            if self.params.normalize {
+                super::l2_normalize(&mut v);
+            }
+            out.push(v);
+            row += s.len();
+        }
+        Ok(out)
     }
 
     /// Sentence vectors, in input order: mean pooling over the tokens, then L2
@@ -519,6 +546,12 @@ impl BertEncoder {
     /// (it is `[CLS] [SEP]`). Batches are formed after sorting by token count,
     /// so padding never costs compute; the order of `texts` does not change
     /// any vector.
+    ///
+    /// Threads: with [`Backend::Fused`] and at least two forward passes per
+    /// thread, each pass runs whole on one thread ([`Threads::One`]) and the
+    /// threads take passes from a shared queue, longest first, so no step
+    /// waits for another thread; otherwise each pass splits its steps across
+    /// the threads ([`Threads::Pool`]).
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -529,34 +562,58 @@ impl BertEncoder {
             let mut order: Vec<usize> = (0..ids.len()).collect();
             // Longest first, like sentence-transformers; stable, so equal lengths keep input order.
             order.sort_by_key(|&i| std::cmp::Reverse(ids[i].len()));
-            let dim = self.dim();
+            let passes: Vec<&[usize]> = order
+                .chunks(self.params.batch_size)
+                .flat_map(|batch| token_budget(batch, |i| ids[i].len(), TOKENS_PER_PASS))
+                .collect();
             let mut out = vec![Vec::new(); texts.len()];
-            let mut bar =
-                (texts.len() >= PROGRESS_MIN).then(|| crate::progress::bar(texts.len(), "embed"));
-            for batch in order.chunks(self.params.batch_size) {
-                for chunk in token_budget(batch, |i| ids[i].len(), TOKENS_PER_PASS) {
-                    let seqs: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
-                    let hidden = self.hidden(&seqs)?;
-                    let mut row = 0;
-                    for (&i, s) in chunk.iter().zip(&seqs) {
-                        let mut v = vec![0f32; dim];
-                        for t in 0..s.len() {
-                            let h = &hidden[(row + t) * dim..(row + t + 1) * dim];
-                            for (a, b) in v.iter_mut().zip(h) {
-                                *a += b;
-                            }
-                        }
-                        let n = (s.len() as f32).max(1e-9);
-                        v.iter_mut().for_each(|x| *x /= n);
-                        if self.params.normalize {
-                            super::l2_normalize(&mut v);
-                        }
-                        out[i] = v;
-                        row += s.len();
+            let bar = std::sync::Mutex::new(
+                (texts.len() >= PROGRESS_MIN).then(|| crate::progress::bar(texts.len(), "embed")),
+            );
+            let tick = |n: usize| {
+                if let Ok(mut b) = bar.lock() {
+                    if let Some(b) = b.as_mut() {
+                        crate::progress::tick(b, n);
                     }
                 }
-                if let Some(bar) = bar.as_mut() {
-                    crate::progress::tick(bar, batch.len());
+            };
+            let threads = rayon::current_num_threads();
+            let fused = matches!(self.model, Model::Fused(_));
+            if fused && threads > 1 && passes.len() >= 2 * threads {
+                // Longest passes first; each thread takes the next one when it is done.
+                let mut queue: Vec<usize> = (0..passes.len()).collect();
+                let tokens = |p: &[usize]| p.iter().map(|&i| ids[i].len()).sum::<usize>();
+                queue.sort_by_key(|&p| std::cmp::Reverse(tokens(passes[p])));
+                let next = std::sync::atomic::AtomicUsize::new(0);
+                let done: Vec<Result<Vec<(usize, Vec<f32>)>>> = (0..threads)
+                    .into_par_iter()
+                    .with_max_len(1)
+                    .map(|_| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let q = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&p) = queue.get(q) else {
+                                return Ok(mine);
+                            };
+                            let chunk = passes[p];
+                            let vectors = self.pooled(&ids, chunk, Threads::One)?;
+                            mine.extend(chunk.iter().copied().zip(vectors));
+                            tick(chunk.len());
+                        }
+                    })
+                    .collect();
+                for part in done {
+                    for (i, v) in part? {
+                        out[i] = v;
+                    }
+                }
+            } else {
+                for chunk in passes {
+                    let vectors = self.pooled(&ids, chunk, Threads::Pool)?;
+                    for (&i, v) in chunk.iter().zip(vectors) {
+                        out[i] = v;
+                    }
+                    tick(chunk.len());
                 }
             }
             Ok(out)
@@ -577,7 +634,7 @@ impl BertEncoder {
                 .tokenizer
                 .encode(text, true)
                 .map_err(|e| Error::Tokenizer(e.to_string()))?;
-            let hidden = self.hidden(&[enc.get_ids()])?;
+            let hidden = self.hidden(&[enc.get_ids()], Threads::Pool)?;
             let dim = self.dim();
             let mut out = TokenEmbeddings {
                 tokens: Vec::new(),

@@ -12,22 +12,32 @@
 //!   padded keys get probability 0);
 //! - **fused query/key/value projection**: one `(hidden, 3·hidden)` product
 //!   instead of three;
-//! - **fused element-wise passes**: bias + GELU, and bias + residual +
-//!   LayerNorm, are one pass each over the product's output, in plain Rust
-//!   with AVX2/FMA when the CPU has them (runtime detection), vectorised
-//!   `exp`/`erf` polynomials, and rayon across rows / sequences;
+//! - **residuals accumulated in the product**: the output projections add
+//!   their product into `residual + bias` (`C ← C + A·W`), so bias, residual
+//!   and product cost no extra pass; LayerNorm then runs in place;
+//! - **fused element-wise passes**: bias + GELU is one in-place pass over the
+//!   product's output, in plain Rust with AVX2/FMA when the CPU has them
+//!   (runtime detection), vectorised `exp`/`erf` polynomials;
 //! - **attention in register tiles**: per sequence and head, `4 × 16` tiles of
 //!   the score and context products held in eight AVX2 registers (explicit
 //!   intrinsics; LLVM does not vectorise these loops reliably), softmax in
-//!   between, rayon across sequences; a portable scalar path otherwise;
-//! - matrix products go through candle's CPU `matmul` (the `gemm` crate), with
-//!   weights stored once as contiguous `(in, out)` matrices.
+//!   between; a portable scalar path otherwise;
+//! - **four buffers per pass**, allocated once and reused by every layer (no
+//!   per-layer allocation, zeroing or page faults);
+//! - matrix products through the `gemm` crate (the one candle uses), with its
+//!   AVX-512 kernels where the CPU has them, weights stored once as contiguous
+//!   `(in, out)` matrices;
+//! - **two ways to use threads** ([`Threads`]): a pass either splits every
+//!   step across the current rayon pool, or runs entirely on the calling thread
+//!   so that a caller can run several passes side by side with no
+//!   synchronisation between steps ([`BertEncoder::embed`](super::BertEncoder::embed)
+//!   does the latter when it has enough passes to share out).
 //!
 //! `exp` and `erf` are polynomial approximations (relative error ≈ 1e-7, the
 //! Cephes `expf` kernel and Abramowitz–Stegun 7.1.26 with |error| ≤ 1.5e-7),
 //! far below the 1e-5 agreement the tests ask of the output.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::DType;
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
@@ -40,6 +50,17 @@ pub enum Activation {
     GeluTanh,
     /// `max(x, 0)`.
     Relu,
+}
+
+/// How one forward pass uses threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threads {
+    /// Every step on the calling thread: for callers that run several
+    /// passes at once, one per thread.
+    One,
+    /// Matrix products, attention and the element-wise passes split across
+    /// the current rayon pool: for a single pass (lowest latency).
+    Pool,
 }
 
 /// The shape of the network, read from the checkpoint's `config.json`.
@@ -70,15 +91,16 @@ struct Norm {
     b: Vec<f32>,
 }
 
+/// One transformer layer; matrices are row-major `(in, out)`.
 struct Layer {
-    qkv_w: Tensor, // (hidden, 3·hidden)
+    qkv_w: Vec<f32>, // (hidden, 3·hidden)
     qkv_b: Vec<f32>,
-    attn_out_w: Tensor, // (hidden, hidden)
+    attn_out_w: Vec<f32>, // (hidden, hidden)
     attn_out_b: Vec<f32>,
     ln1: Norm,
-    inter_w: Tensor, // (hidden, intermediate)
+    inter_w: Vec<f32>, // (hidden, intermediate)
     inter_b: Vec<f32>,
-    out_w: Tensor, // (intermediate, hidden)
+    out_w: Vec<f32>, // (intermediate, hidden)
     out_b: Vec<f32>,
     ln2: Norm,
 }
@@ -93,7 +115,7 @@ pub struct FastBert {
     layers: Vec<Layer>,
 }
 
-fn vec1(t: Tensor) -> candle_core::Result<Vec<f32>> {
+fn vec1(t: candle_core::Tensor) -> candle_core::Result<Vec<f32>> {
     t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()
 }
 
@@ -110,11 +132,100 @@ fn load_norm(vb: &VarBuilder, hidden: usize) -> candle_core::Result<Norm> {
     })
 }
 
-/// A linear layer's weight `(out, in)` as a contiguous `(in, out)` matrix, and its bias.
-fn load_linear(vb: &VarBuilder, inp: usize, out: usize) -> candle_core::Result<(Tensor, Vec<f32>)> {
+/// A linear layer's weight `(out, in)` as a row-major `(in, out)` matrix, and its bias.
+fn load_linear(
+    vb: &VarBuilder,
+    inp: usize,
+    out: usize,
+) -> candle_core::Result<(Vec<f32>, Vec<f32>)> {
     let w = vb.get((out, inp), "weight")?.to_dtype(DType::F32)?;
     let b = vec1(vb.get(out, "bias")?)?;
-    Ok((w.t()?.contiguous()?, b))
+    Ok((vec1(w.t()?.contiguous()?)?, b))
+}
+
+/// Columns `[q | k | v]` of three row-major `(inp, h)` matrices side by side: `(inp, 3h)`.
+fn concat_columns(parts: [&[f32]; 3], inp: usize, h: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(inp * 3 * h);
+    for r in 0..inp {
+        for p in parts {
+            out.extend_from_slice(&p[r * h..(r + 1) * h]);
+        }
+    }
+    out
+}
+
+/// `dst (m×n) = a (m×k) · w (k×n)`, or `dst += a · w` when `accumulate`; all row-major.
+fn matmul(
+    dst: &mut [f32],
+    a: &[f32],
+    w: &[f32],
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+    threads: Threads,
+) {
+    assert!(dst.len() == m * n && a.len() == m * k && w.len() == k * n);
+    if m == 0 || n == 0 {
+        return;
+    }
+    let parallelism = match threads {
+        Threads::Pool if rayon::current_num_threads() > 1 => {
+            gemm::Parallelism::Rayon(rayon::current_num_threads())
+        }
+        _ => gemm::Parallelism::None,
+    };
+    // SAFETY: the three matrices are row-major with the asserted sizes (column
+    // stride 1, row strides n, k and n), and `dst` does not alias `a` or `w`
+    // (it is borrowed mutably). With `accumulate` false, gemm writes dst
+    // without reading it (alpha is then ignored).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            1,
+            n as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// Apply `f` to every `width`-long row of `buf`, in blocks of rows across the
+/// pool (`Threads::Pool`) or in turn. `f` gets the row index and the row.
+fn rows_mut(
+    buf: &mut [f32],
+    width: usize,
+    threads: Threads,
+    f: impl Fn(usize, &mut [f32]) + Sync + Send,
+) {
+    const ROWS: usize = 16;
+    match threads {
+        Threads::Pool => buf
+            .par_chunks_mut(ROWS * width)
+            .enumerate()
+            .for_each(|(c, block)| {
+                for (r, row) in block.chunks_mut(width).enumerate() {
+                    f(c * ROWS + r, row);
+                }
+            }),
+        Threads::One => {
+            for (r, row) in buf.chunks_mut(width).enumerate() {
+                f(r, row);
+            }
+        }
+    }
 }
 
 impl FastBert {
@@ -140,7 +251,7 @@ impl FastBert {
             let (qw, qb) = load_linear(&att.pp("self").pp("query"), h, h)?;
             let (kw, kb) = load_linear(&att.pp("self").pp("key"), h, h)?;
             let (vw, vb_) = load_linear(&att.pp("self").pp("value"), h, h)?;
-            let qkv_w = Tensor::cat(&[&qw, &kw, &vw], 1)?.contiguous()?;
+            let qkv_w = concat_columns([&qw, &kw, &vw], h, h);
             let qkv_b = [qb, kb, vb_].concat();
             let (attn_out_w, attn_out_b) = load_linear(&att.pp("output").pp("dense"), h, h)?;
             let ln1 = load_norm(&att.pp("output").pp("LayerNorm"), h)?;
@@ -179,7 +290,16 @@ impl FastBert {
     /// Last hidden states of every token of every sequence (token type 0,
     /// positions from 0), packed: rows `offset_i .. offset_i + len_i` of the
     /// returned row-major `(Σ len_i, hidden)` matrix belong to `seqs[i]`.
+    /// Every step is split across the current rayon pool
+    /// ([`Threads::Pool`]); see [`forward_with`](Self::forward_with).
     pub fn forward(&self, seqs: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+        self.forward_with(seqs, Threads::Pool)
+    }
+
+    /// [`forward`](Self::forward) with a choice of threading. The result does
+    /// not depend on it beyond float rounding (the matrix products may block
+    /// their sums differently).
+    pub fn forward_with(&self, seqs: &[&[u32]], threads: Threads) -> candle_core::Result<Vec<f32>> {
         let h = self.shape.hidden;
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let total: usize = lens.iter().sum();
@@ -201,15 +321,20 @@ impl FastBert {
                 );
             }
         }
-        let mut x = self.embed(seqs, total);
+        let mut x = self.embed(seqs, total, threads);
+        let mut buf = Buffers {
+            qkv: vec![0f32; total * 3 * h],
+            ctx: vec![0f32; total * h],
+            inter: vec![0f32; total * self.shape.intermediate],
+        };
         for layer in &self.layers {
-            x = self.layer(layer, x, &lens)?;
+            self.layer(layer, &mut x, &mut buf, &lens, threads);
         }
         debug_assert_eq!(x.len(), total * h);
         Ok(x)
     }
 
-    fn embed(&self, seqs: &[&[u32]], total: usize) -> Vec<f32> {
+    fn embed(&self, seqs: &[&[u32]], total: usize, threads: Threads) -> Vec<f32> {
         let h = self.shape.hidden;
         let mut x = vec![0f32; total * h];
         let mut rows: Vec<(u32, usize)> = Vec::with_capacity(total);
@@ -217,73 +342,61 @@ impl FastBert {
             rows.extend(s.iter().enumerate().map(|(p, &id)| (id, p)));
         }
         let eps = self.shape.eps;
-        x.par_chunks_mut(h)
-            .zip(rows.par_iter())
-            .for_each(|(row, &(id, p))| {
-                let w = &self.word[id as usize * h..][..h];
-                let pe = &self.pos[p * h..][..h];
-                for i in 0..h {
-                    row[i] = w[i] + pe[i] + self.typ0[i];
-                }
-                kernels::layer_norm_in_place(row, &self.emb_ln.w, &self.emb_ln.b, eps);
-            });
+        rows_mut(&mut x, h, threads, |r, row| {
+            let (id, p) = rows[r];
+            let w = &self.word[id as usize * h..][..h];
+            let pe = &self.pos[p * h..][..h];
+            for i in 0..h {
+                row[i] = w[i] + pe[i] + self.typ0[i];
+            }
+            kernels::layer_norm_in_place(row, &self.emb_ln.w, &self.emb_ln.b, eps);
+        });
         x
     }
 
-    fn layer(&self, l: &Layer, x: Vec<f32>, lens: &[usize]) -> candle_core::Result<Vec<f32>> {
+    /// One transformer layer, `x` updated in place.
+    fn layer(&self, l: &Layer, x: &mut [f32], buf: &mut Buffers, lens: &[usize], threads: Threads) {
         let h = self.shape.hidden;
+        let n = self.shape.intermediate;
         let total = x.len() / h;
-        let x = Tensor::from_vec(x, (total, h), &Device::Cpu)?;
+        let eps = self.shape.eps;
 
-        // Self-attention.
-        let qkv = x.matmul(&l.qkv_w)?;
-        let ctx = {
-            let (st, lay) = qkv.storage_and_layout();
-            let qkv = cpu_slice(&st, lay)?;
-            self.attention(qkv, &l.qkv_b, lens)
-        };
-        drop(qkv);
-        let ctx = Tensor::from_vec(ctx, (total, h), &Device::Cpu)?;
-        let a = ctx.matmul(&l.attn_out_w)?;
-        drop(ctx);
-        let y = {
-            let (sa, la) = a.storage_and_layout();
-            let (sx, lx) = x.storage_and_layout();
-            self.add_norm(
-                cpu_slice(&sa, la)?,
-                &l.attn_out_b,
-                cpu_slice(&sx, lx)?,
-                &l.ln1,
-            )
-        };
-        drop(a);
-        drop(x);
-        let y = Tensor::from_vec(y, (total, h), &Device::Cpu)?;
+        // Self-attention: x ← LayerNorm(x + b_o + attention(x)·W_o).
+        rows_mut(&mut buf.qkv, 3 * h, threads, |_, row| {
+            row.copy_from_slice(&l.qkv_b)
+        });
+        matmul(&mut buf.qkv, x, &l.qkv_w, (total, h, 3 * h), true, threads);
+        self.attention(&buf.qkv, lens, &mut buf.ctx, threads);
+        rows_mut(x, h, threads, |_, row| {
+            kernels::add_in_place(row, &l.attn_out_b)
+        });
+        matmul(x, &buf.ctx, &l.attn_out_w, (total, h, h), true, threads);
+        rows_mut(x, h, threads, |_, row| {
+            kernels::layer_norm_in_place(row, &l.ln1.w, &l.ln1.b, eps)
+        });
 
-        // Feed-forward.
-        let inter = y.matmul(&l.inter_w)?;
-        let g = {
-            let (s, lay) = inter.storage_and_layout();
-            self.bias_act(cpu_slice(&s, lay)?, &l.inter_b)
-        };
-        drop(inter);
-        let g = Tensor::from_vec(g, (total, self.shape.intermediate), &Device::Cpu)?;
-        let o = g.matmul(&l.out_w)?;
-        drop(g);
-        let (so, lo) = o.storage_and_layout();
-        let (sy, ly) = y.storage_and_layout();
-        Ok(self.add_norm(cpu_slice(&so, lo)?, &l.out_b, cpu_slice(&sy, ly)?, &l.ln2))
+        // Feed-forward: x ← LayerNorm(x + b_2 + act(x·W_1 + b_1)·W_2).
+        matmul(&mut buf.inter, x, &l.inter_w, (total, h, n), false, threads);
+        let act = self.shape.activation;
+        rows_mut(&mut buf.inter, n, threads, |_, row| {
+            kernels::bias_act_in_place(row, &l.inter_b, act)
+        });
+        rows_mut(x, h, threads, |_, row| kernels::add_in_place(row, &l.out_b));
+        matmul(x, &buf.inter, &l.out_w, (total, n, h), true, threads);
+        rows_mut(x, h, threads, |_, row| {
+            kernels::layer_norm_in_place(row, &l.ln2.w, &l.ln2.b, eps)
+        });
     }
 
-    /// Multi-head attention over the packed `(T, 3·hidden)` projections; each
-    /// sequence attends to its own tokens only. Returns the `(T, hidden)` context.
-    fn attention(&self, qkv: &[f32], bias: &[f32], lens: &[usize]) -> Vec<f32> {
+    /// Multi-head attention over the packed `(T, 3·hidden)` projections
+    /// (biases included); each sequence attends to its own tokens only.
+    /// Writes the `(T, hidden)` context into `ctx`.
+    fn attention(&self, qkv: &[f32], lens: &[usize], ctx: &mut [f32], threads: Threads) {
         let h = self.shape.hidden;
-        let total: usize = lens.iter().sum();
-        let mut ctx = vec![0f32; total * h];
+        let heads = self.shape.heads;
         // Split the output into one disjoint block per sequence.
         let mut blocks: Vec<(usize, &mut [f32])> = Vec::with_capacity(lens.len());
-        let mut rest: &mut [f32] = &mut ctx;
+        let mut rest: &mut [f32] = ctx;
         let mut offset = 0;
         for &len in lens {
             let (head, tail) = rest.split_at_mut(len * h);
@@ -291,79 +404,110 @@ impl FastBert {
             rest = tail;
             offset += len;
         }
-        let heads = self.shape.heads;
-        blocks.into_par_iter().for_each(|(offset, out)| {
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        let one = |scores: &mut Vec<f32>, (offset, out): (usize, &mut [f32])| {
             let len = out.len() / h;
             if len == 0 {
                 return;
             }
             let rows = &qkv[offset * 3 * h..(offset + len) * 3 * h];
-            kernels::attention_seq(rows, bias, out, len, h, heads);
-        });
-        ctx
-    }
-
-    /// `LayerNorm(a + bias + residual)` row by row.
-    fn add_norm(&self, a: &[f32], bias: &[f32], residual: &[f32], norm: &Norm) -> Vec<f32> {
-        let h = self.shape.hidden;
-        let mut out = vec![0f32; a.len()];
-        let eps = self.shape.eps;
-        const ROWS: usize = 16;
-        out.par_chunks_mut(ROWS * h)
-            .enumerate()
-            .for_each(|(c, block)| {
-                let start = c * ROWS * h;
-                for (r, row) in block.chunks_mut(h).enumerate() {
-                    let at = start + r * h;
-                    kernels::add_norm_row(
-                        &a[at..at + h],
-                        bias,
-                        &residual[at..at + h],
-                        &norm.w,
-                        &norm.b,
-                        eps,
-                        row,
-                    );
+            attention_seq(rows, out, len, h, heads, &mut scores[..len * len]);
+        };
+        match threads {
+            Threads::Pool => blocks
+                .into_par_iter()
+                .for_each_init(|| vec![0f32; longest * longest], one),
+            Threads::One => {
+                let mut scores = vec![0f32; longest * longest];
+                for b in blocks {
+                    one(&mut scores, b);
                 }
-            });
-        out
-    }
-
-    /// `act(a + bias)` row by row.
-    fn bias_act(&self, a: &[f32], bias: &[f32]) -> Vec<f32> {
-        let n = self.shape.intermediate;
-        let mut out = vec![0f32; a.len()];
-        let act = self.shape.activation;
-        const ROWS: usize = 16;
-        out.par_chunks_mut(ROWS * n)
-            .enumerate()
-            .for_each(|(c, block)| {
-                let start = c * ROWS * n;
-                for (r, row) in block.chunks_mut(n).enumerate() {
-                    let at = start + r * n;
-                    kernels::bias_act_row(&a[at..at + n], bias, act, row);
-                }
-            });
-        out
+            }
+        }
     }
 }
 
-/// The `f32` slice behind a contiguous CPU tensor.
-fn cpu_slice<'a>(
-    storage: &'a candle_core::Storage,
-    layout: &candle_core::Layout,
-) -> candle_core::Result<&'a [f32]> {
-    match storage {
-        candle_core::Storage::Cpu(cpu) => {
-            if !layout.is_contiguous() {
-                candle_core::bail!("expected a contiguous tensor");
-            }
-            let s = cpu.as_slice::<f32>()?;
-            let start = layout.start_offset();
-            Ok(&s[start..start + layout.shape().elem_count()])
+/// Attention of one sequence: `rows` is its `(len, 3·h)` block of the
+/// query/key/value projections, `out` its `(len, h)` context, `scores` room
+/// for `len × len` floats. Per head: `S = Q·Kᵀ/√d` and `out_h = softmax(S)·V`,
+/// both matrix products read `Q`, `K` and `V` in place (strided).
+fn attention_seq(
+    rows: &[f32],
+    out: &mut [f32],
+    len: usize,
+    h: usize,
+    heads: usize,
+    scores: &mut [f32],
+) {
+    assert!(rows.len() == len * 3 * h && out.len() == len * h && scores.len() == len * len);
+    let d = h / heads;
+    let scale = 1.0 / (d as f32).sqrt();
+    let (rs, ls, hs) = ((3 * h) as isize, len as isize, h as isize);
+    for hd in 0..heads {
+        // SAFETY: Q_h is rows[i·3h + hd·d + c] and K_h rows[j·3h + h + hd·d + c]
+        // for i, j < len and c < d, inside `rows` (len·3h floats); S is the
+        // row-major (len, len) `scores`, written without being read.
+        unsafe {
+            gemm::gemm(
+                len,
+                len,
+                d,
+                scores.as_mut_ptr(),
+                1,
+                ls,
+                false,
+                rows.as_ptr().add(hd * d),
+                1,
+                rs,
+                rows.as_ptr().add(h + hd * d),
+                rs,
+                1,
+                0.0,
+                scale,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
         }
-        _ => candle_core::bail!("the fused BERT forward pass runs on the CPU only"),
+        for row in scores.chunks_exact_mut(len) {
+            kernels::softmax_row(row);
+        }
+        // SAFETY: V_h is rows[j·3h + 2h + hd·d + c] (j < len, c < d), inside
+        // `rows`; the destination is out[i·h + hd·d + c] (i < len, c < d),
+        // inside `out` (len·h floats), written without being read; `scores`
+        // is (len, len).
+        unsafe {
+            gemm::gemm(
+                len,
+                d,
+                len,
+                out.as_mut_ptr().add(hd * d),
+                1,
+                hs,
+                false,
+                scores.as_ptr(),
+                1,
+                ls,
+                rows.as_ptr().add(2 * h + hd * d),
+                1,
+                rs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::None,
+            );
+        }
     }
+}
+
+/// The work buffers of one forward pass, reused by every layer.
+struct Buffers {
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    inter: Vec<f32>,
 }
 
 /// Row kernels, compiled twice: for AVX2 + FMA (picked at run time when the
@@ -476,42 +620,34 @@ mod kernels {
     }
 
     #[inline(always)]
-    fn add_norm_impl<const F: bool>(
-        a: &[f32],
-        bias: &[f32],
-        res: &[f32],
-        w: &[f32],
-        b: &[f32],
-        eps: f32,
-        out: &mut [f32],
-    ) {
-        for i in 0..out.len() {
-            out[i] = a[i] + bias[i] + res[i];
+    fn add_impl<const F: bool>(v: &mut [f32], b: &[f32]) {
+        for (x, &y) in v.iter_mut().zip(b) {
+            *x += y;
         }
-        norm_impl::<F>(out, w, b, eps);
     }
 
     #[inline(always)]
-    fn bias_act_impl<const F: bool>(a: &[f32], bias: &[f32], kind: Activation, out: &mut [f32]) {
+    fn bias_act_impl<const F: bool>(v: &mut [f32], bias: &[f32], kind: Activation) {
+        let n = v.len().min(bias.len());
         match kind {
             Activation::Gelu => {
                 #[cfg(target_arch = "x86_64")]
                 if F {
                     // SAFETY: AVX2+FMA path only (checked at run time).
-                    return unsafe { avx2::bias_gelu_row(a, bias, out) };
+                    return unsafe { avx2::bias_gelu_in_place(&mut v[..n], &bias[..n]) };
                 }
-                for i in 0..out.len() {
-                    out[i] = act::<F>(a[i] + bias[i], Activation::Gelu);
+                for i in 0..n {
+                    v[i] = act::<F>(v[i] + bias[i], Activation::Gelu);
                 }
             }
             Activation::GeluTanh => {
-                for i in 0..out.len() {
-                    out[i] = act::<F>(a[i] + bias[i], Activation::GeluTanh);
+                for i in 0..n {
+                    v[i] = act::<F>(v[i] + bias[i], Activation::GeluTanh);
                 }
             }
             Activation::Relu => {
-                for i in 0..out.len() {
-                    out[i] = (a[i] + bias[i]).max(0.0);
+                for i in 0..n {
+                    v[i] = (v[i] + bias[i]).max(0.0);
                 }
             }
         }
@@ -535,39 +671,9 @@ mod kernels {
         m
     }
 
-    /// `out[r][x] = Σ_t a[r·ars + t] · b[t·brs + x]` for `r < QR`, `x < KC`, `t < n`:
-    /// the register tile shared by the score and the context products.
-    #[inline(always)]
-    fn tile<const F: bool>(
-        a: &[f32],
-        ars: usize,
-        b: &[f32],
-        brs: usize,
-        n: usize,
-    ) -> [[f32; KC]; QR] {
-        assert!(n == 0 || (a.len() >= (QR - 1) * ars + n && b.len() >= (n - 1) * brs + KC));
-        #[cfg(target_arch = "x86_64")]
-        if F {
-            // SAFETY: F is true only on the AVX2+FMA path (checked at run time);
-            // the bounds were asserted above.
-            return unsafe { avx2::tile_4x16(a.as_ptr(), ars, b.as_ptr(), brs, n) };
-        }
-        let mut acc = [[0f32; KC]; QR];
-        for t in 0..n {
-            let br = &b[t * brs..t * brs + KC];
-            for r in 0..QR {
-                let av = a[r * ars + t];
-                for x in 0..KC {
-                    acc[r][x] = fma::<F>(av, br[x], acc[r][x]);
-                }
-            }
-        }
-        acc
-    }
-
     /// Softmax of one row in place.
     #[inline(always)]
-    fn softmax_row<const F: bool>(row: &mut [f32]) {
+    fn softmax_impl<const F: bool>(row: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if F {
             // SAFETY: AVX2+FMA path only (checked at run time).
@@ -583,90 +689,10 @@ mod kernels {
         }
     }
 
-    /// Query rows per register tile.
-    const QR: usize = 4;
-    /// Keys (score tile) or head dimensions (context tile) per register tile.
-    const KC: usize = 16;
-
-    /// Attention of one sequence: `rows` is its `(len, 3·h)` block of the
-    /// query/key/value projections (without bias), `out` its `(len, h)` context.
-    ///
-    /// Per head, keys are transposed and values copied into zero-padded
-    /// buffers, then `QR × KC` register tiles compute the scores `q·kᵀ/√d`
-    /// and the context `softmax(scores)·v`.
-    #[inline(always)]
-    fn attention_impl<const F: bool>(
-        rows: &[f32],
-        bias: &[f32],
-        out: &mut [f32],
-        len: usize,
-        h: usize,
-        heads: usize,
-    ) {
-        let d = h / heads;
-        let dp = d.div_ceil(KC) * KC; // padded head dimension
-        let lp = len.div_ceil(KC) * KC; // padded key count
-        let scale = 1.0 / (d as f32).sqrt();
-        let mut kt = vec![0f32; dp * lp]; // keys, transposed: (dp, lp)
-        let mut v = vec![0f32; len * dp]; // values: (len, dp)
-        let mut q = vec![0f32; QR * dp]; // a tile of scaled queries: (QR, dp)
-        let mut p = vec![0f32; QR * lp]; // their scores / probabilities: (QR, lp)
-        for hd in 0..heads {
-            let qo = hd * d;
-            let ko = h + hd * d;
-            let vo = 2 * h + hd * d;
-            for j in 0..len {
-                let row = &rows[j * 3 * h..(j + 1) * 3 * h];
-                for c in 0..d {
-                    kt[c * lp + j] = row[ko + c] + bias[ko + c];
-                }
-                let vr = &mut v[j * dp..j * dp + d];
-                for c in 0..d {
-                    vr[c] = row[vo + c] + bias[vo + c];
-                }
-            }
-            for i0 in (0..len).step_by(QR) {
-                let nr = QR.min(len - i0);
-                for r in 0..QR {
-                    let qr = &mut q[r * dp..r * dp + d];
-                    if r < nr {
-                        let row = &rows[(i0 + r) * 3 * h..(i0 + r + 1) * 3 * h];
-                        for c in 0..d {
-                            qr[c] = (row[qo + c] + bias[qo + c]) * scale;
-                        }
-                    } else {
-                        qr.iter_mut().for_each(|x| *x = 0.0);
-                    }
-                }
-                // Scores, QR × KC at a time.
-                for j0 in (0..lp).step_by(KC) {
-                    let acc = tile::<F>(&q, dp, &kt[j0..], lp, d);
-                    for r in 0..QR {
-                        p[r * lp + j0..r * lp + j0 + KC].copy_from_slice(&acc[r]);
-                    }
-                }
-                // Softmax over the real keys.
-                for r in 0..nr {
-                    softmax_row::<F>(&mut p[r * lp..r * lp + len]);
-                }
-                // Context = P · V, QR × KC at a time.
-                for c0 in (0..dp).step_by(KC) {
-                    let acc = tile::<F>(&p, lp, &v[c0..], dp, len);
-                    let width = KC.min(d.saturating_sub(c0));
-                    for (r, row) in acc.iter().enumerate().take(nr) {
-                        let o = (i0 + r) * h + qo + c0;
-                        out[o..o + width].copy_from_slice(&row[..width]);
-                    }
-                }
-            }
-        }
-    }
-
     /// Explicit AVX2 + FMA versions of the hot loops (LLVM does not vectorise
     /// them reliably). Only called after run-time detection.
     #[cfg(target_arch = "x86_64")]
     mod avx2 {
-        use super::{KC, QR};
         use std::arch::x86_64::*;
 
         #[inline]
@@ -721,21 +747,22 @@ mod kernels {
             )
         }
 
-        /// `out = gelu(a + bias)`.
+        /// `v = gelu(v + bias)` (equal lengths).
         #[target_feature(enable = "avx2,fma")]
-        pub(super) unsafe fn bias_gelu_row(a: &[f32], bias: &[f32], out: &mut [f32]) {
-            let n = out.len().min(a.len()).min(bias.len());
+        pub(super) unsafe fn bias_gelu_in_place(v: &mut [f32], bias: &[f32]) {
+            let n = v.len().min(bias.len());
+            let p = v.as_mut_ptr();
             let mut i = 0;
             while i + 8 <= n {
                 let x = _mm256_add_ps(
-                    _mm256_loadu_ps(a.as_ptr().add(i)),
+                    _mm256_loadu_ps(p.add(i)),
                     _mm256_loadu_ps(bias.as_ptr().add(i)),
                 );
-                _mm256_storeu_ps(out.as_mut_ptr().add(i), gelu8(x));
+                _mm256_storeu_ps(p.add(i), gelu8(x));
                 i += 8;
             }
             for j in i..n {
-                out[j] = super::act::<true>(a[j] + bias[j], super::Activation::Gelu);
+                v[j] = super::act::<true>(v[j] + bias[j], super::Activation::Gelu);
             }
         }
 
@@ -797,46 +824,6 @@ mod kernels {
                 *x *= inv;
             }
         }
-
-        /// The `QR × KC` = 4 × 16 tile of [`super::tile`] in eight registers.
-        ///
-        /// # Safety
-        /// AVX2 + FMA; `a` readable at `r·ars + t` and `b` at `t·brs + x` for
-        /// `r < 4`, `t < n`, `x < 16`.
-        #[target_feature(enable = "avx2,fma")]
-        pub(super) unsafe fn tile_4x16(
-            a: *const f32,
-            ars: usize,
-            b: *const f32,
-            brs: usize,
-            n: usize,
-        ) -> [[f32; KC]; QR] {
-            const _: () = assert!(QR == 4 && KC == 16);
-            let mut c = [_mm256_setzero_ps(); 8];
-            for t in 0..n {
-                let bp = b.add(t * brs);
-                let b0 = _mm256_loadu_ps(bp);
-                let b1 = _mm256_loadu_ps(bp.add(8));
-                let a0 = _mm256_broadcast_ss(&*a.add(t));
-                c[0] = _mm256_fmadd_ps(a0, b0, c[0]);
-                c[1] = _mm256_fmadd_ps(a0, b1, c[1]);
-                let a1 = _mm256_broadcast_ss(&*a.add(ars + t));
-                c[2] = _mm256_fmadd_ps(a1, b0, c[2]);
-                c[3] = _mm256_fmadd_ps(a1, b1, c[3]);
-                let a2 = _mm256_broadcast_ss(&*a.add(2 * ars + t));
-                c[4] = _mm256_fmadd_ps(a2, b0, c[4]);
-                c[5] = _mm256_fmadd_ps(a2, b1, c[5]);
-                let a3 = _mm256_broadcast_ss(&*a.add(3 * ars + t));
-                c[6] = _mm256_fmadd_ps(a3, b0, c[6]);
-                c[7] = _mm256_fmadd_ps(a3, b1, c[7]);
-            }
-            let mut out = [[0f32; KC]; QR];
-            for r in 0..QR {
-                _mm256_storeu_ps(out[r].as_mut_ptr(), c[2 * r]);
-                _mm256_storeu_ps(out[r].as_mut_ptr().add(8), c[2 * r + 1]);
-            }
-            out
-        }
     }
 
     macro_rules! dispatch {
@@ -872,16 +859,16 @@ mod kernels {
         pub fn layer_norm_in_place / layer_norm_avx2 => norm_impl(v: &mut [f32], w: &[f32], b: &[f32], eps: f32);
     }
     dispatch! {
-        /// `out = LayerNorm(a + bias + res)` for one row.
-        pub fn add_norm_row / add_norm_avx2 => add_norm_impl(a: &[f32], bias: &[f32], res: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]);
+        /// `v += b` for one row.
+        pub fn add_in_place / add_avx2 => add_impl(v: &mut [f32], b: &[f32]);
     }
     dispatch! {
-        /// `out = act(a + bias)` for one row.
-        pub fn bias_act_row / bias_act_avx2 => bias_act_impl(a: &[f32], bias: &[f32], kind: Activation, out: &mut [f32]);
+        /// `v = act(v + bias)` for one row.
+        pub fn bias_act_in_place / bias_act_avx2 => bias_act_impl(v: &mut [f32], bias: &[f32], kind: Activation);
     }
     dispatch! {
-        /// Attention of one sequence over its own tokens.
-        pub fn attention_seq / attention_avx2 => attention_impl(rows: &[f32], bias: &[f32], out: &mut [f32], len: usize, h: usize, heads: usize);
+        /// Softmax of one row in place.
+        pub fn softmax_row / softmax_avx2 => softmax_impl(row: &mut [f32]);
     }
 
     #[cfg(test)]
@@ -894,33 +881,20 @@ mod kernels {
             }
             let xs: Vec<f32> = (0..1003).map(|i| (i as f32 - 500.0) / 37.0).collect();
             let bias = vec![0.25f32; xs.len()];
-            let (mut simd, mut scalar) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            let (mut simd, mut scalar) = (xs.clone(), xs.clone());
             // SAFETY: AVX2 + FMA detected above.
-            unsafe { super::avx2::bias_gelu_row(&xs, &bias, &mut simd) };
-            super::bias_act_impl::<false>(&xs, &bias, super::Activation::Gelu, &mut scalar);
+            unsafe { super::avx2::bias_gelu_in_place(&mut simd, &bias) };
+            super::bias_act_impl::<false>(&mut scalar, &bias, super::Activation::Gelu);
             for (a, b) in simd.iter().zip(&scalar) {
                 assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "gelu {a} vs {b}");
             }
             for n in [1usize, 7, 8, 9, 100, 257] {
                 let mut a: Vec<f32> = xs[..n].iter().map(|x| x * 0.3).collect();
                 let mut b = a.clone();
-                super::softmax_row::<true>(&mut a);
-                super::softmax_row::<false>(&mut b);
+                super::softmax_impl::<true>(&mut a);
+                super::softmax_impl::<false>(&mut b);
                 for (x, y) in a.iter().zip(&b) {
                     assert!((x - y).abs() <= 1e-6, "softmax {x} vs {y}");
-                }
-            }
-            let a: Vec<f32> = (0..4 * 40)
-                .map(|i| ((i * 31) % 17) as f32 / 17.0 - 0.5)
-                .collect();
-            let b: Vec<f32> = (0..37 * 24)
-                .map(|i| ((i * 13) % 23) as f32 / 23.0 - 0.5)
-                .collect();
-            let t1 = super::tile::<true>(&a, 40, &b, 24, 37);
-            let t2 = super::tile::<false>(&a, 40, &b, 24, 37);
-            for (r1, r2) in t1.iter().zip(&t2) {
-                for (x, y) in r1.iter().zip(r2) {
-                    assert!((x - y).abs() <= 1e-5, "tile {x} vs {y}");
                 }
             }
         }
@@ -943,5 +917,166 @@ mod kernels {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Activation, FastBert, Shape, Threads};
+    use candle_core::{DType, Device, Tensor};
+    use candle_nn::VarBuilder;
+    use rand::{Rng, SeedableRng};
+    use std::collections::HashMap;
+
+    const H: usize = 64;
+    const HEADS: usize = 4;
+    const INTER: usize = 128;
+    const LAYERS: usize = 2;
+    const VOCAB: usize = 100;
+    const MAX_POS: usize = 80;
+
+    /// A small BERT with random weights (fixed seed), as candle tensors by checkpoint name.
+    fn weights() -> HashMap<String, Tensor> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut t = |shape: &[usize], centre: f32, spread: f32| {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n)
+                .map(|_| centre + rng.gen_range(-spread..spread))
+                .collect();
+            Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+        };
+        let mut m = HashMap::new();
+        m.insert(
+            "embeddings.word_embeddings.weight".into(),
+            t(&[VOCAB, H], 0.0, 1.0),
+        );
+        m.insert(
+            "embeddings.position_embeddings.weight".into(),
+            t(&[MAX_POS, H], 0.0, 0.5),
+        );
+        m.insert(
+            "embeddings.token_type_embeddings.weight".into(),
+            t(&[2, H], 0.0, 0.5),
+        );
+        m.insert("embeddings.LayerNorm.weight".into(), t(&[H], 1.0, 0.2));
+        m.insert("embeddings.LayerNorm.bias".into(), t(&[H], 0.0, 0.2));
+        for l in 0..LAYERS {
+            let p = format!("encoder.layer.{l}");
+            for name in [
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "attention.output.dense",
+            ] {
+                m.insert(format!("{p}.{name}.weight"), t(&[H, H], 0.0, 0.25));
+                m.insert(format!("{p}.{name}.bias"), t(&[H], 0.0, 0.1));
+            }
+            m.insert(
+                format!("{p}.intermediate.dense.weight"),
+                t(&[INTER, H], 0.0, 0.2),
+            );
+            m.insert(
+                format!("{p}.intermediate.dense.bias"),
+                t(&[INTER], 0.0, 0.1),
+            );
+            m.insert(
+                format!("{p}.output.dense.weight"),
+                t(&[H, INTER], 0.0, 0.15),
+            );
+            m.insert(format!("{p}.output.dense.bias"), t(&[H], 0.0, 0.1));
+            for ln in ["attention.output.LayerNorm", "output.LayerNorm"] {
+                m.insert(format!("{p}.{ln}.weight"), t(&[H], 1.0, 0.2));
+                m.insert(format!("{p}.{ln}.bias"), t(&[H], 0.0, 0.2));
+            }
+        }
+        m
+    }
+
+    fn candle_config() -> candle_transformers::models::bert::Config {
+        use candle_transformers::models::bert::{Config, HiddenAct};
+        Config {
+            vocab_size: VOCAB,
+            hidden_size: H,
+            num_hidden_layers: LAYERS,
+            num_attention_heads: HEADS,
+            intermediate_size: INTER,
+            hidden_act: HiddenAct::Gelu,
+            hidden_dropout_prob: 0.0,
+            max_position_embeddings: MAX_POS,
+            type_vocab_size: 2,
+            initializer_range: 0.02,
+            layer_norm_eps: 1e-12,
+            pad_token_id: 0,
+            position_embedding_type: Default::default(),
+            use_cache: false,
+            classifier_dropout: None,
+            model_type: None,
+        }
+    }
+
+    /// candle-transformers' BertModel on a padded batch, unpadded and packed.
+    fn reference(seqs: &[Vec<u32>]) -> Vec<f32> {
+        let vb = VarBuilder::from_tensors(weights(), DType::F32, &Device::Cpu);
+        let model =
+            candle_transformers::models::bert::BertModel::load(vb, &candle_config()).unwrap();
+        let s = seqs.iter().map(|x| x.len()).max().unwrap();
+        let (mut ids, mut mask) = (vec![0u32; seqs.len() * s], vec![0u32; seqs.len() * s]);
+        for (i, q) in seqs.iter().enumerate() {
+            ids[i * s..i * s + q.len()].copy_from_slice(q);
+            mask[i * s..i * s + q.len()].iter_mut().for_each(|m| *m = 1);
+        }
+        let ids = Tensor::from_vec(ids, (seqs.len(), s), &Device::Cpu).unwrap();
+        let mask = Tensor::from_vec(mask, (seqs.len(), s), &Device::Cpu).unwrap();
+        let h = model
+            .forward(&ids, &ids.zeros_like().unwrap(), Some(&mask))
+            .unwrap();
+        let h = h.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let mut out = Vec::new();
+        for (i, q) in seqs.iter().enumerate() {
+            out.extend_from_slice(&h[i * s * H..(i * s + q.len()) * H]);
+        }
+        out
+    }
+
+    #[test]
+    fn both_threadings_match_candle_bert_model() {
+        let vb = VarBuilder::from_tensors(weights(), DType::F32, &Device::Cpu);
+        let shape = Shape {
+            hidden: H,
+            heads: HEADS,
+            intermediate: INTER,
+            layers: LAYERS,
+            vocab: VOCAB,
+            max_positions: MAX_POS,
+            type_vocab: 2,
+            eps: 1e-12,
+            activation: Activation::Gelu,
+        };
+        let fast = FastBert::load(vb, shape).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let seqs: Vec<Vec<u32>> = [1usize, 5, 17, 33, 80, 2, 64]
+            .iter()
+            .map(|&n| (0..n).map(|_| rng.gen_range(0..VOCAB as u32)).collect())
+            .collect();
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+        let want = reference(&seqs);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for threads in [Threads::One, Threads::Pool] {
+            let got = pool.install(|| fast.forward_with(&refs, threads)).unwrap();
+            assert_eq!(got.len(), want.len());
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 2e-5, "{threads:?}: max |fast − candle| = {worst:e}");
+        }
+        // Bad input is an error, not a panic.
+        assert!(fast.forward(&[&[VOCAB as u32]]).is_err());
+        assert!(fast.forward(&[&vec![1u32; MAX_POS + 1]]).is_err());
+        assert!(fast.forward(&[&[], &[]]).unwrap().is_empty());
     }
 }
