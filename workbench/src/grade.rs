@@ -883,7 +883,7 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
     for (spec, _) in &results {
         for c in all.iter().filter(|c| c.result == spec.name) {
             let freshness = fresh[c.result.as_str()];
-            if let Freshness::Missing(why) = freshness {
+            if let Freshness::Missing(_) = freshness {
                 graded.push(Graded {
                     condition: c.clone(),
                     measured: None,
@@ -892,7 +892,7 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
                     } else {
                         Grade::Missing
                     },
-                    note: Some(why.clone()),
+                    note: Some(format!("no folder {}", c.result)),
                 });
                 continue;
             }
@@ -1363,6 +1363,10 @@ notes = [
         let never = grade_of(&report, "x");
         assert_eq!(never.grade, Grade::Missing);
         assert!(never.note.as_deref().unwrap().contains("never-run"));
+        let Freshness::Missing(why) = &report.results[1].1 else {
+            panic!("never-run must be missing: {:?}", report.results[1].1)
+        };
+        assert!(why.contains("cargo run --release --bin never"), "{why}");
         let c = report.counts();
         assert_eq!(
             c,
