@@ -17,6 +17,8 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use workbench::grade::{self, Conditions};
@@ -55,17 +57,39 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run() {
+    let mut out = String::new();
+    let result = run(&mut out);
+    // A closed pipe (`grade | head`) is not an error worth a panic.
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("Error: writing to stdout: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("Error: {e:#}");
+            // The chain, without causes the message before already quotes.
+            let mut msg = String::new();
+            for cause in e.chain().map(|c| c.to_string()) {
+                if !msg.contains(&cause) {
+                    msg += if msg.is_empty() { "" } else { ": " };
+                    msg += &cause;
+                }
+            }
+            eprintln!("Error: {msg}");
             ExitCode::from(2)
         }
     }
 }
 
-fn run() -> Result<bool> {
+/// Does the work, appending what to print to `out`; `Ok(false)` means exit status 1.
+fn run(out: &mut String) -> Result<bool> {
     let args = Args::parse();
     let root = workbench::paths::project_root()?;
     let conditions_path = args
@@ -85,16 +109,17 @@ fn run() -> Result<bool> {
                     .parent()
                     .map(PathBuf::from),
             };
-            println!(
+            writeln!(
+                out,
                 "grading {} values from {} against {}",
                 conditions.conditions().len(),
                 conditions_path.display(),
                 results.display()
-            );
+            )?;
             let report = grade::grade(&conditions, &results, bin_dir.as_deref());
-            print!("{}", report.render());
+            out.push_str(&report.render());
             if !report.passed() {
-                println!("some values are FAIL, MISSING or STALE: exit status 1");
+                writeln!(out, "some values are FAIL, MISSING or STALE: exit status 1")?;
             }
             Ok(report.passed())
         }
@@ -111,15 +136,16 @@ fn run() -> Result<bool> {
             for (id, table) in &blocks {
                 let diff = grade::block_diff(grade::block_content(&text, id, &path)?, table);
                 if diff.is_empty() {
-                    println!("README table `{id}`: up to date");
+                    writeln!(out, "README table `{id}`: up to date")?;
                 } else {
                     stale += 1;
-                    println!(
+                    writeln!(
+                        out,
                         "README table `{id}`: {} (- README, + results):",
                         if write { "rewritten" } else { "OUT OF DATE" }
-                    );
+                    )?;
                     for line in diff {
-                        println!("  {line}");
+                        writeln!(out, "  {line}")?;
                     }
                 }
             }
@@ -128,13 +154,14 @@ fn run() -> Result<bool> {
                     std::fs::write(&path, &updated)
                         .with_context(|| format!("writing {}", path.display()))?;
                 }
-                println!("{}: {stale} table(s) rewritten", path.display());
+                writeln!(out, "{}: {stale} table(s) rewritten", path.display())?;
                 Ok(true)
             } else {
                 if stale > 0 {
-                    println!(
+                    writeln!(
+                out,
                         "{stale} README table(s) differ from the results: run `cargo run --release --bin grade -- readme --write` (exit status 1)"
-                    );
+                    )?;
                 }
                 Ok(stale == 0)
             }

@@ -800,11 +800,13 @@ fn load_file(path: &Path) -> std::result::Result<Loaded, String> {
     }
 }
 
-/// Find a condition's value in a loaded file: its text, number and mark.
+/// Find a condition's value in a loaded file: its text, number and mark. A JSON float is
+/// shown with `show_decimals` decimals (graded at full precision).
 fn measure(
     loaded: &Loaded,
     file: &str,
     locator: &Locator,
+    show_decimals: usize,
 ) -> std::result::Result<(String, f64, String), String> {
     match (loaded, locator) {
         (
@@ -844,7 +846,14 @@ fn measure(
             None => Err(format!("{file} has no {pointer}")),
             Some(Value::Number(n)) => n
                 .as_f64()
-                .map(|x| (n.to_string(), x, String::new()))
+                .map(|x| {
+                    let text = if n.is_f64() {
+                        format!("{x:.show_decimals$}")
+                    } else {
+                        n.to_string()
+                    };
+                    (text, x, String::new())
+                })
                 .ok_or_else(|| format!("{file} {pointer}: {n} is not a finite number")),
             Some(Value::String(s)) => Expected::parse(s)
                 .map(|e| (s.clone(), e.value, e.mark))
@@ -874,7 +883,7 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
     for (spec, _) in &results {
         for c in all.iter().filter(|c| c.result == spec.name) {
             let freshness = fresh[c.result.as_str()];
-            if let Freshness::Missing(why) = freshness {
+            if let Freshness::Missing(_) = freshness {
                 graded.push(Graded {
                     condition: c.clone(),
                     measured: None,
@@ -883,7 +892,7 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
                     } else {
                         Grade::Missing
                     },
-                    note: Some(why.clone()),
+                    note: Some(format!("no folder {}", c.result)),
                 });
                 continue;
             }
@@ -891,11 +900,11 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
             let loaded = files
                 .entry(path.clone())
                 .or_insert_with(|| load_file(&path));
-            let g = match loaded
-                .as_ref()
-                .map_err(Clone::clone)
-                .and_then(|l| measure(l, &c.file, &c.locator))
-            {
+            let g = match loaded.as_ref().map_err(Clone::clone).and_then(|l| {
+                // Two decimals more than the expected value, at least four.
+                let show = (c.expected.decimals as usize + 2).max(4);
+                measure(l, &c.file, &c.locator, show)
+            }) {
                 Err(why) => Graded {
                     condition: c.clone(),
                     measured: None,
@@ -1023,7 +1032,7 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
         }
     }
     let mut source = format!(
-        "From `data/results/{}/{}` (regenerate: `cargo run --release --bin grade -- readme --write`)",
+        "Generated from `data/results/{}/{}`",
         spec.result, spec.file
     );
     if !notes.is_empty() {
@@ -1142,8 +1151,10 @@ mod tests {
         for (f, text) in files {
             std::fs::write(r.path(f), text).unwrap();
         }
-        r.finish(serde_json::json!({"queries": 43, "passages": 12345}))
-            .unwrap();
+        r.finish(
+            serde_json::json!({"queries": 43, "passages": 12345, "agreement": 0.4549999999999996}),
+        )
+        .unwrap();
         r
     }
 
@@ -1208,6 +1219,7 @@ values = [
   { pointer = "/summary/queries", expected = "43", tolerance = 0, what = "queries" },
   { pointer = "/summary/passages", expected = "12346", tolerance = 0, what = "passages" },
   { pointer = "/summary/nothing", expected = "1", tolerance = 0, what = "absent" },
+  { pointer = "/summary/agreement", expected = "0.46", tolerance = 0.01, what = "agreement" },
 ]
 
 [[result]]
@@ -1334,6 +1346,12 @@ notes = [
             .contains("no row with system = `absent`"));
         assert_eq!(grade_of(&report, "bm25 / seconds").grade, Grade::Reported);
         assert_eq!(grade_of(&report, "queries").grade, Grade::Ok);
+        // 0.455 (as binary floating point 0.45499…) is 0.46 at two decimals; shown with four.
+        let a = grade_of(&report, "agreement");
+        assert_eq!(
+            (a.grade, a.measured.as_deref()),
+            (Grade::Ok, Some("0.4550"))
+        );
         assert_eq!(grade_of(&report, "passages").grade, Grade::Fail);
         let absent = grade_of(&report, "absent");
         assert_eq!(absent.grade, Grade::Missing);
@@ -1345,11 +1363,15 @@ notes = [
         let never = grade_of(&report, "x");
         assert_eq!(never.grade, Grade::Missing);
         assert!(never.note.as_deref().unwrap().contains("never-run"));
+        let Freshness::Missing(why) = &report.results[1].1 else {
+            panic!("never-run must be missing: {:?}", report.results[1].1)
+        };
+        assert!(why.contains("cargo run --release --bin never"), "{why}");
         let c = report.counts();
         assert_eq!(
             c,
             Counts {
-                ok: 4,
+                ok: 5,
                 okish: 1,
                 fail: 3,
                 missing: 6,
@@ -1360,7 +1382,7 @@ notes = [
         assert!(!report.passed());
         let text = report.render();
         assert!(text.ends_with(
-            "grades: 4 OK, 1 OKish, 3 FAIL, 6 MISSING, 0 STALE; 1 reported (not graded)\n"
+            "grades: 5 OK, 1 OKish, 3 FAIL, 6 MISSING, 0 STALE; 1 reported (not graded)\n"
         ));
         assert!(text.contains("0.845"), "expected beside measured:\n{text}");
     }
@@ -1427,7 +1449,7 @@ rows = [["a", "1.50"]]
         let g = grade_of(&report, "bm25 / nDCG@10");
         assert_eq!(g.grade, Grade::Stale);
         assert_eq!(g.measured.as_deref(), Some("0.7338"));
-        assert_eq!(report.counts().stale, 8);
+        assert_eq!(report.counts().stale, 9);
         assert!(!report.passed());
     }
 
@@ -1487,8 +1509,7 @@ rows = [["a", "1.50"]]
             table,
             "| run | nDCG@10 | MRR@10 |\n|---|---|---|\n| bm25 | 0.7337 | 0.8605 |\n\
              | dense | 0.7980†† | 0.8230 |\n| rrf | 0.7958† | 0.8488 |\n| weird | – | 0.5 |\n\n\
-             From `data/results/exp/metrics.csv` (regenerate: `cargo run --release --bin grade -- readme --write`); \
-             12,345 passages; k = 10.\n"
+             Generated from `data/results/exp/metrics.csv`; 12,345 passages; k = 10.\n"
         );
         let p = Path::new("README.md");
         let readme = "intro\n<!-- generated:exp -->\n| old |\n<!-- /generated:exp -->\nend\n";
