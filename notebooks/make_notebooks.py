@@ -382,8 +382,11 @@ use workbench::rerank::late_interaction::{LateInteraction, RelevanceParams};
 
 let dir = result_dir("late-interaction", "exp_late_interaction")?;
 let per_query = Table::read_csv(&dir.join("per_query.csv"))?;
-let last = per_query.header.len() - 1;
-let row = per_query.rows.iter().find(|r| r[last] == "1").cloned()
+// The first end-to-end system's column (the binary picks its examples from the same one).
+let col = per_query.header.iter().position(|h| h.starts_with("rank: MaxSim end-to-end"))
+    .ok_or(workbench::Error::Empty("no end-to-end MaxSim column in per_query.csv".into()))?;
+println!("examples chosen by: {}", &per_query.header[col]["rank: ".len()..]);
+let row = per_query.rows.iter().find(|r| r[col] == "1").cloned()
     .ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
 let assets = workbench::assets::Assets::load()?;
 let squad = workbench::load::squad::load(&assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;

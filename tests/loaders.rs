@@ -387,6 +387,25 @@ mod parquet {
         assert_eq!((docs2, qas2), (docs, qas));
     }
 
+    /// Files written by pyarrow (the writer behind Hugging Face `datasets`) with
+    /// statistics, dictionaries, page indexes, page checksums, v1 and v2 data pages and
+    /// several codecs pass the loader's footer check and load.
+    #[test]
+    fn pyarrow_files_pass_the_footer_check() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/rag_mini_pyarrow");
+        let test = dir.join("test.parquet");
+        for passages in [
+            dir.join("passages.parquet"),
+            dir.join("passages_gzip.parquet"),
+        ] {
+            let (docs, qas) = rag_mini::load_parquet(&passages, &test).unwrap();
+            assert_eq!((docs.len(), qas.len()), (1000, 2), "{}", passages.display());
+            assert_eq!(docs[999].id, "999");
+            assert_eq!(docs[1].text, "It borders Brazil,\nand Argentina.");
+            assert_eq!(qas[1].answers, ["Brazil"]);
+        }
+    }
+
     #[test]
     fn missing_column_and_null_value_name_the_file() {
         let tmp = TempDir::new().unwrap();

@@ -18,13 +18,16 @@
 //! no projection, no `[Q]`/`[D]` markers): not a trained ColBERT, which is not
 //! available here. Report 003 measured MRR@10 and Recall@1/10/1000 over a far larger
 //! corpus; with 646 passages Recall@1000 is trivially 1, so the table reports
-//! Recall@1, @10 and @50 (and MRR@10). Paired randomisation tests (10,000 trials,
-//! seed 42) compare each system with TF-IDF.
+//! Recall@1, @10 and @50 (and MRR@10). Paired randomisation tests (`--trials`, default
+//! 10,000; `--seed`, default 42) compare each system with TF-IDF.
 //!
 //! Also renders report 003's token-relevance views (`R_abs`, `R_acc`, Gaussian KDE,
-//! k̃ = 2) for two query/passage pairs as HTML: `token_relevance_1.html` (a question
-//! whose context MaxSim end-to-end ranks first) and `token_relevance_2.html` (one it
-//! misses at rank 1), each with its gold context.
+//! k̃ = `--k-tilde`, default 2) for two query/passage pairs as HTML, chosen by the
+//! **first** end-to-end system (the first λ of `--lambdas`; by default λ = 2, report
+//! 003's base setting and the table's row): `token_relevance_1.html` (the first
+//! question whose context it ranks first) and `token_relevance_2.html` (the first it
+//! misses at rank 1), each with its gold context. The pages and the manifest summary
+//! (`token_relevance_system`) name that system.
 //!
 //! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
 //! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
@@ -181,6 +184,10 @@ fn main() -> Result<()> {
 
     // Models and indexes.
     let late = Arc::new(LateInteraction::load_minilm(&assets)?);
+    let token_vectors = format!(
+        "raw {}-d all-MiniLM-L6-v2 last hidden states, L2-normalised, no projection",
+        late.dim()
+    );
     let t0 = Instant::now();
     let store_path = workbench::paths::project_root()?
         .join("data")
@@ -246,6 +253,7 @@ fn main() -> Result<()> {
     }
     let t0 = Instant::now();
     let store = Arc::try_unwrap(store).unwrap_or_else(|shared| (*shared).clone());
+    let first_e2e = systems.len();
     let mut e2e = MaxSimEndToEnd::from_index(late.clone(), TokenIndex::build(store)?)?;
     println!(
         "token index (exact inner product, {n_vectors} vectors) in {:.1} s",
@@ -286,10 +294,12 @@ fn main() -> Result<()> {
         .collect::<workbench::Result<_>>()?;
     let mut table = Table::new(["system", "MRR@10", "Recall@1", "Recall@10", "Recall@50", "passages scored/query", "ms/query"]).caption(format!(
         "SQuAD 2.0 dev (CS224N half): {} answerable questions, {} passages, one relevant passage each. \
-         Token vectors: raw 384-d MiniLM (not a trained ColBERT). † / †† : randomisation test against TF-IDF \
+         Token vectors: {} (`{}`; not a trained ColBERT). † / †† : randomisation test against TF-IDF \
          ({} trials, seed {}), p < 0.05 / p < 0.01.",
         queries.len(),
         passages.len(),
+        token_vectors,
+        late.label(),
         args.trials,
         args.seed
     ));
@@ -382,8 +392,12 @@ fn main() -> Result<()> {
     render(&figure)?.save(out.out_dir(), "recall_at_k")?;
     curve.write_csv(&out.path("recall_at_k.csv"))?;
 
-    // Token relevance for two pairs: one hit and one miss at rank 1 of the first e2e system.
-    let e2e_run = &systems.last().expect("systems").run;
+    // Token relevance for two pairs: one hit and one miss at rank 1 of the first
+    // end-to-end system (systems[0] is TF-IDF, [1] the re-ranker, then one per λ).
+    let e2e_system = systems
+        .get(first_e2e)
+        .context("no end-to-end system: --lambdas is empty")?;
+    let e2e_run = &e2e_system.run;
     let hit = answerable
         .iter()
         .find(|q| rank_of(e2e_run, &q.id) == Some(1));
@@ -420,8 +434,10 @@ fn main() -> Result<()> {
         let body = format!(
             "<h2>Token relevance, example {} (report 003 §5)</h2>\
              <p><b>Question</b> ({}): {}<br><b>Gold answers</b>: {}<br><b>Gold passage</b>: {}<br>\
-             <b>Rank of the gold passage</b>: {}<br><b>End-to-end top 1</b>: {}</p>\
-             <p style=\"color:#555\">Raw 384-d MiniLM token vectors (not a trained ColBERT); k̃ = {}; \
+             <b>Rank of the gold passage</b>: {}<br><b>Chosen by</b>: {} (example 1: its first \
+             question answered at rank 1; example 2: its first miss at rank 1)<br>\
+             <b>Its top 1</b>: {}</p>\
+             <p style=\"color:#555\">Token vectors: {} (not a trained ColBERT); k̃ = {}; \
              query wordpieces: {}</p>{}",
             i + 1,
             escape(&q.id),
@@ -429,7 +445,9 @@ fn main() -> Result<()> {
             escape(&q.answers.join(" | ")),
             escape(&gold),
             ranks.join("; "),
+            escape(&e2e_system.label),
             escape(&top1),
+            escape(&token_vectors),
             args.k_tilde,
             escape(&tr.query_tokens.join(" ")),
             tr.to_html_all()
@@ -465,6 +483,10 @@ fn main() -> Result<()> {
     summary.insert("passages".into(), passages.len().into());
     summary.insert("token_vectors".into(), n_vectors.into());
     summary.insert("token_relevance_examples".into(), examples.into());
+    summary.insert(
+        "token_relevance_system".into(),
+        e2e_system.label.clone().into(),
+    );
     println!("{md}");
     exp.finish(serde_json::Value::Object(summary))?;
     Ok(())

@@ -17,8 +17,12 @@
 //! | hybrid | dense flat + BM25 (each `--hybrid-depth` deep), min-max fusion w = 0.5 |
 //! | FAISS flat search only | the search part of "dense flat" (what report 000's 32.2 ms measured) |
 //!
-//! The machine is shared (2 cores, other builds running): the load average at the
-//! start and end is recorded in the manifest summary; latencies include that noise.
+//! The machine may be shared: the CPU cores available to the process
+//! (`std::thread::available_parallelism`) and the load average at the start and end are
+//! measured and stated in the caption of `latency_summary.md` and in the manifest
+//! summary; latencies include that noise. Every label and caption takes its numbers
+//! (BM25 parameters, HNSW `M` and efSearch, hybrid weight, counts) from the run's
+//! configuration.
 //!
 //! Writes `data/results/fig4-latency/`: `fig4.png`, `fig4.svg`, `latency_summary.csv`
 //! (mean, median, p95, p99, min, max per retriever), `latency_summary.md`,
@@ -107,10 +111,35 @@ fn nice_ceil(x: f64) -> f64 {
     10.0 * base
 }
 
+/// The 1, 5 and 15 minute load averages from `/proc/loadavg`, or `"unknown"`.
 fn load_avg() -> String {
     std::fs::read_to_string("/proc/loadavg")
+        .ok()
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// CPU cores this process may use (`available_parallelism`: affinity mask and cgroup
+/// quota), or `"unknown"`.
+fn cores_available() -> String {
+    std::thread::available_parallelism()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `BM25 (Lucene, k1 0.9, b 0.4)` from the parameters in use.
+fn bm25_label(p: &Bm25Params) -> String {
+    format!("BM25 ({:?}, k1 {}, b {})", p.variant, p.k1, p.b)
+}
+
+/// `dense HNSW32 (encode + search)` from the index kind in use (efSearch is in the
+/// retriever's name column).
+fn hnsw_label(kind: &IndexKind) -> String {
+    match kind {
+        IndexKind::Hnsw { m, .. } => format!("dense HNSW{m} (encode + search)"),
+        other => format!("dense {} (encode + search)", other.tag()),
+    }
 }
 
 struct Measured {
@@ -142,6 +171,7 @@ fn main() -> Result<()> {
     };
     let out = &exp.out;
     let load_start = load_avg();
+    let cores = cores_available();
 
     let docs =
         wikipedia_corpus(&assets, CORPUS).with_context(|| format!("loading corpus `{CORPUS}`"))?;
@@ -163,7 +193,8 @@ fn main() -> Result<()> {
     let t0 = Instant::now();
     let analyzer = Analyzer::default();
     let tfidf = TfIdf::build(&passages, &analyzer, TfIdfVariant::cosine())?;
-    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, Bm25Params::default())?);
+    let bm25_params = Bm25Params::default();
+    let bm25 = Arc::new(Bm25::build(&passages, &analyzer, bm25_params)?);
     let lexical_build_s = t0.elapsed().as_secs_f64();
     let encoder = Arc::new(BertEncoder::load(&assets, &args.model, encoder_params)?);
     let cache = EmbeddingCache::project_default()?;
@@ -233,13 +264,13 @@ fn main() -> Result<()> {
         Ok(v)
     };
     let mut measured = Vec::new();
-    let lexical: [(&str, &dyn Retriever); 2] = [
-        ("TF-IDF (cosine)", &tfidf),
-        ("BM25 (Lucene, k1 0.9, b 0.4)", bm25.as_ref()),
+    let lexical: [(String, &dyn Retriever); 2] = [
+        ("TF-IDF (cosine)".into(), &tfidf),
+        (bm25_label(&bm25_params), bm25.as_ref()),
     ];
     for (label, r) in lexical {
         measured.push(Measured {
-            label: label.into(),
+            label: label.clone(),
             name: r.name(),
             times: time_plain(r)?,
         });
@@ -253,7 +284,7 @@ fn main() -> Result<()> {
         times: flat_times.clone(),
     });
     measured.push(Measured {
-        label: "dense HNSW32 (encode + search)".into(),
+        label: hnsw_label(&hnsw),
         name: hnsw_r.name(),
         times: time_dense(&hnsw_r)?,
     });
@@ -280,8 +311,10 @@ fn main() -> Result<()> {
         "encode_median_ms", "search_median_ms",
     ])
     .caption(format!(
-        "Per-query latency, {} NQ-open dev questions over {} wiki-leads-en paragraphs, top {k}, one query at a time \
-         after {} warm-up queries (2 shared CPU cores). Report 000: FAISS mean {REPORT_FAISS_MEAN_MS} ms over 184,051 vectors.",
+        "Per-query latency, {} NQ-open dev questions over {} {CORPUS} paragraphs, top {k}, one query at a time \
+         after {} warm-up queries; {cores} CPU cores available to the process, load average (1/5/15 min) \
+         {load_start} at the start and {load_end} at the end. Report 000: FAISS mean {REPORT_FAISS_MEAN_MS} ms \
+         over 184,051 vectors.",
         questions.len(),
         passages.len(),
         warm.len()
@@ -398,11 +431,12 @@ fn main() -> Result<()> {
     summary.insert("queries".into(), questions.len().into());
     summary.insert("load_avg_start".into(), load_start.clone().into());
     summary.insert("load_avg_end".into(), load_end.clone().into());
+    summary.insert("cpu_cores_available".into(), cores.clone().into());
     summary.insert("embed_seconds".into(), embed_s.into());
     summary.insert("embedding_cache".into(), format!("{status:?}").into());
     summary.insert("hnsw_build_seconds".into(), hnsw_build_s.into());
     println!("{md}");
-    println!("load average: start {load_start}, end {load_end}");
+    println!("load average: start {load_start}, end {load_end}; {cores} CPU cores available");
     exp.finish(serde_json::Value::Object(summary))?;
     Ok(())
 }

@@ -2,7 +2,8 @@
 //!
 //! An entry is two files in the cache folder (default `data/cache/embeddings/`):
 //!
-//! - `<key>.json`, a small header: `{format, key, n, dim, model, model_sha256, params}`;
+//! - `<key>.json`, a small header: `{format, key, n, dim, model, model_sha256, params,
+//!   data_sha256}`;
 //! - `<key>.f32`, the `n × dim` vectors as raw little-endian `f32`, row by row.
 //!
 //! The key is the sha256 of the model's sha256, the encoder parameters (as
@@ -11,8 +12,10 @@
 //! model, a parameter, one passage's text or id, or the passage order gives a
 //! different key, hence a miss: a stale entry can never be read.
 //!
-//! Reading verifies that the header's key, `n` and `dim` match, and that the
-//! data file is exactly `n · dim · 4` bytes. **A header or data file that fails
+//! Reading verifies that the header's key, `n` and `dim` match, that the
+//! data file is exactly `n · dim · 4` bytes and that it has the header's
+//! `data_sha256` (entries written before that field existed are checked by size
+//! only). **A header or data file that fails
 //! these checks (truncated, edited, half-written) is treated as a miss: the
 //! vectors are recomputed and the entry rewritten**, and the outcome says so
 //! ([`CacheStatus::Rebuilt`] with the reason, naming the file). Entries are
@@ -46,6 +49,10 @@ pub struct CacheHeader {
     pub model_sha256: String,
     /// Encoder parameters.
     pub params: serde_json::Value,
+    /// sha256 of the data file, lowercase hex (absent in entries written before it
+    /// was recorded; those are checked by size only).
+    #[serde(default)]
+    pub data_sha256: Option<String>,
 }
 
 /// What [`EmbeddingCache::get_or_compute_with_status`] did.
@@ -176,6 +183,16 @@ impl EmbeddingCache {
                 bytes.len()
             ));
         }
+        if let Some(want) = &header.data_sha256 {
+            let actual = hex::encode(Sha256::digest(&bytes));
+            if !actual.eq_ignore_ascii_case(want) {
+                return Err(format!(
+                    "{}: sha256 {actual}, but {} records {want}; damaged",
+                    dp.display(),
+                    hp.display()
+                ));
+            }
+        }
         let flat: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -210,6 +227,7 @@ impl EmbeddingCache {
             model: encoder.name().to_string(),
             model_sha256: encoder.model_sha256().to_string(),
             params: serde_json::to_value(encoder.params())?,
+            data_sha256: Some(hex::encode(Sha256::digest(&bytes))),
         };
         // Data first, header last: a header only ever points at complete data.
         let hp = self.header_path(key);

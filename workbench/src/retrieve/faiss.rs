@@ -18,9 +18,12 @@
 //! own fixed seed, so builds are reproducible).
 //!
 //! [`VectorIndex::save`] writes the index with FAISS' `write_index` and a header
-//! `<path>.json` (kind, parameters, metric, dim, count and the embedding-cache
-//! key of the vectors); [`VectorIndex::load`] rejects an index whose header,
-//! FAISS file and expected embedding key disagree.
+//! `<path>.json` (kind, parameters, metric, dim, count, the embedding-cache key of
+//! the vectors and the sha256 of the FAISS file); [`VectorIndex::load`] rejects an
+//! index whose header, FAISS file and expected embedding key disagree. The FAISS
+//! file is checked against its sha256 **before** FAISS parses it: FAISS trusts the
+//! sizes inside its files, so a truncated or damaged one could make it allocate
+//! without bound or read out of bounds instead of failing cleanly.
 
 use crate::{Error, Result};
 use ::faiss::index::autotune::ParameterSpace;
@@ -217,9 +220,12 @@ pub struct IndexHeader {
     pub embedding_key: Option<String>,
     /// The FAISS factory string.
     pub factory: String,
+    /// sha256 of the FAISS file, lowercase hex.
+    pub faiss_sha256: String,
 }
 
-const HEADER_FORMAT: u32 = 1;
+/// Format 2 added `faiss_sha256`.
+const HEADER_FORMAT: u32 = 2;
 
 /// A FAISS index. See the module docs. Searches take `&self` (an internal lock
 /// serialises them; FAISS parallelises a batch of queries itself).
@@ -429,7 +435,7 @@ impl VectorIndex {
         PathBuf::from(s)
     }
 
-    fn header(&self) -> IndexHeader {
+    fn header(&self, faiss_sha256: String) -> IndexHeader {
         IndexHeader {
             format: HEADER_FORMAT,
             params: self.params,
@@ -437,6 +443,7 @@ impl VectorIndex {
             count: self.count,
             embedding_key: self.embedding_key.clone(),
             factory: self.params.kind.factory(),
+            faiss_sha256,
         }
     }
 
@@ -455,27 +462,49 @@ impl VectorIndex {
             ::faiss::write_index(&*index, p)
                 .map_err(|e| ferr(&format!("write_index {}", path.display()), e))?;
         }
-        let json = serde_json::to_string_pretty(&self.header())?;
+        let sha = crate::assets::sha256_file(path)?;
+        let json = serde_json::to_string_pretty(&self.header(sha))?;
         std::fs::write(&hp, json).map_err(|e| Error::io(&hp, e))
     }
 
-    /// Read an index saved by [`save`](Self::save). The header must exist and
-    /// agree with the FAISS file (dimension, count, metric); when
-    /// `expected_key` is given the header must record exactly that embedding
-    /// key — otherwise the index was built from other vectors and is rejected
-    /// with an error naming the file.
+    /// Read an index saved by [`save`](Self::save). The header must exist, the
+    /// FAISS file must have the sha256 it records (checked before FAISS reads
+    /// it) and agree with it (dimension, count, metric); when `expected_key` is
+    /// given the header must record exactly that embedding key — otherwise the
+    /// index was built from other vectors. Every rejection is an error naming the
+    /// file at fault.
     pub fn load(path: &Path, expected_key: Option<&str>) -> Result<Self> {
         let hp = Self::header_path(path);
         let text = std::fs::read_to_string(&hp).map_err(|e| Error::io(&hp, e))?;
-        let header: IndexHeader =
-            serde_json::from_str(&text).map_err(|e| Error::bad_input(&hp, e.to_string()))?;
+        let header: IndexHeader = serde_json::from_str(&text).map_err(|e| {
+            let format = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("format").and_then(|f| f.as_u64()));
+            match format {
+                Some(f) if f != HEADER_FORMAT as u64 => Error::bad_input(
+                    &hp,
+                    format!("header format {f} (expected {HEADER_FORMAT}); rebuild the index"),
+                ),
+                _ => Error::bad_input(&hp, e.to_string()),
+            }
+        })?;
         if header.format != HEADER_FORMAT {
             return Err(Error::bad_input(
                 &hp,
                 format!("header format {} (expected {HEADER_FORMAT})", header.format),
             ));
         }
-        header.params.kind.check()?;
+        header
+            .params
+            .kind
+            .check()
+            .map_err(|e| Error::bad_input(&hp, format!("index parameters: {e}")))?;
+        if header.dim == 0 || header.dim > i32::MAX as usize {
+            return Err(Error::bad_input(
+                &hp,
+                format!("dim {} is not a usable dimension", header.dim),
+            ));
+        }
         if let Some(want) = expected_key {
             if header.embedding_key.as_deref() != Some(want) {
                 return Err(Error::bad_input(
@@ -494,6 +523,17 @@ impl VectorIndex {
             return Err(Error::io(
                 path,
                 std::io::Error::new(std::io::ErrorKind::NotFound, "index file not found"),
+            ));
+        }
+        let actual = crate::assets::sha256_file(path)?;
+        if !actual.eq_ignore_ascii_case(&header.faiss_sha256) {
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "FAISS file has sha256 {actual}, header {} says {} (damaged, or saved by another build); rebuild the index",
+                    hp.display(),
+                    header.faiss_sha256
+                ),
             ));
         }
         let index = ::faiss::read_index(p)

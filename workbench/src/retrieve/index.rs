@@ -245,7 +245,16 @@ impl InvertedIndex {
     }
 
     fn read(path: &Path, expected: Option<&AnalyzerParams>) -> Result<Self> {
+        use bincode::Options;
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        // bincode 1.x allocates a string or byte buffer of whatever length the file
+        // claims; a limit of the file size turns a corrupt length into an error
+        // instead of an allocation failure that aborts the process.
+        let bincode_opts = bincode::DefaultOptions::new()
+            .with_fixint_encoding()
+            .allow_trailing_bytes()
+            .with_limit(file_len);
         let mut r = BufReader::new(file);
         let mut head = [0u8; 12];
         if r.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
@@ -269,8 +278,9 @@ impl InvertedIndex {
                 format!("reading {what}: {e} (truncated or corrupt file?)"),
             )
         };
-        let params: AnalyzerParams =
-            bincode::deserialize_from(&mut r).map_err(|e| de("analyzer settings", e))?;
+        let params: AnalyzerParams = bincode_opts
+            .deserialize_from(&mut r)
+            .map_err(|e| de("analyzer settings", e))?;
         if let Some(expected) = expected {
             if &params != expected {
                 return Err(Error::bad_input(
@@ -284,7 +294,9 @@ impl InvertedIndex {
         let analyzer = Analyzer::new(params).map_err(|e| {
             Error::bad_input(path, format!("stored analyzer settings are invalid: {e}"))
         })?;
-        let body: Body = bincode::deserialize_from(&mut r).map_err(|e| de("index body", e))?;
+        let body: Body = bincode_opts
+            .deserialize_from(&mut r)
+            .map_err(|e| de("index body", e))?;
         Self::from_body(path, analyzer, body)
     }
 
