@@ -576,7 +576,7 @@ impl Facts {
     /// The figure's title.
     fn figure_title(&self) -> String {
         format!(
-            "NQ-open dev ({} questions, `{}` match): answer recall@k over {} passages of ≤ {} words",
+            "NQ-open dev ({} questions, answer match {}): answer recall@k over {} passages of ≤ {} words",
             thousands(self.evaluated),
             self.rule,
             thousands(self.passages),
@@ -701,7 +701,7 @@ mod tests {
         assert!(!h.contains("10,000") && !h.contains("42"), "{h}");
         let f = o.figure_title();
         assert!(
-            f.contains("499 questions, `squad` match")
+            f.contains("499 questions, answer match squad")
                 && f.contains("12,345 passages of ≤ 150 words"),
             "{f}"
         );
