@@ -276,7 +276,8 @@ png(&result_dir("fig4-latency", "fig4_latency")?.join("fig4.png"))?
 5,000 passages, 43 judged queries, grades 1–3 (no grade 0). nDCG@10 uses the grades as gains;
 MRR@10 and Recall@100 count grade ≥ 2 as relevant (TREC DL's convention, `trec_eval -l 2`).
 The MaxSim re-ranker scores BM25's top 100 with **raw 384-d MiniLM token vectors** (no trained
-ColBERT is available), so its Recall@100 is BM25's. † / †† : randomisation test against BM25,
+ColBERT is available), so it reorders BM25's top 100 (its Recall@100 differs from BM25's only
+where a score tie straddles rank 100). † / †† : randomisation test against BM25,
 p < 0.05 / 0.01. Note how easy this subset is: 4,102 of its 5,000 passages are judged, so
 almost every retrieved passage is at least "related" (with grade ≥ 1, MRR@10 is ≈ 1 for every system).
 """),
@@ -287,10 +288,10 @@ Table::read_csv(&dir.join("metrics.csv"))?.caption("DL19 subset, 43 queries (gra
     ("code", """
 let dir = result_dir("dl19-retrieval", "exp_dl19")?;
 let t = Table::read_csv(&dir.join("significance.csv"))?;
-let keep = ["system", "metric", "diff", "p_paired_t", "p_randomization", "p_bootstrap", "bootstrap_ci95_lo", "bootstrap_ci95_hi"];
+let keep = ["system", "metric", "diff", "p_paired_t", "p_randomization", "p_bootstrap", "p_studentized_bootstrap", "bootstrap_ci95_lo", "bootstrap_ci95_hi"];
 let cols: Vec<usize> = keep.iter().filter_map(|k| t.header.iter().position(|h| h == k)).collect();
 let mut short = Table::new(cols.iter().map(|&c| t.header[c].clone()))
-    .caption("Against BM25: paired t, randomisation (10,000, seed 42), bootstrap (10,000, seed 42) p-values; bootstrap 95% CI of the difference");
+    .caption("Against BM25: paired t, randomisation, bootstrap and studentised bootstrap p-values (trials and seed in config.json); bootstrap 95% CI of the difference");
 for r in &t.rows {
     short.push(cols.iter().map(|&c| r[c].clone()))?;
 }
@@ -336,8 +337,9 @@ check
 ## (b) NQ-open dev: answer recall, the shape of DPR's table
 
 The NQ-open dev questions against every article of the three offline Wikipedia corpora, cut
-into DPR's passage unit (100-word windows, no overlap, title prepended for indexing). A
-question counts at k when a gold answer occurs in one of the top-k passages. DPR searched
+into DPR's passage unit (windows of `--window` words, 100 by default, no overlap, title prepended
+for indexing). A question counts at k when a gold answer occurs in one of the top-k passages,
+under DPR's `has_answer` string match by default (`--answer-match`; the rule is in every table). DPR searched
 21M passages; this corpus has ~19k, so most answers are not in it at all: the numbers
 describe this corpus, not DPR's setting.
 """),
@@ -348,7 +350,7 @@ Table::read_csv(&dir.join("answer_recall.csv"))?
 """),
     ("code", """
 let dir = result_dir("nq-answer-recall", "exp_nq_answer_recall")?;
-Table::read_csv(&dir.join("significance.csv"))?.caption("Paired t, randomisation and bootstrap tests (10,000 trials, seed 42) against BM25")
+Table::read_csv(&dir.join("significance.csv"))?.caption("Paired t, randomisation and bootstrap tests against BM25 (trials and seed in config.json)")
 """),
     ("code", """
 png(&result_dir("nq-answer-recall", "exp_nq_answer_recall")?.join("answer_recall.png"))?
