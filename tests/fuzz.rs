@@ -840,7 +840,7 @@ fn fuzz_faiss_index() {
             } else {
                 (m.apply(faiss), header.clone())
             };
-            put(&path, &f);
+            put(path, &f);
             put(&hp, &h);
             match VectorIndex::load(path, Some("key")) {
                 Ok(index) => {
@@ -955,4 +955,35 @@ fn fuzz_minilm_embedding_cache() {
             }
         },
     );
+}
+
+/// One flipped bit in an entry's vectors keeps the file's size: the entry must still
+/// be rebuilt (it used to be read as a hit, handing out the damaged vectors).
+#[test]
+fn minilm_embedding_cache_flipped_bit_is_rebuilt() {
+    use workbench::encode::{BertEncoder, CacheStatus, EmbeddingCache, EncoderParams};
+    let assets = workbench::assets::Assets::load().expect("project manifest");
+    let encoder = BertEncoder::load(&assets, "all-minilm-l6-v2", EncoderParams::default())
+        .expect("all-minilm-l6-v2 in the asset cache");
+    let passages = [
+        passage("p1", "Zürich is a city."),
+        passage("p2", "The cat sat."),
+    ];
+    let s = Scratch::new();
+    let cache = EmbeddingCache::new(s.path("embeddings"));
+    let (fresh, _) = cache
+        .get_or_compute_with_status(&encoder, &passages)
+        .unwrap();
+    let dp = cache.data_path(&EmbeddingCache::key(&encoder, &passages).unwrap());
+    let mut data = std::fs::read(&dp).unwrap();
+    data[5] ^= 0x10;
+    put(&dp, &data);
+    let (vectors, status) = cache
+        .get_or_compute_with_status(&encoder, &passages)
+        .unwrap();
+    assert!(
+        matches!(&status, CacheStatus::Rebuilt(reason) if reason.contains(".f32")),
+        "{status:?}"
+    );
+    assert_eq!(vectors, fresh);
 }

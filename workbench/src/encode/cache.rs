@@ -12,10 +12,9 @@
 //! model, a parameter, one passage's text or id, or the passage order gives a
 //! different key, hence a miss: a stale entry can never be read.
 //!
-//! Reading verifies that the header's key, `n` and `dim` match, that the
-//! data file is exactly `n · dim · 4` bytes and that it has the header's
-//! `data_sha256` (entries written before that field existed are checked by size
-//! only). **A header or data file that fails
+//! Reading verifies that the header's format, key, `n` and `dim` match, that
+//! the data file is exactly `n · dim · 4` bytes and that it has the header's
+//! `data_sha256` (so a flipped bit is caught too). **A header or data file that fails
 //! these checks (truncated, edited, half-written) is treated as a miss: the
 //! vectors are recomputed and the entry rewritten**, and the outcome says so
 //! ([`CacheStatus::Rebuilt`] with the reason, naming the file). Entries are
@@ -30,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-const FORMAT: u32 = 1;
+/// Format 2 added `data_sha256`; older entries are rebuilt once.
+const FORMAT: u32 = 2;
 
 /// The header stored next to the vectors.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,10 +49,10 @@ pub struct CacheHeader {
     pub model_sha256: String,
     /// Encoder parameters.
     pub params: serde_json::Value,
-    /// sha256 of the data file, lowercase hex (absent in entries written before it
-    /// was recorded; those are checked by size only).
+    /// sha256 of the data file, lowercase hex (empty in a format-1 header, which
+    /// is then rebuilt for its format).
     #[serde(default)]
-    pub data_sha256: Option<String>,
+    pub data_sha256: String,
 }
 
 /// What [`EmbeddingCache::get_or_compute_with_status`] did.
@@ -183,15 +183,14 @@ impl EmbeddingCache {
                 bytes.len()
             ));
         }
-        if let Some(want) = &header.data_sha256 {
-            let actual = hex::encode(Sha256::digest(&bytes));
-            if !actual.eq_ignore_ascii_case(want) {
-                return Err(format!(
-                    "{}: sha256 {actual}, but {} records {want}; damaged",
-                    dp.display(),
-                    hp.display()
-                ));
-            }
+        let actual = hex::encode(Sha256::digest(&bytes));
+        if !actual.eq_ignore_ascii_case(&header.data_sha256) {
+            return Err(format!(
+                "{}: sha256 {actual}, but {} records {}; damaged",
+                dp.display(),
+                hp.display(),
+                header.data_sha256
+            ));
         }
         let flat: Vec<f32> = bytes
             .chunks_exact(4)
@@ -227,7 +226,7 @@ impl EmbeddingCache {
             model: encoder.name().to_string(),
             model_sha256: encoder.model_sha256().to_string(),
             params: serde_json::to_value(encoder.params())?,
-            data_sha256: Some(hex::encode(Sha256::digest(&bytes))),
+            data_sha256: hex::encode(Sha256::digest(&bytes)),
         };
         // Data first, header last: a header only ever points at complete data.
         let hp = self.header_path(key);

@@ -21,9 +21,10 @@
 //! `<path>.json` (kind, parameters, metric, dim, count, the embedding-cache key of
 //! the vectors and the sha256 of the FAISS file); [`VectorIndex::load`] rejects an
 //! index whose header, FAISS file and expected embedding key disagree. The FAISS
-//! file is checked against its sha256 **before** FAISS parses it: FAISS trusts the
-//! sizes inside its files, so a truncated or damaged one could make it allocate
-//! without bound or read out of bounds instead of failing cleanly.
+//! file is checked against its sha256 **before** FAISS parses it: FAISS reads
+//! damaged files without complaint (`tests/fuzz.rs` found one it loaded with a
+//! metric code the `faiss` crate cannot map, which panics in `metric_type`), and
+//! it trusts the sizes inside them.
 
 use crate::{Error, Result};
 use ::faiss::index::autotune::ParameterSpace;
