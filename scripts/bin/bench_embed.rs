@@ -289,7 +289,11 @@ fn main() -> Result<()> {
         ensure!(
             PEERS.iter().any(|(k, ..)| k == p),
             "--peers: unknown peer `{p}` (known: {})",
-            PEERS.iter().map(|(k, ..)| *k).collect::<Vec<_>>().join(", ")
+            PEERS
+                .iter()
+                .map(|(k, ..)| *k)
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     ensure!(!args.peers.is_empty(), "--peers: name at least one peer");
@@ -367,7 +371,11 @@ fn main() -> Result<()> {
     );
 
     // The ONNX export (cached by the model's sha256) before any timing.
-    if args.peers.iter().any(|p| p.starts_with("onnx") || p.starts_with("openvino")) {
+    if args
+        .peers
+        .iter()
+        .any(|p| p.starts_with("onnx") || p.starts_with("openvino"))
+    {
         let t = Instant::now();
         let v = run_python(
             &args,
@@ -435,8 +443,7 @@ fn main() -> Result<()> {
                 }
                 Runner::Peer { key, script, extra } => {
                     let vectors: PathBuf = out.path(&format!("vectors_{key}.f32"));
-                    let mut more: Vec<std::ffi::OsString> =
-                        vec!["--runs".into(), "1".into()];
+                    let mut more: Vec<std::ffi::OsString> = vec!["--runs".into(), "1".into()];
                     if round == 0 {
                         more.extend(["--vectors".into(), vectors.clone().into_os_string()]);
                     }

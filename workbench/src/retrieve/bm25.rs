@@ -558,7 +558,9 @@ mod tests {
 
     /// Hits as `(id, score bits)`, for bit-exact comparison.
     fn exact(hits: &[Hit]) -> Vec<(String, u32)> {
-        hits.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect()
+        hits.iter()
+            .map(|h| (h.id.clone(), h.score.to_bits()))
+            .collect()
     }
 
     #[test]
@@ -575,9 +577,17 @@ mod tests {
         let queries: Vec<String> = (0..300).map(|i| toks(2 + i % 14)).collect();
         let (mut a, mut b) = (Scratch::new(), Scratch::new());
         let (mut pruned, mut scored, mut total) = (0, 0, 0);
-        for variant in [Bm25Variant::Lucene, Bm25Variant::Atire, Bm25Variant::Robertson] {
-            let r = Bm25::build(&corpus, &Analyzer::plain(), Bm25Params::new().variant(variant))
-                .unwrap();
+        for variant in [
+            Bm25Variant::Lucene,
+            Bm25Variant::Atire,
+            Bm25Variant::Robertson,
+        ] {
+            let r = Bm25::build(
+                &corpus,
+                &Analyzer::plain(),
+                Bm25Params::new().variant(variant),
+            )
+            .unwrap();
             for q in &queries {
                 for k in [1, 10, 100] {
                     let got = r.retrieve_with(q, k, &mut a).unwrap();
@@ -602,7 +612,11 @@ mod tests {
             }
         }
         // The pruned path must actually run, and skip most postings, on this corpus.
-        assert!(pruned > queries.len() / 2, "pruned {pruned} of {}", queries.len());
+        assert!(
+            pruned > queries.len() / 2,
+            "pruned {pruned} of {}",
+            queries.len()
+        );
         assert!(scored * 3 < total, "scored {scored} of {total} postings");
     }
 

@@ -335,8 +335,7 @@ impl Impacts {
         for (j, &(t, qw)) in terms.iter().enumerate().skip(next) {
             self.add_term_to_candidates(t, qw, scratch);
             if j + 1 < n_terms && scratch.live.len() > k {
-                let theta =
-                    kth_best(scratch.live.iter().map(|c| c.1), k, &mut scratch.heap) as f64;
+                let theta = kth_best(scratch.live.iter().map(|c| c.1), k, &mut scratch.heap) as f64;
                 let r = scratch.rem[j + 1];
                 scratch
                     .live
@@ -489,7 +488,11 @@ impl Impacts {
 /// The `k`-th largest of `scores` (`k ≥ 1`, at least `k` scores, all ≥ 0 or -0.0),
 /// with a bounded min-heap of their bit patterns (for non-negative floats the bit
 /// order is the value order; `+ 0.0` turns -0.0 into +0.0).
-fn kth_best(scores: impl Iterator<Item = f32>, k: usize, heap: &mut BinaryHeap<Reverse<u32>>) -> f32 {
+fn kth_best(
+    scores: impl Iterator<Item = f32>,
+    k: usize,
+    heap: &mut BinaryHeap<Reverse<u32>>,
+) -> f32 {
     heap.clear();
     for s in scores {
         let b = (s + 0.0).to_bits();
