@@ -36,7 +36,9 @@ use workbench::retrieve::impact::Scratch;
 const NAME: &str = "bench-bm25";
 
 #[derive(Parser, Serialize, Debug)]
-#[command(about = "BM25 queries/s vs bm25s (numba and numpy backends; single thread, same data and parameters)")]
+#[command(
+    about = "BM25 queries/s vs bm25s (numba and numpy backends; single thread, same data and parameters)"
+)]
 struct Args {
     /// Pseudo-queries drawn from the corpus (first sentence of a seeded sample of passages), besides the 50 DL19 queries.
     #[arg(long, default_value_t = 1000)]
@@ -275,8 +277,8 @@ fn main() -> Result<()> {
         .iter()
         .map(|q| (q.id.clone(), q.text.clone()))
         .collect();
-    let text = std::fs::read_to_string(&qpath)
-        .with_context(|| format!("reading {}", qpath.display()))?;
+    let text =
+        std::fs::read_to_string(&qpath).with_context(|| format!("reading {}", qpath.display()))?;
     queries.extend(parse_queries(&qpath, &text)?);
     let all_q = out.path("all_queries.jsonl");
     std::fs::write(
@@ -312,7 +314,9 @@ fn main() -> Result<()> {
         let hits = bm25.retrieve_with(q, 10, &mut scratch)?;
         let want = bm25.retrieve_exhaustive(q, 10, &mut exhaustive)?;
         let bits = |h: &[workbench::Hit]| -> Vec<(String, u32)> {
-            h.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect()
+            h.iter()
+                .map(|h| (h.id.clone(), h.score.to_bits()))
+                .collect()
         };
         ensure!(
             bits(&hits) == bits(&want),
@@ -550,10 +554,19 @@ mod tests {
             [("a".into(), "x y".into()), ("b".into(), String::new())]
         );
         for (bad, want) in [
-            ("{\"_id\": \"a\", \"text\": \"x\"}\n{\"text\": \"y\"}\n", "q.jsonl:2: query has no `_id`"),
+            (
+                "{\"_id\": \"a\", \"text\": \"x\"}\n{\"text\": \"y\"}\n",
+                "q.jsonl:2: query has no `_id`",
+            ),
             ("{\"_id\": \"a\"}\n", "q.jsonl:1: query has no `text`"),
-            ("{\"_id\": 7, \"text\": \"x\"}\n", "q.jsonl:1: query field `_id` must be a string"),
-            ("{\"_id\": \"a\", \"text\": null}\n", "q.jsonl:1: query field `text` must be a string"),
+            (
+                "{\"_id\": 7, \"text\": \"x\"}\n",
+                "q.jsonl:1: query field `_id` must be a string",
+            ),
+            (
+                "{\"_id\": \"a\", \"text\": null}\n",
+                "q.jsonl:1: query field `text` must be a string",
+            ),
             ("[1, 2]\n", "q.jsonl:1: query has no `_id`"),
             ("not json\n", "q.jsonl:1: not JSON"),
             (

@@ -558,7 +558,9 @@ mod tests {
 
     /// Hits as `(id, score bits)`, for bit-exact comparison.
     fn exact(hits: &[Hit]) -> Vec<(String, u32)> {
-        hits.iter().map(|h| (h.id.clone(), h.score.to_bits())).collect()
+        hits.iter()
+            .map(|h| (h.id.clone(), h.score.to_bits()))
+            .collect()
     }
 
     #[test]
@@ -575,16 +577,30 @@ mod tests {
         let queries: Vec<String> = (0..300).map(|i| toks(2 + i % 14)).collect();
         let (mut a, mut b) = (Scratch::new(), Scratch::new());
         let (mut pruned, mut scored, mut total) = (0, 0, 0);
-        for variant in [Bm25Variant::Lucene, Bm25Variant::Atire, Bm25Variant::Robertson] {
-            let r = Bm25::build(&corpus, &Analyzer::plain(), Bm25Params::new().variant(variant))
-                .unwrap();
+        let (mut dense, mut searched) = (0, 0);
+        for variant in [
+            Bm25Variant::Lucene,
+            Bm25Variant::Atire,
+            Bm25Variant::Robertson,
+        ] {
+            let r = Bm25::build(
+                &corpus,
+                &Analyzer::plain(),
+                Bm25Params::new().variant(variant),
+            )
+            .unwrap();
+            let mut sparse = r.clone();
+            sparse.impacts.clear_dense_rows();
+            assert!(r.impacts.dense_rows() > 0 && sparse.impacts.dense_rows() == 0);
             for q in &queries {
-                for k in [1, 10, 100] {
+                for (k, r) in [(1, &r), (10, &r), (100, &r), (10, &sparse)] {
                     let got = r.retrieve_with(q, k, &mut a).unwrap();
                     let want = r.retrieve_exhaustive(q, k, &mut b).unwrap();
                     assert_eq!(exact(&got), exact(&want), "{variant:?} k={k} {q:?}");
                     let st = a.last_search();
-                    if variant == Bm25Variant::Lucene && k == 10 {
+                    dense += st.dense_lookups;
+                    searched += st.lookups - st.dense_lookups;
+                    if variant == Bm25Variant::Lucene && k == 10 && r.impacts.dense_rows() > 0 {
                         pruned += (st.candidates > 0) as usize;
                         scored += st.postings_scored;
                         total += r
@@ -602,8 +618,17 @@ mod tests {
             }
         }
         // The pruned path must actually run, and skip most postings, on this corpus.
-        assert!(pruned > queries.len() / 2, "pruned {pruned} of {}", queries.len());
+        assert!(
+            pruned > queries.len() / 2,
+            "pruned {pruned} of {}",
+            queries.len()
+        );
         assert!(scored * 3 < total, "scored {scored} of {total} postings");
+        // Both kinds of phase-2 look-up ran.
+        assert!(
+            dense > 0 && searched > 0,
+            "dense {dense}, searched {searched}"
+        );
     }
 
     proptest! {
@@ -613,9 +638,9 @@ mod tests {
         /// order, as scoring every posting, for every variant, k and parameters.
         #[test]
         fn pruned_search_equals_exhaustive_scoring(
-            docs in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 1..25), 1..120),
-            queries in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 0..10), 1..6),
-            k in 1usize..15,
+            docs in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 1..40), 1..250),
+            queries in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 0..14), 1..6),
+            k in prop_oneof![1usize..4, 4usize..15],
             k1 in 0.0f32..3.0,
             b in 0.0f32..=1.0,
             v in 0usize..3,
@@ -629,12 +654,17 @@ mod tests {
                 .collect();
             let variant = [Bm25Variant::Robertson, Bm25Variant::Atire, Bm25Variant::Lucene][v];
             let r = Bm25::build(&passages, &Analyzer::plain(), Bm25Params::new().k1(k1).b(b).variant(variant)).unwrap();
+            let mut sparse = r.clone();
+            sparse.impacts.clear_dense_rows();
             let (mut a, mut s) = (Scratch::new(), Scratch::new());
             for q in &queries {
                 let q = skewed_text(q);
-                let got = r.retrieve_with(&q, k, &mut a).unwrap();
                 let want = r.retrieve_exhaustive(&q, k, &mut s).unwrap();
-                prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
+                // Phase 2 with dense impact rows, then with posting searches only.
+                for r in [&r, &sparse] {
+                    let got = r.retrieve_with(&q, k, &mut a).unwrap();
+                    prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
+                }
             }
         }
     }

@@ -77,12 +77,14 @@ pub struct Scratch {
     pub(crate) weights: Vec<(u32, f32)>,
     /// Pruned search: suffix sums of the terms' upper bounds.
     rem: Vec<f64>,
-    /// Pruned search: candidates `(passage index, partial score)`, by passage index.
+    /// Pruned search: touched passages in decreasing buckets of partial score.
     live: Vec<(u32, f32)>,
     /// Pruned search: the k best scores seen, for the k-th best.
     heap: BinaryHeap<Reverse<u32>>,
-    /// Pruned search: one bit per passage, to list candidates in passage order.
-    bits: Vec<u64>,
+    /// Pruned search: histogram of the partial scores in phase 1.
+    hist: Vec<u32>,
+    /// Pruned search: where each histogram bucket starts in `live`.
+    bucket_start: Vec<usize>,
     /// Work counters of the last [`Impacts::search`].
     stats: SearchStats,
 }
@@ -98,10 +100,10 @@ pub struct SearchStats {
     pub terms_exhaustive: usize,
     /// `(candidate, term)` look-ups in phase 2.
     pub lookups: usize,
-    /// Candidates when phase 2 started (0 when it never did).
+    /// Of those, look-ups in a dense impact row (the others search postings).
+    pub dense_lookups: usize,
+    /// Passages whose score phase 2 started to complete (0 when it never ran).
     pub candidates: usize,
-    /// Phase-1 scans of the touched passages for the k-th best partial score.
-    pub scans: usize,
 }
 
 impl Scratch {
@@ -159,6 +161,57 @@ pub struct Impacts {
     max_impact: Vec<f32>,
     /// Every impact is ≥ 0 (and none is NaN): [`Impacts::search`] may prune.
     nonnegative: bool,
+    /// Per term: its row in `dense`, or `NO_ROW`.
+    dense_row: Vec<u32>,
+    /// Impacts of the most frequent terms as dense rows of one f32 per passage (0
+    /// where the term is absent), for O(1) look-ups in phase 2 of the search.
+    dense: Vec<f32>,
+}
+
+/// No dense row for this term.
+const NO_ROW: u32 = u32::MAX;
+
+/// Terms in at least 1/`DENSE_DF_DIVISOR` of the passages get a dense impact row,
+/// most frequent first, while the rows hold no more cells than there are postings
+/// (so they add at most one f32 per posting to the memory).
+const DENSE_DF_DIVISOR: usize = 8;
+
+/// Buckets of the phase-1 histogram of partial scores (see [`Buckets`]).
+const HIST_BUCKETS: usize = 512;
+
+/// Buckets of non-negative f32 scores by their bit pattern (the bit order of
+/// non-negative floats is their value order): 2^5 buckets per power of two, the
+/// last one ending at a given top score, the first one also holding everything
+/// below 2^-16 of it. A score in bucket `i` is ≥ `lower_edge(i)`, exactly.
+#[derive(Debug, Clone, Copy)]
+struct Buckets {
+    base: u32,
+}
+
+impl Buckets {
+    const SHIFT: u32 = 23 - 5;
+
+    /// Buckets whose last one holds `top` (finite, > 0).
+    fn new(top: f32) -> Self {
+        Buckets {
+            base: (top.to_bits() >> Self::SHIFT).saturating_sub(HIST_BUCKETS as u32 - 1),
+        }
+    }
+
+    /// The bucket of a score in `[+0, top]` (scores above go to the last one).
+    fn of(self, score: f32) -> usize {
+        (((score.to_bits() >> Self::SHIFT).saturating_sub(self.base)) as usize)
+            .min(HIST_BUCKETS - 1)
+    }
+
+    /// The smallest score in bucket `i` (0 for the first bucket).
+    fn lower_edge(self, i: usize) -> f32 {
+        if i == 0 {
+            0.0
+        } else {
+            f32::from_bits((self.base + i as u32) << Self::SHIFT)
+        }
+    }
 }
 
 /// Queries with fewer terms are scored exhaustively by [`Impacts::search`] (one
@@ -173,7 +226,14 @@ impl Impacts {
         for t in 0..index.num_terms() as u32 {
             let p = index.postings(t);
             let start = weights.len();
-            weights.extend(p.docs.iter().zip(p.tfs).map(|(&d, &tf)| impact(t, d, tf)));
+            // `+ 0.0` turns an impact of -0.0 into +0.0 (bit order = value order for
+            // the non-negative scores of the pruned search).
+            weights.extend(
+                p.docs
+                    .iter()
+                    .zip(p.tfs)
+                    .map(|(&d, &tf)| impact(t, d, tf) + 0.0),
+            );
             max_impact.push(
                 weights[start..]
                     .iter()
@@ -182,12 +242,42 @@ impl Impacts {
             );
         }
         let nonnegative = weights.iter().all(|&w| w >= 0.0);
+        let n = index.len();
+        let mut frequent: Vec<u32> = (0..index.num_terms() as u32)
+            .filter(|&t| index.df(t) * DENSE_DF_DIVISOR >= n)
+            .collect();
+        frequent.sort_by_key(|&t| (std::cmp::Reverse(index.df(t)), t));
+        frequent.truncate(weights.len() / n.max(1));
+        let mut dense_row = vec![NO_ROW; index.num_terms()];
+        let mut dense = vec![0.0f32; frequent.len() * n];
+        for (row, &t) in frequent.iter().enumerate() {
+            dense_row[t as usize] = row as u32;
+            let cells = &mut dense[row * n..(row + 1) * n];
+            let imp = &weights[index.posting_range(t)];
+            for (&d, &w) in index.postings(t).docs.iter().zip(imp) {
+                cells[d as usize] = w;
+            }
+        }
         Impacts {
             index,
             weights,
             max_impact,
             nonnegative,
+            dense_row,
+            dense,
         }
+    }
+
+    /// Drop the dense impact rows (tests: exercise the posting-search path).
+    #[cfg(test)]
+    pub(crate) fn clear_dense_rows(&mut self) {
+        self.dense_row.iter_mut().for_each(|r| *r = NO_ROW);
+        self.dense.clear();
+    }
+
+    /// Number of terms with a dense impact row.
+    pub fn dense_rows(&self) -> usize {
+        self.dense.len() / self.index.len().max(1)
     }
 
     /// Largest impact of term `t` over its postings.
@@ -205,7 +295,7 @@ impl Impacts {
     /// prunes best: decreasing upper bound, ties by term id. Any fixed order gives
     /// the same top k; use the same order for every path that must agree bit for bit.
     pub fn sort_for_search(&self, terms: &mut [(u32, f32)]) {
-        terms.sort_by(|a, b| {
+        terms.sort_unstable_by(|a, b| {
             self.upper_bound(b.0, b.1)
                 .total_cmp(&self.upper_bound(a.0, a.1))
                 .then(a.0.cmp(&b.0))
@@ -226,30 +316,17 @@ impl Impacts {
     /// `query weight · impact` over the postings of every `(term id, query weight)`.
     pub fn accumulate(&self, terms: &[(u32, f32)], scratch: &mut Scratch) {
         scratch.begin(self.index.len());
+        let n = self.index.len();
         for &(t, qw) in terms {
-            self.add_term(t, qw, scratch);
-        }
-    }
-
-    /// Add `qw · impact` over the postings of term `t` to the accumulator.
-    fn add_term(&self, t: u32, qw: f32, scratch: &mut Scratch) {
-        let epoch = scratch.epoch;
-        let slots = &mut scratch.slots[..self.index.len()];
-        let touched = &mut scratch.touched;
-        let docs = self.index.postings(t).docs;
-        let imp = &self.weights[self.index.posting_range(t)];
-        for (&d, &w) in docs.iter().zip(imp) {
-            let slot = &mut slots[d as usize];
-            let s = qw * w;
-            if slot.stamp == epoch {
-                slot.acc += s;
-            } else {
-                *slot = Slot {
-                    stamp: epoch,
-                    acc: s,
-                };
-                touched.push(d);
-            }
+            add_postings(
+                self.index.postings(t).docs,
+                &self.weights[self.index.posting_range(t)],
+                qw,
+                scratch.epoch,
+                &mut scratch.slots[..n],
+                &mut scratch.touched,
+                None,
+            );
         }
     }
 
@@ -264,18 +341,12 @@ impl Impacts {
     /// or [`Impacts::touched`] (use [`Impacts::accumulate`] for those).
     pub fn search(&self, terms: &[(u32, f32)], k: usize, scratch: &mut Scratch) -> Vec<Hit> {
         scratch.stats = SearchStats::default();
+        let n_terms = terms.len();
         let prunable = self.nonnegative
             && k > 0
-            && terms.len() >= SEARCH_MIN_TERMS
+            && n_terms >= SEARCH_MIN_TERMS
             && terms.iter().all(|&(_, qw)| qw > 0.0 && qw.is_finite());
-        if !prunable {
-            self.accumulate(terms, scratch);
-            scratch.stats.terms_exhaustive = terms.len();
-            scratch.stats.postings_scored = terms.iter().map(|&(t, _)| self.index.df(t)).sum();
-            return self.top_k(scratch, k);
-        }
         // rem[j] = Σ_{i ≥ j} ub_i, exact enough in f64.
-        let n_terms = terms.len();
         scratch.rem.clear();
         scratch.rem.resize(n_terms + 1, 0.0);
         for j in (0..n_terms).rev() {
@@ -287,132 +358,136 @@ impl Impacts {
         // (exact sum of the bounds) · (1 + u)^n_terms with u = 2^-24. `slack` is
         // twice that margin (it also covers the f64 rounding of the bound sums).
         let slack = 1.0 + (n_terms as f64 + 1.0) * f32::EPSILON as f64;
-
+        // Every partial score is at most `top` (0 when every impact of these terms
+        // is 0: nothing to prune then).
+        let top = scratch.rem.first().copied().unwrap_or(0.0) * slack;
+        if !(prunable && top > 0.0 && top.is_finite()) {
+            self.accumulate(terms, scratch);
+            scratch.stats.terms_exhaustive = n_terms;
+            scratch.stats.postings_scored = terms.iter().map(|&(t, _)| self.index.df(t)).sum();
+            return self.top_k(scratch, k);
+        }
+        let buckets = Buckets::new(f32_at_least(top));
         scratch.begin(self.index.len());
-        // Phase 1. `theta_seen` is the k-th best partial score at the last scan of the
-        // touched passages and `ub_seen` the bound of the terms added by then: since
-        // no passage gains more than the bounds added since, the k-th best partial
-        // score now is at most theta_seen + (ub_done − ub_seen), and a scan that
-        // cannot succeed is skipped (skipping only delays pruning, never changes hits).
-        let (mut theta_seen, mut ub_seen, mut ub_done) = (0.0f64, 0.0f64, 0.0f64);
+        scratch.hist.clear();
+        scratch.hist.resize(HIST_BUCKETS, 0);
+        let n = self.index.len();
+
+        // Phase 1: whole posting lists, until the histogram of partial scores shows k
+        // touched passages above r = rem[j+1]·slack, the most an untouched passage
+        // can score. Then θ_lb (the histogram's lower bound of the k-th best partial
+        // score, itself a lower bound of the k-th best final score, since adding
+        // impacts ≥ 0 never lowers a float sum) is above every untouched passage's
+        // final score.
         let mut stop = None;
         for (j, &(t, qw)) in terms.iter().enumerate() {
-            self.add_term(t, qw, scratch);
+            add_postings(
+                self.index.postings(t).docs,
+                &self.weights[self.index.posting_range(t)],
+                qw,
+                scratch.epoch,
+                &mut scratch.slots[..n],
+                &mut scratch.touched,
+                Some((&mut scratch.hist, buckets)),
+            );
             scratch.stats.postings_scored += self.index.df(t);
-            ub_done += self.upper_bound(t, qw) as f64;
             if j + 1 == n_terms || scratch.touched.len() < k {
                 continue;
             }
-            // An untouched passage scores at most r = rem[j+1]·slack. Pruning can start
-            // once the k-th best partial score θ is above r: the k-th best final score
-            // is at least θ (adding impacts ≥ 0 never lowers a float sum).
-            let r = scratch.rem[j + 1] * slack;
-            if (theta_seen + (ub_done - ub_seen)) * slack <= r {
-                continue;
-            }
-            let slots = &scratch.slots;
-            let theta = kth_best(
-                scratch.touched.iter().map(|&d| slots[d as usize].acc),
-                k,
-                &mut scratch.heap,
-            ) as f64;
-            scratch.stats.scans += 1;
-            (theta_seen, ub_seen) = (theta, ub_done);
-            if theta > r {
-                stop = Some((j + 1, theta));
+            // Buckets from `first` up hold only partial scores > r.
+            let first = buckets.of(f32_at_least(scratch.rem[j + 1] * slack)) + 1;
+            let hist = &scratch.hist[..HIST_BUCKETS];
+            if first < HIST_BUCKETS && hist[first..].iter().sum::<u32>() as usize >= k {
+                let (mut count, mut i) = (0, HIST_BUCKETS);
+                while count < k {
+                    i -= 1;
+                    count += hist[i] as usize;
+                }
+                stop = Some((j + 1, buckets.lower_edge(i)));
                 break;
             }
         }
-        let Some((next, theta)) = stop else {
+        let Some((next, theta_lb)) = stop else {
             scratch.stats.terms_exhaustive = n_terms;
             return self.top_k(scratch, k);
         };
         scratch.stats.terms_exhaustive = next;
-        let rem = scratch.rem[next];
-        self.collect_candidates(scratch, |p| (p as f64 + rem) * slack >= theta);
-        scratch.stats.candidates = scratch.live.len();
-        // Phase 2.
-        for (j, &(t, qw)) in terms.iter().enumerate().skip(next) {
-            self.add_term_to_candidates(t, qw, scratch);
-            if j + 1 < n_terms && scratch.live.len() > k {
-                let theta =
-                    kth_best(scratch.live.iter().map(|c| c.1), k, &mut scratch.heap) as f64;
-                let r = scratch.rem[j + 1];
-                scratch
-                    .live
-                    .retain(|&(_, p)| (p as f64 + r) * slack >= theta);
-            }
-        }
-        self.top_k_of_candidates(scratch, k)
-    }
 
-    /// Phase 2 start: the touched passages whose partial score passes `keep`, into
-    /// `scratch.live` in passage order.
-    fn collect_candidates(&self, scratch: &mut Scratch, keep: impl Fn(f32) -> bool) {
-        let slots = &scratch.slots;
-        let live = &mut scratch.live;
-        live.clear();
-        let n = self.index.len();
-        if scratch.touched.len().saturating_mul(16) < n / 64 {
-            // Few touched passages in a large corpus: sort them.
-            live.extend(
-                scratch
-                    .touched
-                    .iter()
-                    .map(|&d| (d, slots[d as usize].acc))
-                    .filter(|&(_, p)| keep(p)),
-            );
-            live.sort_unstable_by_key(|c| c.0);
-        } else {
-            // Mark them in a bitmap and read it in order.
-            let bits = &mut scratch.bits;
-            bits.clear();
-            bits.resize(n.div_ceil(64), 0);
-            for &d in &scratch.touched {
-                if keep(slots[d as usize].acc) {
-                    bits[d as usize / 64] |= 1u64 << (d % 64);
-                }
-            }
-            for (w, &word) in bits.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let d = (w * 64) as u32 + word.trailing_zeros();
-                    live.push((d, slots[d as usize].acc));
-                    word &= word - 1;
-                }
-            }
-        }
-    }
-
-    /// Phase 2: add term `t`'s contribution to every candidate (galloping search of
-    /// the candidates, in passage order, through the term's posting list).
-    fn add_term_to_candidates(&self, t: u32, qw: f32, scratch: &mut Scratch) {
-        let docs = self.index.postings(t).docs;
-        let imp = &self.weights[self.index.posting_range(t)];
-        scratch.stats.lookups += scratch.live.len();
-        let mut pos = 0;
-        for c in scratch.live.iter_mut() {
-            pos = gallop(docs, pos, c.0);
-            if pos == docs.len() {
+        // Phase 2, passage at a time, in decreasing order of partial score (by
+        // histogram bucket): complete a passage's score term by term (in the query's
+        // order) and drop it as soon as (partial + rem)·slack < θ; θ is the k-th best
+        // of the completed scores once there are k, before that θ_lb. Both are lower
+        // bounds of the k-th best final score, so no passage of the top k is dropped,
+        // and once a bucket's highest possible score cannot reach θ, no passage in it
+        // or below can.
+        let rem_next = scratch.rem[next];
+        let b_min = buckets.of(keep_limit(theta_lb as f64, rem_next, slack).max(0.0));
+        let order = bucket_order(
+            &scratch.touched,
+            &scratch.slots[..n],
+            buckets,
+            b_min,
+            &scratch.hist,
+            &mut scratch.bucket_start,
+            &mut scratch.live,
+        );
+        let mut theta = theta_lb as f64;
+        scratch.heap.clear();
+        scratch.cand.clear();
+        for b in (b_min..HIST_BUCKETS).rev() {
+            let highest = if b + 1 < HIST_BUCKETS {
+                buckets.lower_edge(b + 1) as f64
+            } else {
+                top
+            };
+            if (highest + rem_next) * slack < theta {
                 break;
             }
-            if docs[pos] == c.0 {
-                let s = qw * imp[pos];
-                c.1 += s;
+            for i in scratch.bucket_start[b]..scratch.bucket_start[b] + order[b] {
+                let d = scratch.live[i].0;
+                let mut p = scratch.slots[d as usize].acc;
+                if (p as f64 + rem_next) * slack < theta {
+                    continue;
+                }
+                scratch.stats.candidates += 1;
+                let mut alive = true;
+                for (j, &(t, qw)) in terms.iter().enumerate().skip(next) {
+                    scratch.stats.lookups += 1;
+                    let row = self.dense_row[t as usize];
+                    if row != NO_ROW {
+                        scratch.stats.dense_lookups += 1;
+                        // An absent term adds qw·0 = +0: a score ≥ +0 is unchanged.
+                        p += qw * self.dense[row as usize * n + d as usize];
+                    } else {
+                        let docs = self.index.postings(t).docs;
+                        if let Ok(pos) = docs.binary_search(&d) {
+                            let s = qw * self.weights[self.index.posting_range(t).start + pos];
+                            p += s;
+                        }
+                    }
+                    if (p as f64 + scratch.rem[j + 1]) * slack < theta {
+                        alive = false;
+                        break;
+                    }
+                }
+                if alive {
+                    scratch.cand.push((p + 0.0, d));
+                    push_bounded(&mut scratch.heap, p, k);
+                    if scratch.heap.len() == k {
+                        theta = theta.max(heap_min(&scratch.heap) as f64);
+                    }
+                }
             }
         }
-    }
-
-    /// The best `k` candidates of phase 2, in hit order.
-    fn top_k_of_candidates(&self, scratch: &mut Scratch, k: usize) -> Vec<Hit> {
-        let cand = &mut scratch.cand;
-        cand.clear();
-        cand.extend(scratch.live.iter().map(|&(d, s)| (s + 0.0, d)));
-        self.select_and_sort(cand, k);
+        let mut cand = std::mem::take(&mut scratch.cand);
+        self.select_and_sort(&mut cand, k);
         let ids = self.index.ids();
-        cand.iter()
+        let hits = cand
+            .iter()
             .map(|&(s, d)| Hit::new(ids[d as usize].clone(), s))
-            .collect()
+            .collect();
+        scratch.cand = cand;
+        hits
     }
 
     /// Keep the best `k` of `cand` (score desc, ties by ascending id), sorted.
@@ -486,37 +561,125 @@ impl Impacts {
     }
 }
 
-/// The `k`-th largest of `scores` (`k ≥ 1`, at least `k` scores, all ≥ 0 or -0.0),
-/// with a bounded min-heap of their bit patterns (for non-negative floats the bit
-/// order is the value order; `+ 0.0` turns -0.0 into +0.0).
-fn kth_best(scores: impl Iterator<Item = f32>, k: usize, heap: &mut BinaryHeap<Reverse<u32>>) -> f32 {
-    heap.clear();
-    for s in scores {
-        let b = (s + 0.0).to_bits();
-        if heap.len() < k {
-            heap.push(Reverse(b));
-        } else if let Some(mut top) = heap.peek_mut() {
-            if b > top.0 {
-                *top = Reverse(b);
+/// Add `qw · impact` over one posting list (`docs`, `imp`) to the accumulator
+/// `slots`, stamping and listing in `touched` the passages seen first in this query
+/// (`epoch`). With `hist`, also keep the count of touched passages per bucket of
+/// their partial score.
+fn add_postings(
+    docs: &[u32],
+    imp: &[f32],
+    qw: f32,
+    epoch: u32,
+    slots: &mut [Slot],
+    touched: &mut Vec<u32>,
+    hist: Option<(&mut Vec<u32>, Buckets)>,
+) {
+    match hist {
+        None => {
+            for (&d, &w) in docs.iter().zip(imp) {
+                let slot = &mut slots[d as usize];
+                let s = qw * w;
+                if slot.stamp == epoch {
+                    slot.acc += s;
+                } else {
+                    *slot = Slot {
+                        stamp: epoch,
+                        acc: s,
+                    };
+                    touched.push(d);
+                }
+            }
+        }
+        Some((hist, buckets)) => {
+            let hist = &mut hist[..HIST_BUCKETS];
+            for (&d, &w) in docs.iter().zip(imp) {
+                let slot = &mut slots[d as usize];
+                let s = qw * w;
+                if slot.stamp == epoch {
+                    hist[buckets.of(slot.acc)] -= 1;
+                    slot.acc += s;
+                } else {
+                    *slot = Slot {
+                        stamp: epoch,
+                        acc: s,
+                    };
+                    touched.push(d);
+                }
+                hist[buckets.of(slot.acc)] += 1;
             }
         }
     }
+}
+
+/// Counting sort of the touched passages in buckets `b_min..` by their partial
+/// score: passage indices go to `out[start[b]..start[b] + count[b]].0`, buckets in
+/// decreasing order; returns `count` (per bucket; empty below `b_min`).
+fn bucket_order(
+    touched: &[u32],
+    slots: &[Slot],
+    buckets: Buckets,
+    b_min: usize,
+    hist: &[u32],
+    start: &mut Vec<usize>,
+    out: &mut Vec<(u32, f32)>,
+) -> [usize; HIST_BUCKETS] {
+    let mut count = [0usize; HIST_BUCKETS];
+    start.clear();
+    start.resize(HIST_BUCKETS, 0);
+    let mut total = 0;
+    for b in (b_min..HIST_BUCKETS).rev() {
+        start[b] = total;
+        total += hist[b] as usize;
+    }
+    out.clear();
+    out.resize(total, (0, 0.0));
+    for &d in touched {
+        let b = buckets.of(slots[d as usize].acc);
+        if b >= b_min {
+            out[start[b] + count[b]].0 = d;
+            count[b] += 1;
+        }
+    }
+    count
+}
+
+/// Add a non-negative score to a min-heap that keeps the `k` largest. Scores are
+/// kept as bit patterns: for non-negative floats the bit order is the value order
+/// (`+ 0.0` turns -0.0 into +0.0).
+fn push_bounded(heap: &mut BinaryHeap<Reverse<u32>>, score: f32, k: usize) {
+    let b = (score + 0.0).to_bits();
+    if heap.len() < k {
+        heap.push(Reverse(b));
+    } else if let Some(mut top) = heap.peek_mut() {
+        if b > top.0 {
+            *top = Reverse(b);
+        }
+    }
+}
+
+/// The smallest score in a non-empty [`push_bounded`] heap.
+fn heap_min(heap: &BinaryHeap<Reverse<u32>>) -> f32 {
     heap.peek().map_or(0.0, |r| f32::from_bits(r.0))
 }
 
-/// First position `≥ from` in the ascending `docs` whose value is `≥ target`
-/// (`docs.len()` if none): exponential then binary search.
-fn gallop(docs: &[u32], from: usize, target: u32) -> usize {
-    let mut lo = from;
-    let mut step = 1;
-    let mut hi = from;
-    while hi < docs.len() && docs[hi] < target {
-        lo = hi + 1;
-        hi += step;
-        step *= 2;
+/// An f32 ≥ `x` (for finite `x` ≥ 0): `x` raised by a relative 2^-22 before the
+/// conversion, which rounds by at most a relative 2^-24.
+fn f32_at_least(x: f64) -> f32 {
+    (x * (1.0 + 2f64.powi(-22))) as f32
+}
+
+/// An f32 `limit` such that every partial score `p < limit` has
+/// `(p + rem)·slack < theta`, i.e. cannot reach the top k: θ/slack − rem, lowered
+/// by a margin relative to the operands (covering the f64 rounding of the
+/// subtraction) and by a relative 2^-22 before the conversion to f32 (covering its
+/// rounding). `-∞` when nothing can be ruled out.
+fn keep_limit(theta: f64, rem: f64, slack: f64) -> f32 {
+    let limit = theta / slack - rem - (theta + rem) * 2f64.powi(-22);
+    if limit <= 0.0 {
+        f32::NEG_INFINITY
+    } else {
+        (limit * (1.0 - 2f64.powi(-22))) as f32
     }
-    let hi = hi.min(docs.len());
-    lo + docs[lo..hi].partition_point(|&x| x < target)
 }
 
 /// [`Retriever::retrieve_all`] over a rayon thread pool (queries in parallel, each
