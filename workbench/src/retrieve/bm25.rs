@@ -577,7 +577,7 @@ mod tests {
         let queries: Vec<String> = (0..300).map(|i| toks(2 + i % 14)).collect();
         let (mut a, mut b) = (Scratch::new(), Scratch::new());
         let (mut pruned, mut scored, mut total) = (0, 0, 0);
-        let (mut dense, mut searched) = (0, 0);
+        let (mut dense, mut bitmap, mut searched) = (0, 0, 0);
         for variant in [
             Bm25Variant::Lucene,
             Bm25Variant::Atire,
@@ -591,6 +591,7 @@ mod tests {
             .unwrap();
             let mut sparse = r.clone();
             sparse.impacts.clear_dense_rows();
+            sparse.impacts.clear_bit_rows();
             assert!(r.impacts.dense_rows() > 0 && sparse.impacts.dense_rows() == 0);
             for q in &queries {
                 for (k, r) in [(1, &r), (10, &r), (100, &r), (10, &sparse)] {
@@ -599,7 +600,8 @@ mod tests {
                     assert_eq!(exact(&got), exact(&want), "{variant:?} k={k} {q:?}");
                     let st = a.last_search();
                     dense += st.dense_lookups;
-                    searched += st.lookups - st.dense_lookups;
+                    bitmap += st.bitmap_lookups;
+                    searched += st.lookups - st.dense_lookups - st.bitmap_lookups;
                     if variant == Bm25Variant::Lucene && k == 10 && r.impacts.dense_rows() > 0 {
                         pruned += (st.candidates > 0) as usize;
                         scored += st.postings_scored;
@@ -624,10 +626,10 @@ mod tests {
             queries.len()
         );
         assert!(scored * 3 < total, "scored {scored} of {total} postings");
-        // Both kinds of phase-2 look-up ran.
+        // Every kind of phase-2 look-up ran.
         assert!(
-            dense > 0 && searched > 0,
-            "dense {dense}, searched {searched}"
+            dense > 0 && bitmap > 0 && searched > 0,
+            "dense {dense}, bitmap {bitmap}, searched {searched}"
         );
     }
 
@@ -654,14 +656,16 @@ mod tests {
                 .collect();
             let variant = [Bm25Variant::Robertson, Bm25Variant::Atire, Bm25Variant::Lucene][v];
             let r = Bm25::build(&passages, &Analyzer::plain(), Bm25Params::new().k1(k1).b(b).variant(variant)).unwrap();
-            let mut sparse = r.clone();
-            sparse.impacts.clear_dense_rows();
+            let mut bitmaps = r.clone();
+            bitmaps.impacts.clear_dense_rows();
+            let mut sparse = bitmaps.clone();
+            sparse.impacts.clear_bit_rows();
             let (mut a, mut s) = (Scratch::new(), Scratch::new());
             for q in &queries {
                 let q = skewed_text(q);
                 let want = r.retrieve_exhaustive(&q, k, &mut s).unwrap();
-                // Phase 2 with dense impact rows, then with posting searches only.
-                for r in [&r, &sparse] {
+                // Phase 2 with dense impact rows, bitmaps, then posting searches only.
+                for r in [&r, &bitmaps, &sparse] {
                     let got = r.retrieve_with(&q, k, &mut a).unwrap();
                     prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
                 }

@@ -77,14 +77,17 @@ pub struct Scratch {
     pub(crate) weights: Vec<(u32, f32)>,
     /// Pruned search: suffix sums of the terms' upper bounds.
     rem: Vec<f64>,
-    /// Pruned search: touched passages in decreasing buckets of partial score.
-    live: Vec<(u32, f32)>,
     /// Pruned search: the k best scores seen, for the k-th best.
     heap: BinaryHeap<Reverse<u32>>,
-    /// Pruned search: histogram of the partial scores in phase 1.
+    /// Pruned search: histogram of the partial scores ([`bucket`]).
     hist: Vec<u32>,
-    /// Pruned search: where each histogram bucket starts in `live`.
-    bucket_start: Vec<usize>,
+    /// Pruned search: next free position of each bucket in `order`.
+    bucket_next: Vec<u32>,
+    /// Pruned search: touched passages in decreasing buckets of partial score.
+    order: Vec<u32>,
+    /// Pruned search: the terms of phase 2 and their current limits.
+    p2: Vec<Phase2Term>,
+    limits: Vec<f32>,
     /// Work counters of the last [`Impacts::search`].
     stats: SearchStats,
 }
@@ -100,8 +103,11 @@ pub struct SearchStats {
     pub terms_exhaustive: usize,
     /// `(candidate, term)` look-ups in phase 2.
     pub lookups: usize,
-    /// Of those, look-ups in a dense impact row (the others search postings).
+    /// Of those, look-ups in a dense impact row.
     pub dense_lookups: usize,
+    /// Of those, look-ups through a membership bitmap (the others are binary
+    /// searches of posting lists).
+    pub bitmap_lookups: usize,
     /// Passages whose score phase 2 started to complete (0 when it never ran).
     pub candidates: usize,
 }
@@ -166,6 +172,13 @@ pub struct Impacts {
     /// Impacts of the most frequent terms as dense rows of one f32 per passage (0
     /// where the term is absent), for O(1) look-ups in phase 2 of the search.
     dense: Vec<f32>,
+    /// Per term: the start of its membership bitmap in `bits` / `ranks`, or `NO_ROW`.
+    bit_row: Vec<u32>,
+    /// Membership bitmaps (one bit per passage, 64 per word) of the frequent terms
+    /// without a dense row, and per word the number of postings before it, so
+    /// that a posting's position is rank + the bits set below it.
+    bits: Vec<u64>,
+    ranks: Vec<u32>,
 }
 
 /// No dense row for this term.
@@ -176,42 +189,48 @@ const NO_ROW: u32 = u32::MAX;
 /// (so they add at most one f32 per posting to the memory).
 const DENSE_DF_DIVISOR: usize = 8;
 
-/// Buckets of the phase-1 histogram of partial scores (see [`Buckets`]).
-const HIST_BUCKETS: usize = 512;
+/// Other terms in at least 1/`BITS_DF_DIVISOR` of the passages get a membership
+/// bitmap with ranks: 12 bytes per 64 passages, at most 1.5 times the 8 bytes per
+/// posting of their posting list and impacts.
+const BITS_DF_DIVISOR: usize = 64;
 
-/// Buckets of non-negative f32 scores by their bit pattern (the bit order of
-/// non-negative floats is their value order): 2^5 buckets per power of two, the
-/// last one ending at a given top score, the first one also holding everything
-/// below 2^-16 of it. A score in bucket `i` is ≥ `lower_edge(i)`, exactly.
-#[derive(Debug, Clone, Copy)]
-struct Buckets {
-    base: u32,
+/// Histogram buckets of non-negative f32 scores by bit pattern (for non-negative
+/// floats the bit order is the value order): bucket = the bits shifted right by
+/// `BUCKET_SHIFT`, i.e. 2^5 buckets per power of two, so [`HIST_LEN`] buckets cover
+/// every non-negative finite f32. A score in bucket `i` is ≥ [`lower_edge`]`(i)`,
+/// exactly, and below `lower_edge(i + 1)`.
+const BUCKET_SHIFT: u32 = 23 - 5;
+
+/// Number of histogram buckets.
+const HIST_LEN: usize = 1 << (31 - BUCKET_SHIFT);
+
+/// The histogram bucket of a non-negative, finite score.
+fn bucket(score: f32) -> usize {
+    (score.to_bits() >> BUCKET_SHIFT) as usize & (HIST_LEN - 1)
 }
 
-impl Buckets {
-    const SHIFT: u32 = 23 - 5;
+/// The smallest score in bucket `i` (`i ≤ HIST_LEN`).
+fn lower_edge(i: usize) -> f32 {
+    f32::from_bits((i as u32) << BUCKET_SHIFT)
+}
 
-    /// Buckets whose last one holds `top` (finite, > 0).
-    fn new(top: f32) -> Self {
-        Buckets {
-            base: (top.to_bits() >> Self::SHIFT).saturating_sub(HIST_BUCKETS as u32 - 1),
-        }
-    }
+/// A term left for phase 2 of the pruned search, with how to look it up.
+#[derive(Debug, Clone, Copy)]
+struct Phase2Term {
+    how: Lookup,
+    qw: f32,
+}
 
-    /// The bucket of a score in `[+0, top]` (scores above go to the last one).
-    fn of(self, score: f32) -> usize {
-        (((score.to_bits() >> Self::SHIFT).saturating_sub(self.base)) as usize)
-            .min(HIST_BUCKETS - 1)
-    }
-
-    /// The smallest score in bucket `i` (0 for the first bucket).
-    fn lower_edge(self, i: usize) -> f32 {
-        if i == 0 {
-            0.0
-        } else {
-            f32::from_bits((self.base + i as u32) << Self::SHIFT)
-        }
-    }
+/// How phase 2 finds a term's impact for a passage.
+#[derive(Debug, Clone, Copy)]
+enum Lookup {
+    /// In its dense row, which starts here in `Impacts::dense`.
+    Dense(usize),
+    /// Through its bitmap (starting at this word of `Impacts::bits`) into its
+    /// impacts (starting at this posting).
+    Bits(usize, usize),
+    /// Binary search of its postings.
+    Search(u32),
 }
 
 /// Queries with fewer terms are scored exhaustively by [`Impacts::search`] (one
@@ -258,6 +277,28 @@ impl Impacts {
                 cells[d as usize] = w;
             }
         }
+        let words = n.div_ceil(64);
+        let mut bit_row = vec![NO_ROW; index.num_terms()];
+        let (mut bits, mut ranks) = (Vec::new(), Vec::new());
+        for t in 0..index.num_terms() as u32 {
+            if dense_row[t as usize] != NO_ROW || index.df(t) * BITS_DF_DIVISOR < n {
+                continue;
+            }
+            let Ok(start) = u32::try_from(bits.len()) else {
+                break; // more than 2^32 words: the remaining terms use binary search
+            };
+            bit_row[t as usize] = start;
+            let row = bits.len();
+            bits.resize(row + words, 0u64);
+            for &d in index.postings(t).docs {
+                bits[row + d as usize / 64] |= 1u64 << (d % 64);
+            }
+            let mut before = 0u32;
+            for w in 0..words {
+                ranks.push(before);
+                before += bits[row + w].count_ones();
+            }
+        }
         Impacts {
             index,
             weights,
@@ -265,6 +306,9 @@ impl Impacts {
             nonnegative,
             dense_row,
             dense,
+            bit_row,
+            bits,
+            ranks,
         }
     }
 
@@ -273,6 +317,14 @@ impl Impacts {
     pub(crate) fn clear_dense_rows(&mut self) {
         self.dense_row.iter_mut().for_each(|r| *r = NO_ROW);
         self.dense.clear();
+    }
+
+    /// Drop the membership bitmaps (tests: exercise the binary-search path).
+    #[cfg(test)]
+    pub(crate) fn clear_bit_rows(&mut self) {
+        self.bit_row.iter_mut().for_each(|r| *r = NO_ROW);
+        self.bits.clear();
+        self.ranks.clear();
     }
 
     /// Number of terms with a dense impact row.
@@ -358,27 +410,40 @@ impl Impacts {
         // (exact sum of the bounds) · (1 + u)^n_terms with u = 2^-24. `slack` is
         // twice that margin (it also covers the f64 rounding of the bound sums).
         let slack = 1.0 + (n_terms as f64 + 1.0) * f32::EPSILON as f64;
-        // Every partial score is at most `top` (0 when every impact of these terms
-        // is 0: nothing to prune then).
+        // Every score is at most `top` (0 when every impact of these terms is 0:
+        // nothing to prune then).
         let top = scratch.rem.first().copied().unwrap_or(0.0) * slack;
-        if !(prunable && top > 0.0 && top.is_finite()) {
+        if !(prunable && top > 0.0 && top < f32::MAX as f64) {
             self.accumulate(terms, scratch);
             scratch.stats.terms_exhaustive = n_terms;
             scratch.stats.postings_scored = terms.iter().map(|&(t, _)| self.index.df(t)).sum();
             return self.top_k(scratch, k);
         }
-        let buckets = Buckets::new(f32_at_least(top));
-        scratch.begin(self.index.len());
-        scratch.hist.clear();
-        scratch.hist.resize(HIST_BUCKETS, 0);
         let n = self.index.len();
+        scratch.begin(n);
+        // 32 KiB, L1-resident: zeroing it costs less than tracking its dirty buckets.
+        scratch.hist.clear();
+        scratch.hist.resize(HIST_LEN, 0);
+        self.search_pruned(terms, k, slack, scratch)
+    }
 
+    /// [`Impacts::search`] once pruning is possible (see the module docs).
+    fn search_pruned(
+        &self,
+        terms: &[(u32, f32)],
+        k: usize,
+        slack: f64,
+        scratch: &mut Scratch,
+    ) -> Vec<Hit> {
+        let n = self.index.len();
+        let n_terms = terms.len();
         // Phase 1: whole posting lists, until the histogram of partial scores shows k
         // touched passages above r = rem[j+1]·slack, the most an untouched passage
         // can score. Then θ_lb (the histogram's lower bound of the k-th best partial
         // score, itself a lower bound of the k-th best final score, since adding
         // impacts ≥ 0 never lowers a float sum) is above every untouched passage's
         // final score.
+        let top_bucket = bucket(f32_at_least(scratch.rem[0] * slack));
         let mut stop = None;
         for (j, &(t, qw)) in terms.iter().enumerate() {
             add_postings(
@@ -388,22 +453,22 @@ impl Impacts {
                 scratch.epoch,
                 &mut scratch.slots[..n],
                 &mut scratch.touched,
-                Some((&mut scratch.hist, buckets)),
+                Some(&mut scratch.hist),
             );
             scratch.stats.postings_scored += self.index.df(t);
             if j + 1 == n_terms || scratch.touched.len() < k {
                 continue;
             }
             // Buckets from `first` up hold only partial scores > r.
-            let first = buckets.of(f32_at_least(scratch.rem[j + 1] * slack)) + 1;
-            let hist = &scratch.hist[..HIST_BUCKETS];
-            if first < HIST_BUCKETS && hist[first..].iter().sum::<u32>() as usize >= k {
-                let (mut count, mut i) = (0, HIST_BUCKETS);
+            let first = bucket(f32_at_least(scratch.rem[j + 1] * slack)) + 1;
+            let hist = &scratch.hist[..HIST_LEN];
+            if first <= top_bucket && hist[first..=top_bucket].iter().sum::<u32>() as usize >= k {
+                let (mut count, mut i) = (0, top_bucket + 1);
                 while count < k {
                     i -= 1;
                     count += hist[i] as usize;
                 }
-                stop = Some((j + 1, buckets.lower_edge(i)));
+                stop = Some((j + 1, lower_edge(i)));
                 break;
             }
         }
@@ -415,57 +480,88 @@ impl Impacts {
 
         // Phase 2, passage at a time, in decreasing order of partial score (by
         // histogram bucket): complete a passage's score term by term (in the query's
-        // order) and drop it as soon as (partial + rem)·slack < θ; θ is the k-th best
-        // of the completed scores once there are k, before that θ_lb. Both are lower
-        // bounds of the k-th best final score, so no passage of the top k is dropped,
-        // and once a bucket's highest possible score cannot reach θ, no passage in it
-        // or below can.
+        // order) and drop it as soon as its partial score p has (p + rem)·slack < θ;
+        // θ is the k-th best of the completed scores once there are k, before that
+        // θ_lb. Both are lower bounds of the k-th best final score, so no passage of
+        // the top k is dropped, and once a bucket's highest possible score cannot
+        // reach θ, no passage in it or below can.
         let rem_next = scratch.rem[next];
-        let b_min = buckets.of(keep_limit(theta_lb as f64, rem_next, slack).max(0.0));
-        let order = bucket_order(
+        let b_min = bucket(keep_limit(theta_lb as f64, rem_next, slack).max(0.0));
+        bucket_order(
             &scratch.touched,
             &scratch.slots[..n],
-            buckets,
             b_min,
+            top_bucket,
             &scratch.hist,
-            &mut scratch.bucket_start,
-            &mut scratch.live,
+            &mut scratch.bucket_next,
+            &mut scratch.order,
         );
+        // The terms left, with how to look them up, and for each the limit below
+        // which a partial score (after adding it) cannot reach θ any more.
+        scratch.p2.clear();
+        for &(t, qw) in &terms[next..] {
+            let (row, bits) = (self.dense_row[t as usize], self.bit_row[t as usize]);
+            let how = if row != NO_ROW {
+                Lookup::Dense(row as usize * n)
+            } else if bits != NO_ROW {
+                Lookup::Bits(bits as usize, self.index.posting_range(t).start)
+            } else {
+                Lookup::Search(t)
+            };
+            scratch.p2.push(Phase2Term { how, qw });
+        }
         let mut theta = theta_lb as f64;
+        let set_limits = |limits: &mut Vec<f32>, rem: &[f64], theta: f64| {
+            limits.clear();
+            limits.extend(rem[next + 1..].iter().map(|&r| keep_limit(theta, r, slack)));
+        };
+        set_limits(&mut scratch.limits, &scratch.rem, theta);
+        let mut entry_limit = keep_limit(theta, rem_next, slack);
         scratch.heap.clear();
         scratch.cand.clear();
-        for b in (b_min..HIST_BUCKETS).rev() {
-            let highest = if b + 1 < HIST_BUCKETS {
-                buckets.lower_edge(b + 1) as f64
-            } else {
-                top
-            };
-            if (highest + rem_next) * slack < theta {
+        let (mut visited, mut lookups, mut dense_lookups, mut bitmap_lookups) = (0, 0, 0, 0);
+        let mut pos = 0;
+        for b in (b_min..=top_bucket).rev() {
+            let (start, end) = (pos, pos + scratch.hist[b] as usize);
+            pos = end;
+            // Every partial score in bucket b is below lower_edge(b + 1).
+            if lower_edge(b + 1) <= entry_limit {
                 break;
             }
-            for i in scratch.bucket_start[b]..scratch.bucket_start[b] + order[b] {
-                let d = scratch.live[i].0;
+            for &d in &scratch.order[start..end] {
                 let mut p = scratch.slots[d as usize].acc;
-                if (p as f64 + rem_next) * slack < theta {
+                if p < entry_limit {
                     continue;
                 }
-                scratch.stats.candidates += 1;
+                visited += 1;
                 let mut alive = true;
-                for (j, &(t, qw)) in terms.iter().enumerate().skip(next) {
-                    scratch.stats.lookups += 1;
-                    let row = self.dense_row[t as usize];
-                    if row != NO_ROW {
-                        scratch.stats.dense_lookups += 1;
-                        // An absent term adds qw·0 = +0: a score ≥ +0 is unchanged.
-                        p += qw * self.dense[row as usize * n + d as usize];
-                    } else {
-                        let docs = self.index.postings(t).docs;
-                        if let Ok(pos) = docs.binary_search(&d) {
-                            let s = qw * self.weights[self.index.posting_range(t).start + pos];
-                            p += s;
+                for (pt, &limit) in scratch.p2.iter().zip(&scratch.limits) {
+                    lookups += 1;
+                    match pt.how {
+                        Lookup::Dense(base) => {
+                            dense_lookups += 1;
+                            // An absent term adds qw·0 = +0: a score ≥ +0 is unchanged.
+                            p += pt.qw * self.dense[base + d as usize];
+                        }
+                        Lookup::Bits(base, start) => {
+                            bitmap_lookups += 1;
+                            let w = base + d as usize / 64;
+                            let word = self.bits[w];
+                            let bit = 1u64 << (d % 64);
+                            if word & bit != 0 {
+                                let i = self.ranks[w] + (word & (bit - 1)).count_ones();
+                                let s = pt.qw * self.weights[start + i as usize];
+                                p += s;
+                            }
+                        }
+                        Lookup::Search(t) => {
+                            if let Ok(i) = self.index.postings(t).docs.binary_search(&d) {
+                                let s = pt.qw * self.weights[self.index.posting_range(t).start + i];
+                                p += s;
+                            }
                         }
                     }
-                    if (p as f64 + scratch.rem[j + 1]) * slack < theta {
+                    if p < limit {
                         alive = false;
                         break;
                     }
@@ -474,11 +570,20 @@ impl Impacts {
                     scratch.cand.push((p + 0.0, d));
                     push_bounded(&mut scratch.heap, p, k);
                     if scratch.heap.len() == k {
-                        theta = theta.max(heap_min(&scratch.heap) as f64);
+                        let kth = heap_min(&scratch.heap) as f64;
+                        if kth > theta {
+                            theta = kth;
+                            set_limits(&mut scratch.limits, &scratch.rem, theta);
+                            entry_limit = keep_limit(theta, rem_next, slack);
+                        }
                     }
                 }
             }
         }
+        scratch.stats.candidates = visited;
+        scratch.stats.lookups = lookups;
+        scratch.stats.dense_lookups = dense_lookups;
+        scratch.stats.bitmap_lookups = bitmap_lookups;
         let mut cand = std::mem::take(&mut scratch.cand);
         self.select_and_sort(&mut cand, k);
         let ids = self.index.ids();
@@ -563,8 +668,8 @@ impl Impacts {
 
 /// Add `qw · impact` over one posting list (`docs`, `imp`) to the accumulator
 /// `slots`, stamping and listing in `touched` the passages seen first in this query
-/// (`epoch`). With `hist`, also keep the count of touched passages per bucket of
-/// their partial score.
+/// (`epoch`). With `hist`, also keep the count of touched passages per [`bucket`]
+/// of their partial score.
 fn add_postings(
     docs: &[u32],
     imp: &[f32],
@@ -572,7 +677,7 @@ fn add_postings(
     epoch: u32,
     slots: &mut [Slot],
     touched: &mut Vec<u32>,
-    hist: Option<(&mut Vec<u32>, Buckets)>,
+    hist: Option<&mut Vec<u32>>,
 ) {
     match hist {
         None => {
@@ -590,13 +695,13 @@ fn add_postings(
                 }
             }
         }
-        Some((hist, buckets)) => {
-            let hist = &mut hist[..HIST_BUCKETS];
+        Some(hist) => {
+            let hist = &mut hist[..HIST_LEN];
             for (&d, &w) in docs.iter().zip(imp) {
                 let slot = &mut slots[d as usize];
                 let s = qw * w;
                 if slot.stamp == epoch {
-                    hist[buckets.of(slot.acc)] -= 1;
+                    hist[bucket(slot.acc)] -= 1;
                     slot.acc += s;
                 } else {
                     *slot = Slot {
@@ -605,42 +710,41 @@ fn add_postings(
                     };
                     touched.push(d);
                 }
-                hist[buckets.of(slot.acc)] += 1;
+                hist[bucket(slot.acc)] += 1;
             }
         }
     }
 }
 
-/// Counting sort of the touched passages in buckets `b_min..` by their partial
-/// score: passage indices go to `out[start[b]..start[b] + count[b]].0`, buckets in
-/// decreasing order; returns `count` (per bucket; empty below `b_min`).
+/// Counting sort of the touched passages in buckets `b_min..=b_max` by their
+/// partial score, into `order`: bucket `b_max` first, then down to `b_min`, each
+/// bucket's passages in touch order (`hist[b]` of them).
 fn bucket_order(
     touched: &[u32],
     slots: &[Slot],
-    buckets: Buckets,
     b_min: usize,
+    b_max: usize,
     hist: &[u32],
-    start: &mut Vec<usize>,
-    out: &mut Vec<(u32, f32)>,
-) -> [usize; HIST_BUCKETS] {
-    let mut count = [0usize; HIST_BUCKETS];
-    start.clear();
-    start.resize(HIST_BUCKETS, 0);
-    let mut total = 0;
-    for b in (b_min..HIST_BUCKETS).rev() {
-        start[b] = total;
-        total += hist[b] as usize;
+    next: &mut Vec<u32>,
+    order: &mut Vec<u32>,
+) {
+    if next.len() < HIST_LEN {
+        next.resize(HIST_LEN, 0);
     }
-    out.clear();
-    out.resize(total, (0, 0.0));
+    let mut total = 0;
+    for b in (b_min..=b_max).rev() {
+        next[b] = total;
+        total += hist[b];
+    }
+    order.clear();
+    order.resize(total as usize, 0);
     for &d in touched {
-        let b = buckets.of(slots[d as usize].acc);
+        let b = bucket(slots[d as usize].acc);
         if b >= b_min {
-            out[start[b] + count[b]].0 = d;
-            count[b] += 1;
+            order[next[b] as usize] = d;
+            next[b] += 1;
         }
     }
-    count
 }
 
 /// Add a non-negative score to a min-heap that keeps the `k` largest. Scores are
