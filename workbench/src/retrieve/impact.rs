@@ -69,7 +69,11 @@ pub struct Scratch {
     /// Interleaved so that a posting costs one random memory access, not two.
     slots: Vec<Slot>,
     epoch: u32,
+    /// The passages touched in this query are `touched[..n_touched]` (the buffer
+    /// is as long as the largest corpus seen, so adding one needs no capacity
+    /// check).
     touched: Vec<u32>,
+    n_touched: usize,
     cand: Vec<(f32, u32)>,
     /// Query terms `(term id, count)`, reused by the retrievers.
     pub(crate) terms: Vec<(u32, u32)>,
@@ -79,8 +83,10 @@ pub struct Scratch {
     rem: Vec<f64>,
     /// Pruned search: the k best scores seen, for the k-th best.
     heap: BinaryHeap<Reverse<u32>>,
-    /// Pruned search: histogram of the partial scores ([`bucket`]).
+    /// Pruned search: histogram of the partial scores ([`bucket`]); zero above
+    /// `hist_used`, the highest bucket the last search could write.
     hist: Vec<u32>,
+    hist_used: usize,
     /// Pruned search: next free position of each bucket in `order`.
     bucket_next: Vec<u32>,
     /// Pruned search: touched passages in decreasing buckets of partial score.
@@ -128,7 +134,10 @@ impl Scratch {
         if self.slots.len() < n {
             self.slots.resize(n, Slot::default());
         }
-        self.touched.clear();
+        if self.touched.len() < n {
+            self.touched.resize(n, 0);
+        }
+        self.n_touched = 0;
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // Wrapped after 2^32 queries: forget every old stamp.
@@ -347,11 +356,30 @@ impl Impacts {
     /// prunes best: decreasing upper bound, ties by term id. Any fixed order gives
     /// the same top k; use the same order for every path that must agree bit for bit.
     pub fn sort_for_search(&self, terms: &mut [(u32, f32)]) {
-        terms.sort_unstable_by(|a, b| {
-            self.upper_bound(b.0, b.1)
-                .total_cmp(&self.upper_bound(a.0, a.1))
-                .then(a.0.cmp(&b.0))
-        });
+        let order =
+            |a: &(f32, u32, f32), b: &(f32, u32, f32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        // Bounds computed once per term (on the stack for usual query lengths).
+        const STACK: usize = 64;
+        if terms.len() <= STACK {
+            let mut keyed = [(0.0f32, 0u32, 0.0f32); STACK];
+            for (k, &(t, qw)) in keyed.iter_mut().zip(terms.iter()) {
+                *k = (self.upper_bound(t, qw), t, qw);
+            }
+            let keyed = &mut keyed[..terms.len()];
+            keyed.sort_unstable_by(order);
+            for (out, &(_, t, qw)) in terms.iter_mut().zip(keyed.iter()) {
+                *out = (t, qw);
+            }
+        } else {
+            let mut keyed: Vec<_> = terms
+                .iter()
+                .map(|&(t, qw)| (self.upper_bound(t, qw), t, qw))
+                .collect();
+            keyed.sort_unstable_by(order);
+            for (out, (_, t, qw)) in terms.iter_mut().zip(keyed) {
+                *out = (t, qw);
+            }
+        }
     }
 
     /// The underlying index.
@@ -377,6 +405,7 @@ impl Impacts {
                 scratch.epoch,
                 &mut scratch.slots[..n],
                 &mut scratch.touched,
+                &mut scratch.n_touched,
                 None,
             );
         }
@@ -421,9 +450,15 @@ impl Impacts {
         }
         let n = self.index.len();
         scratch.begin(n);
-        // 32 KiB, L1-resident: zeroing it costs less than tracking its dirty buckets.
-        scratch.hist.clear();
-        scratch.hist.resize(HIST_LEN, 0);
+        // Every partial score is in a bucket ≤ top_bucket. Zeroing those buckets (and
+        // any a previous query used above) costs less than tracking the dirty ones.
+        let top_bucket = bucket(f32_at_least(top));
+        if scratch.hist.len() != HIST_LEN {
+            scratch.hist = vec![0; HIST_LEN];
+        } else {
+            scratch.hist[..=top_bucket.max(scratch.hist_used)].fill(0);
+        }
+        scratch.hist_used = top_bucket;
         self.search_pruned(terms, k, slack, scratch)
     }
 
@@ -445,6 +480,10 @@ impl Impacts {
         // final score.
         let top_bucket = bucket(f32_at_least(scratch.rem[0] * slack));
         let mut stop = None;
+        // Locals, not fields behind `scratch`, in the hot loop (fewer reloads).
+        let mut touched = std::mem::take(&mut scratch.touched);
+        let mut n_touched = 0;
+        let mut hist = std::mem::take(&mut scratch.hist);
         for (j, &(t, qw)) in terms.iter().enumerate() {
             add_postings(
                 self.index.postings(t).docs,
@@ -452,16 +491,17 @@ impl Impacts {
                 qw,
                 scratch.epoch,
                 &mut scratch.slots[..n],
-                &mut scratch.touched,
-                Some(&mut scratch.hist),
+                &mut touched,
+                &mut n_touched,
+                Some(&mut hist),
             );
             scratch.stats.postings_scored += self.index.df(t);
-            if j + 1 == n_terms || scratch.touched.len() < k {
+            if j + 1 == n_terms || n_touched < k {
                 continue;
             }
             // Buckets from `first` up hold only partial scores > r.
             let first = bucket(f32_at_least(scratch.rem[j + 1] * slack)) + 1;
-            let hist = &scratch.hist[..HIST_LEN];
+            let hist = &hist[..HIST_LEN];
             if first <= top_bucket && hist[first..=top_bucket].iter().sum::<u32>() as usize >= k {
                 let (mut count, mut i) = (0, top_bucket + 1);
                 while count < k {
@@ -472,6 +512,9 @@ impl Impacts {
                 break;
             }
         }
+        scratch.touched = touched;
+        scratch.n_touched = n_touched;
+        scratch.hist = hist;
         let Some((next, theta_lb)) = stop else {
             scratch.stats.terms_exhaustive = n_terms;
             return self.top_k(scratch, k);
@@ -488,7 +531,7 @@ impl Impacts {
         let rem_next = scratch.rem[next];
         let b_min = bucket(keep_limit(theta_lb as f64, rem_next, slack).max(0.0));
         bucket_order(
-            &scratch.touched,
+            &scratch.touched[..scratch.n_touched],
             &scratch.slots[..n],
             b_min,
             top_bucket,
@@ -630,7 +673,7 @@ impl Impacts {
         let cand = &mut scratch.cand;
         cand.clear();
         let mut threshold = f32::NEG_INFINITY;
-        for &d in &scratch.touched {
+        for &d in &scratch.touched[..scratch.n_touched] {
             // `+ 0.0` turns -0.0 into +0.0 so that `total_cmp` agrees with `==`.
             let s = scratch.slots[d as usize].acc + 0.0;
             if s >= threshold {
@@ -653,7 +696,7 @@ impl Impacts {
     /// passages without any query term), by passage index.
     pub fn dense_scores(&self, scratch: &Scratch) -> Vec<f32> {
         let mut out = vec![0.0; self.index.len()];
-        for &d in &scratch.touched {
+        for &d in &scratch.touched[..scratch.n_touched] {
             out[d as usize] = scratch.slots[d as usize].acc;
         }
         out
@@ -662,7 +705,7 @@ impl Impacts {
     /// Passage indices that contain at least one term of the last accumulated query,
     /// in the order they were first touched.
     pub fn touched<'s>(&self, scratch: &'s Scratch) -> &'s [u32] {
-        &scratch.touched
+        &scratch.touched[..scratch.n_touched]
     }
 }
 
@@ -676,9 +719,11 @@ fn add_postings(
     qw: f32,
     epoch: u32,
     slots: &mut [Slot],
-    touched: &mut Vec<u32>,
+    touched: &mut [u32],
+    n_touched: &mut usize,
     hist: Option<&mut Vec<u32>>,
 ) {
+    let mut nt = *n_touched;
     match hist {
         None => {
             for (&d, &w) in docs.iter().zip(imp) {
@@ -691,7 +736,8 @@ fn add_postings(
                         stamp: epoch,
                         acc: s,
                     };
-                    touched.push(d);
+                    touched[nt] = d;
+                    nt += 1;
                 }
             }
         }
@@ -708,12 +754,14 @@ fn add_postings(
                         stamp: epoch,
                         acc: s,
                     };
-                    touched.push(d);
+                    touched[nt] = d;
+                    nt += 1;
                 }
                 hist[bucket(slot.acc)] += 1;
             }
         }
     }
+    *n_touched = nt;
 }
 
 /// Counting sort of the touched passages in buckets `b_min..=b_max` by their
@@ -731,6 +779,8 @@ fn bucket_order(
     if next.len() < HIST_LEN {
         next.resize(HIST_LEN, 0);
     }
+    // Slices, not `&mut Vec`s, in the loop: their bounds stay in registers.
+    let next = &mut next[..HIST_LEN];
     let mut total = 0;
     for b in (b_min..=b_max).rev() {
         next[b] = total;
@@ -738,6 +788,7 @@ fn bucket_order(
     }
     order.clear();
     order.resize(total as usize, 0);
+    let order = &mut order[..];
     for &d in touched {
         let b = bucket(slots[d as usize].acc);
         if b >= b_min {
