@@ -542,10 +542,9 @@ mod tests {
     /// frequent terms with rare ones, as natural-language queries do, so the pruned
     /// search has something to prune.
     fn skewed_token(a: u32, b: u32) -> String {
-        if a % 3 == 0 {
-            format!("r{}", b % 300)
-        } else {
-            format!("w{}", (a >> 2).leading_zeros().saturating_sub(16))
+        match a % 3 {
+            0 => format!("r{}", b % 300),
+            _ => format!("w{}", (a >> 2).leading_zeros().saturating_sub(16)),
         }
     }
 

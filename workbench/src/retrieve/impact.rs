@@ -1,6 +1,6 @@
-//! Exhaustive term-at-a-time scoring over precomputed per-posting impacts, with
-//! reusable buffers and partial top-k selection. Shared by [`super::tfidf`] and
-//! [`super::bm25`].
+//! Term-at-a-time scoring over precomputed per-posting impacts, exhaustive or with
+//! safe dynamic pruning, with reusable buffers and partial top-k selection. Shared
+//! by [`super::tfidf`] (exhaustive) and [`super::bm25`] (pruned).
 //!
 //! A lexical score that is a sum over query terms of `query_weight(t) ·
 //! impact(t, d)` can precompute `impact(t, d)` for every posting when the retriever
@@ -22,31 +22,39 @@
 //!    ranks, so no string comparisons).
 //!
 //! [`Impacts::search`] returns the same top k (same ids, bit-identical scores, same
-//! order) with far less work when the query has terms of very different weights, by
-//! safe dynamic pruning in the spirit of MaxScore (Turtle & Flood 1995) with
-//! term-at-a-time "continue" accumulators (Moffat & Zobel 1996):
+//! order) with far less work when the query mixes rare and frequent terms, by safe
+//! dynamic pruning in the spirit of MaxScore (Turtle & Flood 1995) with
+//! term-at-a-time "quit/continue" accumulators (Moffat & Zobel 1996):
 //!
-//! 1. every term keeps its largest impact, so a query term's contribution to any
-//!    passage is at most `ub = query_weight · max impact`; the query's terms are taken
-//!    in the order given (the callers sort them by decreasing `ub`, so rare,
-//!    high-idf terms come first);
-//! 2. **phase 1** accumulates whole posting lists, as above, until at least k touched
-//!    passages have a partial score above `R`, the sum of the `ub` of the terms not
-//!    yet processed: then no untouched passage can reach the top k, since its final
-//!    score is at most `R`;
-//! 3. **phase 2** keeps only the touched passages whose partial score plus `R` can
-//!    still reach `θ`, the k-th best partial score (a lower bound of the k-th best
-//!    final score, as impacts are ≥ 0), sorted by passage index; each remaining term
-//!    is looked up for those candidates only (a galloping search in its posting
-//!    list), and after each term `θ` rises, `R` falls and the candidates are
-//!    filtered again.
+//! 1. every term keeps its largest impact, so a query term adds at most
+//!    `ub = query_weight · max impact` to any passage; the callers sort the query's
+//!    terms by decreasing `ub` ([`Impacts::sort_for_search`]), so rare, high-idf
+//!    terms come first, and `rem(j)` is the sum of the `ub` of the terms from `j` on;
+//! 2. **phase 1** accumulates whole posting lists, as above, while keeping a
+//!    histogram of the touched passages' partial scores (buckets of the float's bit
+//!    pattern: exact lower edges, 32 per power of two). After term `j` it stops as
+//!    soon as the histogram shows k passages above `rem(j+1)`, the most an untouched
+//!    passage can still score: the k-th best final score is at least the k-th best
+//!    partial score (adding impacts ≥ 0 never lowers a float sum), so no untouched
+//!    passage can reach the top k;
+//! 3. **phase 2** completes the touched passages one at a time in decreasing
+//!    buckets of partial score, adding the remaining terms in query order (looked
+//!    up in a dense impact row for terms in ≥ 1/8 of the passages, a membership
+//!    bitmap with ranks for ≥ 1/64, else by binary search of the postings), and
+//!    drops a passage as soon as its partial score plus the bounds of its remaining
+//!    terms falls below `θ`, the k-th best completed score (before k are complete,
+//!    the histogram's lower bound of the k-th best partial score). Once a whole
+//!    bucket cannot reach `θ`, neither can anything below it, and the search ends.
 //!
 //! Each passage's score is summed in the same order (the order of the query terms)
 //! on both paths, so the scores are bit-identical to exhaustive scoring. The bounds
 //! are widened by the worst-case float32 rounding of a sum of that many terms, so
-//! rounding never prunes a passage that exhaustive scoring would rank in the top k.
-//! Pruning needs impacts ≥ 0 and query weights > 0 (checked; otherwise, e.g. for
-//! Robertson BM25 with negative idf, the exhaustive path runs).
+//! rounding never prunes a passage that exhaustive scoring would rank in the top k;
+//! ties are broken by id on the surviving passages exactly as in exhaustive
+//! scoring. Pruning needs impacts ≥ 0 and query weights > 0 (checked; otherwise,
+//! e.g. for Robertson BM25 with negative idf, the exhaustive path runs). The extra
+//! memory is the bounds (one f32 per term), dense rows (at most one f32 per
+//! posting) and bitmaps (at most 1.5 times the postings of the terms that get one).
 //!
 //! All buffers live in a [`Scratch`], either passed explicitly (`retrieve_with`) or
 //! taken from a per-thread pool ([`with_thread_scratch`]), so a query allocates only
@@ -713,6 +721,9 @@ impl Impacts {
 /// `slots`, stamping and listing in `touched` the passages seen first in this query
 /// (`epoch`). With `hist`, also keep the count of touched passages per [`bucket`]
 /// of their partial score.
+// The accumulator's parts are separate arguments so that the hot loop keeps them
+// in registers (a struct behind a reference would be reloaded after every store).
+#[allow(clippy::too_many_arguments)]
 fn add_postings(
     docs: &[u32],
     imp: &[f32],
