@@ -91,10 +91,10 @@ pub struct Scratch {
     rem: Vec<f64>,
     /// Pruned search: the k best scores seen, for the k-th best.
     heap: BinaryHeap<Reverse<u32>>,
-    /// Pruned search: histogram of the partial scores ([`bucket`]); zero above
-    /// `hist_used`, the highest bucket the last search could write.
+    /// Pruned search: histogram of the partial scores ([`bucket`]); zero outside
+    /// `hist_used`, the range of buckets the last search could write.
     hist: Vec<u32>,
-    hist_used: usize,
+    hist_used: (usize, usize),
     /// Pruned search: next free position of each bucket in `order`.
     bucket_next: Vec<u32>,
     /// Pruned search: touched passages in decreasing buckets of partial score.
@@ -184,6 +184,8 @@ pub struct Impacts {
     max_impact: Vec<f32>,
     /// Every impact is ≥ 0 (and none is NaN): [`Impacts::search`] may prune.
     nonnegative: bool,
+    /// The smallest impact (when `nonnegative`).
+    min_impact: f32,
     /// Per term: its row in `dense`, or `NO_ROW`.
     dense_row: Vec<u32>,
     /// Impacts of the most frequent terms as dense rows of one f32 per passage (0
@@ -278,6 +280,7 @@ impl Impacts {
             );
         }
         let nonnegative = weights.iter().all(|&w| w >= 0.0);
+        let min_impact = weights.iter().copied().fold(f32::INFINITY, f32::min);
         let n = index.len();
         let mut frequent: Vec<u32> = (0..index.num_terms() as u32)
             .filter(|&t| index.df(t) * DENSE_DF_DIVISOR >= n)
@@ -321,6 +324,7 @@ impl Impacts {
             weights,
             max_impact,
             nonnegative,
+            min_impact,
             dense_row,
             dense,
             bit_row,
@@ -460,13 +464,21 @@ impl Impacts {
         scratch.begin(n);
         // Every partial score is in a bucket ≤ top_bucket. Zeroing those buckets (and
         // any a previous query used above) costs less than tracking the dirty ones.
+        // Every partial score is a sum of products qw·impact ≥ min qw · min impact
+        // (rounding is monotone), so its bucket is in low_bucket..=top_bucket.
         let top_bucket = bucket(f32_at_least(top));
+        let min_qw = terms
+            .iter()
+            .map(|&(_, qw)| qw)
+            .fold(f32::INFINITY, f32::min);
+        let low_bucket = bucket(min_qw * self.min_impact).min(top_bucket);
         if scratch.hist.len() != HIST_LEN {
             scratch.hist = vec![0; HIST_LEN];
         } else {
-            scratch.hist[..=top_bucket.max(scratch.hist_used)].fill(0);
+            let (lo, hi) = scratch.hist_used;
+            scratch.hist[lo.min(low_bucket)..=hi.max(top_bucket)].fill(0);
         }
-        scratch.hist_used = top_bucket;
+        scratch.hist_used = (low_bucket, top_bucket);
         self.search_pruned(terms, k, slack, scratch)
     }
 
