@@ -193,9 +193,9 @@ impl Bm25 {
     }
 
     /// The query's `(term id, weight = count in the query)` in `scratch.weights`, in
-    /// the order their contributions are summed on every path (decreasing upper
-    /// bound, see [`Impacts::sort_for_search`]), so that pruned and exhaustive
-    /// scores are bit-identical.
+    /// the order their contributions are summed on every path (see
+    /// [`Impacts::sort_for_search`]), so that pruned and exhaustive scores are
+    /// bit-identical.
     fn query_weights(&self, query: &str, scratch: &mut Scratch) {
         self.index().query_terms_into(query, &mut scratch.terms);
         scratch.weights.clear();

@@ -28,8 +28,9 @@
 //!
 //! 1. every term keeps its largest impact, so a query term adds at most
 //!    `ub = query_weight · max impact` to any passage; the callers sort the query's
-//!    terms by decreasing `ub` ([`Impacts::sort_for_search`]), so rare, high-idf
-//!    terms come first, and `rem(j)` is the sum of the `ub` of the terms from `j` on;
+//!    terms by decreasing `ub / df` ([`Impacts::sort_for_search`]), so rare,
+//!    high-idf terms come first, and `rem(j)` is the sum of the `ub` of the terms
+//!    from `j` on;
 //! 2. **phase 1** accumulates whole posting lists, as above, while keeping a
 //!    histogram of the touched passages' partial scores (buckets of the float's bit
 //!    pattern: exact lower edges, 32 per power of two). After term `j` it stops as
@@ -365,17 +366,20 @@ impl Impacts {
     }
 
     /// Sort query terms `(term id, query weight)` into the order [`Impacts::search`]
-    /// prunes best: decreasing upper bound, ties by term id. Any fixed order gives
-    /// the same top k; use the same order for every path that must agree bit for bit.
+    /// prunes best: decreasing upper bound per posting (`ub / df`: terms that can add
+    /// much while touching few passages first), ties by term id. Any fixed order
+    /// gives the same top k; use the same order for every path that must agree bit
+    /// for bit.
     pub fn sort_for_search(&self, terms: &mut [(u32, f32)]) {
         let order =
             |a: &(f32, u32, f32), b: &(f32, u32, f32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        // Bounds computed once per term (on the stack for usual query lengths).
+        let key = |t: u32, qw: f32| self.upper_bound(t, qw) / self.index.df(t) as f32;
+        // Keys computed once per term (on the stack for usual query lengths).
         const STACK: usize = 64;
         if terms.len() <= STACK {
             let mut keyed = [(0.0f32, 0u32, 0.0f32); STACK];
             for (k, &(t, qw)) in keyed.iter_mut().zip(terms.iter()) {
-                *k = (self.upper_bound(t, qw), t, qw);
+                *k = (key(t, qw), t, qw);
             }
             let keyed = &mut keyed[..terms.len()];
             keyed.sort_unstable_by(order);
@@ -383,10 +387,7 @@ impl Impacts {
                 *out = (t, qw);
             }
         } else {
-            let mut keyed: Vec<_> = terms
-                .iter()
-                .map(|&(t, qw)| (self.upper_bound(t, qw), t, qw))
-                .collect();
+            let mut keyed: Vec<_> = terms.iter().map(|&(t, qw)| (key(t, qw), t, qw)).collect();
             keyed.sort_unstable_by(order);
             for (out, (_, t, qw)) in terms.iter_mut().zip(keyed) {
                 *out = (t, qw);
