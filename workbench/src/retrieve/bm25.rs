@@ -193,9 +193,9 @@ impl Bm25 {
     }
 
     /// The query's `(term id, weight = count in the query)` in `scratch.weights`, in
-    /// the order their contributions are summed on every path (decreasing upper
-    /// bound, see [`Impacts::sort_for_search`]), so that pruned and exhaustive
-    /// scores are bit-identical.
+    /// the order their contributions are summed on every path (see
+    /// [`Impacts::sort_for_search`]), so that pruned and exhaustive scores are
+    /// bit-identical.
     fn query_weights(&self, query: &str, scratch: &mut Scratch) {
         self.index().query_terms_into(query, &mut scratch.terms);
         scratch.weights.clear();
@@ -542,10 +542,9 @@ mod tests {
     /// frequent terms with rare ones, as natural-language queries do, so the pruned
     /// search has something to prune.
     fn skewed_token(a: u32, b: u32) -> String {
-        if a % 3 == 0 {
-            format!("r{}", b % 300)
-        } else {
-            format!("w{}", (a >> 2).leading_zeros().saturating_sub(16))
+        match a % 3 {
+            0 => format!("r{}", b % 300),
+            _ => format!("w{}", (a >> 2).leading_zeros().saturating_sub(16)),
         }
     }
 
@@ -577,6 +576,7 @@ mod tests {
         let queries: Vec<String> = (0..300).map(|i| toks(2 + i % 14)).collect();
         let (mut a, mut b) = (Scratch::new(), Scratch::new());
         let (mut pruned, mut scored, mut total) = (0, 0, 0);
+        let (mut dense, mut bitmap, mut searched) = (0, 0, 0);
         for variant in [
             Bm25Variant::Lucene,
             Bm25Variant::Atire,
@@ -588,13 +588,20 @@ mod tests {
                 Bm25Params::new().variant(variant),
             )
             .unwrap();
+            let mut sparse = r.clone();
+            sparse.impacts.clear_dense_rows();
+            sparse.impacts.clear_bit_rows();
+            assert!(r.impacts.dense_rows() > 0 && sparse.impacts.dense_rows() == 0);
             for q in &queries {
-                for k in [1, 10, 100] {
+                for (k, r) in [(1, &r), (10, &r), (100, &r), (10, &sparse)] {
                     let got = r.retrieve_with(q, k, &mut a).unwrap();
                     let want = r.retrieve_exhaustive(q, k, &mut b).unwrap();
                     assert_eq!(exact(&got), exact(&want), "{variant:?} k={k} {q:?}");
                     let st = a.last_search();
-                    if variant == Bm25Variant::Lucene && k == 10 {
+                    dense += st.dense_lookups;
+                    bitmap += st.bitmap_lookups;
+                    searched += st.lookups - st.dense_lookups - st.bitmap_lookups;
+                    if variant == Bm25Variant::Lucene && k == 10 && r.impacts.dense_rows() > 0 {
                         pruned += (st.candidates > 0) as usize;
                         scored += st.postings_scored;
                         total += r
@@ -618,6 +625,11 @@ mod tests {
             queries.len()
         );
         assert!(scored * 3 < total, "scored {scored} of {total} postings");
+        // Every kind of phase-2 look-up ran.
+        assert!(
+            dense > 0 && bitmap > 0 && searched > 0,
+            "dense {dense}, bitmap {bitmap}, searched {searched}"
+        );
     }
 
     proptest! {
@@ -627,9 +639,9 @@ mod tests {
         /// order, as scoring every posting, for every variant, k and parameters.
         #[test]
         fn pruned_search_equals_exhaustive_scoring(
-            docs in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 1..25), 1..120),
-            queries in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 0..10), 1..6),
-            k in 1usize..15,
+            docs in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 1..40), 1..250),
+            queries in prop::collection::vec(prop::collection::vec((any::<u32>(), any::<u32>()), 0..14), 1..6),
+            k in prop_oneof![1usize..4, 4usize..15],
             k1 in 0.0f32..3.0,
             b in 0.0f32..=1.0,
             v in 0usize..3,
@@ -643,12 +655,19 @@ mod tests {
                 .collect();
             let variant = [Bm25Variant::Robertson, Bm25Variant::Atire, Bm25Variant::Lucene][v];
             let r = Bm25::build(&passages, &Analyzer::plain(), Bm25Params::new().k1(k1).b(b).variant(variant)).unwrap();
+            let mut bitmaps = r.clone();
+            bitmaps.impacts.clear_dense_rows();
+            let mut sparse = bitmaps.clone();
+            sparse.impacts.clear_bit_rows();
             let (mut a, mut s) = (Scratch::new(), Scratch::new());
             for q in &queries {
                 let q = skewed_text(q);
-                let got = r.retrieve_with(&q, k, &mut a).unwrap();
                 let want = r.retrieve_exhaustive(&q, k, &mut s).unwrap();
-                prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
+                // Phase 2 with dense impact rows, bitmaps, then posting searches only.
+                for r in [&r, &bitmaps, &sparse] {
+                    let got = r.retrieve_with(&q, k, &mut a).unwrap();
+                    prop_assert_eq!(exact(&got), exact(&want), "{:?}", a.last_search());
+                }
             }
         }
     }

@@ -1,6 +1,6 @@
-//! Exhaustive term-at-a-time scoring over precomputed per-posting impacts, with
-//! reusable buffers and partial top-k selection. Shared by [`super::tfidf`] and
-//! [`super::bm25`].
+//! Term-at-a-time scoring over precomputed per-posting impacts, exhaustive or with
+//! safe dynamic pruning, with reusable buffers and partial top-k selection. Shared
+//! by [`super::tfidf`] (exhaustive) and [`super::bm25`] (pruned).
 //!
 //! A lexical score that is a sum over query terms of `query_weight(t) ·
 //! impact(t, d)` can precompute `impact(t, d)` for every posting when the retriever
@@ -22,31 +22,40 @@
 //!    ranks, so no string comparisons).
 //!
 //! [`Impacts::search`] returns the same top k (same ids, bit-identical scores, same
-//! order) with far less work when the query has terms of very different weights, by
-//! safe dynamic pruning in the spirit of MaxScore (Turtle & Flood 1995) with
-//! term-at-a-time "continue" accumulators (Moffat & Zobel 1996):
+//! order) with far less work when the query mixes rare and frequent terms, by safe
+//! dynamic pruning in the spirit of MaxScore (Turtle & Flood 1995) with
+//! term-at-a-time "quit/continue" accumulators (Moffat & Zobel 1996):
 //!
-//! 1. every term keeps its largest impact, so a query term's contribution to any
-//!    passage is at most `ub = query_weight · max impact`; the query's terms are taken
-//!    in the order given (the callers sort them by decreasing `ub`, so rare,
-//!    high-idf terms come first);
-//! 2. **phase 1** accumulates whole posting lists, as above, until at least k touched
-//!    passages have a partial score above `R`, the sum of the `ub` of the terms not
-//!    yet processed: then no untouched passage can reach the top k, since its final
-//!    score is at most `R`;
-//! 3. **phase 2** keeps only the touched passages whose partial score plus `R` can
-//!    still reach `θ`, the k-th best partial score (a lower bound of the k-th best
-//!    final score, as impacts are ≥ 0), sorted by passage index; each remaining term
-//!    is looked up for those candidates only (a galloping search in its posting
-//!    list), and after each term `θ` rises, `R` falls and the candidates are
-//!    filtered again.
+//! 1. every term keeps its largest impact, so a query term adds at most
+//!    `ub = query_weight · max impact` to any passage; the callers sort the query's
+//!    terms by decreasing `ub / df` ([`Impacts::sort_for_search`]), so rare,
+//!    high-idf terms come first, and `rem(j)` is the sum of the `ub` of the terms
+//!    from `j` on;
+//! 2. **phase 1** accumulates whole posting lists, as above, while keeping a
+//!    histogram of the touched passages' partial scores (buckets of the float's bit
+//!    pattern: exact lower edges, 32 per power of two). After term `j` it stops as
+//!    soon as the histogram shows k passages above `rem(j+1)`, the most an untouched
+//!    passage can still score: the k-th best final score is at least the k-th best
+//!    partial score (adding impacts ≥ 0 never lowers a float sum), so no untouched
+//!    passage can reach the top k;
+//! 3. **phase 2** completes the touched passages one at a time in decreasing
+//!    buckets of partial score, adding the remaining terms in query order (looked
+//!    up in a dense impact row for terms in ≥ 1/8 of the passages, a membership
+//!    bitmap with ranks for ≥ 1/64, else by binary search of the postings), and
+//!    drops a passage as soon as its partial score plus the bounds of its remaining
+//!    terms falls below `θ`, the k-th best completed score (before k are complete,
+//!    the histogram's lower bound of the k-th best partial score). Once a whole
+//!    bucket cannot reach `θ`, neither can anything below it, and the search ends.
 //!
 //! Each passage's score is summed in the same order (the order of the query terms)
 //! on both paths, so the scores are bit-identical to exhaustive scoring. The bounds
 //! are widened by the worst-case float32 rounding of a sum of that many terms, so
-//! rounding never prunes a passage that exhaustive scoring would rank in the top k.
-//! Pruning needs impacts ≥ 0 and query weights > 0 (checked; otherwise, e.g. for
-//! Robertson BM25 with negative idf, the exhaustive path runs).
+//! rounding never prunes a passage that exhaustive scoring would rank in the top k;
+//! ties are broken by id on the surviving passages exactly as in exhaustive
+//! scoring. Pruning needs impacts ≥ 0 and query weights > 0 (checked; otherwise,
+//! e.g. for Robertson BM25 with negative idf, the exhaustive path runs). The extra
+//! memory is the bounds (one f32 per term), dense rows (at most one f32 per
+//! posting) and bitmaps (at most 1.5 times the postings of the terms that get one).
 //!
 //! All buffers live in a [`Scratch`], either passed explicitly (`retrieve_with`) or
 //! taken from a per-thread pool ([`with_thread_scratch`]), so a query allocates only
@@ -69,7 +78,11 @@ pub struct Scratch {
     /// Interleaved so that a posting costs one random memory access, not two.
     slots: Vec<Slot>,
     epoch: u32,
+    /// The passages touched in this query are `touched[..n_touched]` (the buffer
+    /// is as long as the largest corpus seen, so adding one needs no capacity
+    /// check).
     touched: Vec<u32>,
+    n_touched: usize,
     cand: Vec<(f32, u32)>,
     /// Query terms `(term id, count)`, reused by the retrievers.
     pub(crate) terms: Vec<(u32, u32)>,
@@ -77,12 +90,19 @@ pub struct Scratch {
     pub(crate) weights: Vec<(u32, f32)>,
     /// Pruned search: suffix sums of the terms' upper bounds.
     rem: Vec<f64>,
-    /// Pruned search: candidates `(passage index, partial score)`, by passage index.
-    live: Vec<(u32, f32)>,
     /// Pruned search: the k best scores seen, for the k-th best.
     heap: BinaryHeap<Reverse<u32>>,
-    /// Pruned search: one bit per passage, to list candidates in passage order.
-    bits: Vec<u64>,
+    /// Pruned search: histogram of the partial scores ([`bucket`]); zero outside
+    /// `hist_used`, the range of buckets the last search could write.
+    hist: Vec<u32>,
+    hist_used: (usize, usize),
+    /// Pruned search: next free position of each bucket in `order`.
+    bucket_next: Vec<u32>,
+    /// Pruned search: touched passages in decreasing buckets of partial score.
+    order: Vec<u32>,
+    /// Pruned search: the terms of phase 2 and their current limits.
+    p2: Vec<Phase2Term>,
+    limits: Vec<f32>,
     /// Work counters of the last [`Impacts::search`].
     stats: SearchStats,
 }
@@ -98,10 +118,13 @@ pub struct SearchStats {
     pub terms_exhaustive: usize,
     /// `(candidate, term)` look-ups in phase 2.
     pub lookups: usize,
-    /// Candidates when phase 2 started (0 when it never did).
+    /// Of those, look-ups in a dense impact row.
+    pub dense_lookups: usize,
+    /// Of those, look-ups through a membership bitmap (the others are binary
+    /// searches of posting lists).
+    pub bitmap_lookups: usize,
+    /// Passages whose score phase 2 started to complete (0 when it never ran).
     pub candidates: usize,
-    /// Phase-1 scans of the touched passages for the k-th best partial score.
-    pub scans: usize,
 }
 
 impl Scratch {
@@ -120,7 +143,10 @@ impl Scratch {
         if self.slots.len() < n {
             self.slots.resize(n, Slot::default());
         }
-        self.touched.clear();
+        if self.touched.len() < n {
+            self.touched.resize(n, 0);
+        }
+        self.n_touched = 0;
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             // Wrapped after 2^32 queries: forget every old stamp.
@@ -159,6 +185,72 @@ pub struct Impacts {
     max_impact: Vec<f32>,
     /// Every impact is ≥ 0 (and none is NaN): [`Impacts::search`] may prune.
     nonnegative: bool,
+    /// The smallest impact (when `nonnegative`).
+    min_impact: f32,
+    /// Per term: its row in `dense`, or `NO_ROW`.
+    dense_row: Vec<u32>,
+    /// Impacts of the most frequent terms as dense rows of one f32 per passage (0
+    /// where the term is absent), for O(1) look-ups in phase 2 of the search.
+    dense: Vec<f32>,
+    /// Per term: the start of its membership bitmap in `bits` / `ranks`, or `NO_ROW`.
+    bit_row: Vec<u32>,
+    /// Membership bitmaps (one bit per passage, 64 per word) of the frequent terms
+    /// without a dense row, and per word the number of postings before it, so
+    /// that a posting's position is rank + the bits set below it.
+    bits: Vec<u64>,
+    ranks: Vec<u32>,
+}
+
+/// No dense row for this term.
+const NO_ROW: u32 = u32::MAX;
+
+/// Terms in at least 1/`DENSE_DF_DIVISOR` of the passages get a dense impact row,
+/// most frequent first, while the rows hold no more cells than there are postings
+/// (so they add at most one f32 per posting to the memory).
+const DENSE_DF_DIVISOR: usize = 8;
+
+/// Other terms in at least 1/`BITS_DF_DIVISOR` of the passages get a membership
+/// bitmap with ranks: 12 bytes per 64 passages, at most 1.5 times the 8 bytes per
+/// posting of their posting list and impacts.
+const BITS_DF_DIVISOR: usize = 64;
+
+/// Histogram buckets of non-negative f32 scores by bit pattern (for non-negative
+/// floats the bit order is the value order): bucket = the bits shifted right by
+/// `BUCKET_SHIFT`, i.e. 2^5 buckets per power of two, so [`HIST_LEN`] buckets cover
+/// every non-negative finite f32. A score in bucket `i` is ≥ [`lower_edge`]`(i)`,
+/// exactly, and below `lower_edge(i + 1)`.
+const BUCKET_SHIFT: u32 = 23 - 5;
+
+/// Number of histogram buckets.
+const HIST_LEN: usize = 1 << (31 - BUCKET_SHIFT);
+
+/// The histogram bucket of a non-negative, finite score.
+fn bucket(score: f32) -> usize {
+    (score.to_bits() >> BUCKET_SHIFT) as usize & (HIST_LEN - 1)
+}
+
+/// The smallest score in bucket `i` (`i ≤ HIST_LEN`).
+fn lower_edge(i: usize) -> f32 {
+    f32::from_bits((i as u32) << BUCKET_SHIFT)
+}
+
+/// A term left for phase 2 of the pruned search, with how to look it up.
+#[derive(Debug, Clone, Copy)]
+struct Phase2Term {
+    how: Lookup,
+    qw: f32,
+}
+
+/// How phase 2 finds a term's impact for a passage.
+#[derive(Debug, Clone, Copy)]
+enum Lookup {
+    /// In its dense row, which starts here in `Impacts::dense`.
+    Dense(usize),
+    /// Through its bitmap (starting at this word of `Impacts::bits`) into its
+    /// impacts (starting at this posting).
+    Bits(usize, usize),
+    /// Binary search of its postings.
+    Search(u32),
 }
 
 /// Queries with fewer terms are scored exhaustively by [`Impacts::search`] (one
@@ -173,7 +265,14 @@ impl Impacts {
         for t in 0..index.num_terms() as u32 {
             let p = index.postings(t);
             let start = weights.len();
-            weights.extend(p.docs.iter().zip(p.tfs).map(|(&d, &tf)| impact(t, d, tf)));
+            // `+ 0.0` turns an impact of -0.0 into +0.0 (bit order = value order for
+            // the non-negative scores of the pruned search).
+            weights.extend(
+                p.docs
+                    .iter()
+                    .zip(p.tfs)
+                    .map(|(&d, &tf)| impact(t, d, tf) + 0.0),
+            );
             max_impact.push(
                 weights[start..]
                     .iter()
@@ -182,12 +281,77 @@ impl Impacts {
             );
         }
         let nonnegative = weights.iter().all(|&w| w >= 0.0);
+        let min_impact = weights.iter().copied().fold(f32::INFINITY, f32::min);
+        let n = index.len();
+        let mut frequent: Vec<u32> = (0..index.num_terms() as u32)
+            .filter(|&t| index.df(t) * DENSE_DF_DIVISOR >= n)
+            .collect();
+        frequent.sort_by_key(|&t| (std::cmp::Reverse(index.df(t)), t));
+        frequent.truncate(weights.len() / n.max(1));
+        let mut dense_row = vec![NO_ROW; index.num_terms()];
+        let mut dense = vec![0.0f32; frequent.len() * n];
+        for (row, &t) in frequent.iter().enumerate() {
+            dense_row[t as usize] = row as u32;
+            let cells = &mut dense[row * n..(row + 1) * n];
+            let imp = &weights[index.posting_range(t)];
+            for (&d, &w) in index.postings(t).docs.iter().zip(imp) {
+                cells[d as usize] = w;
+            }
+        }
+        let words = n.div_ceil(64);
+        let mut bit_row = vec![NO_ROW; index.num_terms()];
+        let (mut bits, mut ranks) = (Vec::new(), Vec::new());
+        for t in 0..index.num_terms() as u32 {
+            if dense_row[t as usize] != NO_ROW || index.df(t) * BITS_DF_DIVISOR < n {
+                continue;
+            }
+            let Ok(start) = u32::try_from(bits.len()) else {
+                break; // more than 2^32 words: the remaining terms use binary search
+            };
+            bit_row[t as usize] = start;
+            let row = bits.len();
+            bits.resize(row + words, 0u64);
+            for &d in index.postings(t).docs {
+                bits[row + d as usize / 64] |= 1u64 << (d % 64);
+            }
+            let mut before = 0u32;
+            for w in 0..words {
+                ranks.push(before);
+                before += bits[row + w].count_ones();
+            }
+        }
         Impacts {
             index,
             weights,
             max_impact,
             nonnegative,
+            min_impact,
+            dense_row,
+            dense,
+            bit_row,
+            bits,
+            ranks,
         }
+    }
+
+    /// Drop the dense impact rows (tests: exercise the posting-search path).
+    #[cfg(test)]
+    pub(crate) fn clear_dense_rows(&mut self) {
+        self.dense_row.iter_mut().for_each(|r| *r = NO_ROW);
+        self.dense.clear();
+    }
+
+    /// Drop the membership bitmaps (tests: exercise the binary-search path).
+    #[cfg(test)]
+    pub(crate) fn clear_bit_rows(&mut self) {
+        self.bit_row.iter_mut().for_each(|r| *r = NO_ROW);
+        self.bits.clear();
+        self.ranks.clear();
+    }
+
+    /// Number of terms with a dense impact row.
+    pub fn dense_rows(&self) -> usize {
+        self.dense.len() / self.index.len().max(1)
     }
 
     /// Largest impact of term `t` over its postings.
@@ -202,14 +366,33 @@ impl Impacts {
     }
 
     /// Sort query terms `(term id, query weight)` into the order [`Impacts::search`]
-    /// prunes best: decreasing upper bound, ties by term id. Any fixed order gives
-    /// the same top k; use the same order for every path that must agree bit for bit.
+    /// prunes best: decreasing upper bound per posting (`ub / df`: terms that can add
+    /// much while touching few passages first), ties by term id. Any fixed order
+    /// gives the same top k; use the same order for every path that must agree bit
+    /// for bit.
     pub fn sort_for_search(&self, terms: &mut [(u32, f32)]) {
-        terms.sort_by(|a, b| {
-            self.upper_bound(b.0, b.1)
-                .total_cmp(&self.upper_bound(a.0, a.1))
-                .then(a.0.cmp(&b.0))
-        });
+        let order =
+            |a: &(f32, u32, f32), b: &(f32, u32, f32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let key = |t: u32, qw: f32| self.upper_bound(t, qw) / self.index.df(t) as f32;
+        // Keys computed once per term (on the stack for usual query lengths).
+        const STACK: usize = 64;
+        if terms.len() <= STACK {
+            let mut keyed = [(0.0f32, 0u32, 0.0f32); STACK];
+            for (k, &(t, qw)) in keyed.iter_mut().zip(terms.iter()) {
+                *k = (key(t, qw), t, qw);
+            }
+            let keyed = &mut keyed[..terms.len()];
+            keyed.sort_unstable_by(order);
+            for (out, &(_, t, qw)) in terms.iter_mut().zip(keyed.iter()) {
+                *out = (t, qw);
+            }
+        } else {
+            let mut keyed: Vec<_> = terms.iter().map(|&(t, qw)| (key(t, qw), t, qw)).collect();
+            keyed.sort_unstable_by(order);
+            for (out, (_, t, qw)) in terms.iter_mut().zip(keyed) {
+                *out = (t, qw);
+            }
+        }
     }
 
     /// The underlying index.
@@ -226,30 +409,18 @@ impl Impacts {
     /// `query weight · impact` over the postings of every `(term id, query weight)`.
     pub fn accumulate(&self, terms: &[(u32, f32)], scratch: &mut Scratch) {
         scratch.begin(self.index.len());
+        let n = self.index.len();
         for &(t, qw) in terms {
-            self.add_term(t, qw, scratch);
-        }
-    }
-
-    /// Add `qw · impact` over the postings of term `t` to the accumulator.
-    fn add_term(&self, t: u32, qw: f32, scratch: &mut Scratch) {
-        let epoch = scratch.epoch;
-        let slots = &mut scratch.slots[..self.index.len()];
-        let touched = &mut scratch.touched;
-        let docs = self.index.postings(t).docs;
-        let imp = &self.weights[self.index.posting_range(t)];
-        for (&d, &w) in docs.iter().zip(imp) {
-            let slot = &mut slots[d as usize];
-            let s = qw * w;
-            if slot.stamp == epoch {
-                slot.acc += s;
-            } else {
-                *slot = Slot {
-                    stamp: epoch,
-                    acc: s,
-                };
-                touched.push(d);
-            }
+            add_postings(
+                self.index.postings(t).docs,
+                &self.weights[self.index.posting_range(t)],
+                qw,
+                scratch.epoch,
+                &mut scratch.slots[..n],
+                &mut scratch.touched,
+                &mut scratch.n_touched,
+                None,
+            );
         }
     }
 
@@ -264,18 +435,12 @@ impl Impacts {
     /// or [`Impacts::touched`] (use [`Impacts::accumulate`] for those).
     pub fn search(&self, terms: &[(u32, f32)], k: usize, scratch: &mut Scratch) -> Vec<Hit> {
         scratch.stats = SearchStats::default();
+        let n_terms = terms.len();
         let prunable = self.nonnegative
             && k > 0
-            && terms.len() >= SEARCH_MIN_TERMS
+            && n_terms >= SEARCH_MIN_TERMS
             && terms.iter().all(|&(_, qw)| qw > 0.0 && qw.is_finite());
-        if !prunable {
-            self.accumulate(terms, scratch);
-            scratch.stats.terms_exhaustive = terms.len();
-            scratch.stats.postings_scored = terms.iter().map(|&(t, _)| self.index.df(t)).sum();
-            return self.top_k(scratch, k);
-        }
         // rem[j] = Σ_{i ≥ j} ub_i, exact enough in f64.
-        let n_terms = terms.len();
         scratch.rem.clear();
         scratch.rem.resize(n_terms + 1, 0.0);
         for j in (0..n_terms).rev() {
@@ -287,131 +452,211 @@ impl Impacts {
         // (exact sum of the bounds) · (1 + u)^n_terms with u = 2^-24. `slack` is
         // twice that margin (it also covers the f64 rounding of the bound sums).
         let slack = 1.0 + (n_terms as f64 + 1.0) * f32::EPSILON as f64;
+        // Every score is at most `top` (0 when every impact of these terms is 0:
+        // nothing to prune then).
+        let top = scratch.rem.first().copied().unwrap_or(0.0) * slack;
+        if !(prunable && top > 0.0 && top < f32::MAX as f64) {
+            self.accumulate(terms, scratch);
+            scratch.stats.terms_exhaustive = n_terms;
+            scratch.stats.postings_scored = terms.iter().map(|&(t, _)| self.index.df(t)).sum();
+            return self.top_k(scratch, k);
+        }
+        let n = self.index.len();
+        scratch.begin(n);
+        // Every partial score is in a bucket ≤ top_bucket. Zeroing those buckets (and
+        // any a previous query used above) costs less than tracking the dirty ones.
+        // Every partial score is a sum of products qw·impact ≥ min qw · min impact
+        // (rounding is monotone), so its bucket is in low_bucket..=top_bucket.
+        let top_bucket = bucket(f32_at_least(top));
+        let min_qw = terms
+            .iter()
+            .map(|&(_, qw)| qw)
+            .fold(f32::INFINITY, f32::min);
+        let low_bucket = bucket(min_qw * self.min_impact).min(top_bucket);
+        if scratch.hist.len() != HIST_LEN {
+            scratch.hist = vec![0; HIST_LEN];
+        } else {
+            let (lo, hi) = scratch.hist_used;
+            scratch.hist[lo.min(low_bucket)..=hi.max(top_bucket)].fill(0);
+        }
+        scratch.hist_used = (low_bucket, top_bucket);
+        self.search_pruned(terms, k, slack, scratch)
+    }
 
-        scratch.begin(self.index.len());
-        // Phase 1. `theta_seen` is the k-th best partial score at the last scan of the
-        // touched passages and `ub_seen` the bound of the terms added by then: since
-        // no passage gains more than the bounds added since, the k-th best partial
-        // score now is at most theta_seen + (ub_done − ub_seen), and a scan that
-        // cannot succeed is skipped (skipping only delays pruning, never changes hits).
-        let (mut theta_seen, mut ub_seen, mut ub_done) = (0.0f64, 0.0f64, 0.0f64);
+    /// [`Impacts::search`] once pruning is possible (see the module docs).
+    fn search_pruned(
+        &self,
+        terms: &[(u32, f32)],
+        k: usize,
+        slack: f64,
+        scratch: &mut Scratch,
+    ) -> Vec<Hit> {
+        let n = self.index.len();
+        let n_terms = terms.len();
+        // Phase 1: whole posting lists, until the histogram of partial scores shows k
+        // touched passages above r = rem[j+1]·slack, the most an untouched passage
+        // can score. Then θ_lb (the histogram's lower bound of the k-th best partial
+        // score, itself a lower bound of the k-th best final score, since adding
+        // impacts ≥ 0 never lowers a float sum) is above every untouched passage's
+        // final score.
+        let top_bucket = bucket(f32_at_least(scratch.rem[0] * slack));
         let mut stop = None;
+        // Locals, not fields behind `scratch`, in the hot loop (fewer reloads).
+        let mut touched = std::mem::take(&mut scratch.touched);
+        let mut n_touched = 0;
+        let mut hist = std::mem::take(&mut scratch.hist);
         for (j, &(t, qw)) in terms.iter().enumerate() {
-            self.add_term(t, qw, scratch);
+            add_postings(
+                self.index.postings(t).docs,
+                &self.weights[self.index.posting_range(t)],
+                qw,
+                scratch.epoch,
+                &mut scratch.slots[..n],
+                &mut touched,
+                &mut n_touched,
+                Some(&mut hist),
+            );
             scratch.stats.postings_scored += self.index.df(t);
-            ub_done += self.upper_bound(t, qw) as f64;
-            if j + 1 == n_terms || scratch.touched.len() < k {
+            if j + 1 == n_terms || n_touched < k {
                 continue;
             }
-            // An untouched passage scores at most r = rem[j+1]·slack. Pruning can start
-            // once the k-th best partial score θ is above r: the k-th best final score
-            // is at least θ (adding impacts ≥ 0 never lowers a float sum).
-            let r = scratch.rem[j + 1] * slack;
-            if (theta_seen + (ub_done - ub_seen)) * slack <= r {
-                continue;
-            }
-            let slots = &scratch.slots;
-            let theta = kth_best(
-                scratch.touched.iter().map(|&d| slots[d as usize].acc),
-                k,
-                &mut scratch.heap,
-            ) as f64;
-            scratch.stats.scans += 1;
-            (theta_seen, ub_seen) = (theta, ub_done);
-            if theta > r {
-                stop = Some((j + 1, theta));
+            // Buckets from `first` up hold only partial scores > r.
+            let first = bucket(f32_at_least(scratch.rem[j + 1] * slack)) + 1;
+            let hist = &hist[..HIST_LEN];
+            if first <= top_bucket && hist[first..=top_bucket].iter().sum::<u32>() as usize >= k {
+                let (mut count, mut i) = (0, top_bucket + 1);
+                while count < k {
+                    i -= 1;
+                    count += hist[i] as usize;
+                }
+                stop = Some((j + 1, lower_edge(i)));
                 break;
             }
         }
-        let Some((next, theta)) = stop else {
+        scratch.touched = touched;
+        scratch.n_touched = n_touched;
+        scratch.hist = hist;
+        let Some((next, theta_lb)) = stop else {
             scratch.stats.terms_exhaustive = n_terms;
             return self.top_k(scratch, k);
         };
         scratch.stats.terms_exhaustive = next;
-        let rem = scratch.rem[next];
-        self.collect_candidates(scratch, |p| (p as f64 + rem) * slack >= theta);
-        scratch.stats.candidates = scratch.live.len();
-        // Phase 2.
-        for (j, &(t, qw)) in terms.iter().enumerate().skip(next) {
-            self.add_term_to_candidates(t, qw, scratch);
-            if j + 1 < n_terms && scratch.live.len() > k {
-                let theta = kth_best(scratch.live.iter().map(|c| c.1), k, &mut scratch.heap) as f64;
-                let r = scratch.rem[j + 1];
-                scratch
-                    .live
-                    .retain(|&(_, p)| (p as f64 + r) * slack >= theta);
-            }
-        }
-        self.top_k_of_candidates(scratch, k)
-    }
 
-    /// Phase 2 start: the touched passages whose partial score passes `keep`, into
-    /// `scratch.live` in passage order.
-    fn collect_candidates(&self, scratch: &mut Scratch, keep: impl Fn(f32) -> bool) {
-        let slots = &scratch.slots;
-        let live = &mut scratch.live;
-        live.clear();
-        let n = self.index.len();
-        if scratch.touched.len().saturating_mul(16) < n / 64 {
-            // Few touched passages in a large corpus: sort them.
-            live.extend(
-                scratch
-                    .touched
-                    .iter()
-                    .map(|&d| (d, slots[d as usize].acc))
-                    .filter(|&(_, p)| keep(p)),
-            );
-            live.sort_unstable_by_key(|c| c.0);
-        } else {
-            // Mark them in a bitmap and read it in order.
-            let bits = &mut scratch.bits;
-            bits.clear();
-            bits.resize(n.div_ceil(64), 0);
-            for &d in &scratch.touched {
-                if keep(slots[d as usize].acc) {
-                    bits[d as usize / 64] |= 1u64 << (d % 64);
-                }
-            }
-            for (w, &word) in bits.iter().enumerate() {
-                let mut word = word;
-                while word != 0 {
-                    let d = (w * 64) as u32 + word.trailing_zeros();
-                    live.push((d, slots[d as usize].acc));
-                    word &= word - 1;
-                }
-            }
+        // Phase 2, passage at a time, in decreasing order of partial score (by
+        // histogram bucket): complete a passage's score term by term (in the query's
+        // order) and drop it as soon as its partial score p has (p + rem)·slack < θ;
+        // θ is the k-th best of the completed scores once there are k, before that
+        // θ_lb. Both are lower bounds of the k-th best final score, so no passage of
+        // the top k is dropped, and once a bucket's highest possible score cannot
+        // reach θ, no passage in it or below can.
+        let rem_next = scratch.rem[next];
+        let b_min = bucket(keep_limit(theta_lb as f64, rem_next, slack).max(0.0));
+        bucket_order(
+            &scratch.touched[..scratch.n_touched],
+            &scratch.slots[..n],
+            b_min,
+            top_bucket,
+            &scratch.hist,
+            &mut scratch.bucket_next,
+            &mut scratch.order,
+        );
+        // The terms left, with how to look them up, and for each the limit below
+        // which a partial score (after adding it) cannot reach θ any more.
+        scratch.p2.clear();
+        for &(t, qw) in &terms[next..] {
+            let (row, bits) = (self.dense_row[t as usize], self.bit_row[t as usize]);
+            let how = if row != NO_ROW {
+                Lookup::Dense(row as usize * n)
+            } else if bits != NO_ROW {
+                Lookup::Bits(bits as usize, self.index.posting_range(t).start)
+            } else {
+                Lookup::Search(t)
+            };
+            scratch.p2.push(Phase2Term { how, qw });
         }
-    }
-
-    /// Phase 2: add term `t`'s contribution to every candidate (galloping search of
-    /// the candidates, in passage order, through the term's posting list).
-    fn add_term_to_candidates(&self, t: u32, qw: f32, scratch: &mut Scratch) {
-        let docs = self.index.postings(t).docs;
-        let imp = &self.weights[self.index.posting_range(t)];
-        scratch.stats.lookups += scratch.live.len();
+        let mut theta = theta_lb as f64;
+        let set_limits = |limits: &mut Vec<f32>, rem: &[f64], theta: f64| {
+            limits.clear();
+            limits.extend(rem[next + 1..].iter().map(|&r| keep_limit(theta, r, slack)));
+        };
+        set_limits(&mut scratch.limits, &scratch.rem, theta);
+        let mut entry_limit = keep_limit(theta, rem_next, slack);
+        scratch.heap.clear();
+        scratch.cand.clear();
+        let (mut visited, mut lookups, mut dense_lookups, mut bitmap_lookups) = (0, 0, 0, 0);
         let mut pos = 0;
-        for c in scratch.live.iter_mut() {
-            pos = gallop(docs, pos, c.0);
-            if pos == docs.len() {
+        for b in (b_min..=top_bucket).rev() {
+            let (start, end) = (pos, pos + scratch.hist[b] as usize);
+            pos = end;
+            // Every partial score in bucket b is below lower_edge(b + 1).
+            if lower_edge(b + 1) <= entry_limit {
                 break;
             }
-            if docs[pos] == c.0 {
-                let s = qw * imp[pos];
-                c.1 += s;
+            for &d in &scratch.order[start..end] {
+                let mut p = scratch.slots[d as usize].acc;
+                if p < entry_limit {
+                    continue;
+                }
+                visited += 1;
+                let mut alive = true;
+                for (pt, &limit) in scratch.p2.iter().zip(&scratch.limits) {
+                    lookups += 1;
+                    match pt.how {
+                        Lookup::Dense(base) => {
+                            dense_lookups += 1;
+                            // An absent term adds qw·0 = +0: a score ≥ +0 is unchanged.
+                            p += pt.qw * self.dense[base + d as usize];
+                        }
+                        Lookup::Bits(base, start) => {
+                            bitmap_lookups += 1;
+                            let w = base + d as usize / 64;
+                            let word = self.bits[w];
+                            let bit = 1u64 << (d % 64);
+                            if word & bit != 0 {
+                                let i = self.ranks[w] + (word & (bit - 1)).count_ones();
+                                let s = pt.qw * self.weights[start + i as usize];
+                                p += s;
+                            }
+                        }
+                        Lookup::Search(t) => {
+                            if let Ok(i) = self.index.postings(t).docs.binary_search(&d) {
+                                let s = pt.qw * self.weights[self.index.posting_range(t).start + i];
+                                p += s;
+                            }
+                        }
+                    }
+                    if p < limit {
+                        alive = false;
+                        break;
+                    }
+                }
+                if alive {
+                    scratch.cand.push((p + 0.0, d));
+                    push_bounded(&mut scratch.heap, p, k);
+                    if scratch.heap.len() == k {
+                        let kth = heap_min(&scratch.heap) as f64;
+                        if kth > theta {
+                            theta = kth;
+                            set_limits(&mut scratch.limits, &scratch.rem, theta);
+                            entry_limit = keep_limit(theta, rem_next, slack);
+                        }
+                    }
+                }
             }
         }
-    }
-
-    /// The best `k` candidates of phase 2, in hit order.
-    fn top_k_of_candidates(&self, scratch: &mut Scratch, k: usize) -> Vec<Hit> {
-        let cand = &mut scratch.cand;
-        cand.clear();
-        cand.extend(scratch.live.iter().map(|&(d, s)| (s + 0.0, d)));
-        self.select_and_sort(cand, k);
+        scratch.stats.candidates = visited;
+        scratch.stats.lookups = lookups;
+        scratch.stats.dense_lookups = dense_lookups;
+        scratch.stats.bitmap_lookups = bitmap_lookups;
+        let mut cand = std::mem::take(&mut scratch.cand);
+        self.select_and_sort(&mut cand, k);
         let ids = self.index.ids();
-        cand.iter()
+        let hits = cand
+            .iter()
             .map(|&(s, d)| Hit::new(ids[d as usize].clone(), s))
-            .collect()
+            .collect();
+        scratch.cand = cand;
+        hits
     }
 
     /// Keep the best `k` of `cand` (score desc, ties by ascending id), sorted.
@@ -449,7 +694,7 @@ impl Impacts {
         let cand = &mut scratch.cand;
         cand.clear();
         let mut threshold = f32::NEG_INFINITY;
-        for &d in &scratch.touched {
+        for &d in &scratch.touched[..scratch.n_touched] {
             // `+ 0.0` turns -0.0 into +0.0 so that `total_cmp` agrees with `==`.
             let s = scratch.slots[d as usize].acc + 0.0;
             if s >= threshold {
@@ -472,7 +717,7 @@ impl Impacts {
     /// passages without any query term), by passage index.
     pub fn dense_scores(&self, scratch: &Scratch) -> Vec<f32> {
         let mut out = vec![0.0; self.index.len()];
-        for &d in &scratch.touched {
+        for &d in &scratch.touched[..scratch.n_touched] {
             out[d as usize] = scratch.slots[d as usize].acc;
         }
         out
@@ -481,45 +726,139 @@ impl Impacts {
     /// Passage indices that contain at least one term of the last accumulated query,
     /// in the order they were first touched.
     pub fn touched<'s>(&self, scratch: &'s Scratch) -> &'s [u32] {
-        &scratch.touched
+        &scratch.touched[..scratch.n_touched]
     }
 }
 
-/// The `k`-th largest of `scores` (`k ≥ 1`, at least `k` scores, all ≥ 0 or -0.0),
-/// with a bounded min-heap of their bit patterns (for non-negative floats the bit
-/// order is the value order; `+ 0.0` turns -0.0 into +0.0).
-fn kth_best(
-    scores: impl Iterator<Item = f32>,
-    k: usize,
-    heap: &mut BinaryHeap<Reverse<u32>>,
-) -> f32 {
-    heap.clear();
-    for s in scores {
-        let b = (s + 0.0).to_bits();
-        if heap.len() < k {
-            heap.push(Reverse(b));
-        } else if let Some(mut top) = heap.peek_mut() {
-            if b > top.0 {
-                *top = Reverse(b);
+/// Add `qw · impact` over one posting list (`docs`, `imp`) to the accumulator
+/// `slots`, stamping and listing in `touched` the passages seen first in this query
+/// (`epoch`). With `hist`, also keep the count of touched passages per [`bucket`]
+/// of their partial score.
+// The accumulator's parts are separate arguments so that the hot loop keeps them
+// in registers (a struct behind a reference would be reloaded after every store).
+#[allow(clippy::too_many_arguments)]
+fn add_postings(
+    docs: &[u32],
+    imp: &[f32],
+    qw: f32,
+    epoch: u32,
+    slots: &mut [Slot],
+    touched: &mut [u32],
+    n_touched: &mut usize,
+    hist: Option<&mut Vec<u32>>,
+) {
+    let mut nt = *n_touched;
+    match hist {
+        None => {
+            for (&d, &w) in docs.iter().zip(imp) {
+                let slot = &mut slots[d as usize];
+                let s = qw * w;
+                if slot.stamp == epoch {
+                    slot.acc += s;
+                } else {
+                    *slot = Slot {
+                        stamp: epoch,
+                        acc: s,
+                    };
+                    touched[nt] = d;
+                    nt += 1;
+                }
+            }
+        }
+        Some(hist) => {
+            let hist = &mut hist[..HIST_LEN];
+            for (&d, &w) in docs.iter().zip(imp) {
+                let slot = &mut slots[d as usize];
+                let s = qw * w;
+                if slot.stamp == epoch {
+                    hist[bucket(slot.acc)] -= 1;
+                    slot.acc += s;
+                } else {
+                    *slot = Slot {
+                        stamp: epoch,
+                        acc: s,
+                    };
+                    touched[nt] = d;
+                    nt += 1;
+                }
+                hist[bucket(slot.acc)] += 1;
             }
         }
     }
+    *n_touched = nt;
+}
+
+/// Counting sort of the touched passages in buckets `b_min..=b_max` by their
+/// partial score, into `order`: bucket `b_max` first, then down to `b_min`, each
+/// bucket's passages in touch order (`hist[b]` of them).
+fn bucket_order(
+    touched: &[u32],
+    slots: &[Slot],
+    b_min: usize,
+    b_max: usize,
+    hist: &[u32],
+    next: &mut Vec<u32>,
+    order: &mut Vec<u32>,
+) {
+    if next.len() < HIST_LEN {
+        next.resize(HIST_LEN, 0);
+    }
+    // Slices, not `&mut Vec`s, in the loop: their bounds stay in registers.
+    let next = &mut next[..HIST_LEN];
+    let mut total = 0;
+    for b in (b_min..=b_max).rev() {
+        next[b] = total;
+        total += hist[b];
+    }
+    order.clear();
+    order.resize(total as usize, 0);
+    let order = &mut order[..];
+    for &d in touched {
+        let b = bucket(slots[d as usize].acc);
+        if b >= b_min {
+            order[next[b] as usize] = d;
+            next[b] += 1;
+        }
+    }
+}
+
+/// Add a non-negative score to a min-heap that keeps the `k` largest. Scores are
+/// kept as bit patterns: for non-negative floats the bit order is the value order
+/// (`+ 0.0` turns -0.0 into +0.0).
+fn push_bounded(heap: &mut BinaryHeap<Reverse<u32>>, score: f32, k: usize) {
+    let b = (score + 0.0).to_bits();
+    if heap.len() < k {
+        heap.push(Reverse(b));
+    } else if let Some(mut top) = heap.peek_mut() {
+        if b > top.0 {
+            *top = Reverse(b);
+        }
+    }
+}
+
+/// The smallest score in a non-empty [`push_bounded`] heap.
+fn heap_min(heap: &BinaryHeap<Reverse<u32>>) -> f32 {
     heap.peek().map_or(0.0, |r| f32::from_bits(r.0))
 }
 
-/// First position `≥ from` in the ascending `docs` whose value is `≥ target`
-/// (`docs.len()` if none): exponential then binary search.
-fn gallop(docs: &[u32], from: usize, target: u32) -> usize {
-    let mut lo = from;
-    let mut step = 1;
-    let mut hi = from;
-    while hi < docs.len() && docs[hi] < target {
-        lo = hi + 1;
-        hi += step;
-        step *= 2;
+/// An f32 ≥ `x` (for finite `x` ≥ 0): `x` raised by a relative 2^-22 before the
+/// conversion, which rounds by at most a relative 2^-24.
+fn f32_at_least(x: f64) -> f32 {
+    (x * (1.0 + 2f64.powi(-22))) as f32
+}
+
+/// An f32 `limit` such that every partial score `p < limit` has
+/// `(p + rem)·slack < theta`, i.e. cannot reach the top k: θ/slack − rem, lowered
+/// by a margin relative to the operands (covering the f64 rounding of the
+/// subtraction) and by a relative 2^-22 before the conversion to f32 (covering its
+/// rounding). `-∞` when nothing can be ruled out.
+fn keep_limit(theta: f64, rem: f64, slack: f64) -> f32 {
+    let limit = theta / slack - rem - (theta + rem) * 2f64.powi(-22);
+    if limit <= 0.0 {
+        f32::NEG_INFINITY
+    } else {
+        (limit * (1.0 - 2f64.powi(-22))) as f32
     }
-    let hi = hi.min(docs.len());
-    lo + docs[lo..hi].partition_point(|&x| x < target)
 }
 
 /// [`Retriever::retrieve_all`] over a rayon thread pool (queries in parallel, each

@@ -19,8 +19,8 @@
 use super::analyzer::{Analyzer, AnalyzerParams};
 use crate::{Error, Passage, Result};
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
@@ -91,7 +91,9 @@ pub struct InvertedIndex {
     doc_lens: Vec<u32>,
     total_len: u64,
     terms: Vec<String>,
-    vocab: HashMap<String, u32>,
+    /// Term → id, with FxHash (a query looks up every token; the vocabulary is
+    /// the index's own, so hash flooding is not a concern).
+    vocab: FxHashMap<String, u32>,
     offsets: Vec<usize>,
     post_docs: Vec<u32>,
     post_tfs: Vec<u32>,
@@ -129,7 +131,7 @@ impl InvertedIndex {
         let ids: Vec<String> = passages.iter().map(|p| p.id.clone()).collect();
         let id_rank = rank_ids(&ids)?;
 
-        let mut vocab: HashMap<String, u32> = HashMap::new();
+        let mut vocab: FxHashMap<String, u32> = FxHashMap::default();
         let mut terms: Vec<String> = Vec::new();
         let mut postings: Vec<Vec<(u32, u32)>> = Vec::new();
         let mut doc_lens: Vec<u32> = Vec::with_capacity(passages.len());
@@ -327,7 +329,7 @@ impl InvertedIndex {
         if body.post_docs.iter().any(|&d| d as usize >= n) || body.post_tfs.contains(&0) {
             return Err(bad("posting out of range".into()));
         }
-        let mut vocab = HashMap::with_capacity(body.terms.len());
+        let mut vocab = FxHashMap::with_capacity_and_hasher(body.terms.len(), Default::default());
         for (t, term) in body.terms.iter().enumerate() {
             if vocab.insert(term.clone(), t as u32).is_some() {
                 return Err(bad(format!("term {term:?} stored twice")));
