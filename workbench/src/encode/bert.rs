@@ -311,6 +311,9 @@ impl std::fmt::Debug for BertEncoder {
     }
 }
 
+/// A text's index and its vector.
+type Indexed = (usize, Vec<f32>);
+
 /// Texts above this count get a progress bar.
 const PROGRESS_MIN: usize = 256;
 
@@ -596,7 +599,7 @@ impl BertEncoder {
                 let tokens = |p: &[usize]| p.iter().map(|&i| ids[i].len()).sum::<usize>();
                 queue.sort_by_key(|&p| std::cmp::Reverse(tokens(passes[p])));
                 let next = std::sync::atomic::AtomicUsize::new(0);
-                let done: Vec<Result<Vec<(usize, Vec<f32>)>>> = (0..threads)
+                let done: Vec<Result<Vec<Indexed>>> = (0..threads)
                     .into_par_iter()
                     .with_max_len(1)
                     .map(|_| {
