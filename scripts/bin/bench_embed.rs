@@ -20,6 +20,7 @@
 //! | workbench `BertEncoder`, fused | `encode::fast_bert` (padding-free, fused; the default) |
 //! | workbench `BertEncoder`, candle `BertModel` | candle-transformers' stock BERT on padded batches |
 //! | ONNX Runtime | O2-optimised ONNX export, `ORT_ENABLE_ALL`, intra-op `--threads`, inter-op 1 (`bench_onnx.py`) |
+//! | ONNX Runtime, one batch per thread | the same session run on `--threads` batches at a time, intra-op 1 |
 //! | OpenVINO, LATENCY / THROUGHPUT hint | the same ONNX file, CPU plugin, `--threads` inference threads, f32 precision (`bench_onnx.py`) |
 //! | sentence-transformers | `model.encode` on PyTorch (`bench_st.py`) |
 //!
@@ -62,6 +63,12 @@ const PEERS: &[(&str, &str, &str, &[&str])] = &[
         &["--engine", "onnxruntime"],
     ),
     (
+        "onnxruntime-per-thread",
+        "ONNX Runtime, one batch per thread (O2 ONNX export)",
+        "bench_onnx.py",
+        &["--engine", "onnxruntime", "--ort-mode", "per-thread"],
+    ),
+    (
         "openvino-latency",
         "OpenVINO, LATENCY hint (O2 ONNX export)",
         "bench_onnx.py",
@@ -101,12 +108,12 @@ struct Args {
     /// Leave out candle-transformers' stock BertModel (the slowest system).
     #[arg(long)]
     skip_candle: bool,
-    /// Python peers to run, comma-separated (onnxruntime, openvino-latency,
-    /// openvino-throughput, sentence-transformers).
+    /// Python peers to run, comma-separated (onnxruntime, onnxruntime-per-thread,
+    /// openvino-latency, openvino-throughput, sentence-transformers).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "onnxruntime,openvino-latency,openvino-throughput,sentence-transformers"
+        default_value = "onnxruntime,onnxruntime-per-thread,openvino-latency,openvino-throughput,sentence-transformers"
     )]
     peers: Vec<String>,
     /// Python of the peers venv.
@@ -500,21 +507,25 @@ fn main() -> Result<()> {
     let fastest_label = systems[fastest].label.clone();
     let fastest_med = med(&systems[fastest]);
 
-    let peer_versions: Vec<String> = systems
-        .iter()
-        .filter_map(|s| s.peer.as_ref())
-        .map(|p| {
-            let get = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
-            match get("peer").as_str() {
-                "sentence-transformers" => format!(
-                    "sentence-transformers {} / torch {}",
-                    get("sentence_transformers_version"),
-                    get("torch_version")
-                ),
-                other => format!("{other} {}", get("engine_version")),
-            }
-        })
-        .collect();
+    let mut peer_versions: Vec<String> = Vec::new();
+    for p in systems.iter().filter_map(|s| s.peer.as_ref()) {
+        let get = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+        let v = match get("peer").as_str() {
+            "sentence-transformers" => format!(
+                "sentence-transformers {} / torch {}",
+                get("sentence_transformers_version"),
+                get("torch_version")
+            ),
+            _ => format!(
+                "{} {}",
+                get("engine"),
+                get("engine_version").split('-').next().unwrap_or("")
+            ),
+        };
+        if !peer_versions.contains(&v) {
+            peer_versions.push(v);
+        }
+    }
     let mut t = Table::new([
         "system",
         "sentences/s (median)",
@@ -561,7 +572,7 @@ fn main() -> Result<()> {
             format!("{lo:.2}–{hi:.2}"),
             format!("{cpu_ratio:.2}"),
             s.cosine
-                .map(|(min, _)| format!("{min:.6}"))
+                .map(|(min, _)| format!("{min:.7}"))
                 .unwrap_or_else(|| "(reference)".into()),
         ])?;
         rows.insert(
