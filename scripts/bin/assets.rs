@@ -9,7 +9,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use workbench::assets::{Assets, Source};
+use workbench::assets::{describe_source, Assets};
 use workbench::display::Table;
 
 #[derive(Parser)]
@@ -63,23 +63,7 @@ fn main() -> Result<()> {
         Cmd::List => {
             let mut t = Table::new(["name", "kind", "hf id", "source", "license", "cached"]);
             for (name, s) in &assets.specs {
-                let src = match &s.source {
-                    Source::Pypi {
-                        package, version, ..
-                    } => format!("PyPI {package}=={version}"),
-                    Source::PypiSplitZip {
-                        packages, version, ..
-                    } => {
-                        // The manifest reader rejects an empty list; say so rather than panic.
-                        match packages.first() {
-                            Some(first) => {
-                                format!("PyPI {first}…({} parts)=={version}", packages.len())
-                            }
-                            None => format!("PyPI (no packages)=={version}"),
-                        }
-                    }
-                    Source::Mirror { folder } => format!("mirror/{folder}"),
-                };
+                let src = describe_source(&s.source);
                 let ok = if assets.is_valid(name)? { "yes" } else { "no" };
                 t.push([
                     name.as_str(),

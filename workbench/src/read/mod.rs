@@ -1,0 +1,300 @@
+//! Readers: turn a question and ranked passages into an answer.
+//!
+//! Every reader (generative or extractive) implements [`Reader`]: a question and the
+//! passages a retriever ranked for it go in, in rank order; an [`Answer`] comes out with
+//! its abstention flag, the ids of the passages the reader actually saw (and of those it
+//! had to drop to fit its window), optional evidence (passage and character offsets),
+//! and token counts and timings.
+//!
+//! | module | reader | feature |
+//! |---|---|---|
+//! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
+//!
+//! ## Contract
+//!
+//! Every [`Reader`]:
+//! - rejects an empty (or all-whitespace) question with [`Error::InvalidParam`] naming
+//!   `question`;
+//! - reads the passages in the order given (rank 1 first); when they do not all fit in its
+//!   window it drops the **lowest-ranked** ones first and lists them in
+//!   [`Answer::dropped`];
+//! - sets [`Answer::abstained`] when its answer is an abstention (for generative readers
+//!   decided by an [`AbstentionRule`], for extractive ones by a null score);
+//! - never panics on any input text.
+
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// One passage handed to a reader, in rank order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    /// Passage id (as in the retriever's [`crate::Hit`]).
+    pub id: String,
+    /// Title of the source document (may be empty).
+    pub title: String,
+    /// The passage text the reader reads.
+    pub text: String,
+    /// First-stage (or re-ranker) score, for the record.
+    pub score: f32,
+}
+
+impl Context {
+    /// A context with an empty title and score 0.
+    pub fn new(id: impl Into<String>, text: impl Into<String>) -> Self {
+        Context {
+            id: id.into(),
+            title: String::new(),
+            text: text.into(),
+            score: 0.0,
+        }
+    }
+}
+
+/// Where in a passage an extractive answer was found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Id of the passage.
+    pub passage_id: String,
+    /// Character (not byte) offset of the answer's first character in the passage text.
+    pub start_char: usize,
+    /// Character offset one past the answer's last character.
+    pub end_char: usize,
+}
+
+/// Token counts and times of one reader call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt (generative) or in the encoded windows (extractive).
+    pub prompt_tokens: usize,
+    /// Generated tokens (0 for extractive readers).
+    pub generated_tokens: usize,
+    /// Time to process the prompt (prefill), seconds.
+    pub prefill_secs: f64,
+    /// Time to generate the answer tokens (decode), seconds.
+    pub decode_secs: f64,
+}
+
+impl Usage {
+    /// Prefill plus decode time.
+    pub fn total(&self) -> Duration {
+        Duration::from_secs_f64(self.prefill_secs + self.decode_secs)
+    }
+
+    /// Generated tokens per second of decode time (0 when nothing was decoded).
+    pub fn decode_tokens_per_sec(&self) -> f64 {
+        if self.decode_secs > 0.0 {
+            self.generated_tokens as f64 / self.decode_secs
+        } else {
+            0.0
+        }
+    }
+
+    /// Prompt tokens per second of prefill time (0 when there was no prefill).
+    pub fn prefill_tokens_per_sec(&self) -> f64 {
+        if self.prefill_secs > 0.0 {
+            self.prompt_tokens as f64 / self.prefill_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A reader's answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The answer text as the reader produced it (trimmed). For an abstention, the
+    /// reader's own words ("Not found"), or empty for an extractive null answer.
+    pub text: String,
+    /// Whether the answer is an abstention.
+    pub abstained: bool,
+    /// Ids of the passages the reader was given, in rank order, after truncation.
+    pub passage_ids: Vec<String>,
+    /// Ids of the lowest-ranked passages dropped because they did not fit the window.
+    pub dropped: Vec<String>,
+    /// Where the answer was found (extractive readers).
+    pub evidence: Option<Evidence>,
+    /// Reader confidence, when it has one (span score, mean log-probability…).
+    pub score: Option<f32>,
+    /// Token counts and times.
+    pub usage: Usage,
+}
+
+/// A question-answering reader.
+pub trait Reader {
+    /// A short name for tables and traces (`"qwen2.5-1.5b"`, `"minilm-squad"`).
+    fn name(&self) -> &str;
+
+    /// Answer `question` from `passages` (rank 1 first). See the module contract.
+    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer>;
+}
+
+/// Check a question against the [`Reader`] contract: non-empty after trimming.
+pub fn check_question(question: &str) -> Result<&str> {
+    let q = question.trim();
+    if q.is_empty() {
+        return Err(Error::InvalidParam {
+            name: "question",
+            message: "the question is empty".into(),
+        });
+    }
+    Ok(q)
+}
+
+/// Decides whether a generated answer is an abstention ("Not found", "I don't know").
+///
+/// An answer is an abstention when, after trimming whitespace and trailing punctuation
+/// and lowercasing, it is empty (if [`AbstentionRule::empty_is_abstention`]) or it
+/// **starts with** one of the phrases (lowercase). The default phrases cover report
+/// 001's "Not found" and the usual refusals of instruction-tuned models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AbstentionRule {
+    /// Lowercase phrases an abstaining answer starts with.
+    pub phrases: Vec<String>,
+    /// Whether an empty answer counts as an abstention.
+    pub empty_is_abstention: bool,
+}
+
+impl Default for AbstentionRule {
+    fn default() -> Self {
+        AbstentionRule {
+            phrases: [
+                "not found",
+                "i don't know",
+                "i do not know",
+                "unknown",
+                "no answer",
+                "the answer is not",
+                "the passages do not",
+                "the context does not",
+                "cannot be answered",
+                "i cannot answer",
+                "i can't answer",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            empty_is_abstention: true,
+        }
+    }
+}
+
+impl AbstentionRule {
+    /// A rule with the given phrases (lowercased), empty answers counting as abstentions.
+    pub fn with_phrases<I: IntoIterator<Item = S>, S: AsRef<str>>(phrases: I) -> Self {
+        AbstentionRule {
+            phrases: phrases
+                .into_iter()
+                .map(|s| s.as_ref().to_lowercase())
+                .collect(),
+            empty_is_abstention: true,
+        }
+    }
+
+    /// Whether `answer` is an abstention under this rule.
+    pub fn is_abstention(&self, answer: &str) -> bool {
+        let a = answer
+            .trim()
+            .trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
+            .trim_start_matches(|c: char| c == '"' || c == '\'' || c == '*')
+            .to_lowercase();
+        if a.is_empty() {
+            return self.empty_is_abstention;
+        }
+        self.phrases.iter().any(|p| a.starts_with(p.as_str()))
+    }
+}
+
+/// Keep the longest rank-order prefix of `passages` whose cost fits `budget`.
+///
+/// `cost(p)` is what passage `p` adds (tokens). Returns `(kept, dropped)` ids; passages
+/// are dropped from the lowest rank up, so `kept` is always a prefix.
+pub fn fit_passages<F: FnMut(&Context) -> usize>(
+    passages: &[Context],
+    budget: usize,
+    mut cost: F,
+) -> (usize, Vec<String>) {
+    let mut used = 0usize;
+    let mut n = 0;
+    for p in passages {
+        let c = cost(p);
+        if used + c > budget {
+            break;
+        }
+        used += c;
+        n += 1;
+    }
+    let dropped = passages[n..].iter().map(|p| p.id.clone()).collect();
+    (n, dropped)
+}
+
+/// Run `reader` over `(question, passages)` items with a kdam progress bar that shows the
+/// decode speed (tokens/s) and the abstention count as it goes. Stops at the first error,
+/// naming the item's 1-based number.
+pub fn read_all<R: Reader + ?Sized>(
+    reader: &mut R,
+    items: &[(String, Vec<Context>)],
+) -> Result<Vec<Answer>> {
+    let mut bar = crate::progress::bar(items.len(), &format!("read ({})", reader.name()));
+    let mut out = Vec::with_capacity(items.len());
+    let (mut gen, mut secs, mut abst) = (0usize, 0f64, 0usize);
+    for (i, (q, ps)) in items.iter().enumerate() {
+        let a = reader.read(q, ps).map_err(|e| Error::AtItem {
+            what: "question",
+            number: i + 1,
+            source: Box::new(e),
+        })?;
+        gen += a.usage.generated_tokens;
+        secs += a.usage.decode_secs;
+        abst += a.abstained as usize;
+        let tps = if secs > 0.0 { gen as f64 / secs } else { 0.0 };
+        bar.set_postfix(format!("{tps:.1} tok/s, {abst} abstained"));
+        crate::progress::tick(&mut bar, 1);
+        out.push(a);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abstention_rule_default() {
+        let r = AbstentionRule::default();
+        assert!(r.is_abstention("Not found."));
+        assert!(r.is_abstention("  not found"));
+        assert!(r.is_abstention("\"Not Found\""));
+        assert!(r.is_abstention("I don't know."));
+        assert!(r.is_abstention(""));
+        assert!(!r.is_abstention("Paris"));
+        assert!(!r.is_abstention("The answer is Paris."));
+        let custom = AbstentionRule::with_phrases(["N/A"]);
+        assert!(custom.is_abstention("n/a"));
+        assert!(!custom.is_abstention("Not found"));
+    }
+
+    #[test]
+    fn fit_drops_lowest_ranked() {
+        let ps: Vec<Context> = (0..4)
+            .map(|i| Context::new(format!("p{i}"), "x".repeat(10 * (i + 1))))
+            .collect();
+        let (n, dropped) = fit_passages(&ps, 35, |p| p.text.len());
+        assert_eq!(n, 2);
+        assert_eq!(dropped, vec!["p2".to_string(), "p3".to_string()]);
+        let (n, dropped) = fit_passages(&ps, 1000, |p| p.text.len());
+        assert_eq!((n, dropped.len()), (4, 0));
+        // A first passage that does not fit drops everything rather than skipping to a
+        // shorter lower-ranked one.
+        let (n, _) = fit_passages(&ps[1..], 15, |p| p.text.len());
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn empty_question_is_an_error() {
+        let e = check_question("  \n").unwrap_err().to_string();
+        assert!(e.contains("question"), "{e}");
+        assert_eq!(check_question(" Who? ").unwrap(), "Who?");
+    }
+}
