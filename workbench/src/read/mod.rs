@@ -197,7 +197,7 @@ impl AbstentionRule {
         let a = answer
             .trim()
             .trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
-            .trim_start_matches(|c: char| c == '"' || c == '\'' || c == '*')
+            .trim_start_matches(['"', '\'', '*'])
             .to_lowercase();
         if a.is_empty() {
             return self.empty_is_abstention;
