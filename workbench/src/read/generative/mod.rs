@@ -627,6 +627,7 @@ pub struct BuiltPrompt {
 }
 
 /// A [`Reader`] that generates the answer with an [`Llm`].
+#[derive(Debug)]
 pub struct GenerativeReader {
     llm: Llm,
     opts: ReaderOptions,
