@@ -77,7 +77,9 @@ fn tokenizer_round_trip_and_no_prefix_space() {
     let d = llm.tokenize("2024", false).unwrap();
     assert_eq!(d.len(), 4, "{d:?}");
     // Special tokens written in the text are parsed as tokens and left out of the text.
-    let ids = llm.tokenize("<|im_start|>user\nHi<|im_end|>", true).unwrap();
+    let ids = llm
+        .tokenize("<|im_start|>user\nHi<|im_end|>", true)
+        .unwrap();
     assert_eq!(ids[0], 1);
     assert_eq!(*ids.last().unwrap(), 2);
     assert_eq!(llm.detokenize(&ids).unwrap(), "user\nHi");
@@ -164,7 +166,10 @@ fn seeded_sampling_is_reproducible_and_stops() {
             ask(&mut llm, "Write a sentence about the sea.", &q).token_ids
         })
         .collect();
-    assert!(others.iter().any(|o| *o != a.token_ids), "seeds made no difference");
+    assert!(
+        others.iter().any(|o| *o != a.token_ids),
+        "seeds made no difference"
+    );
 
     // max_new_tokens
     let g = ask(
@@ -225,7 +230,8 @@ fn reader(context_len: usize) -> GenerativeReader {
 #[test]
 fn reader_answers_and_drops_lowest_ranked_passages() {
     let mut r = reader(400);
-    let filler = "The committee met again on Tuesday to discuss the budget of the regional library, \
+    let filler =
+        "The committee met again on Tuesday to discuss the budget of the regional library, \
                   the opening hours of the museum and the repairs to the old bridge.";
     let mut passages = vec![Context::new(
         "gold",
@@ -235,14 +241,21 @@ fn reader_answers_and_drops_lowest_ranked_passages() {
         passages.push(Context::new(format!("f{i}"), format!("{filler} ({i})")));
     }
     let a = r.read("What is the capital of France?", &passages).unwrap();
-    assert!(!a.dropped.is_empty(), "nothing dropped at a 400-token window");
+    assert!(
+        !a.dropped.is_empty(),
+        "nothing dropped at a 400-token window"
+    );
     // Kept is a rank prefix, dropped the rest, in order.
     let n = a.passage_ids.len();
     assert!(n >= 1);
     let ids: Vec<String> = passages.iter().map(|p| p.id.clone()).collect();
     assert_eq!(a.passage_ids, ids[..n]);
     assert_eq!(a.dropped, ids[n..]);
-    assert!(a.usage.prompt_tokens + 48 <= 400, "{}", a.usage.prompt_tokens);
+    assert!(
+        a.usage.prompt_tokens + 48 <= 400,
+        "{}",
+        a.usage.prompt_tokens
+    );
     assert!(r.last_prompt().contains("[1] Paris is the capital"));
     assert!(!r.last_prompt().contains(&format!("({})", 7)));
     assert!(a.text.contains("Paris"), "{:?}", a.text);
@@ -251,7 +264,9 @@ fn reader_answers_and_drops_lowest_ranked_passages() {
 
     // With a wide window nothing is dropped.
     let wide = reader(4096);
-    let b = wide.build_prompt("What is the capital of France?", &passages).unwrap();
+    let b = wide
+        .build_prompt("What is the capital of France?", &passages)
+        .unwrap();
     assert!(b.dropped.is_empty());
     assert_eq!(b.kept, passages.len());
 }
@@ -261,7 +276,16 @@ fn empty_question_is_invalid() {
     let mut r = reader(512);
     for q in ["", "  \n\t"] {
         let e = r.read(q, &[Context::new("p", "text")]).unwrap_err();
-        assert!(matches!(e, Error::InvalidParam { name: "question", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::InvalidParam {
+                    name: "question",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }
 
@@ -269,14 +293,22 @@ fn empty_question_is_invalid() {
 fn template_that_fails_to_render_is_an_error() {
     let mut llm = Llm::load(&smol_path(), &LoadOptions::default()).unwrap();
     llm.set_chat_template("{% for m in messages %}{{ m.content | no_such_filter }}{% endfor %}");
-    let e = llm.render_chat(&[ChatMessage::user("hi")], true).unwrap_err().to_string();
+    let e = llm
+        .render_chat(&[ChatMessage::user("hi")], true)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("chat template") && e.contains(SMOL_FILE), "{e}");
     assert!(e.contains("no_such_filter"), "{e}");
     llm.set_chat_template("{% if messages[0].role != 'system' %}{{ raise_exception('System role required') }}{% endif %}");
-    let e = llm.render_chat(&[ChatMessage::user("hi")], true).unwrap_err().to_string();
+    let e = llm
+        .render_chat(&[ChatMessage::user("hi")], true)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("System role required"), "{e}");
     llm.set_chat_template("{% for m in messages %}");
-    let e = GenerativeReader::new(llm, ReaderOptions::default()).unwrap_err().to_string();
+    let e = GenerativeReader::new(llm, ReaderOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("chat template"), "{e}");
 }
 
@@ -311,7 +343,10 @@ fn bad_files_are_clear_errors() {
     let trunc = dir.path().join("truncated.gguf");
     std::fs::write(&trunc, &full[..full.len() / 2]).unwrap();
     let e = load_err(&trunc);
-    assert!(e.contains("truncated.gguf") && e.contains("truncated"), "{e}");
+    assert!(
+        e.contains("truncated.gguf") && e.contains("truncated"),
+        "{e}"
+    );
     assert!(e.contains(&format!("only {} bytes", full.len() / 2)), "{e}");
     // Unsupported architecture: the same file with `llama` rewritten as `mamba`.
     let key = b"general.architecture";
@@ -326,7 +361,10 @@ fn bad_files_are_clear_errors() {
     let arch = dir.path().join("mamba.gguf");
     std::fs::write(&arch, &patched).unwrap();
     let e = load_err(&arch);
-    assert!(e.contains("mamba.gguf") && e.contains("unsupported architecture `mamba`"), "{e}");
+    assert!(
+        e.contains("mamba.gguf") && e.contains("unsupported architecture `mamba`"),
+        "{e}"
+    );
     // Nothing was written next to the inputs (no cache, no partial output).
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -341,18 +379,38 @@ fn bad_parameters_are_named() {
     let mut llm = smol();
     let ids = llm.tokenize("Hello", true).unwrap();
     let cases = [
-        (GenerateParams { max_new_tokens: 0, ..GenerateParams::default() }, "max_new_tokens"),
-        (GenerateParams { prefill_batch: 0, ..GenerateParams::default() }, "prefill_batch"),
         (
             GenerateParams {
-                sampling: Sampling::TopP { temperature: 0.0, top_p: 0.9, seed: 1 },
+                max_new_tokens: 0,
+                ..GenerateParams::default()
+            },
+            "max_new_tokens",
+        ),
+        (
+            GenerateParams {
+                prefill_batch: 0,
+                ..GenerateParams::default()
+            },
+            "prefill_batch",
+        ),
+        (
+            GenerateParams {
+                sampling: Sampling::TopP {
+                    temperature: 0.0,
+                    top_p: 0.9,
+                    seed: 1,
+                },
                 ..GenerateParams::default()
             },
             "temperature",
         ),
         (
             GenerateParams {
-                sampling: Sampling::TopP { temperature: 1.0, top_p: 1.5, seed: 1 },
+                sampling: Sampling::TopP {
+                    temperature: 1.0,
+                    top_p: 1.5,
+                    seed: 1,
+                },
                 ..GenerateParams::default()
             },
             "top_p",
@@ -360,10 +418,23 @@ fn bad_parameters_are_named() {
     ];
     for (p, name) in cases {
         let e = llm.generate_ids(&ids, &p).unwrap_err();
-        assert!(matches!(e, Error::InvalidParam { name: n, .. } if n == name), "{e}");
+        assert!(
+            matches!(e, Error::InvalidParam { name: n, .. } if n == name),
+            "{e}"
+        );
     }
-    let e = llm.generate_ids(&[], &GenerateParams::default()).unwrap_err();
-    assert!(matches!(e, Error::InvalidParam { name: "prompt", .. }), "{e}");
-    let e = llm.generate_ids(&[60000], &GenerateParams::default()).unwrap_err();
-    assert!(matches!(e, Error::InvalidParam { name: "prompt", .. }), "{e}");
+    let e = llm
+        .generate_ids(&[], &GenerateParams::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidParam { name: "prompt", .. }),
+        "{e}"
+    );
+    let e = llm
+        .generate_ids(&[60000], &GenerateParams::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidParam { name: "prompt", .. }),
+        "{e}"
+    );
 }

@@ -9,9 +9,7 @@
 use anyhow::{Context as _, Result};
 use clap::Parser;
 use std::path::PathBuf;
-use workbench::read::generative::{
-    GenerativeReader, Llm, LoadOptions, ReaderOptions, Requantize,
-};
+use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions, Requantize};
 use workbench::read::{Context, Reader};
 
 #[derive(Parser, Debug)]
@@ -97,10 +95,16 @@ fn main() -> Result<()> {
     ro.params.max_new_tokens = args.max_new_tokens;
     let mut reader = GenerativeReader::new(llm, ro)?;
     let a = reader.read(&args.question, &passages)?;
-    println!("---- prompt ----\n{}---- end of prompt ----", reader.last_prompt());
+    println!(
+        "---- prompt ----\n{}---- end of prompt ----",
+        reader.last_prompt()
+    );
     println!("answer: {}", a.text);
     println!("abstained: {}", a.abstained);
-    println!("passages used: {:?}; dropped: {:?}", a.passage_ids, a.dropped);
+    println!(
+        "passages used: {:?}; dropped: {:?}",
+        a.passage_ids, a.dropped
+    );
     let u = &a.usage;
     println!(
         "prompt tokens: {}, generated: {}; prefill {:.2} s ({:.1} tok/s), decode {:.2} s ({:.1} tok/s), total {:.2} s",

@@ -37,7 +37,10 @@ impl GgufFile {
             }
         })?;
         if !meta.is_file() {
-            return Err(Error::bad_input(path, "not a file (expected a GGUF model file)"));
+            return Err(Error::bad_input(
+                path,
+                "not a file (expected a GGUF model file)",
+            ));
         }
         let file_size = meta.len();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -167,7 +170,8 @@ impl GgufFile {
         arr.iter()
             .enumerate()
             .map(|(i, x)| {
-                value_u64(x).ok_or_else(|| self.wrong(key, format!("element {i} is not an integer")))
+                value_u64(x)
+                    .ok_or_else(|| self.wrong(key, format!("element {i} is not an integer")))
             })
             .collect::<Result<Vec<_>>>()
             .map(Some)

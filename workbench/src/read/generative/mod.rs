@@ -423,7 +423,11 @@ impl Llm {
     /// Render `messages` with the chat template; `add_generation_prompt` appends the
     /// assistant's turn opener. A template that is missing or fails to render is an error
     /// naming the file and minijinja's message.
-    pub fn render_chat(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         let Some(t) = &self.chat_template else {
             return Err(Error::bad_input(
                 &self.path,
@@ -460,10 +464,16 @@ impl Llm {
         if prompt_ids.is_empty() {
             return Err(Error::param("prompt", "the prompt has no tokens"));
         }
-        if let Some(bad) = prompt_ids.iter().find(|&&i| i as usize >= self.vocab_size()) {
+        if let Some(bad) = prompt_ids
+            .iter()
+            .find(|&&i| i as usize >= self.vocab_size())
+        {
             return Err(Error::param(
                 "prompt",
-                format!("token id {bad} is outside the vocabulary of {}", self.vocab_size()),
+                format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    self.vocab_size()
+                ),
             ));
         }
         if prompt_ids.len() >= self.context_len {
@@ -490,7 +500,10 @@ impl Llm {
         } = p.sampling
         {
             if !(temperature > 0.0 && temperature.is_finite()) {
-                return Err(Error::param("temperature", format!("{temperature} is not > 0")));
+                return Err(Error::param(
+                    "temperature",
+                    format!("{temperature} is not > 0"),
+                ));
             }
             if !(top_p > 0.0 && top_p <= 1.0) {
                 return Err(Error::param("top_p", format!("{top_p} is not in (0, 1]")));
@@ -508,7 +521,11 @@ impl Llm {
 
     /// Generate from prompt token ids (see the module doc). The KV cache is reset first,
     /// so calls are independent.
-    pub fn generate_ids(&mut self, prompt_ids: &[u32], params: &GenerateParams) -> Result<Generation> {
+    pub fn generate_ids(
+        &mut self,
+        prompt_ids: &[u32],
+        params: &GenerateParams,
+    ) -> Result<Generation> {
         self.check_params(prompt_ids, params)?;
         self.model.clear_cache();
         let t0 = Instant::now();
@@ -641,16 +658,26 @@ impl GenerativeReader {
     pub fn new(llm: Llm, opts: ReaderOptions) -> Result<Self> {
         for key in ["{question}", "{passages}"] {
             if !opts.prompt.contains(key) {
-                return Err(Error::param("prompt", format!("the prompt template has no {key}")));
+                return Err(Error::param(
+                    "prompt",
+                    format!("the prompt template has no {key}"),
+                ));
             }
         }
         if !opts.passage.contains("{text}") {
-            return Err(Error::param("passage", "the passage template has no {text}"));
+            return Err(Error::param(
+                "passage",
+                "the passage template has no {text}",
+            ));
         }
         if opts.params.max_new_tokens >= llm.context_len() {
             return Err(Error::param(
                 "max_new_tokens",
-                format!("{} leaves no room in the context of {}", opts.params.max_new_tokens, llm.context_len()),
+                format!(
+                    "{} leaves no room in the context of {}",
+                    opts.params.max_new_tokens,
+                    llm.context_len()
+                ),
             ));
         }
         let name = if opts.name.is_empty() {
@@ -737,7 +764,10 @@ impl GenerativeReader {
                 ),
             ));
         }
-        let sep = self.llm.tokenize(&self.opts.passage_separator, false)?.len();
+        let sep = self
+            .llm
+            .tokenize(&self.opts.passage_separator, false)?
+            .len();
         let mut rank = 0usize;
         let mut err = None;
         let (mut kept, _) = fit_passages(passages, room - overhead, |p| {
@@ -785,7 +815,10 @@ impl Reader for GenerativeReader {
         Ok(Answer {
             abstained: self.opts.abstention.is_abstention(&text),
             text,
-            passage_ids: passages[..built.kept].iter().map(|p| p.id.clone()).collect(),
+            passage_ids: passages[..built.kept]
+                .iter()
+                .map(|p| p.id.clone())
+                .collect(),
             dropped: built.dropped,
             evidence: None,
             score: None,

@@ -90,7 +90,9 @@ impl Config {
         let k = |s: &str| format!("{a}.{s}");
         let n_embd = g.usize(&k("embedding_length"))?;
         let n_head = g.usize(&k("attention.head_count"))?;
-        let n_kv_head = g.opt_usize(&k("attention.head_count_kv"))?.unwrap_or(n_head);
+        let n_kv_head = g
+            .opt_usize(&k("attention.head_count_kv"))?
+            .unwrap_or(n_head);
         if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
             return Err(Error::bad_input(
                 &g.path,
@@ -108,9 +110,10 @@ impl Config {
                 ));
             }
         }
-        if g.has_tensor("rope_freqs.weight") || g.get(&k("rope.scaling.type")).is_some_and(|v| {
-            v.to_string().map(|s| s != "none").unwrap_or(true)
-        }) {
+        if g.has_tensor("rope_freqs.weight")
+            || g.get(&k("rope.scaling.type"))
+                .is_some_and(|v| v.to_string().map(|s| s != "none").unwrap_or(true))
+        {
             return Err(Error::bad_input(
                 &g.path,
                 format!("{a}: RoPE scaling (rope_freqs / rope.scaling.type) is not supported"),

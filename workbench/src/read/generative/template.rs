@@ -54,10 +54,7 @@ mod tests {
     use super::*;
 
     fn msgs() -> Vec<ChatMessage> {
-        vec![
-            ChatMessage::system("Be brief."),
-            ChatMessage::user("Hi?"),
-        ]
+        vec![ChatMessage::system("Be brief."), ChatMessage::user("Hi?")]
     }
 
     #[test]
@@ -75,11 +72,23 @@ mod tests {
     #[test]
     fn errors_are_reported() {
         assert!(render("{% for m in messages %}", &msgs(), true, "", "").is_err());
-        let e = render("{{ raise_exception('no system role') }}", &msgs(), true, "", "")
-            .unwrap_err();
+        let e = render(
+            "{{ raise_exception('no system role') }}",
+            &msgs(),
+            true,
+            "",
+            "",
+        )
+        .unwrap_err();
         assert!(e.contains("no system role"), "{e}");
-        let e = render("{{ messages[0].content.nonexistent_method() }}", &msgs(), true, "", "")
-            .unwrap_err();
+        let e = render(
+            "{{ messages[0].content.nonexistent_method() }}",
+            &msgs(),
+            true,
+            "",
+            "",
+        )
+        .unwrap_err();
         assert!(e.contains("nonexistent_method"), "{e}");
     }
 }

@@ -75,7 +75,9 @@ impl GgufTokenizer {
         if model != "gpt2" {
             return Err(tok_err(
                 g,
-                format!("tokenizer.ggml.model `{model}` is not supported (only `gpt2` byte-level BPE)"),
+                format!(
+                    "tokenizer.ggml.model `{model}` is not supported (only `gpt2` byte-level BPE)"
+                ),
             ));
         }
         let tokens = g.strings("tokenizer.ggml.tokens")?;
@@ -154,7 +156,10 @@ impl GgufTokenizer {
         let id = |key: &str| -> Result<Option<u32>> {
             match g.opt_usize(key)? {
                 Some(i) if i < tokens.len() => Ok(Some(i as u32)),
-                Some(i) => Err(tok_err(g, format!("{key} = {i} is outside the vocabulary of {}", tokens.len()))),
+                Some(i) => Err(tok_err(
+                    g,
+                    format!("{key} = {i} is outside the vocabulary of {}", tokens.len()),
+                )),
                 None => Ok(None),
             }
         };
