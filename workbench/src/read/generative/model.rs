@@ -36,6 +36,10 @@ pub(crate) struct Config {
 }
 
 struct Layer {
+    /// The q, k, v and gate, up weights, for candle's fused single-row matmul (one
+    /// activation quantisation and one parallel region per group) in decode.
+    qkv_t: [Arc<QTensor>; 3],
+    gate_up_t: [Arc<QTensor>; 2],
     attn_norm: Tensor,
     wq: QMatMul,
     wk: QMatMul,
@@ -73,6 +77,8 @@ pub(crate) struct Model {
     pub requantized: usize,
     /// Bytes of the weights as held in memory.
     pub weight_bytes: usize,
+    /// Use candle's fused single-row matmuls in decode (where it has them).
+    pub fuse: bool,
 }
 
 fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error {
@@ -145,14 +151,15 @@ impl Model {
         let cpu = Device::Cpu;
         let mut requantized = 0usize;
         let mut weight_bytes = 0usize;
-        let mut qmm = |g: &mut GgufFile, name: &str| -> Result<QMatMul> {
+        let mut qmm_arc = |g: &mut GgufFile, name: &str| -> Result<(QMatMul, Arc<QTensor>)> {
             let before = g.tensor_dtype(name);
             let t = g.tensor(name, requant)?;
             if before != Some(t.dtype()) {
                 requantized += 1;
             }
             weight_bytes += t.storage_size_in_bytes();
-            QMatMul::from_qtensor(t).map_err(ce(&path, name))
+            let t = Arc::new(t);
+            Ok((QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?, t))
         };
         let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
             g.tensor(name, false)?
@@ -169,7 +176,7 @@ impl Model {
         let embd = Arc::new(g.tensor("token_embd.weight", false)?);
         let embd_bytes = embd.storage_size_in_bytes();
         let output = if g.has_tensor("output.weight") {
-            qmm(g, "output.weight")?
+            qmm_arc(g, "output.weight")?.0
         } else {
             QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?
         };
@@ -189,19 +196,26 @@ impl Model {
                     opt_vec(g, &p("attn_v.bias"))?,
                 ),
             };
+            let (wq, q_t) = qmm_arc(g, &p("attn_q.weight"))?;
+            let (wk, k_t) = qmm_arc(g, &p("attn_k.weight"))?;
+            let (wv, v_t) = qmm_arc(g, &p("attn_v.weight"))?;
+            let (gate, gate_t) = qmm_arc(g, &p("ffn_gate.weight"))?;
+            let (up, up_t) = qmm_arc(g, &p("ffn_up.weight"))?;
             layers.push(Layer {
+                qkv_t: [q_t, k_t, v_t],
+                gate_up_t: [gate_t, up_t],
                 attn_norm: vec(g, &p("attn_norm.weight"))?,
-                wq: qmm(g, &p("attn_q.weight"))?,
-                wk: qmm(g, &p("attn_k.weight"))?,
-                wv: qmm(g, &p("attn_v.weight"))?,
+                wq,
+                wk,
+                wv,
                 bq,
                 bk,
                 bv,
-                wo: qmm(g, &p("attn_output.weight"))?,
+                wo: qmm_arc(g, &p("attn_output.weight"))?.0,
                 ffn_norm: vec(g, &p("ffn_norm.weight"))?,
-                gate: qmm(g, &p("ffn_gate.weight"))?,
-                up: qmm(g, &p("ffn_up.weight"))?,
-                down: qmm(g, &p("ffn_down.weight"))?,
+                gate,
+                up,
+                down: qmm_arc(g, &p("ffn_down.weight"))?.0,
             });
         }
         let (cos, sin) = rope_tables(cfg.head_dim, cfg.rope_base, max_ctx)
@@ -224,6 +238,7 @@ impl Model {
             cache,
             requantized,
             weight_bytes: weight_bytes + embd_bytes,
+            fuse: std::env::var("WORKBENCH_LLM_NO_FUSE").map_or(true, |v| v.is_empty() || v == "0"),
         })
     }
 
@@ -303,9 +318,16 @@ impl Model {
         let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &l.attn_norm, cfg.eps)?;
-            let mut q = l.wq.forward(&h)?;
-            let mut k = l.wk.forward(&h)?;
-            let mut v = l.wv.forward(&h)?;
+            let fused = if t == 1 && self.fuse {
+                let [a, b, c] = &l.qkv_t;
+                QTensor::gemv_fused_shared_lhs(&[a.as_ref(), b.as_ref(), c.as_ref()], &h)?
+            } else {
+                None
+            };
+            let (mut q, mut k, mut v) = match fused.and_then(|v| <[Tensor; 3]>::try_from(v).ok()) {
+                Some([q, k, v]) => (q, k, v),
+                None => (l.wq.forward(&h)?, l.wk.forward(&h)?, l.wv.forward(&h)?),
+            };
             if let Some(b) = &l.bq {
                 q = q.broadcast_add(b)?;
             }
@@ -349,8 +371,16 @@ impl Model {
             let o = l.wo.forward(&y)?;
             x = (x + o)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
-            let gt = l.gate.forward(&h)?.silu()?;
-            let up = l.up.forward(&h)?;
+            let fused = if t == 1 && self.fuse {
+                let [a, b] = &l.gate_up_t;
+                QTensor::gemv_fused_shared_lhs(&[a.as_ref(), b.as_ref()], &h)?
+            } else {
+                None
+            };
+            let (gt, up) = match fused.and_then(|v| <[Tensor; 2]>::try_from(v).ok()) {
+                Some([gt, up]) => (gt.silu()?, up),
+                None => (l.gate.forward(&h)?.silu()?, l.up.forward(&h)?),
+            };
             let ff = l.down.forward(&(gt * up)?)?;
             x = (x + ff)?;
         }
