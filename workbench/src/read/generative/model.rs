@@ -352,8 +352,10 @@ impl Model {
             };
             self.cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
             self.cache.v[li].slice_set(&v, 1, pos)?;
-            let kc = self.cache.k[li].narrow(1, 0, kv_len)?;
-            let vc = self.cache.v[li].narrow(1, 0, kv_len)?;
+            // Contiguous copies: candle's batched matmul gave wrong scores on the strided
+            // cache views when a multi-token chunk follows cached positions.
+            let kc = self.cache.k[li].narrow(1, 0, kv_len)?.contiguous()?;
+            let vc = self.cache.v[li].narrow(1, 0, kv_len)?.contiguous()?;
             // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
             let q = q.reshape((nkv, group * t, hd))?;
             let att = (q.matmul(&kc.t()?)? * scale)?;
