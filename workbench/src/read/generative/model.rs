@@ -263,8 +263,10 @@ impl Model {
             let nk = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
             let nv = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
             if self.cache.len > 0 {
-                nk.slice_set(&self.cache.k[l].narrow(1, 0, self.cache.len)?, 1, 0)?;
-                nv.slice_set(&self.cache.v[l].narrow(1, 0, self.cache.len)?, 1, 0)?;
+                let ok = self.cache.k[l].narrow(1, 0, self.cache.len)?.contiguous()?;
+                let ov = self.cache.v[l].narrow(1, 0, self.cache.len)?.contiguous()?;
+                nk.slice_set(&ok, 1, 0)?;
+                nv.slice_set(&ov, 1, 0)?;
             }
             k.push(nk);
             v.push(nv);
