@@ -75,9 +75,10 @@ pub(crate) struct Model {
     pub weight_bytes: usize,
 }
 
-fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error {
     let what = what.to_string();
-    move |e| Error::bad_input(path, format!("{what}: {e}"))
+    let path = path.to_path_buf();
+    move |e| Error::bad_input(&path, format!("{what}: {e}"))
 }
 
 impl Config {
