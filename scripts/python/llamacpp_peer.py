@@ -164,8 +164,10 @@ class Peer:
     def detokenize(self, ids: list[int]) -> str:
         return self.post("/detokenize", {"tokens": ids})["content"]
 
-    def greedy(self, prompt_ids: list[int], n_predict: int) -> dict:
-        """Greedy continuation of `prompt_ids`: the /completion response (tokens, stop_type, timings)."""
+    def greedy(self, prompt_ids: list[int], n_predict: int, n_probs: int = 0) -> dict:
+        """Greedy continuation of `prompt_ids`: the /completion response (tokens, stop_type,
+        timings; with `n_probs` > 0 also `completion_probabilities`, each generated token's
+        top `n_probs` log-probabilities under the model's full softmax)."""
         return self.post(
             "/completion",
             {
@@ -177,5 +179,6 @@ class Peer:
                 "return_tokens": True,
                 "cache_prompt": False,
                 "ignore_eos": False,
+                "n_probs": n_probs,
             },
         )

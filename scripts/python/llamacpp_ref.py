@@ -29,6 +29,11 @@ Writes tests/data/llamacpp_reference.json:
          "continuations": [       # one per prompt
            {"prompt_ids": [...],  # the prompt as llama.cpp's server tokenises text (add_special, parse_special)
             "ids": [...],         # up to n_predict greedy tokens (fewer when EOS came first)
+            "gaps": [...],        # per generated token: log p(top 1) - log p(top 2), i.e. the logit
+                                  #   margin of the greedy choice (3 decimals); small = a near tie
+            "ids_fa_off": [...],  # the same continuation from llama.cpp with flash attention off
+                                  #   (another arithmetic path of llama.cpp itself: how far two
+                                  #   correct implementations drift apart on this model)
             "stop_type": "limit" | "eos" | …,
             "text": "…"}          # llama.cpp's detokenisation of ids, for people reading a failure
          ]}}}
@@ -123,16 +128,36 @@ def main() -> None:
         conts = []
         for prompt in PROMPTS:
             ids = peer.tokenize(prompt, add_special=True, parse_special=True)
-            r = peer.greedy(ids, args.n_predict)
+            r = peer.greedy(ids, args.n_predict, n_probs=2)
             out.setdefault("llama_cpp_build", r.get("system_fingerprint") or "")
             gen = [int(t) for t in r["tokens"]]
             if r.get("tokens_evaluated") != len(ids):
                 raise SystemExit(f"{key}: llama.cpp evaluated {r.get('tokens_evaluated')} prompt tokens, sent {len(ids)}")
-            conts.append({"prompt_ids": ids, "ids": gen, "stop_type": r.get("stop_type"), "text": peer.detokenize(gen)})
+            gaps = []
+            for tok, cp in zip(gen, r["completion_probabilities"]):
+                top = cp["top_logprobs"]
+                if cp["id"] != tok or top[0]["id"] != tok:
+                    raise SystemExit(f"{key}: llama.cpp's probabilities do not follow its greedy tokens: {cp}")
+                gaps.append(round(top[0]["logprob"] - top[1]["logprob"], 3) if len(top) > 1 else None)
+            conts.append(
+                {
+                    "prompt_ids": ids,
+                    "ids": gen,
+                    "gaps": gaps,
+                    "stop_type": r.get("stop_type"),
+                    "text": peer.detokenize(gen),
+                }
+            )
         # Determinism: the first prompt again gives the same ids.
         again = [int(t) for t in peer.greedy(conts[0]["prompt_ids"], args.n_predict)["tokens"]]
         if again != conts[0]["ids"]:
             raise SystemExit(f"{key}: llama.cpp's greedy continuation is not repeatable: {conts[0]['ids']} vs {again}")
+        del peer
+        # llama.cpp against itself: flash attention off (another reduction order).
+        alt = Peer(path, threads=args.threads, flash_attn="off")
+        for c in conts:
+            c["ids_fa_off"] = [int(t) for t in alt.greedy(c["prompt_ids"], args.n_predict)["tokens"]]
+        del alt
         out["models"][key] = {
             "file": path.name,
             "sha256": sha,
@@ -141,7 +166,12 @@ def main() -> None:
             "tokens": tokens,
             "continuations": conts,
         }
-        del peer
+        def prefix(a, b):
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            return n
+
         print(
             json.dumps(
                 {
@@ -151,6 +181,7 @@ def main() -> None:
                     "string_tokens": [len(t["plain"]) for t in tokens],
                     "continuation_lengths": [len(c["ids"]) for c in conts],
                     "stop_types": [c["stop_type"] for c in conts],
+                    "fa_off_prefix_agreement": [prefix(c["ids"], c["ids_fa_off"]) for c in conts],
                 }
             ),
             file=sys.stderr,
