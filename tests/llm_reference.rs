@@ -219,7 +219,12 @@ fn check_tokens(llm: &Llm, m: &ModelRef) -> TokenCheck {
         cmp("add_special + parse_special", s, tok(s, true), &t.special);
     }
     for (p, cont) in r.prompts.iter().zip(&m.continuations) {
-        cmp("prompt (add_special + parse_special)", p, tok(p, true), &cont.prompt_ids);
+        cmp(
+            "prompt (add_special + parse_special)",
+            p,
+            tok(p, true),
+            &cont.prompt_ids,
+        );
     }
     c.mismatches
         .extend(check_add_bos(llm, m).map(|(a, b)| ("BOS".to_string(), "a".to_string(), a, b)));
@@ -341,7 +346,11 @@ fn table(model: &str, rows: &[Row]) -> Table {
     .caption(format!("{model}: greedy continuations against llama.cpp"));
     for (i, r) in rows.iter().enumerate() {
         let diff = if r.agree < r.reference.len() {
-            let o = r.ours.get(r.agree).map(|&x| show(&[x])).unwrap_or("(end)".into());
+            let o = r
+                .ours
+                .get(r.agree)
+                .map(|&x| show(&[x]))
+                .unwrap_or("(end)".into());
             format!("@{}: {o} / {}", r.agree, show(&[r.reference[r.agree]]))
         } else {
             "-".into()
@@ -357,7 +366,11 @@ fn table(model: &str, rows: &[Row]) -> Table {
             r.gap_at_difference
                 .map(|g| format!("{g:.3}"))
                 .unwrap_or("-".into()),
-            format!("{}/{}", r.fa_off_agree.min(r.reference.len()), r.reference.len()),
+            format!(
+                "{}/{}",
+                r.fa_off_agree.min(r.reference.len()),
+                r.reference.len()
+            ),
         ])
         .unwrap();
     }
@@ -602,10 +615,7 @@ fn reference_all_models() {
                 .map(|r| r.agree as f64 / r.reference.len().max(1) as f64)
                 .sum::<f64>()
                 / rows.len() as f64,
-            prompts_full_agree: rows
-                .iter()
-                .filter(|r| r.agree == r.reference.len())
-                .count(),
+            prompts_full_agree: rows.iter().filter(|r| r.agree == r.reference.len()).count(),
             tokens,
             rows,
         };

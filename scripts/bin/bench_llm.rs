@@ -184,12 +184,7 @@ fn bandwidth(bytes: usize, threads: usize) -> Bandwidth {
         let total: u64 = std::thread::scope(|s| {
             let hs: Vec<_> = src
                 .chunks(chunk)
-                .map(|c| {
-                    s.spawn(move || {
-                        c.iter()
-                            .fold(0u64, |a, &x| a.wrapping_add(x ^ (a >> 7)))
-                    })
-                })
+                .map(|c| s.spawn(move || c.iter().fold(0u64, |a, &x| a.wrapping_add(x ^ (a >> 7)))))
                 .collect();
             hs.into_iter()
                 .map(|h| h.join().unwrap_or(0))
@@ -246,7 +241,9 @@ impl Peer {
             .stderr(Stdio::inherit())
             .spawn()
             .with_context(|| {
-                format!("starting the llama.cpp peer with {python} (make the venv with scripts/bench)")
+                format!(
+                    "starting the llama.cpp peer with {python} (make the venv with scripts/bench)"
+                )
             })?;
         let stdin = child.stdin.take().context("peer stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("peer stdout")?);
@@ -301,7 +298,11 @@ impl Peer {
 // ---------------------------------------------------------------- prompts
 
 /// The benchmark's prompts for one model: (name, text, ids).
-fn prompts(llm: &Llm, assets: &Assets, long_tokens: usize) -> Result<Vec<(String, String, Vec<u32>)>> {
+fn prompts(
+    llm: &Llm,
+    assets: &Assets,
+    long_tokens: usize,
+) -> Result<Vec<(String, String, Vec<u32>)>> {
     let passages = assets.resolve(PASSAGES, "infos.csv")?;
     let questions = assets.resolve(PASSAGES, "questions.csv")?;
     let (docs, qas) = workbench::load::rag_mini::load_csv(&passages, &questions)?;
@@ -336,7 +337,10 @@ fn prompts(llm: &Llm, assets: &Assets, long_tokens: usize) -> Result<Vec<(String
     }
     let long = render(n)?;
     let short = llm.render_chat(
-        &[ChatMessage::system(SYSTEM), ChatMessage::user(SHORT_QUESTION)],
+        &[
+            ChatMessage::system(SYSTEM),
+            ChatMessage::user(SHORT_QUESTION),
+        ],
         true,
     )?;
     let mut out = Vec::new();
@@ -661,8 +665,19 @@ fn main() -> Result<()> {
     std::fs::write(out.path(SUMMARY_FILE), &md)?;
     t.write_csv(&out.path("bench.csv"))?;
     let mut rt = Table::new([
-        "model", "prompt", "round", "system", "order", "prompt_tokens", "generated_tokens",
-        "decode_steps", "prefill_s", "decode_s", "prefill_tok_s", "decode_tok_s", "wall_s",
+        "model",
+        "prompt",
+        "round",
+        "system",
+        "order",
+        "prompt_tokens",
+        "generated_tokens",
+        "decode_steps",
+        "prefill_s",
+        "decode_s",
+        "prefill_tok_s",
+        "decode_tok_s",
+        "wall_s",
     ]);
     for r in &runs {
         rt.push([
