@@ -127,16 +127,16 @@ export PEERS_VENV="${WORKBENCH_PEERS_VENV:-$WORKBENCH_HOME/peers-venv}"
 
 ensure_peers() {
   # Python peers for benchmarks and reference checks (scripts/python/): sentence-transformers,
-  # bm25s, ONNX Runtime and OpenVINO, in a venv of their own. PyPI's Linux torch is the CUDA build, so this venv is
+  # bm25s (numba), ONNX Runtime, OpenVINO and llama.cpp (xllamacpp), in a venv of their own. PyPI's Linux torch is the CUDA build, so this venv is
   # 4.5 GB even trimmed; it stays out of Jupyter's venv and is only made when a step needs it.
   # requirements-peers.txt is a full lock (--no-deps); a changed lock reinstalls.
   local req="$ROOT/scripts/python/requirements-peers.txt" stamp="$PEERS_VENV/.requirements.sha256"
   if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(sha256sum <"$req")" ] &&
-         "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino' >/dev/null 2>&1; }; then
-    step "python peers venv with sentence-transformers, bm25s, torch, onnxruntime, openvino ($PEERS_VENV, one-off: ~2.7 GB download, 5 GB on disk, ~2.5 min here)"
+         "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp' >/dev/null 2>&1; }; then
+    step "python peers venv with sentence-transformers, bm25s, torch, onnxruntime, openvino, numba, xllamacpp ($PEERS_VENV, one-off: ~2.7 GB download, 5 GB on disk, ~2.5 min here)"
     python3 -m venv "$PEERS_VENV"
     "$PEERS_VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-deps -r "$req"
-    "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino'
+    "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp'
     sha256sum <"$req" >"$stamp"
   fi
 }

@@ -1,0 +1,708 @@
+//! Benchmark: prefill and decode tokens/s of our GGUF reader (candle, `read::generative`)
+//! against llama.cpp (the `xllamacpp` wheel) on the same GGUF files, the same prompt token
+//! ids and the same thread count, interleaved in one run.
+//!
+//! ```text
+//! cargo run --release --bin bench_llm [-- --models qwen2.5-coder-1.5b-instruct-gguf --rounds 5 --threads 2]
+//! ```
+//!
+//! Prompts (built once per model with its chat template, tokenised by us; llama.cpp gets the
+//! same ids, used as is): a RAG prompt of about `--long-tokens` tokens — a system message,
+//! RAG-Mini-Wikipedia passages (the first passage holding the answer of question q4, then
+//! the following passages of the same article in file order, as many as fit) and the
+//! question — and a short prompt of about `--short-tokens` tokens (a question without
+//! passages). Both ask for a detailed answer so that decoding runs for a while; generation is
+//! greedy, at most `--new-tokens` tokens, ending early at end-of-generation on both sides.
+//!
+//! Each model: both systems load, one untimed warm-up generation per prompt on each side,
+//! then `--rounds` rounds; in a round each prompt is run by both systems, the order of the two
+//! systems alternating from round to round. Reported: the median over rounds of
+//!
+//! - prefill tokens/s = prompt tokens / prompt time (ours: [`Generation::prefill_secs`];
+//!   llama.cpp: its server's `prompt_ms`),
+//! - decode tokens/s = decode forward passes / decode time, where the passes are generated
+//!   tokens − 1 (the first token comes from the prompt's logits) on both sides (ours:
+//!   [`Generation::decode_steps`] / `decode_secs`; llama.cpp: (`predicted_n` − 1) /
+//!   `predicted_ms`, llama.cpp's own generation timer, which starts when the first token is
+//!   sampled),
+//!
+//! and the ratio ours / llama.cpp of the medians. Besides: how many leading generated tokens
+//! agree between the two (same greedy ids expected up to quantised-arithmetic differences),
+//! the in-process memory bandwidth (a `--threads`-thread sequential read and a memcpy of
+//! 512 MiB, best of 3) and the decode bound it implies, bandwidth / GGUF file bytes (decode
+//! streams every weight once per token), and the load average (`uptime`) before and after.
+//!
+//! llama.cpp's configuration is its fastest documented one for one CPU sequence (see
+//! `scripts/python/llamacpp_peer.py`): `--threads` threads for prompt and generation (= the
+//! physical cores by default, 2 here), n_batch 2048 / n_ubatch 512, flash attention `auto`
+//! (on for CPU; `--flash-attn`), REPACK weight layouts, mmap'd weights paged in by the
+//! warm-up, no prompt cache. Ours: `--threads` for candle's pool (RAYON_NUM_THREADS /
+//! CANDLE_NUM_THREADS), prefill batch `--prefill-batch` (512, llama.cpp's ubatch),
+//! `--requantize` as [`LoadOptions`] (default: the library's).
+//!
+//! Needs the peers venv (`scripts/bench` makes it). Writes `data/results/bench_llm/`:
+//! `config.json`, `rounds.csv` (every timed generation), `bench.md` / `bench.csv` (the
+//! table), `summary.json`.
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::display::Table;
+use workbench::read::generative::{
+    ChatMessage, GenerateParams, Llm, LoadOptions, Requantize, Sampling,
+};
+use workbench::results::Experiment;
+
+const NAME: &str = "bench_llm";
+const SUMMARY_FILE: &str = "bench.md";
+const PASSAGES: &str = "rag-mini-wikipedia";
+/// The question of the RAG prompt: q4 "When did Lincoln begin his political career?" (1832).
+const QUESTION_ROW: usize = 4;
+const SYSTEM: &str = "You answer questions using the passages you are given. Answer the question, \
+                      then explain your answer in detail, quoting the passages that support it.";
+const SHORT_QUESTION: &str = "Explain in detail how the Okapi BM25 ranking function scores a \
+                              document for a query, and why it saturates term frequency.";
+const MODELS: [&str; 3] = [
+    "smollm2-135m-instruct-gguf",
+    "qwen2.5-coder-0.5b-instruct-gguf",
+    "qwen2.5-coder-1.5b-instruct-gguf",
+];
+
+#[derive(Parser, Serialize, Debug)]
+#[command(
+    about = "GGUF reader prefill/decode tokens/s vs llama.cpp (xllamacpp), same GGUF, same ids, same threads, interleaved"
+)]
+struct Args {
+    /// Models (asset names), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = MODELS.map(String::from))]
+    models: Vec<String>,
+    /// Threads on both sides (llama.cpp n_threads and n_threads_batch; candle's pool).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Timed rounds (each runs every prompt on both systems; medians are reported).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Target length of the RAG prompt, tokens (passages are added while they fit).
+    #[arg(long, default_value_t = 600)]
+    long_tokens: usize,
+    /// Generated tokens at most (greedy; fewer when a model ends its answer).
+    #[arg(long, default_value_t = 64)]
+    new_tokens: usize,
+    /// Our prompt batch (tokens per prefill forward pass).
+    #[arg(long, default_value_t = 512)]
+    prefill_batch: usize,
+    /// Our requantisation of Q4_1/Q5_0/Q5_1 weights: auto, never, always.
+    #[arg(long, default_value = "auto", value_parser = parse_requantize)]
+    requantize: Requantize,
+    /// llama.cpp's flash attention: auto, on, off.
+    #[arg(long, default_value = "auto")]
+    flash_attn: String,
+    /// Python of the peers venv.
+    #[arg(
+        long,
+        env = "PEERS_PYTHON",
+        default_value = "~/.cache/rag-workbench/peers-venv/bin/python"
+    )]
+    #[serde(skip)]
+    python: String,
+    /// Accepted for symmetry with the experiments; benchmarks always re-run.
+    #[arg(long)]
+    #[serde(skip)]
+    force: bool,
+}
+
+fn parse_requantize(s: &str) -> std::result::Result<Requantize, String> {
+    match s {
+        "auto" => Ok(Requantize::Auto),
+        "never" => Ok(Requantize::Never),
+        "always" => Ok(Requantize::Always),
+        _ => Err(format!("`{s}`: expected auto, never or always")),
+    }
+}
+
+#[derive(Serialize)]
+struct Config<'a> {
+    args: &'a Args,
+    inputs: Vec<(String, String)>,
+    program_sha256: String,
+}
+
+/// Median (mean of the two middle values for an even count); NaN when empty.
+fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    workbench::evaluate::quantile(&s, 0.5)
+}
+
+/// `uptime`'s line, or /proc/loadavg when the command is missing.
+fn uptime() -> String {
+    Command::new("uptime")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/loadavg")
+                .map(|s| format!("load average: {}", s.trim()))
+                .unwrap_or_default()
+        })
+}
+
+fn expand_home(p: &str) -> String {
+    match p.strip_prefix('~') {
+        Some(rest) => format!("{}{rest}", std::env::var("HOME").unwrap_or_default()),
+        None => p.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------- memory bandwidth
+
+/// Bytes per second of a `threads`-thread sequential read and of a single memcpy, best of 3
+/// over `bytes` bytes.
+#[derive(Serialize, Clone, Copy, Debug)]
+struct Bandwidth {
+    buffer_bytes: usize,
+    read_threads: usize,
+    read_bytes_per_s: f64,
+    memcpy_bytes_per_s: f64,
+}
+
+fn bandwidth(bytes: usize, threads: usize) -> Bandwidth {
+    let n = bytes / 8;
+    let src: Vec<u64> = (0..n as u64).collect();
+    let mut dst = vec![0u64; n];
+    let mut best_read = f64::INFINITY;
+    let mut best_copy = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let chunk = n.div_ceil(threads);
+        let total: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = src
+                .chunks(chunk)
+                .map(|c| s.spawn(move || c.iter().fold(0u64, |a, &x| a.wrapping_add(x ^ (a >> 7)))))
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or(0))
+                .fold(0, u64::wrapping_add)
+        });
+        std::hint::black_box(total);
+        best_read = best_read.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&dst);
+        best_copy = best_copy.min(t.elapsed().as_secs_f64());
+    }
+    Bandwidth {
+        buffer_bytes: n * 8,
+        read_threads: threads,
+        read_bytes_per_s: (n * 8) as f64 / best_read,
+        memcpy_bytes_per_s: (n * 8) as f64 / best_copy,
+    }
+}
+
+// ---------------------------------------------------------------- llama.cpp peer
+
+/// The long-lived `bench_llamacpp.py` process.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    ready: serde_json::Value,
+}
+
+/// One llama.cpp generation, as `bench_llamacpp.py` reports it.
+#[derive(Deserialize, Debug, Clone)]
+struct PeerGen {
+    prompt_n: usize,
+    prompt_ms: f64,
+    predicted_n: usize,
+    predicted_ms: f64,
+    tokens: Vec<u32>,
+    stop_type: Option<String>,
+    wall_ms: f64,
+}
+
+impl Peer {
+    fn start(args: &Args, root: &Path, model: &Path) -> Result<Self> {
+        let python = expand_home(&args.python);
+        let mut child = Command::new(&python)
+            .arg(root.join("scripts/python/bench_llamacpp.py"))
+            .arg("--model")
+            .arg(model)
+            .args(["--threads", &args.threads.to_string()])
+            .args(["--flash-attn", &args.flash_attn])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "starting the llama.cpp peer with {python} (make the venv with scripts/bench)"
+                )
+            })?;
+        let stdin = child.stdin.take().context("peer stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("peer stdout")?);
+        let mut p = Peer {
+            child,
+            stdin,
+            stdout,
+            ready: serde_json::Value::Null,
+        };
+        let ready: serde_json::Value = p.read_line()?;
+        ensure!(
+            ready["ready"] == true,
+            "llama.cpp peer: unexpected first line {ready}"
+        );
+        p.ready = ready;
+        Ok(p)
+    }
+
+    fn read_line<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line)?;
+        if n == 0 {
+            let status = self.child.wait()?;
+            bail!("the llama.cpp peer ended ({status}); its error is printed above");
+        }
+        serde_json::from_str(&line).with_context(|| format!("llama.cpp peer printed {line:?}"))
+    }
+
+    fn generate(&mut self, prompt_ids: &[u32], n_predict: usize) -> Result<PeerGen> {
+        let req = serde_json::json!({ "prompt_ids": prompt_ids, "n_predict": n_predict });
+        writeln!(self.stdin, "{req}")?;
+        self.stdin.flush()?;
+        let g: PeerGen = self.read_line()?;
+        ensure!(
+            g.prompt_n == prompt_ids.len(),
+            "llama.cpp processed {} prompt tokens, sent {}",
+            g.prompt_n,
+            prompt_ids.len()
+        );
+        Ok(g)
+    }
+
+    fn stop(mut self) -> Result<()> {
+        writeln!(self.stdin, "{{\"quit\": true}}")?;
+        self.stdin.flush()?;
+        let status = self.child.wait()?;
+        ensure!(status.success(), "llama.cpp peer exited with {status}");
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- prompts
+
+/// The benchmark's prompts for one model: (name, text, ids).
+fn prompts(
+    llm: &Llm,
+    assets: &Assets,
+    long_tokens: usize,
+) -> Result<Vec<(String, String, Vec<u32>)>> {
+    let passages = assets.resolve(PASSAGES, "infos.csv")?;
+    let questions = assets.resolve(PASSAGES, "questions.csv")?;
+    let (docs, qas) = workbench::load::rag_mini::load_csv(&passages, &questions)?;
+    let qa = qas
+        .get(QUESTION_ROW)
+        .with_context(|| format!("{PASSAGES}: no question row {QUESTION_ROW}"))?;
+    let answer = qa.answers.first().context("question without an answer")?;
+    let first = docs
+        .iter()
+        .position(|d| d.text.contains(answer.as_str()))
+        .with_context(|| format!("{PASSAGES}: no passage holds the answer {answer:?}"))?;
+    let render = |n: usize| -> Result<String> {
+        let body: Vec<String> = docs[first..first + n]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("[{}] {}", i + 1, d.text.trim()))
+            .collect();
+        let user = format!(
+            "Passages:\n{}\n\nQuestion: {}\nAnswer:",
+            body.join("\n\n"),
+            qa.question
+        );
+        Ok(llm.render_chat(
+            &[ChatMessage::system(SYSTEM), ChatMessage::user(user)],
+            true,
+        )?)
+    };
+    // As many passages as keep the prompt within `long_tokens`, at least one.
+    let mut n = 1;
+    while first + n < docs.len() && llm.tokenize(&render(n + 1)?, true)?.len() <= long_tokens {
+        n += 1;
+    }
+    let long = render(n)?;
+    let short = llm.render_chat(
+        &[
+            ChatMessage::system(SYSTEM),
+            ChatMessage::user(SHORT_QUESTION),
+        ],
+        true,
+    )?;
+    let mut out = Vec::new();
+    for (name, text) in [("rag", long), ("short", short)] {
+        let ids = llm.tokenize(&text, true)?;
+        out.push((name.to_string(), text, ids));
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------- runs
+
+/// One timed generation.
+#[derive(Serialize, Clone, Debug)]
+struct Run {
+    model: String,
+    prompt: String,
+    round: usize,
+    system: &'static str,
+    /// Position of this system in the round (0 first).
+    order: usize,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    decode_steps: usize,
+    prefill_s: f64,
+    decode_s: f64,
+    prefill_tok_s: f64,
+    decode_tok_s: f64,
+    wall_s: f64,
+}
+
+const OURS: &str = "workbench (candle)";
+const LLAMA: &str = "llama.cpp (xllamacpp)";
+
+fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run, Vec<u32>)> {
+    let t = Instant::now();
+    let g = llm.generate_ids(ids, params)?;
+    let wall = t.elapsed().as_secs_f64();
+    let r = Run {
+        model: String::new(),
+        prompt: String::new(),
+        round: 0,
+        system: OURS,
+        order: 0,
+        prompt_tokens: g.prompt_tokens,
+        generated_tokens: g.generated_tokens,
+        decode_steps: g.decode_steps,
+        prefill_s: g.prefill_secs,
+        decode_s: g.decode_secs,
+        prefill_tok_s: g.prompt_tokens as f64 / g.prefill_secs,
+        decode_tok_s: if g.decode_steps > 0 {
+            g.decode_steps as f64 / g.decode_secs
+        } else {
+            f64::NAN
+        },
+        wall_s: wall,
+    };
+    Ok((r, g.token_ids))
+}
+
+fn run_llama(peer: &mut Peer, ids: &[u32], n_predict: usize) -> Result<(Run, Vec<u32>)> {
+    let g = peer.generate(ids, n_predict)?;
+    let steps = g.predicted_n.saturating_sub(1);
+    let mut tokens = g.tokens.clone();
+    if g.stop_type.as_deref() == Some("eos") {
+        tokens.pop(); // the end-of-generation id; ours leaves it out too
+    }
+    let r = Run {
+        model: String::new(),
+        prompt: String::new(),
+        round: 0,
+        system: LLAMA,
+        order: 0,
+        prompt_tokens: g.prompt_n,
+        generated_tokens: tokens.len(),
+        decode_steps: steps,
+        prefill_s: g.prompt_ms / 1e3,
+        decode_s: g.predicted_ms / 1e3,
+        prefill_tok_s: g.prompt_n as f64 / (g.prompt_ms / 1e3),
+        decode_tok_s: if steps > 0 {
+            steps as f64 / (g.predicted_ms / 1e3)
+        } else {
+            f64::NAN
+        },
+        wall_s: g.wall_ms / 1e3,
+    };
+    Ok((r, tokens))
+}
+
+/// One (model, prompt) line of the table.
+#[derive(Serialize, Clone, Debug)]
+struct Line {
+    model: String,
+    prompt: String,
+    prompt_tokens: usize,
+    generated_ours: usize,
+    generated_llama: usize,
+    /// Leading generated tokens equal on both sides (first timed round).
+    agree: usize,
+    ours_prefill_tok_s: f64,
+    llama_prefill_tok_s: f64,
+    prefill_ratio: f64,
+    ours_decode_tok_s: f64,
+    llama_decode_tok_s: f64,
+    decode_ratio: f64,
+    file_bytes: u64,
+    /// Read bandwidth / file bytes.
+    decode_bound_tok_s: f64,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    ensure!(
+        args.rounds > 0 && args.threads > 0 && args.new_tokens > 1 && args.prefill_batch > 0,
+        "--rounds, --threads, --prefill-batch must be at least 1 and --new-tokens at least 2"
+    );
+    ensure!(
+        ["auto", "on", "off"].contains(&args.flash_attn.as_str()),
+        "--flash-attn: `{}`: expected auto, on or off",
+        args.flash_attn
+    );
+    for m in &args.models {
+        ensure!(
+            MODELS.contains(&m.as_str()),
+            "--models: unknown model `{m}` (known: {})",
+            MODELS.join(", ")
+        );
+    }
+    // candle's matmuls split by RAYON_NUM_THREADS; its element-wise ops use a pool of
+    // CANDLE_NUM_THREADS (read on first use): pin both before anything runs.
+    std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
+    std::env::set_var("CANDLE_NUM_THREADS", args.threads.to_string());
+    std::env::set_var("WORKBENCH_PROGRESS", "0");
+
+    let root = workbench::paths::project_root()?;
+    let assets = Assets::load()?;
+    let mut inputs_for: Vec<&str> = args.models.iter().map(|s| s.as_str()).collect();
+    inputs_for.push(PASSAGES);
+    let config = Config {
+        args: &args,
+        inputs: assets.input_checksums(inputs_for)?,
+        program_sha256: workbench::results::executable_sha256()?,
+    };
+    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
+        return Ok(());
+    };
+    let out = &exp.out;
+    let up_start = uptime();
+    println!("start: {up_start}");
+
+    let bw = bandwidth(512 << 20, args.threads);
+    println!(
+        "memory bandwidth (in-process, 512 MiB): read {:.2} GB/s with {} threads, memcpy {:.2} GB/s",
+        bw.read_bytes_per_s / 1e9,
+        bw.read_threads,
+        bw.memcpy_bytes_per_s / 1e9
+    );
+
+    let opts = LoadOptions {
+        requantize: args.requantize,
+        ..LoadOptions::default()
+    };
+    let params = GenerateParams {
+        max_new_tokens: args.new_tokens,
+        sampling: Sampling::Greedy,
+        stop_strings: Vec::new(),
+        prefill_batch: args.prefill_batch,
+    };
+    let mut runs: Vec<Run> = Vec::new();
+    let mut lines: Vec<Line> = Vec::new();
+    let mut models_info = serde_json::Map::new();
+    for key in &args.models {
+        let spec = assets.spec(key)?;
+        let file = spec
+            .files
+            .keys()
+            .find(|f| f.ends_with(".gguf"))
+            .with_context(|| format!("asset {key} has no .gguf file"))?
+            .clone();
+        let path: PathBuf = assets.resolve(key, &file)?;
+        let file_bytes = std::fs::metadata(&path)?.len();
+        let mut llm = Llm::from_asset(key, &opts)?;
+        let info = llm.info();
+        let mut peer = Peer::start(&args, &root, &path)?;
+        println!(
+            "\n{key}: {} ({} layers, {} MB file), ours loaded in {:.1} s ({} tensors requantised); llama.cpp {}",
+            info.architecture,
+            info.n_layer,
+            file_bytes / 1_000_000,
+            info.load_secs,
+            info.requantized_tensors,
+            peer.ready["xllamacpp_version"]
+        );
+        models_info.insert(
+            key.clone(),
+            serde_json::json!({ "ours": info, "llama_cpp": peer.ready.clone(), "file_bytes": file_bytes }),
+        );
+        let ps = prompts(&llm, &assets, args.long_tokens)?;
+        for (name, _, ids) in &ps {
+            println!("  prompt {name}: {} tokens", ids.len());
+        }
+        std::fs::write(
+            out.path(&format!("prompts.{key}.json")),
+            serde_json::to_string_pretty(
+                &ps.iter()
+                    .map(|(n, t, ids)| serde_json::json!({"name": n, "text": t, "ids": ids}))
+                    .collect::<Vec<_>>(),
+            )?,
+        )?;
+        // Warm-up, untimed: pages the weights in and sizes the caches on both sides.
+        for (_, _, ids) in &ps {
+            run_ours(&mut llm, ids, &params)?;
+            run_llama(&mut peer, ids, args.new_tokens)?;
+        }
+        let mut agree: Vec<usize> = vec![0; ps.len()];
+        for round in 0..args.rounds {
+            for (pi, (pname, _, ids)) in ps.iter().enumerate() {
+                let llama_first = round % 2 == 1;
+                let mut pair: Vec<(Run, Vec<u32>)> = Vec::new();
+                for slot in 0..2 {
+                    let (mut r, toks) = if (slot == 0) != llama_first {
+                        run_ours(&mut llm, ids, &params)?
+                    } else {
+                        run_llama(&mut peer, ids, args.new_tokens)?
+                    };
+                    r.model = key.clone();
+                    r.prompt = pname.clone();
+                    r.round = round;
+                    r.order = slot;
+                    pair.push((r, toks));
+                }
+                if round == 0 {
+                    let (a, b) = (&pair[0].1, &pair[1].1);
+                    agree[pi] = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                }
+                runs.extend(pair.into_iter().map(|(r, _)| r));
+            }
+            println!("  round {} done ({})", round + 1, uptime());
+        }
+        peer.stop()?;
+        drop(llm);
+        for (pi, (pname, _, ids)) in ps.iter().enumerate() {
+            let sel = |sys: &str, f: fn(&Run) -> f64| -> Vec<f64> {
+                runs.iter()
+                    .filter(|r| &r.model == key && &r.prompt == pname && r.system == sys)
+                    .map(f)
+                    .collect()
+            };
+            let gen = |sys: &str| {
+                runs.iter()
+                    .filter(|r| &r.model == key && &r.prompt == pname && r.system == sys)
+                    .map(|r| r.generated_tokens)
+                    .max()
+                    .unwrap_or(0)
+            };
+            let op = median(&sel(OURS, |r| r.prefill_tok_s));
+            let lp = median(&sel(LLAMA, |r| r.prefill_tok_s));
+            let od = median(&sel(OURS, |r| r.decode_tok_s));
+            let ld = median(&sel(LLAMA, |r| r.decode_tok_s));
+            lines.push(Line {
+                model: key.clone(),
+                prompt: pname.clone(),
+                prompt_tokens: ids.len(),
+                generated_ours: gen(OURS),
+                generated_llama: gen(LLAMA),
+                agree: agree[pi],
+                ours_prefill_tok_s: op,
+                llama_prefill_tok_s: lp,
+                prefill_ratio: op / lp,
+                ours_decode_tok_s: od,
+                llama_decode_tok_s: ld,
+                decode_ratio: od / ld,
+                file_bytes,
+                decode_bound_tok_s: bw.read_bytes_per_s / file_bytes as f64,
+            });
+        }
+    }
+    let up_end = uptime();
+    println!("\nend: {up_end}");
+
+    let mut t = Table::new([
+        "model",
+        "prompt",
+        "prompt tokens",
+        "generated (ours / llama.cpp)",
+        "greedy tokens agreeing",
+        "prefill tok/s ours",
+        "prefill tok/s llama.cpp",
+        "prefill ratio",
+        "decode tok/s ours",
+        "decode tok/s llama.cpp",
+        "decode ratio",
+        "decode bound (read bw / file)",
+    ])
+    .caption(format!(
+        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; load {} → {}",
+        args.threads,
+        args.rounds,
+        args.new_tokens,
+        bw.read_bytes_per_s / 1e9,
+        up_start.split("load average:").nth(1).unwrap_or("?").trim(),
+        up_end.split("load average:").nth(1).unwrap_or("?").trim()
+    ));
+    for l in &lines {
+        t.push([
+            l.model.clone(),
+            l.prompt.clone(),
+            l.prompt_tokens.to_string(),
+            format!("{} / {}", l.generated_ours, l.generated_llama),
+            l.agree.to_string(),
+            format!("{:.1}", l.ours_prefill_tok_s),
+            format!("{:.1}", l.llama_prefill_tok_s),
+            format!("{:.2}×", l.prefill_ratio),
+            format!("{:.1}", l.ours_decode_tok_s),
+            format!("{:.1}", l.llama_decode_tok_s),
+            format!("{:.2}×", l.decode_ratio),
+            format!("{:.1}", l.decode_bound_tok_s),
+        ])?;
+    }
+    let md = t.to_markdown();
+    println!("\n{md}");
+    std::fs::write(out.path(SUMMARY_FILE), &md)?;
+    t.write_csv(&out.path("bench.csv"))?;
+    let mut rt = Table::new([
+        "model",
+        "prompt",
+        "round",
+        "system",
+        "order",
+        "prompt_tokens",
+        "generated_tokens",
+        "decode_steps",
+        "prefill_s",
+        "decode_s",
+        "prefill_tok_s",
+        "decode_tok_s",
+        "wall_s",
+    ]);
+    for r in &runs {
+        rt.push([
+            r.model.clone(),
+            r.prompt.clone(),
+            r.round.to_string(),
+            r.system.to_string(),
+            r.order.to_string(),
+            r.prompt_tokens.to_string(),
+            r.generated_tokens.to_string(),
+            r.decode_steps.to_string(),
+            format!("{:.6}", r.prefill_s),
+            format!("{:.6}", r.decode_s),
+            format!("{:.3}", r.prefill_tok_s),
+            format!("{:.3}", r.decode_tok_s),
+            format!("{:.6}", r.wall_s),
+        ])?;
+    }
+    rt.write_csv(&out.path("rounds.csv"))?;
+    exp.finish(serde_json::json!({
+        "lines": lines,
+        "bandwidth": bw,
+        "uptime_start": up_start,
+        "uptime_end": up_end,
+        "models": models_info,
+    }))?;
+    Ok(())
+}

@@ -1,0 +1,93 @@
+"""llama.cpp peer of bench_llm: a long-lived process that runs greedy generations on request.
+
+Run with the peers venv (scripts/lib.sh `ensure_peers`); `bench_llm` starts it itself:
+
+    ~/.cache/rag-workbench/peers-venv/bin/python scripts/python/bench_llamacpp.py \
+        --model PATH.gguf [--threads 2] [--flash-attn auto|on|off] [--n-ctx 4096]
+
+The process loads the GGUF into llama.cpp's server (xllamacpp, see llamacpp_peer.py for the
+configuration: one slot, n_batch 2048 / n_ubatch 512, REPACK buffers, mmap, no prompt
+cache), prints one JSON line `{"ready": true, "xllamacpp_version", "settings", "model"}`, and
+then answers requests, one JSON object per stdin line, one JSON line per answer on stdout:
+
+    request:  {"prompt_ids": [...], "n_predict": 64}
+    answer:   {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "tokens": [...],
+               "stop_type", "wall_ms"}
+
+`prompt_ms` and `predicted_ms` are llama.cpp's own timings of the prompt batch and of the
+generation (the server's `timings`), so HTTP and JSON overhead is not in them; `wall_ms` is
+the whole request as seen from Python. The prompt is sent as token ids (used as is: no BOS,
+no re-tokenisation) with `cache_prompt: false`, so every request processes its whole prompt
+from an empty KV cache. Greedy decoding, EOS not suppressed; the caller sees `predicted_n`.
+A request line `{"quit": true}` or end of input ends the process.
+
+Keeping the model loaded between requests lets the Rust side interleave its own rounds with
+llama.cpp's in one run. When idle the server's threads sleep (llama.cpp's OpenMP threadpool
+spins for at most a few ms after a graph, then blocks), so the Rust rounds run on a quiet CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from llamacpp_peer import Peer, xllamacpp_version
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto")
+    ap.add_argument("--n-ctx", type=int, default=4096)
+    args = ap.parse_args()
+    if not args.model.is_file():
+        raise SystemExit(f"--model: {args.model} is not a file")
+
+    peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn)
+    print(
+        json.dumps(
+            {
+                "ready": True,
+                "xllamacpp_version": xllamacpp_version(),
+                "settings": peer.settings,
+                "model": str(args.model),
+            }
+        ),
+        flush=True,
+    )
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        req = json.loads(line)
+        if req.get("quit"):
+            break
+        ids = [int(t) for t in req["prompt_ids"]]
+        t0 = time.perf_counter()
+        r = peer.greedy(ids, int(req["n_predict"]))
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        t = r["timings"]
+        if t.get("prompt_n") != len(ids) or t.get("cache_n", 0) != 0:
+            raise SystemExit(f"llama.cpp processed {t.get('prompt_n')} prompt tokens ({t.get('cache_n')} cached), sent {len(ids)}")
+        print(
+            json.dumps(
+                {
+                    "prompt_n": t["prompt_n"],
+                    "prompt_ms": t["prompt_ms"],
+                    "predicted_n": t["predicted_n"],
+                    "predicted_ms": t["predicted_ms"],
+                    "tokens": [int(x) for x in r["tokens"]],
+                    "stop_type": r.get("stop_type"),
+                    "wall_ms": wall_ms,
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
