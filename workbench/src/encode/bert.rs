@@ -246,7 +246,7 @@ impl BertConfig {
         }
     }
 
-    fn to_candle(&self) -> candle_transformers::models::bert::Config {
+    pub(crate) fn to_candle(&self) -> candle_transformers::models::bert::Config {
         use candle_transformers::models::bert::{Config, HiddenAct};
         Config {
             vocab_size: self.vocab_size,

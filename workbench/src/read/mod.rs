@@ -9,6 +9,7 @@
 //! | module | reader | feature |
 //! |---|---|---|
 //! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
+//! | [`extractive`] | `ExtractiveReader`: a question-answering model (BERT / DistilBERT / RoBERTa `*ForQuestionAnswering`), sliding windows, n-best spans with a null score, evidence offsets | `dense` |
 //!
 //! ## Contract
 //!
@@ -21,6 +22,9 @@
 //! - sets [`Answer::abstained`] when its answer is an abstention (for generative readers
 //!   decided by an [`AbstentionRule`], for extractive ones by a null score);
 //! - never panics on any input text.
+
+#[cfg(feature = "dense")]
+pub mod extractive;
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
