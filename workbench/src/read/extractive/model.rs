@@ -4,11 +4,19 @@
 //! | `architectures` in `config.json` | encoder (candle-transformers) | weight names |
 //! |---|---|---|
 //! | `BertForQuestionAnswering` | `bert::BertModel` | `bert.*`, `qa_outputs.{weight,bias}` |
-//! | `DistilBertForQuestionAnswering` | `distilbert::DistilBertModel` | `distilbert.*`, `qa_outputs.*` |
+//! | `DistilBertForQuestionAnswering` | `bert::BertModel` on renamed weights (see below) | `distilbert.*`, `qa_outputs.*` |
 //! | `RobertaForQuestionAnswering` | `xlm_roberta::XLMRobertaModel` (same layout as RoBERTa) | `roberta.*`, `qa_outputs.*` |
 //!
 //! The head is transformers' exactly: `qa_outputs = Linear(hidden, 2)` on the last hidden
 //! states; channel 0 is the start logit, channel 1 the end logit. No pooler is used.
+//!
+//! DistilBERT is BERT without token types (and the same post-LayerNorm blocks), so it runs
+//! through candle's `BertModel` with its weights renamed on the fly (`q_lin` → `query`,
+//! `sa_layer_norm` → `attention.output.LayerNorm`, `ffn.lin1` → `intermediate.dense`, …)
+//! and a zero token-type embedding (`distilbert.embeddings.token_type_embeddings.weight`,
+//! one row, never read from nor written to a checkpoint). candle-transformers' own
+//! DistilBERT uses the tanh approximation of GELU where transformers uses the exact one
+//! (logits differed by 1.5e-3 on the tiny checkpoint); this way they match to 1e-4.
 //!
 //! Three ways to get a model:
 //! - [`QaModel::load`]: a QA checkpoint (a hub snapshot or a [`save_pretrained`] folder),
@@ -28,7 +36,7 @@ use crate::encode::BertConfig as WbBertConfig;
 use crate::{Error, Result};
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
-use candle_transformers::models::{bert, distilbert, xlm_roberta};
+use candle_transformers::models::{bert, xlm_roberta};
 use rand::SeedableRng;
 use rand_distr_normal::sample_normal;
 use std::path::{Path, PathBuf};
@@ -89,8 +97,54 @@ impl QaArchitecture {
 #[derive(Debug, Clone)]
 enum EncoderConfig {
     Bert(bert::Config),
-    DistilBert(distilbert::Config),
     Roberta(xlm_roberta::Config),
+}
+
+/// Name of the zero token-type embedding DistilBERT gets (see the module docs).
+pub const DISTILBERT_TOKEN_TYPES: &str = "distilbert.embeddings.token_type_embeddings.weight";
+
+/// A BERT tensor name → the DistilBERT checkpoint's name for it.
+fn distil_name(n: &str) -> String {
+    let Some(rest) = n.strip_prefix("distilbert.encoder.layer.") else {
+        return n.to_string();
+    };
+    let Some((num, tail)) = rest.split_once('.') else {
+        return n.to_string();
+    };
+    let (module, wb) = tail.rsplit_once('.').unwrap_or((tail, ""));
+    let m = match module {
+        "attention.self.query" => "attention.q_lin",
+        "attention.self.key" => "attention.k_lin",
+        "attention.self.value" => "attention.v_lin",
+        "attention.output.dense" => "attention.out_lin",
+        "attention.output.LayerNorm" => "sa_layer_norm",
+        "intermediate.dense" => "ffn.lin1",
+        "output.dense" => "ffn.lin2",
+        "output.LayerNorm" => "output_layer_norm",
+        other => other,
+    };
+    format!("distilbert.transformer.layer.{num}.{m}.{wb}")
+}
+
+/// Fill in the fields recent transformers versions leave out of a RoBERTa `config.json`.
+fn roberta_defaults(raw: &serde_json::Value) -> serde_json::Value {
+    let mut v = raw.clone();
+    if let Some(o) = v.as_object_mut() {
+        for (k, d) in [
+            ("position_embedding_type", serde_json::json!("absolute")),
+            ("attention_probs_dropout_prob", serde_json::json!(0.1)),
+            ("hidden_dropout_prob", serde_json::json!(0.1)),
+            ("hidden_act", serde_json::json!("gelu")),
+            ("layer_norm_eps", serde_json::json!(1e-5)),
+            ("type_vocab_size", serde_json::json!(1)),
+            ("pad_token_id", serde_json::json!(1)),
+        ] {
+            if o.get(k).is_none_or(|x| x.is_null()) {
+                o.insert(k.into(), d);
+            }
+        }
+    }
+    v
 }
 
 /// A parsed `config.json` of a QA model (or of a base encoder to put a QA head on).
@@ -199,18 +253,55 @@ impl QaConfig {
                 (EncoderConfig::Bert(c.to_candle()), h, m)
             }
             QaArchitecture::DistilBert => {
-                let mut v = raw.clone();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("model_type");
+                let field = |k: &str| {
+                    num(k).map(|x| x as usize).ok_or_else(|| {
+                        bad(
+                            path,
+                            format!("field `{k}` missing: not a DistilBERT config"),
+                        )
+                    })
+                };
+                let act = match raw.get("activation").and_then(|a| a.as_str()) {
+                    Some("gelu") | None => bert::HiddenAct::Gelu,
+                    Some("relu") => bert::HiddenAct::Relu,
+                    Some(o) => {
+                        return Err(bad(
+                            path,
+                            format!("field `activation` = `{o}` is not supported"),
+                        ))
+                    }
+                };
+                let dim = field("dim")?;
+                let heads = field("n_heads")?;
+                if heads == 0 || dim % heads != 0 {
+                    return Err(bad(
+                        path,
+                        format!("dim {dim} is not a multiple of n_heads {heads}"),
+                    ));
                 }
-                let c: distilbert::Config = serde_json::from_value(v)
-                    .map_err(|e| bad(path, format!("not a DistilBERT config: {e}")))?;
-                let h = c.dim;
-                let m = num("max_position_embeddings").unwrap_or(512) as usize;
-                (EncoderConfig::DistilBert(c), h, m)
+                let max_pos = num("max_position_embeddings").unwrap_or(512) as usize;
+                let c = bert::Config {
+                    vocab_size: field("vocab_size")?,
+                    hidden_size: dim,
+                    num_hidden_layers: field("n_layers")?,
+                    num_attention_heads: heads,
+                    intermediate_size: field("hidden_dim")?,
+                    hidden_act: act,
+                    hidden_dropout_prob: 0.0,
+                    max_position_embeddings: max_pos,
+                    type_vocab_size: 1,
+                    initializer_range,
+                    layer_norm_eps: 1e-12,
+                    pad_token_id: pad_token_id as usize,
+                    position_embedding_type: Default::default(),
+                    use_cache: false,
+                    classifier_dropout: None,
+                    model_type: None,
+                };
+                (EncoderConfig::Bert(c), dim, max_pos)
             }
             QaArchitecture::Roberta => {
-                let c: xlm_roberta::Config = serde_json::from_value(raw.clone())
+                let c: xlm_roberta::Config = serde_json::from_value(roberta_defaults(&raw))
                     .map_err(|e| bad(path, format!("not a RoBERTa config: {e}")))?;
                 if c.position_embedding_type != "absolute" {
                     return Err(bad(
@@ -261,7 +352,6 @@ impl QaConfig {
 
 enum Encoder {
     Bert(bert::BertModel),
-    DistilBert(distilbert::DistilBertModel),
     Roberta(xlm_roberta::XLMRobertaModel),
 }
 
@@ -350,10 +440,11 @@ impl QaModel {
     pub fn new(vb: VarBuilder, config: &QaConfig) -> candle_core::Result<Self> {
         let prefix = config.architecture.prefix();
         let encoder = match &config.encoder {
-            EncoderConfig::Bert(c) => Encoder::Bert(bert::BertModel::load(vb.pp(prefix), c)?),
-            EncoderConfig::DistilBert(c) => {
-                Encoder::DistilBert(distilbert::DistilBertModel::load(vb.pp(prefix), c)?)
+            EncoderConfig::Bert(c) if config.architecture == QaArchitecture::DistilBert => {
+                let renamed = vb.clone().rename_f(|n: &str| distil_name(n));
+                Encoder::Bert(bert::BertModel::load(renamed.pp(prefix), c)?)
             }
+            EncoderConfig::Bert(c) => Encoder::Bert(bert::BertModel::load(vb.pp(prefix), c)?),
             EncoderConfig::Roberta(c) => {
                 Encoder::Roberta(xlm_roberta::XLMRobertaModel::new(c, vb.pp(prefix))?)
             }
@@ -380,7 +471,14 @@ impl QaModel {
 
     /// [`QaModel::load`] with an already parsed config and an explicit weights file.
     pub fn load_with(config: &QaConfig, weights: &Path) -> Result<Self> {
-        let tensors = load_tensors(weights)?;
+        let mut tensors = load_tensors(weights)?;
+        if config.architecture == QaArchitecture::DistilBert {
+            let zeros = Tensor::zeros((1, config.hidden_size), DType::F32, &Device::Cpu)
+                .map_err(|e| bad(weights, e.to_string()))?;
+            tensors
+                .entry(DISTILBERT_TOKEN_TYPES.to_string())
+                .or_insert(zeros);
+        }
         for k in ["qa_outputs.weight", "qa_outputs.bias"] {
             if !tensors.contains_key(k) {
                 return Err(bad(
@@ -496,13 +594,10 @@ impl QaModel {
         attention_mask: &Tensor,
     ) -> candle_core::Result<(Tensor, Tensor)> {
         let hidden = match &self.encoder {
-            Encoder::Bert(m) => m.forward(input_ids, token_type_ids, Some(attention_mask))?,
-            Encoder::DistilBert(m) => {
-                let (b, s) = attention_mask.dims2()?;
-                // candle's DistilBERT masks where the mask is non-zero.
-                let pad = attention_mask.eq(0u32)?.reshape((b, 1, 1, s))?;
-                m.forward(input_ids, &pad)?
+            Encoder::Bert(m) if self.architecture == QaArchitecture::DistilBert => {
+                m.forward(input_ids, &input_ids.zeros_like()?, Some(attention_mask))?
             }
+            Encoder::Bert(m) => m.forward(input_ids, token_type_ids, Some(attention_mask))?,
             Encoder::Roberta(m) => {
                 let types = input_ids.zeros_like()?;
                 m.forward(input_ids, attention_mask, &types, None, None, None)?
@@ -542,6 +637,8 @@ pub fn span_loss(
 /// transformers' `AutoModelForQuestionAnswering`) reads: `model.safetensors` (every
 /// variable of `varmap`, under transformers' names), `config.json` ([`QaConfig::qa_json`]:
 /// `architectures` = the QA class) and a copy of `tokenizer`. Creates `dir` if needed.
+/// DistilBERT's synthetic token-type row ([`DISTILBERT_TOKEN_TYPES`]) is not written
+/// (a trainer should leave it out of the optimiser so it stays zero).
 pub fn save_pretrained(
     varmap: &VarMap,
     config: &QaConfig,
@@ -550,8 +647,15 @@ pub fn save_pretrained(
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let weights = dir.join("model.safetensors");
-    varmap
-        .save(&weights)
+    let tensors: std::collections::HashMap<String, Tensor> = varmap
+        .data()
+        .lock()
+        .map_err(|_| bad(&weights, "variable map lock poisoned"))?
+        .iter()
+        .filter(|(k, _)| k.as_str() != DISTILBERT_TOKEN_TYPES)
+        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
+        .collect();
+    candle_core::safetensors::save(&tensors, &weights)
         .map_err(|e| bad(&weights, format!("writing safetensors: {e}")))?;
     let cfg = dir.join("config.json");
     let text = serde_json::to_string_pretty(&config.qa_json())?;
@@ -571,5 +675,136 @@ mod rand_distr_normal {
         let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
         let u2: f64 = rng.gen();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn tiny_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tiny_qa")
+    }
+
+    #[test]
+    fn span_loss_by_hand_and_its_gradient() {
+        let dev = Device::Cpu;
+        let s =
+            candle_core::Var::from_vec(vec![1f32, 2.0, 0.5, 0.0, -1.0, 3.0], (2, 3), &dev).unwrap();
+        let e =
+            candle_core::Var::from_vec(vec![0f32, 0.0, 1.0, 2.0, 2.0, 2.0], (2, 3), &dev).unwrap();
+        let sp = Tensor::new(&[1u32, 2], &dev).unwrap();
+        let ep = Tensor::new(&[2u32, 0], &dev).unwrap();
+        let loss = span_loss(s.as_tensor(), e.as_tensor(), &sp, &ep).unwrap();
+        // By hand: CE = logsumexp(row) − row[target], mean over the batch, then (s + e) / 2.
+        let lse = |r: &[f32]| r.iter().map(|x| x.exp()).sum::<f32>().ln();
+        let rows_s = [[1f32, 2.0, 0.5], [0.0, -1.0, 3.0]];
+        let rows_e = [[0f32, 0.0, 1.0], [2.0, 2.0, 2.0]];
+        let ce_s = ((lse(&rows_s[0]) - 2.0) + (lse(&rows_s[1]) - 3.0)) / 2.0;
+        let ce_e = ((lse(&rows_e[0]) - 1.0) + (lse(&rows_e[1]) - 2.0)) / 2.0;
+        let want = (ce_s + ce_e) / 2.0;
+        let got = loss.to_scalar::<f32>().unwrap();
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        // Gradient: (softmax − one-hot) / (2 · batch), against candle's backward pass.
+        let grads = loss.backward().unwrap();
+        let g = grads.get(s.as_tensor()).unwrap().to_vec2::<f32>().unwrap();
+        for (r, t) in [(0usize, 1usize), (1, 2)] {
+            let z: f32 = rows_s[r].iter().map(|x| x.exp()).sum();
+            for c in 0..3 {
+                let want = (rows_s[r][c].exp() / z - (c == t) as u8 as f32) / 4.0;
+                assert!((g[r][c] - want).abs() < 1e-6, "d/ds[{r}][{c}]");
+            }
+        }
+        // A position outside the sequence is an error, not a silent skip.
+        let bad = Tensor::new(&[3u32, 0], &dev).unwrap();
+        assert!(span_loss(s.as_tensor(), e.as_tensor(), &bad, &ep).is_err());
+    }
+
+    /// The tiny QA checkpoint as a sentence-transformers-style base encoder: no `bert.`
+    /// prefix, no `qa_outputs`.
+    fn write_base(dir: &Path) -> HashMap<String, Tensor> {
+        let t = candle_core::safetensors::load(tiny_dir().join("model.safetensors"), &Device::Cpu)
+            .unwrap();
+        let base: HashMap<String, Tensor> = t
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("bert.").map(|k| (k.to_string(), v.clone())))
+            .collect();
+        candle_core::safetensors::save(&base, dir.join("model.safetensors")).unwrap();
+        let mut cfg: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(tiny_dir().join("config.json")).unwrap())
+                .unwrap();
+        cfg["architectures"] = serde_json::json!(["BertModel"]);
+        std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+        t
+    }
+
+    #[test]
+    fn base_encoder_gets_a_seeded_transformers_style_head() {
+        let d = tempfile::tempdir().unwrap();
+        let full = write_base(d.path());
+        // A base config is not a QA checkpoint …
+        let e = QaConfig::from_file(&d.path().join("config.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("BertModel") && e.contains("architectures"),
+            "{e}"
+        );
+        // … nor are its weights (no head).
+        let config = QaConfig::from_base_file(&d.path().join("config.json")).unwrap();
+        let e = QaModel::load_with(&config, &d.path().join("model.safetensors"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("qa_outputs.weight"), "{e}");
+        let (vm1, _) = QaModel::trainable(&config, &d.path().join("model.safetensors"), 3).unwrap();
+        let (vm2, _) = QaModel::trainable(&config, &d.path().join("model.safetensors"), 3).unwrap();
+        let (vm3, _) = QaModel::trainable(&config, &d.path().join("model.safetensors"), 4).unwrap();
+        let get = |vm: &VarMap, k: &str| -> Vec<f32> {
+            vm.data().lock().unwrap()[k]
+                .as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let w1 = get(&vm1, "qa_outputs.weight");
+        assert_eq!(w1, get(&vm2, "qa_outputs.weight"));
+        assert_ne!(w1, get(&vm3, "qa_outputs.weight"));
+        assert!(get(&vm1, "qa_outputs.bias").iter().all(|&b| b == 0.0));
+        let sd = (w1.iter().map(|x| x * x).sum::<f32>() / w1.len() as f32).sqrt();
+        assert!(
+            (sd - 0.2).abs() < 0.06,
+            "std {sd} for initializer_range 0.2"
+        );
+        // The encoder weights are the checkpoint's, under transformers' names.
+        let k = "bert.encoder.layer.1.output.dense.weight";
+        let want: Vec<f32> = full[k].flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(get(&vm1, k), want);
+        assert_eq!(vm1.all_vars().len(), full.len());
+    }
+
+    #[test]
+    fn missing_or_misshaped_tensors_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let mut t = write_base(d.path());
+        let config = QaConfig::from_base_file(&d.path().join("config.json")).unwrap();
+        let w = d.path().join("model.safetensors");
+        let base: HashMap<String, Tensor> = t
+            .drain()
+            .filter(|(k, _)| k != "bert.encoder.layer.0.attention.self.key.bias")
+            .collect();
+        candle_core::safetensors::save(&base, &w).unwrap();
+        let e = QaModel::trainable(&config, &w, 0).unwrap_err().to_string();
+        assert!(e.contains("encoder.layer.0.attention.self.key.bias"), "{e}");
+        assert!(e.contains("model.safetensors"), "{e}");
+        let mut base = base;
+        base.insert(
+            "bert.encoder.layer.0.attention.self.key.bias".into(),
+            Tensor::zeros(5, DType::F32, &Device::Cpu).unwrap(),
+        );
+        candle_core::safetensors::save(&base, &w).unwrap();
+        let e = QaModel::trainable(&config, &w, 0).unwrap_err().to_string();
+        assert!(e.contains("shape") && e.contains("key.bias"), "{e}");
     }
 }
