@@ -232,7 +232,7 @@ impl BertConfig {
         }
     }
 
-    fn shape(&self) -> Shape {
+    pub(crate) fn shape(&self) -> Shape {
         Shape {
             hidden: self.hidden_size,
             heads: self.num_attention_heads,

@@ -28,12 +28,17 @@ pub use spans::{
 
 use super::{check_question, Answer, Context, Evidence, Reader, Usage};
 use crate::assets::Assets;
+use crate::encode::fast_bert::{FastBert, Threads};
+use crate::encode::Backend;
 use crate::{Error, Result};
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokenizers::Tokenizer;
+
+/// Start and end logits of each window (row `i` as long as window `i`).
+pub type WindowLogits = (Vec<Vec<f32>>, Vec<Vec<f32>>);
 
 /// How several passages are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -61,8 +66,16 @@ pub struct ReaderParams {
     pub mode: MultiPassage,
     /// Separator between concatenated passages (default `"\n"`).
     pub separator: String,
-    /// Windows per forward pass (padded to the longest, with an attention mask; default 8).
+    /// Windows per forward pass (default 8; padded to the longest with an attention mask
+    /// on the candle path, packed without padding on the fused one).
     pub batch_size: usize,
+    /// Forward pass for inference. [`Backend::Fused`] (default): the workbench's fused,
+    /// padding-free BERT pass ([`crate::encode::fast_bert`]) with the QA head applied by
+    /// hand, for `BertForQuestionAnswering` checkpoints loaded from files; everything else
+    /// (DistilBERT, RoBERTa, a model handed to [`ExtractiveReader::new`]) runs the candle
+    /// [`QaModel`]. [`Backend::Candle`]: always the candle model.
+    #[serde(default)]
+    pub backend: Backend,
 }
 
 impl Default for ReaderParams {
@@ -73,6 +86,7 @@ impl Default for ReaderParams {
             mode: MultiPassage::Concatenate,
             separator: "\n".into(),
             batch_size: 8,
+            backend: Backend::Fused,
         }
     }
 }
@@ -86,6 +100,71 @@ pub struct ExtractiveReader {
     tokenizer_path: PathBuf,
     params: ReaderParams,
     pad_id: u32,
+    fused: Option<FusedQa>,
+}
+
+/// The fused BERT pass and the QA head as plain numbers.
+struct FusedQa {
+    bert: FastBert,
+    /// `qa_outputs.weight`, `(2, hidden)` row-major.
+    w: Vec<f32>,
+    /// `qa_outputs.bias`.
+    b: [f32; 2],
+}
+
+impl FusedQa {
+    fn load(config: &QaConfig, weights: &Path) -> Result<Self> {
+        let cfg = crate::encode::BertConfig::from_file(&config.path)?;
+        // SAFETY: a read-only checkpoint file nothing rewrites while it is mapped.
+        let vb = unsafe {
+            candle_nn::VarBuilder::from_mmaped_safetensors(
+                &[weights],
+                candle_core::DType::F32,
+                &Device::Cpu,
+            )
+        }
+        .map_err(|e| Error::bad_input(weights, format!("not a readable safetensors file: {e}")))?;
+        let err = |e: candle_core::Error| Error::bad_input(weights, e.to_string());
+        let bert = FastBert::load(vb.pp("bert"), cfg.shape()).map_err(err)?;
+        let h = config.hidden_size;
+        let w: Vec<f32> = vb
+            .get((2, h), "qa_outputs.weight")
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1())
+            .map_err(err)?;
+        let b: Vec<f32> = vb
+            .get(2, "qa_outputs.bias")
+            .and_then(|t| t.to_vec1())
+            .map_err(err)?;
+        Ok(FusedQa {
+            bert,
+            w,
+            b: [b[0], b[1]],
+        })
+    }
+
+    fn logits(&self, batch: &[Window]) -> candle_core::Result<WindowLogits> {
+        let seqs: Vec<&[u32]> = batch.iter().map(|w| w.input_ids.as_slice()).collect();
+        let types: Vec<&[u32]> = batch.iter().map(|w| w.type_ids.as_slice()).collect();
+        let hidden = self
+            .bert
+            .forward_typed(&seqs, Some(&types), Threads::Pool)?;
+        let h = self.w.len() / 2;
+        let (ws, we) = self.w.split_at(h);
+        let mut rows = hidden.chunks_exact(h);
+        let mut starts = Vec::with_capacity(batch.len());
+        let mut ends = Vec::with_capacity(batch.len());
+        for w in batch {
+            let (mut s, mut e) = (Vec::with_capacity(w.len()), Vec::with_capacity(w.len()));
+            for x in rows.by_ref().take(w.len()) {
+                s.push(self.b[0] + crate::encode::dot(ws, x));
+                e.push(self.b[1] + crate::encode::dot(we, x));
+            }
+            starts.push(s);
+            ends.push(e);
+        }
+        Ok((starts, ends))
+    }
 }
 
 impl std::fmt::Debug for ExtractiveReader {
@@ -136,7 +215,18 @@ impl ExtractiveReader {
     pub fn load_files(name: &str, files: &QaFiles, params: ReaderParams) -> Result<Self> {
         files.check_exist()?;
         let (model, config) = QaModel::load(files)?;
-        Self::new(name, model, config, &files.tokenizer, params)
+        let fused = (params.backend == Backend::Fused
+            && config.architecture == QaArchitecture::Bert)
+            .then(|| FusedQa::load(&config, &files.weights))
+            .transpose()?;
+        let mut reader = Self::new(name, model, config, &files.tokenizer, params)?;
+        reader.fused = fused;
+        Ok(reader)
+    }
+
+    /// Whether inference runs the fused BERT pass (see [`ReaderParams::backend`]).
+    pub fn is_fused(&self) -> bool {
+        self.fused.is_some()
     }
 
     /// A reader over an existing model (e.g. one being trained, for evaluation between
@@ -183,6 +273,7 @@ impl ExtractiveReader {
             tokenizer_path: tokenizer.to_path_buf(),
             params,
             pad_id,
+            fused: None,
         })
     }
 
@@ -240,7 +331,7 @@ impl ExtractiveReader {
 
     /// Start and end logits of each window, in batches of `batch_size` padded windows.
     /// Row `i` has `windows[i].len()` entries.
-    pub fn logits(&self, windows: &[Window]) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>)> {
+    pub fn logits(&self, windows: &[Window]) -> Result<WindowLogits> {
         let mut starts = Vec::with_capacity(windows.len());
         let mut ends = Vec::with_capacity(windows.len());
         for chunk in windows.chunks(self.params.batch_size) {
@@ -251,7 +342,7 @@ impl ExtractiveReader {
         Ok((starts, ends))
     }
 
-    fn forward_batch(&self, batch: &[Window]) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>)> {
+    fn forward_batch(&self, batch: &[Window]) -> Result<WindowLogits> {
         let weights = self.config.path.with_file_name("model.safetensors");
         let err =
             |e: candle_core::Error| Error::bad_input(&weights, format!("QA forward pass: {e}"));
@@ -259,6 +350,11 @@ impl ExtractiveReader {
         let len = batch.iter().map(|w| w.len()).max().unwrap_or(0);
         if n == 0 || len == 0 {
             return Ok((Vec::new(), Vec::new()));
+        }
+        if let Some(f) = &self.fused {
+            if self.params.backend == Backend::Fused {
+                return f.logits(batch).map_err(err);
+            }
         }
         let mut ids = vec![self.pad_id; n * len];
         let mut types = vec![0u32; n * len];

@@ -795,7 +795,10 @@ mod tests {
             .filter(|(k, _)| k != "bert.encoder.layer.0.attention.self.key.bias")
             .collect();
         candle_core::safetensors::save(&base, &w).unwrap();
-        let e = QaModel::trainable(&config, &w, 0).err().unwrap().to_string();
+        let e = QaModel::trainable(&config, &w, 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("encoder.layer.0.attention.self.key.bias"), "{e}");
         assert!(e.contains("model.safetensors"), "{e}");
         let mut base = base;
@@ -804,7 +807,10 @@ mod tests {
             Tensor::zeros(5, DType::F32, &Device::Cpu).unwrap(),
         );
         candle_core::safetensors::save(&base, &w).unwrap();
-        let e = QaModel::trainable(&config, &w, 0).err().unwrap().to_string();
+        let e = QaModel::trainable(&config, &w, 0)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("shape") && e.contains("key.bias"), "{e}");
     }
 }
