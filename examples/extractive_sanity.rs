@@ -8,9 +8,10 @@
 //! (defaults 40, 2). Threads set `RAYON_NUM_THREADS`/`CANDLE_NUM_THREADS` when unset.
 
 use std::time::Instant;
+use workbench::encode::Backend;
 use workbench::evaluate::qa::{exact_match, f1};
 use workbench::read::extractive::{
-    ExtractiveReader, MultiPassage, QaConfig, QaFiles, QaModel, ReaderParams,
+    save_pretrained, ExtractiveReader, MultiPassage, QaConfig, QaFiles, QaModel, ReaderParams,
 };
 use workbench::read::{Context, Reader};
 
@@ -37,15 +38,11 @@ fn main() -> anyhow::Result<()> {
     let files = QaFiles::from_asset(&assets, "all-minilm-l6-v2")?;
     let config = QaConfig::from_base_file(&files.config)?;
     let t = Instant::now();
-    let (_, model) = QaModel::trainable(&config, &files.weights, 0)?;
+    let (varmap, _) = QaModel::trainable(&config, &files.weights, 0)?;
+    // Through a saved checkpoint, so the fused pass can load it.
+    let dir = std::env::temp_dir().join("extractive_sanity_minilm_untrained");
+    save_pretrained(&varmap, &config, &files.tokenizer, &dir)?;
     let load_secs = t.elapsed().as_secs_f64();
-    let mut reader = ExtractiveReader::new(
-        "minilm-untrained",
-        model,
-        config,
-        &files.tokenizer,
-        ReaderParams::default(),
-    )?;
     let texts: std::collections::HashMap<&str, &workbench::Document> =
         squad.contexts.iter().map(|d| (d.id.as_str(), d)).collect();
     let examples: Vec<_> = squad
@@ -59,10 +56,20 @@ fn main() -> anyhow::Result<()> {
         "load {load_secs:.2}s; {} questions; threads {threads}",
         examples.len()
     );
-    for mode in ["gold paragraph", "5 paragraphs concatenated"] {
-        let mut p = reader.params().clone();
-        p.mode = MultiPassage::Concatenate;
-        reader.set_params(p)?;
+    for (backend, mode) in [
+        (Backend::Fused, "gold paragraph"),
+        (Backend::Candle, "gold paragraph"),
+        (Backend::Fused, "5 paragraphs concatenated"),
+        (Backend::Candle, "5 paragraphs concatenated"),
+    ] {
+        let mut reader = ExtractiveReader::load_dir(
+            &dir,
+            ReaderParams {
+                mode: MultiPassage::Concatenate,
+                backend,
+                ..Default::default()
+            },
+        )?;
         let (mut windows, mut tokens, mut secs, mut em, mut f) = (0usize, 0usize, 0f64, 0f64, 0f64);
         for ex in &examples {
             let cid = ex.context_id.as_deref().unwrap_or_default();
@@ -104,7 +111,7 @@ fn main() -> anyhow::Result<()> {
         }
         let q = examples.len() as f64;
         println!(
-            "{mode}: {windows} windows, {tokens} tokens in {secs:.2}s = {:.1} windows/s, {:.0} tokens/s; EM {:.1} F1 {:.1}",
+            "{backend:?}, {mode}: {windows} windows, {tokens} tokens in {secs:.2}s = {:.1} windows/s, {:.0} tokens/s; EM {:.1} F1 {:.1}",
             windows as f64 / secs,
             tokens as f64 / secs,
             100.0 * em / q,
