@@ -241,7 +241,7 @@ fn windows_overlap_by_the_stride_and_cover_the_context() {
     // advancing by 11.
     assert!(ws.iter().all(|w| w.len() <= 20));
     assert_eq!(ws[0].sources.len(), 15);
-    assert_eq!(ws.len(), 1 + (40 - 15 + 10) / 11);
+    assert_eq!(ws.len(), 1 + (40usize - 15).div_ceil(11));
     for pair in ws.windows(2) {
         let (a, b) = (&pair[0].sources, &pair[1].sources);
         assert_eq!(a[a.len() - 4..], b[..4], "overlap of doc_stride tokens");
