@@ -232,7 +232,7 @@ impl BertConfig {
         }
     }
 
-    fn shape(&self) -> Shape {
+    pub(crate) fn shape(&self) -> Shape {
         Shape {
             hidden: self.hidden_size,
             heads: self.num_attention_heads,
@@ -246,7 +246,7 @@ impl BertConfig {
         }
     }
 
-    fn to_candle(&self) -> candle_transformers::models::bert::Config {
+    pub(crate) fn to_candle(&self) -> candle_transformers::models::bert::Config {
         use candle_transformers::models::bert::{Config, HiddenAct};
         Config {
             vocab_size: self.vocab_size,

@@ -110,7 +110,8 @@ pub struct FastBert {
     shape: Shape,
     word: Vec<f32>,
     pos: Vec<f32>,
-    typ0: Vec<f32>,
+    /// Token-type embeddings, `(type_vocab, hidden)` row-major.
+    typ: Vec<f32>,
     emb_ln: Norm,
     layers: Vec<Layer>,
 }
@@ -273,7 +274,7 @@ impl FastBert {
             });
         }
         Ok(FastBert {
-            typ0: typ[..h].to_vec(),
+            typ,
             shape,
             word,
             pos,
@@ -300,7 +301,34 @@ impl FastBert {
     /// not depend on it beyond float rounding (the matrix products may block
     /// their sums differently).
     pub fn forward_with(&self, seqs: &[&[u32]], threads: Threads) -> candle_core::Result<Vec<f32>> {
+        self.forward_typed(seqs, None, threads)
+    }
+
+    /// [`forward_with`](Self::forward_with) with token type ids (`types[i]` as long as
+    /// `seqs[i]`; `None`: all 0), for sentence pairs (question answering).
+    pub fn forward_typed(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        threads: Threads,
+    ) -> candle_core::Result<Vec<f32>> {
         let h = self.shape.hidden;
+        if let Some(types) = types {
+            if types.len() != seqs.len() || types.iter().zip(seqs).any(|(t, s)| t.len() != s.len())
+            {
+                candle_core::bail!("token types do not match the sequences in number or length");
+            }
+            if let Some(&bad) = types
+                .iter()
+                .flat_map(|t| t.iter())
+                .find(|&&t| t as usize >= self.shape.type_vocab)
+            {
+                candle_core::bail!(
+                    "token type {bad} outside type_vocab_size {}",
+                    self.shape.type_vocab
+                );
+            }
+        }
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let total: usize = lens.iter().sum();
         if total == 0 {
@@ -321,7 +349,7 @@ impl FastBert {
                 );
             }
         }
-        let mut x = self.embed(seqs, total, threads);
+        let mut x = self.embed(seqs, types, total, threads);
         let mut buf = Buffers {
             qkv: vec![0f32; total * 3 * h],
             ctx: vec![0f32; total * h],
@@ -334,20 +362,32 @@ impl FastBert {
         Ok(x)
     }
 
-    fn embed(&self, seqs: &[&[u32]], total: usize, threads: Threads) -> Vec<f32> {
+    fn embed(
+        &self,
+        seqs: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        total: usize,
+        threads: Threads,
+    ) -> Vec<f32> {
         let h = self.shape.hidden;
         let mut x = vec![0f32; total * h];
-        let mut rows: Vec<(u32, usize)> = Vec::with_capacity(total);
-        for s in seqs {
-            rows.extend(s.iter().enumerate().map(|(p, &id)| (id, p)));
+        let mut rows: Vec<(u32, usize, usize)> = Vec::with_capacity(total);
+        for (i, s) in seqs.iter().enumerate() {
+            let t = types.map(|t| t[i]);
+            rows.extend(
+                s.iter()
+                    .enumerate()
+                    .map(|(p, &id)| (id, p, t.map_or(0, |t| t[p] as usize))),
+            );
         }
         let eps = self.shape.eps;
         rows_mut(&mut x, h, threads, |r, row| {
-            let (id, p) = rows[r];
+            let (id, p, t) = rows[r];
             let w = &self.word[id as usize * h..][..h];
             let pe = &self.pos[p * h..][..h];
+            let te = &self.typ[t * h..][..h];
             for i in 0..h {
-                row[i] = w[i] + pe[i] + self.typ0[i];
+                row[i] = w[i] + pe[i] + te[i];
             }
             kernels::layer_norm_in_place(row, &self.emb_ln.w, &self.emb_ln.b, eps);
         });

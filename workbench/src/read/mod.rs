@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
 //! | [`generative`] | GGUF language models (qwen2, llama) on candle: tokenizer, chat template, decoding, [`generative::GenerativeReader`] | `llm` |
+//! | [`extractive`] | `ExtractiveReader`: a question-answering model (BERT / DistilBERT / RoBERTa `*ForQuestionAnswering`), sliding windows, n-best spans with a null score, evidence offsets | `dense` |
 //!
 //! ## Contract
 //!
@@ -25,6 +26,8 @@
 
 #[cfg(feature = "llm")]
 pub mod generative;
+#[cfg(feature = "dense")]
+pub mod extractive;
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
