@@ -53,10 +53,7 @@ pub fn question_group(question: &str) -> &'static str {
         .trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '“' | '‘'))
         .to_lowercase();
     let mut words = q.split_whitespace();
-    let first = words
-        .next()
-        .unwrap_or("")
-        .trim_end_matches([',', ':', '?']);
+    let first = words.next().unwrap_or("").trim_end_matches([',', ':', '?']);
     if first == "what" && words.next() == Some("is") {
         return "What is";
     }
@@ -150,8 +147,15 @@ fn score_aggs() -> Vec<Expr> {
         len().cast(DataType::UInt32).alias("questions"),
         (col("em").mean() * lit(100.0)).alias("em"),
         (col("f1").mean() * lit(100.0)).alias("f1"),
-        answered.clone().cast(DataType::UInt32).sum().alias("answered"),
-        col("abstained").cast(DataType::UInt32).sum().alias("abstained"),
+        answered
+            .clone()
+            .cast(DataType::UInt32)
+            .sum()
+            .alias("answered"),
+        col("abstained")
+            .cast(DataType::UInt32)
+            .sum()
+            .alias("abstained"),
         (col("em").filter(answered.clone()).mean() * lit(100.0)).alias("em_answered"),
         (col("f1").filter(answered).mean() * lit(100.0)).alias("f1_answered"),
     ]
@@ -201,7 +205,13 @@ pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
             (col("f1").mean() * lit(100.0)).alias("f1"),
             len().cast(DataType::UInt32).alias("questions"),
         ])
-        .with_column(col("f1").max().over([col("group")]).map_err(pe)?.alias("best"))
+        .with_column(
+            col("f1")
+                .max()
+                .over([col("group")])
+                .map_err(pe)?
+                .alias("best"),
+        )
         .filter(col("f1").eq(col("best")))
         .sort(
             ["group_rank", "system"],
@@ -209,12 +219,31 @@ pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
         )
         .collect()
         .map_err(pe)?;
-    let groups = table.column("group").map_err(pe)?.str().map_err(pe)?.clone();
-    let systems = table.column("system").map_err(pe)?.str().map_err(pe)?.clone();
+    let groups = table
+        .column("group")
+        .map_err(pe)?
+        .str()
+        .map_err(pe)?
+        .clone();
+    let systems = table
+        .column("system")
+        .map_err(pe)?
+        .str()
+        .map_err(pe)?
+        .clone();
     let f1s = table.column("f1").map_err(pe)?.f64().map_err(pe)?.clone();
-    let ns = table.column("questions").map_err(pe)?.u32().map_err(pe)?.clone();
-    let (mut g_out, mut w_out, mut f_out, mut n_out) =
-        (Vec::<String>::new(), Vec::<String>::new(), Vec::new(), Vec::new());
+    let ns = table
+        .column("questions")
+        .map_err(pe)?
+        .u32()
+        .map_err(pe)?
+        .clone();
+    let (mut g_out, mut w_out, mut f_out, mut n_out) = (
+        Vec::<String>::new(),
+        Vec::<String>::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for i in 0..table.height() {
         let g = groups.get(i).unwrap_or_default().to_string();
         let s = systems.get(i).unwrap_or_default();
@@ -235,7 +264,11 @@ pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
 #[cfg(feature = "parquet")]
 /// Per-question values of `column` (`"em"` or `"f1"`) for one system, keyed by
 /// question id: the input of `evaluate::significance::compare`.
-pub fn per_query(per_question: &DataFrame, system: &str, column: &str) -> Result<BTreeMap<String, f64>> {
+pub fn per_query(
+    per_question: &DataFrame,
+    system: &str,
+    column: &str,
+) -> Result<BTreeMap<String, f64>> {
     let sub = per_question
         .clone()
         .lazy()
@@ -243,7 +276,12 @@ pub fn per_query(per_question: &DataFrame, system: &str, column: &str) -> Result
         .select([col("question_id"), col(column)])
         .collect()
         .map_err(pe)?;
-    let ids = sub.column("question_id").map_err(pe)?.str().map_err(pe)?.clone();
+    let ids = sub
+        .column("question_id")
+        .map_err(pe)?
+        .str()
+        .map_err(pe)?
+        .clone();
     let vals = sub.column(column).map_err(pe)?.f64().map_err(pe)?.clone();
     let mut out = BTreeMap::new();
     for i in 0..sub.height() {
@@ -354,7 +392,10 @@ mod tests {
         assert!((f(&o, "em_answered", 0) - 50.0).abs() < 1e-9);
         assert!((f(&o, "f1_answered", 0) - 68.75).abs() < 1e-9);
         assert_eq!(o.column("answered").unwrap().u32().unwrap().get(0), Some(4));
-        assert_eq!(o.column("abstained").unwrap().u32().unwrap().get(1), Some(2));
+        assert_eq!(
+            o.column("abstained").unwrap().u32().unwrap().get(1),
+            Some(2)
+        );
         // sparse: EM 1/5 = 20, F1 2/5 = 40; answered 3: EM 33.33, F1 2/3 = 66.67.
         assert!((f(&o, "em", 1) - 20.0).abs() < 1e-9);
         assert!((f(&o, "f1_answered", 1) - 200.0 / 3.0).abs() < 1e-9);
@@ -373,7 +414,13 @@ mod tests {
         assert!((f(&g, "em", 2) - 50.0).abs() < 1e-9);
         assert!((f(&g, "f1_answered", 2) - 100.0).abs() < 1e-9);
         // Misc./sparse: abstained on its only question → answered-only is null.
-        assert!(g.column("f1_answered").unwrap().f64().unwrap().get(1).is_none());
+        assert!(g
+            .column("f1_answered")
+            .unwrap()
+            .f64()
+            .unwrap()
+            .get(1)
+            .is_none());
         let w = winners(&df).unwrap();
         let t = to_table(&w, 2).unwrap();
         // Misc.: dense 25 vs sparse 0; What: dense 50 vs sparse 25;

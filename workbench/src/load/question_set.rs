@@ -122,7 +122,9 @@ pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
         } else if id.trim().is_empty() {
             Some("empty `id`".to_string())
         } else if seen.contains(&id) {
-            Some(format!("duplicate id `{id}` (first used on an earlier line)"))
+            Some(format!(
+                "duplicate id `{id}` (first used on an earlier line)"
+            ))
         } else {
             None
         };

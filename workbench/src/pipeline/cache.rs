@@ -84,7 +84,12 @@ pub fn key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> {
     for r in &p.retrievers {
         field(r.name().as_bytes());
     }
-    field(p.fusion.as_ref().map_or(String::new(), |f| f.tag()).as_bytes());
+    field(
+        p.fusion
+            .as_ref()
+            .map_or(String::new(), |f| f.tag())
+            .as_bytes(),
+    );
     field(&(p.config.retrieval.depth as u64).to_le_bytes());
     match (&p.reranker, &p.config.rerank) {
         (Some(r), Some(c)) => {
@@ -130,12 +135,21 @@ pub fn read(
     }
     let sha = hex::encode(Sha256::digest(e.body.as_bytes()));
     if sha != e.body_sha256 {
-        return Err(format!("{}: body sha256 {sha} ≠ recorded {}; damaged", path.display(), e.body_sha256));
+        return Err(format!(
+            "{}: body sha256 {sha} ≠ recorded {}; damaged",
+            path.display(),
+            e.body_sha256
+        ));
     }
     let body: Vec<Retrieved> = serde_json::from_str(&e.body)
         .map_err(|err| format!("{}: unreadable body: {err}", path.display()))?;
     if body.len() != ids.len() {
-        return Err(format!("{}: {} records for {} questions", path.display(), body.len(), ids.len()));
+        return Err(format!(
+            "{}: {} records for {} questions",
+            path.display(),
+            body.len(),
+            ids.len()
+        ));
     }
     Ok(Some(body))
 }

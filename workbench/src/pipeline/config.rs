@@ -552,8 +552,7 @@ impl PipelineConfig {
         if has_retriever && self.retrieval.depth == 0 {
             return Err(Error::param("retrieval.depth", "k = 0: must be at least 1"));
         }
-        if has_retriever && self.retrieval.depth < self.reader.passages && self.rerank.is_none()
-        {
+        if has_retriever && self.retrieval.depth < self.reader.passages && self.rerank.is_none() {
             return Err(Error::param(
                 "retrieval.depth",
                 format!(

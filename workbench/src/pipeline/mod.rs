@@ -70,9 +70,7 @@ use crate::retrieve::fusion::{Fusion, FusionMethod};
 use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use crate::retrieve::Retriever;
 use crate::{Document, Error, Hit, Passage, QaExample, Result};
-use config::{
-    ChunkerKind, CorpusKind, FusionKind, QuestionsKind, RetrieverKind, TransformKind,
-};
+use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, RetrieverKind, TransformKind};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -267,7 +265,11 @@ impl Pipeline {
             None => names.join(","),
         };
         if let Some(r) = &self.reranker {
-            s += &format!("__rerank-d{}-{}", self.config.rerank.as_ref().map_or(0, |c| c.depth), r.name());
+            s += &format!(
+                "__rerank-d{}-{}",
+                self.config.rerank.as_ref().map_or(0, |c| c.depth),
+                r.name()
+            );
         }
         s
     }
@@ -278,7 +280,11 @@ impl Pipeline {
             if !cc.path.is_empty() {
                 Ok(c.resolve(&cc.path))
             } else {
-                let asset = if cc.asset.is_empty() { default_asset } else { cc.asset.as_str() };
+                let asset = if cc.asset.is_empty() {
+                    default_asset
+                } else {
+                    cc.asset.as_str()
+                };
                 asset_file(asset, file)
             }
         };
@@ -290,9 +296,11 @@ impl Pipeline {
                 let questions = infos.with_file_name("questions.csv");
                 Ok(crate::load::rag_mini::load_csv(&infos, &questions)?.0)
             }
-            CorpusKind::Squad => {
-                Ok(crate::load::squad::load(&path("squad-v2-dev-half", "dev-v2.0.json")?)?.contexts)
-            }
+            CorpusKind::Squad => Ok(crate::load::squad::load(&path(
+                "squad-v2-dev-half",
+                "dev-v2.0.json",
+            )?)?
+            .contexts),
             CorpusKind::Wikipedia => {
                 crate::load::wikipedia_corpus(&crate::assets::Assets::load()?, &cc.asset)
             }
@@ -369,7 +377,11 @@ impl Pipeline {
             use std::sync::Arc;
             let encoder = || -> Result<Arc<BertEncoder>> {
                 let assets = crate::assets::Assets::load()?;
-                Ok(Arc::new(BertEncoder::load(&assets, &r.model, EncoderParams::default())?))
+                Ok(Arc::new(BertEncoder::load(
+                    &assets,
+                    &r.model,
+                    EncoderParams::default(),
+                )?))
             };
             match r.kind {
                 config::RerankKind::BiEncoder => Ok(Box::new(
@@ -399,7 +411,11 @@ impl Pipeline {
             if !q.path.is_empty() {
                 Ok(c.resolve(&q.path))
             } else {
-                let asset = if q.asset.is_empty() { default_asset } else { q.asset.as_str() };
+                let asset = if q.asset.is_empty() {
+                    default_asset
+                } else {
+                    q.asset.as_str()
+                };
                 asset_file(asset, file)
             }
         };
@@ -409,7 +425,10 @@ impl Pipeline {
                     let assets = crate::assets::Assets::load()?;
                     let spec = assets.spec(&q.asset)?;
                     let file = spec.files.keys().next().cloned().ok_or_else(|| {
-                        Error::param("questions.asset", format!("asset `{}` lists no files", q.asset))
+                        Error::param(
+                            "questions.asset",
+                            format!("asset `{}` lists no files", q.asset),
+                        )
                     })?;
                     assets.resolve(&q.asset, &file)?
                 } else {
@@ -456,7 +475,12 @@ impl Pipeline {
     }
 
     /// Retrieval for one list of queries: fused first stage, optional re-rank.
-    fn retrieve(&self, question: &str, queries: &[String], rewrite: bool) -> Result<cache::Retrieved> {
+    fn retrieve(
+        &self,
+        question: &str,
+        queries: &[String],
+        rewrite: bool,
+    ) -> Result<cache::Retrieved> {
         let depth = self.config.retrieval.depth;
         let t0 = Instant::now();
         let mut per_query = Vec::with_capacity(queries.len());
@@ -483,7 +507,11 @@ impl Pipeline {
         let (reranked, rerank_secs) = match (&self.reranker, &self.config.rerank) {
             (Some(rr), Some(rc)) => {
                 let t1 = Instant::now();
-                let query = if rewrite { queries[0].as_str() } else { question };
+                let query = if rewrite {
+                    queries[0].as_str()
+                } else {
+                    question
+                };
                 let cands: Vec<Hit> = retrieved.iter().take(rc.depth).cloned().collect();
                 let out = rr.rerank(query, &cands, &self.lookup, self.config.reader.passages)?;
                 (Some(out), t1.elapsed().as_secs_f64())
@@ -514,7 +542,10 @@ impl Pipeline {
             (Some(t), false) => {
                 return Err(Error::param(
                     "query_transform",
-                    format!("the config asks for `{:?}` but no transform was given to run", t.kind),
+                    format!(
+                        "the config asks for `{:?}` but no transform was given to run",
+                        t.kind
+                    ),
                 ))
             }
             (None, true) => {
@@ -561,7 +592,10 @@ impl Pipeline {
         // 2–3. Retrieve and re-rank (cached).
         let rewrite = matches!(&tcfg, Some(t) if t.kind == TransformKind::Rewrite);
         let (retrieved, cache_status) = if self.retrievers.is_empty() {
-            (vec![cache::Retrieved::default(); qs.len()], cache::Status::Off)
+            (
+                vec![cache::Retrieved::default(); qs.len()],
+                cache::Status::Off,
+            )
         } else {
             let key = cache::key(self, &queries)?;
             let dir = self.config.resolve(&self.config.cache.dir);
@@ -577,7 +611,10 @@ impl Pipeline {
                     let mut out = Vec::with_capacity(qs.len());
                     let mut bar = crate::progress::bar(qs.len(), "retrieve");
                     for (i, q) in qs.iter().enumerate() {
-                        out.push(self.retrieve(&q.question, &queries[i], rewrite).map_err(|e| at(i, e))?);
+                        out.push(
+                            self.retrieve(&q.question, &queries[i], rewrite)
+                                .map_err(|e| at(i, e))?,
+                        );
                         crate::progress::tick(&mut bar, 1);
                     }
                     let status = if !self.config.cache.retrieval {
@@ -629,9 +666,11 @@ impl Pipeline {
                 answer.text.clone()
             };
             let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
-            let cp = context::context_precision(&kept_texts, &q.answers, rule)
+            let cp =
+                context::context_precision(&kept_texts, &q.answers, rule).map_err(|e| at(i, e))?;
+            let answer_found = rule
+                .has_answer(&prediction, &q.answers)
                 .map_err(|e| at(i, e))?;
-            let answer_found = rule.has_answer(&prediction, &q.answers).map_err(|e| at(i, e))?;
             let group = self
                 .questions
                 .groups
@@ -643,7 +682,11 @@ impl Pipeline {
                 question: q.question.clone(),
                 gold_answers: q.answers.clone(),
                 group,
-                queries: if tcfg.is_some() { queries[i].clone() } else { Vec::new() },
+                queries: if tcfg.is_some() {
+                    queries[i].clone()
+                } else {
+                    Vec::new()
+                },
                 retrieved: r.retrieved.clone(),
                 reranked: r.reranked.clone(),
                 passage_ids: answer.passage_ids.clone(),

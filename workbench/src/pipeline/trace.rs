@@ -204,17 +204,32 @@ impl Summary {
             ("abstained", self.abstained.to_string()),
             ("EM (answered only)", f(self.em_answered, 2)),
             ("F1 (answered only)", f(self.f1_answered, 2)),
-            ("gold answer in prediction (%)", f(Some(self.answer_found), 2)),
+            (
+                "gold answer in prediction (%)",
+                f(Some(self.answer_found), 2),
+            ),
             ("context precision", f(self.context_precision, 3)),
-            ("context precision, rank-aware (AP)", f(self.context_average_precision, 3)),
-            ("questions with context precision", self.context_scored.to_string()),
-            ("s/question: transform", f(Some(self.mean_times.transform), 3)),
+            (
+                "context precision, rank-aware (AP)",
+                f(self.context_average_precision, 3),
+            ),
+            (
+                "questions with context precision",
+                self.context_scored.to_string(),
+            ),
+            (
+                "s/question: transform",
+                f(Some(self.mean_times.transform), 3),
+            ),
             ("s/question: retrieve", f(Some(self.mean_times.retrieve), 3)),
             ("s/question: rerank", f(Some(self.mean_times.rerank), 3)),
             ("s/question: read", f(Some(self.mean_times.read), 3)),
             ("s/question: total", f(Some(self.seconds_per_question), 3)),
             ("mean prompt tokens", f(Some(self.mean_prompt_tokens), 1)),
-            ("mean generated tokens", f(Some(self.mean_generated_tokens), 1)),
+            (
+                "mean generated tokens",
+                f(Some(self.mean_generated_tokens), 1),
+            ),
             ("retrieval cache", self.retrieval_cache.clone()),
         ];
         for (k, v) in rows {
@@ -307,7 +322,8 @@ impl PipelineRun {
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let p = dir.join("traces.jsonl");
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?);
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?);
         for r in &self.records {
             serde_json::to_writer(&mut f, r)?;
             f.write_all(b"\n").map_err(|e| Error::io(&p, e))?;
@@ -325,7 +341,10 @@ impl PipelineRun {
         write("summary.json", serde_json::to_string_pretty(&s)?.as_bytes())?;
         write("summary.md", s.to_table().to_markdown().as_bytes())?;
         write("config.toml", self.config.to_toml()?.as_bytes())?;
-        write("skipped.json", serde_json::to_string_pretty(&self.skipped)?.as_bytes())?;
+        write(
+            "skipped.json",
+            serde_json::to_string_pretty(&self.skipped)?.as_bytes(),
+        )?;
         let mut t = Table::new([
             "id",
             "group",
@@ -374,8 +393,8 @@ pub fn read_traces(path: &Path) -> Result<Vec<TraceRecord>> {
 /// all strings. Errors name the file.
 pub fn read_predictions(path: &Path) -> Result<BTreeMap<String, String>> {
     let text = crate::load::read_to_string(path)?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::malformed(path, e.line(), e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::malformed(path, e.line(), e.to_string()))?;
     let serde_json::Value::Object(m) = v else {
         return Err(Error::bad_input(path, "not a JSON object {id: answer}"));
     };
