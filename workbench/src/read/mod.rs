@@ -9,6 +9,7 @@
 //! | module | reader | feature |
 //! |---|---|---|
 //! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
+//! | [`generative`] | GGUF language models (qwen2, llama) on candle: tokenizer, chat template, decoding, [`generative::GenerativeReader`] | `llm` |
 //!
 //! ## Contract
 //!
@@ -21,6 +22,9 @@
 //! - sets [`Answer::abstained`] when its answer is an abstention (for generative readers
 //!   decided by an [`AbstentionRule`], for extractive ones by a null score);
 //! - never panics on any input text.
+
+#[cfg(feature = "llm")]
+pub mod generative;
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};

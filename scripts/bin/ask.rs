@@ -1,0 +1,123 @@
+//! Answer one question from passages with a GGUF generative reader, printing the rendered
+//! prompt, the answer, token counts, timings and peak memory.
+//!
+//! ```text
+//! cargo run --release --bin ask -- --model qwen2.5-coder-1.5b-instruct-gguf \
+//!     --question "Who wrote Hamlet?" --passage "Hamlet is a tragedy by William Shakespeare."
+//! ```
+
+use anyhow::{Context as _, Result};
+use clap::Parser;
+use std::path::PathBuf;
+use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions, Requantize};
+use workbench::read::{Context, Reader};
+
+#[derive(Parser, Debug)]
+#[command(about = "Answer a question from passages with a GGUF language model")]
+struct Args {
+    /// Asset name of the GGUF model (data/assets.toml).
+    #[arg(long, default_value = "qwen2.5-coder-1.5b-instruct-gguf")]
+    model: String,
+    /// A GGUF file to load instead of the asset.
+    #[arg(long)]
+    gguf: Option<PathBuf>,
+    /// The question.
+    #[arg(long)]
+    question: String,
+    /// A passage (repeat for several, rank order).
+    #[arg(long)]
+    passage: Vec<String>,
+    /// Read passages from a file, one per line (after any --passage).
+    #[arg(long)]
+    passages_file: Option<PathBuf>,
+    /// Maximum generated tokens.
+    #[arg(long, default_value_t = 48)]
+    max_new_tokens: usize,
+    /// Context window (default: the model's, capped).
+    #[arg(long)]
+    context_len: Option<usize>,
+    /// Requantise Q4_1/Q5_0/Q5_1 weights to Q8_0: auto, never, always.
+    #[arg(long, default_value = "auto")]
+    requantize: String,
+}
+
+fn vm_hwm_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let requantize = match args.requantize.as_str() {
+        "auto" => Requantize::Auto,
+        "never" => Requantize::Never,
+        "always" => Requantize::Always,
+        other => anyhow::bail!("--requantize {other}: expected auto, never or always"),
+    };
+    let opts = LoadOptions {
+        requantize,
+        context_len: args.context_len,
+    };
+    let llm = match &args.gguf {
+        Some(p) => Llm::load(p, &opts)?,
+        None => Llm::from_asset(&args.model, &opts)?,
+    };
+    let info = llm.info();
+    println!(
+        "model: {} ({}, {} layers, context {}), loaded in {:.2} s, {} tensors requantised, weights {:.0} MB",
+        info.name,
+        info.architecture,
+        info.n_layer,
+        info.context_len,
+        info.load_secs,
+        info.requantized_tensors,
+        info.weight_bytes as f64 / 1e6
+    );
+    let mut passages: Vec<Context> = args
+        .passage
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Context::new(format!("p{}", i + 1), t.clone()))
+        .collect();
+    if let Some(f) = &args.passages_file {
+        let text = std::fs::read_to_string(f).with_context(|| format!("{}", f.display()))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let n = passages.len() + 1;
+            passages.push(Context::new(format!("p{n}"), line.trim().to_string()));
+        }
+    }
+    let mut ro = ReaderOptions::default();
+    ro.params.max_new_tokens = args.max_new_tokens;
+    let mut reader = GenerativeReader::new(llm, ro)?;
+    let a = reader.read(&args.question, &passages)?;
+    println!(
+        "---- prompt ----\n{}---- end of prompt ----",
+        reader.last_prompt()
+    );
+    println!("answer: {}", a.text);
+    println!("abstained: {}", a.abstained);
+    println!(
+        "passages used: {:?}; dropped: {:?}",
+        a.passage_ids, a.dropped
+    );
+    let u = &a.usage;
+    println!(
+        "prompt tokens: {}, generated: {}; prefill {:.2} s ({:.1} tok/s), decode {:.2} s ({:.1} tok/s), total {:.2} s",
+        u.prompt_tokens,
+        u.generated_tokens,
+        u.prefill_secs,
+        u.prefill_tokens_per_sec(),
+        u.decode_secs,
+        if u.decode_secs > 0.0 { u.generated_tokens.saturating_sub(1) as f64 / u.decode_secs } else { 0.0 },
+        u.total().as_secs_f64()
+    );
+    if let Some(kib) = vm_hwm_kib() {
+        println!("peak RSS (VmHWM): {:.0} MB", kib as f64 / 1024.0);
+    }
+    Ok(())
+}

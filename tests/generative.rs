@@ -1,0 +1,440 @@
+//! The generative reader on the SmolLM2-135M-Instruct fixture (Q4_1 GGUF, `llama`
+//! architecture): tokenizer, chat template, decoding, passage fitting, and bad input.
+//! The llama.cpp id and continuation references live in their own test.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use workbench::read::generative::{
+    ChatMessage, GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling,
+    StopReason,
+};
+use workbench::read::{Context, Reader};
+use workbench::Error;
+
+const SMOL: &str = "smollm2-135m-instruct-gguf";
+const SMOL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn smol_path() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        workbench::assets::Assets::load()
+            .and_then(|a| a.resolve(SMOL, SMOL_FILE))
+            .expect("SmolLM2 GGUF in the asset cache (scripts/test fetches it)")
+    })
+    .clone()
+}
+
+/// One shared model (loading is cheap, but the tests run in parallel on 2 cores).
+fn smol() -> std::sync::MutexGuard<'static, Llm> {
+    static M: OnceLock<Mutex<Llm>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(Llm::load(&smol_path(), &LoadOptions::default()).unwrap()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+#[test]
+fn loads_with_metadata() {
+    let llm = smol();
+    assert_eq!(llm.architecture(), "llama");
+    assert_eq!(llm.context_len(), 8192);
+    assert_eq!(llm.vocab_size(), 49152);
+    // <|im_end|> (2) ends generation; <|endoftext|> (0) too, as in llama.cpp.
+    assert!(llm.eog_ids().contains(&2), "{:?}", llm.eog_ids());
+    assert!(llm.eog_ids().contains(&0), "{:?}", llm.eog_ids());
+    let info = llm.info();
+    assert_eq!(info.n_layer, 30);
+    assert_eq!(info.n_kv_head, 3);
+}
+
+#[test]
+fn tokenizer_round_trip_and_no_prefix_space() {
+    let llm = smol();
+    for s in [
+        "Hello world",
+        " leading space",
+        "   three leading spaces and trailing  ",
+        "Café, naïve, Ångström, über",
+        "北京是中国的首都。東京",
+        "emoji 😀👍🏽 and 🇫🇷",
+        "fn main() {\n    println!(\"{}\", 1 + 2);\n}\n",
+        "numbers 1234567 and 3.14159",
+        "tabs\tand\r\nnewlines\n\n",
+    ] {
+        let ids = llm.tokenize(s, false).unwrap();
+        assert!(!ids.is_empty());
+        assert_eq!(llm.detokenize(&ids).unwrap(), s, "round trip of {s:?}");
+    }
+    // No stray prefix space: "Hello" is one token that does not start with the byte-level
+    // space symbol, and " Hello" is a different single token.
+    let a = llm.tokenize("Hello", false).unwrap();
+    let b = llm.tokenize(" Hello", false).unwrap();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_ne!(a, b);
+    assert_eq!(llm.token_text(a[0]), Some("Hello"));
+    assert_eq!(llm.token_text(b[0]), Some("ĠHello"));
+    // SmolLM2 splits digits one by one (its `Digits(individual_digits)` pre-tokenizer).
+    let d = llm.tokenize("2024", false).unwrap();
+    assert_eq!(d.len(), 4, "{d:?}");
+    // Special tokens written in the text are parsed as tokens and left out of the text.
+    let ids = llm
+        .tokenize("<|im_start|>user\nHi<|im_end|>", true)
+        .unwrap();
+    assert_eq!(ids[0], 1);
+    assert_eq!(*ids.last().unwrap(), 2);
+    assert_eq!(llm.detokenize(&ids).unwrap(), "user\nHi");
+    assert!(llm.detokenize(&[49152]).is_err());
+}
+
+#[test]
+fn chat_template_from_the_gguf() {
+    let llm = smol();
+    let text = llm
+        .render_chat(&[ChatMessage::user("What is 2+2?")], true)
+        .unwrap();
+    assert_eq!(
+        text,
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n\
+         <|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let text = llm
+        .render_chat(
+            &[ChatMessage::system("Be terse."), ChatMessage::user("Hi")],
+            false,
+        )
+        .unwrap();
+    assert!(text.starts_with("<|im_start|>system\nBe terse.<|im_end|>\n"));
+    assert!(!text.contains("assistant"));
+}
+
+fn ask(llm: &mut Llm, q: &str, params: &GenerateParams) -> workbench::read::generative::Generation {
+    let prompt = llm.render_chat(&[ChatMessage::user(q)], true).unwrap();
+    llm.generate(&prompt, params).unwrap()
+}
+
+#[test]
+fn greedy_answers_a_simple_question() {
+    let mut llm = smol();
+    let params = GenerateParams {
+        max_new_tokens: 24,
+        ..GenerateParams::default()
+    };
+    let g = ask(&mut llm, "What is the capital of France?", &params);
+    assert!(g.text.contains("Paris"), "{:?}", g.text);
+    assert!(g.prompt_tokens > 10);
+    assert_eq!(g.generated_tokens, g.token_ids.len());
+    assert!(g.generated_tokens <= 24);
+    assert!(g.prefill_secs > 0.0 && g.decode_secs > 0.0);
+    // Prompt processed in batches: batch size 3 gives the same greedy text as 512.
+    let g3 = ask(
+        &mut llm,
+        "What is the capital of France?",
+        &GenerateParams {
+            prefill_batch: 3,
+            ..params.clone()
+        },
+    );
+    assert_eq!(g3.token_ids, g.token_ids);
+}
+
+#[test]
+fn seeded_sampling_is_reproducible_and_stops() {
+    let mut llm = smol();
+    let p = GenerateParams {
+        max_new_tokens: 20,
+        sampling: Sampling::TopP {
+            temperature: 0.9,
+            top_p: 0.95,
+            seed: 42,
+        },
+        ..GenerateParams::default()
+    };
+    let a = ask(&mut llm, "Write a sentence about the sea.", &p);
+    let b = ask(&mut llm, "Write a sentence about the sea.", &p);
+    assert_eq!(a.text, b.text);
+    assert_eq!(a.token_ids, b.token_ids);
+    let others: Vec<Vec<u32>> = (1..4)
+        .map(|seed| {
+            let q = GenerateParams {
+                sampling: Sampling::TopP {
+                    temperature: 0.9,
+                    top_p: 0.95,
+                    seed,
+                },
+                ..p.clone()
+            };
+            ask(&mut llm, "Write a sentence about the sea.", &q).token_ids
+        })
+        .collect();
+    assert!(
+        others.iter().any(|o| *o != a.token_ids),
+        "seeds made no difference"
+    );
+
+    // max_new_tokens
+    let g = ask(
+        &mut llm,
+        "Count from one to fifty in words.",
+        &GenerateParams {
+            max_new_tokens: 5,
+            ..GenerateParams::default()
+        },
+    );
+    assert_eq!((g.generated_tokens, g.stop), (5, StopReason::MaxTokens));
+    assert_eq!(g.decode_steps, 4);
+    // A stop string is cut from the text.
+    let full = ask(
+        &mut llm,
+        "List three fruits, one per line.",
+        &GenerateParams {
+            max_new_tokens: 40,
+            ..GenerateParams::default()
+        },
+    );
+    let first_line_end = full.text.find('\n').expect("a multi-line answer");
+    let g = ask(
+        &mut llm,
+        "List three fruits, one per line.",
+        &GenerateParams {
+            max_new_tokens: 40,
+            stop_strings: vec!["\n".into()],
+            ..GenerateParams::default()
+        },
+    );
+    assert_eq!(g.stop, StopReason::StopString);
+    assert_eq!(g.text, full.text[..first_line_end]);
+    // EOS ends a short answer before the budget.
+    let g = ask(
+        &mut llm,
+        "Reply with the single word: yes",
+        &GenerateParams {
+            max_new_tokens: 60,
+            ..GenerateParams::default()
+        },
+    );
+    assert_eq!(g.stop, StopReason::Eos, "{:?}", g.text);
+}
+
+fn reader(context_len: usize) -> GenerativeReader {
+    let llm = Llm::load(
+        &smol_path(),
+        &LoadOptions {
+            context_len: Some(context_len),
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    GenerativeReader::new(llm, ReaderOptions::default()).unwrap()
+}
+
+#[test]
+fn reader_answers_and_drops_lowest_ranked_passages() {
+    let mut r = reader(400);
+    let filler =
+        "The committee met again on Tuesday to discuss the budget of the regional library, \
+                  the opening hours of the museum and the repairs to the old bridge.";
+    let mut passages = vec![Context::new(
+        "gold",
+        "Paris is the capital and largest city of France.",
+    )];
+    for i in 0..8 {
+        passages.push(Context::new(format!("f{i}"), format!("{filler} ({i})")));
+    }
+    let a = r.read("What is the capital of France?", &passages).unwrap();
+    assert!(
+        !a.dropped.is_empty(),
+        "nothing dropped at a 400-token window"
+    );
+    // Kept is a rank prefix, dropped the rest, in order.
+    let n = a.passage_ids.len();
+    assert!(n >= 1);
+    let ids: Vec<String> = passages.iter().map(|p| p.id.clone()).collect();
+    assert_eq!(a.passage_ids, ids[..n]);
+    assert_eq!(a.dropped, ids[n..]);
+    assert!(
+        a.usage.prompt_tokens + 48 <= 400,
+        "{}",
+        a.usage.prompt_tokens
+    );
+    assert!(r.last_prompt().contains("[1] Paris is the capital"));
+    assert!(!r.last_prompt().contains(&format!("({})", 7)));
+    assert!(a.text.contains("Paris"), "{:?}", a.text);
+    assert!(!a.abstained);
+    assert!(a.usage.generated_tokens > 0);
+
+    // With a wide window nothing is dropped.
+    let wide = reader(4096);
+    let b = wide
+        .build_prompt("What is the capital of France?", &passages)
+        .unwrap();
+    assert!(b.dropped.is_empty());
+    assert_eq!(b.kept, passages.len());
+}
+
+#[test]
+fn empty_question_is_invalid() {
+    let mut r = reader(512);
+    for q in ["", "  \n\t"] {
+        let e = r.read(q, &[Context::new("p", "text")]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidParam {
+                    name: "question",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn template_that_fails_to_render_is_an_error() {
+    let mut llm = Llm::load(&smol_path(), &LoadOptions::default()).unwrap();
+    llm.set_chat_template("{% for m in messages %}{{ m.content | no_such_filter }}{% endfor %}");
+    let e = llm
+        .render_chat(&[ChatMessage::user("hi")], true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chat template") && e.contains(SMOL_FILE), "{e}");
+    assert!(e.contains("no_such_filter"), "{e}");
+    llm.set_chat_template("{% if messages[0].role != 'system' %}{{ raise_exception('System role required') }}{% endif %}");
+    let e = llm
+        .render_chat(&[ChatMessage::user("hi")], true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("System role required"), "{e}");
+    llm.set_chat_template("{% for m in messages %}");
+    let e = GenerativeReader::new(llm, ReaderOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("chat template"), "{e}");
+}
+
+fn load_err(path: &std::path::Path) -> String {
+    let e = Llm::load(path, &LoadOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::BadInput { .. }), "{e:?}");
+    e.to_string()
+}
+
+#[test]
+fn bad_files_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    // Missing.
+    let missing = dir.path().join("nope.gguf");
+    let e = load_err(&missing);
+    assert!(e.contains("nope.gguf") && e.contains("not found"), "{e}");
+    // Corrupt header: not a GGUF at all, and a GGUF magic with garbage after it.
+    let bad = dir.path().join("bad.gguf");
+    std::fs::write(&bad, b"this is not a gguf file at all, just text").unwrap();
+    let e = load_err(&bad);
+    assert!(e.contains("bad.gguf") && e.contains("corrupt"), "{e}");
+    let mut hdr = b"GGUF".to_vec();
+    hdr.extend_from_slice(&3u32.to_le_bytes());
+    hdr.extend_from_slice(&u64::MAX.to_le_bytes());
+    hdr.extend_from_slice(&[0xAB; 64]);
+    std::fs::write(&bad, &hdr).unwrap();
+    let e = load_err(&bad);
+    assert!(e.contains("corrupt"), "{e}");
+
+    let full = std::fs::read(smol_path()).unwrap();
+    // Truncated: the header is intact, the tensor data is cut.
+    let trunc = dir.path().join("truncated.gguf");
+    std::fs::write(&trunc, &full[..full.len() / 2]).unwrap();
+    let e = load_err(&trunc);
+    assert!(
+        e.contains("truncated.gguf") && e.contains("truncated"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("only {} bytes", full.len() / 2)), "{e}");
+    // Unsupported architecture: the same file with `llama` rewritten as `mamba`.
+    let key = b"general.architecture";
+    let at = full
+        .windows(key.len())
+        .position(|w| w == key)
+        .expect("architecture key");
+    let value = at + key.len() + 4 + 8; // value type (u32), string length (u64)
+    assert_eq!(&full[value..value + 5], b"llama");
+    let mut patched = full.clone();
+    patched[value..value + 5].copy_from_slice(b"mamba");
+    let arch = dir.path().join("mamba.gguf");
+    std::fs::write(&arch, &patched).unwrap();
+    let e = load_err(&arch);
+    assert!(
+        e.contains("mamba.gguf") && e.contains("unsupported architecture `mamba`"),
+        "{e}"
+    );
+    // Nothing was written next to the inputs (no cache, no partial output).
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["bad.gguf", "mamba.gguf", "truncated.gguf"]);
+}
+
+#[test]
+fn bad_parameters_are_named() {
+    let mut llm = smol();
+    let ids = llm.tokenize("Hello", true).unwrap();
+    let cases = [
+        (
+            GenerateParams {
+                max_new_tokens: 0,
+                ..GenerateParams::default()
+            },
+            "max_new_tokens",
+        ),
+        (
+            GenerateParams {
+                prefill_batch: 0,
+                ..GenerateParams::default()
+            },
+            "prefill_batch",
+        ),
+        (
+            GenerateParams {
+                sampling: Sampling::TopP {
+                    temperature: 0.0,
+                    top_p: 0.9,
+                    seed: 1,
+                },
+                ..GenerateParams::default()
+            },
+            "temperature",
+        ),
+        (
+            GenerateParams {
+                sampling: Sampling::TopP {
+                    temperature: 1.0,
+                    top_p: 1.5,
+                    seed: 1,
+                },
+                ..GenerateParams::default()
+            },
+            "top_p",
+        ),
+    ];
+    for (p, name) in cases {
+        let e = llm.generate_ids(&ids, &p).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidParam { name: n, .. } if n == name),
+            "{e}"
+        );
+    }
+    let e = llm
+        .generate_ids(&[], &GenerateParams::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidParam { name: "prompt", .. }),
+        "{e}"
+    );
+    let e = llm
+        .generate_ids(&[60000], &GenerateParams::default())
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidParam { name: "prompt", .. }),
+        "{e}"
+    );
+}

@@ -1,0 +1,833 @@
+//! Generative readers: GGUF language models (`qwen2`, `llama`) on candle's quantized path
+//! (feature `llm`).
+//!
+//! ```no_run
+//! # fn main() -> workbench::Result<()> {
+//! use workbench::read::generative::{GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions};
+//! use workbench::read::{Context, Reader};
+//! let llm = Llm::from_asset("qwen2.5-coder-1.5b-instruct-gguf", &LoadOptions::default())?;
+//! let mut reader = GenerativeReader::new(llm, ReaderOptions::default())?;
+//! let a = reader.read("Who wrote Hamlet?", &[Context::new("p1", "Hamlet is a tragedy by William Shakespeare.")])?;
+//! println!("{} ({:.1} tok/s)", a.text, a.usage.decode_tokens_per_sec());
+//! # Ok(()) }
+//! ```
+//!
+//! ## API
+//!
+//! | item | what |
+//! |---|---|
+//! | [`LoadOptions`] `{ requantize, context_len }` | load-time choices; [`Requantize`] `Auto \| Never \| Always` (Q4_1/Q5_0/Q5_1 → Q8_0) |
+//! | [`Llm::load`]`(path, &opts)`, [`Llm::from_asset`]`(name, &opts)` | open, validate (missing file, corrupt header, truncated data, architecture) and load |
+//! | [`Llm::architecture`], [`Llm::context_len`], [`Llm::name`], [`Llm::path`], [`Llm::eog_ids`], [`Llm::info`] | what was loaded |
+//! | [`Llm::tokenize`]`(text, add_special)`, [`Llm::detokenize`]`(ids)` | the GGUF's BPE tokenizer (special tokens in the text are parsed, as llama.cpp's `parse_special`) |
+//! | [`ChatMessage`], [`Llm::render_chat`]`(&msgs, add_generation_prompt)` | the GGUF's Jinja chat template through minijinja; [`Llm::set_chat_template`] overrides it |
+//! | [`GenerateParams`], [`Sampling`] `Greedy \| TopP { temperature, top_p, seed }` | decoding choices |
+//! | [`Llm::generate_ids`]`(&prompt_ids, &params)`, [`Llm::generate`]`(prompt_text, &params)` → [`Generation`] | KV-cached decoding, prompt prefilled in batches of `prefill_batch`; stops at any end-of-generation id ([`StopReason::Eos`]), a stop string ([`StopReason::StopString`], trimmed from the text) or `max_new_tokens` / the context end ([`StopReason::MaxTokens`]) |
+//! | [`GenerativeReader`] + [`ReaderOptions`] | the [`Reader`]: prompt template with `{question}` and `{passages}`, rendered through the chat template; passages that do not fit are dropped lowest rank first |
+//!
+//! Timings: [`Generation::prefill_secs`] covers the prompt's forward passes (its logits give
+//! the first generated token); [`Generation::decode_secs`] covers the rest, i.e.
+//! [`Generation::decode_steps`] = `generated_tokens - 1` single-token forward passes (plus
+//! sampling and stop checks). Tokens/s comparable with llama.cpp's "eval" rate is
+//! `decode_steps / decode_secs`.
+//!
+//! Threads: candle's CPU pool (`CANDLE_NUM_THREADS`, default: the physical cores).
+
+mod gguf;
+mod model;
+mod sample;
+mod template;
+mod tokenizer;
+
+use crate::read::{check_question, fit_passages, AbstentionRule, Answer, Context, Reader, Usage};
+use crate::{Error, Result};
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Whether weights stored as Q4_1 / Q5_0 / Q5_1 (no AVX2/AVX-512 matmul kernel in candle)
+/// are requantised to Q8_0 at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Requantize {
+    /// Requantise when that was measured to be faster (see [`Requantize::resolve`]).
+    #[default]
+    Auto,
+    /// Keep the file's types.
+    Never,
+    /// Requantise Q4_1 / Q5_0 / Q5_1 matmul weights to Q8_0.
+    Always,
+}
+
+impl Requantize {
+    /// The decision for this machine. `Auto` requantises: on the development machine
+    /// (AVX-512 VNNI, 2 cores) Q8_0 decoded faster than the Q4_1 / Q5_0 kernels (numbers in
+    /// the module's README section and `bench_llm`).
+    pub fn resolve(self) -> bool {
+        match self {
+            Requantize::Auto | Requantize::Always => true,
+            Requantize::Never => false,
+        }
+    }
+}
+
+/// Load-time options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadOptions {
+    /// Requantisation of Q4_1 / Q5_0 / Q5_1 weights.
+    pub requantize: Requantize,
+    /// Context window (prompt + generated tokens). `None`: the model's trained context,
+    /// capped at [`DEFAULT_CONTEXT_CAP`] (the KV cache grows with use, the rotary tables
+    /// are sized by this).
+    pub context_len: Option<usize>,
+}
+
+/// Default cap on the context window when [`LoadOptions::context_len`] is `None`.
+pub const DEFAULT_CONTEXT_CAP: usize = 8192;
+
+/// One message of a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message with the given role.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
+
+/// How the next token is picked.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Sampling {
+    /// The most probable token.
+    Greedy,
+    /// Seeded sampling from the temperature-scaled distribution cut to its top-p nucleus.
+    TopP {
+        /// Softmax temperature (> 0).
+        temperature: f32,
+        /// Nucleus mass in (0, 1].
+        top_p: f32,
+        /// Seed of the sampler's ChaCha8 generator (same seed → same text).
+        seed: u64,
+    },
+}
+
+/// Decoding parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerateParams {
+    /// Maximum number of generated tokens (≥ 1).
+    pub max_new_tokens: usize,
+    /// Greedy or seeded top-p.
+    pub sampling: Sampling,
+    /// Generation stops when the text contains one of these; the text is cut before it.
+    pub stop_strings: Vec<String>,
+    /// Prompt tokens per prefill forward pass (≥ 1).
+    pub prefill_batch: usize,
+}
+
+impl Default for GenerateParams {
+    fn default() -> Self {
+        GenerateParams {
+            max_new_tokens: 128,
+            sampling: Sampling::Greedy,
+            stop_strings: Vec::new(),
+            prefill_batch: 512,
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StopReason {
+    /// An end-of-generation token (not included in the output).
+    Eos,
+    /// A stop string appeared (the text is cut before it; its tokens stay in `token_ids`).
+    StopString,
+    /// `max_new_tokens` were generated, or the context window is full.
+    MaxTokens,
+}
+
+/// The result of one generation call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    /// Generated token ids (no end-of-generation id).
+    pub token_ids: Vec<u32>,
+    /// Their text, cut before the first stop string.
+    pub text: String,
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// Number of generated tokens (`token_ids.len()`).
+    pub generated_tokens: usize,
+    /// Single-token forward passes after the prompt (see the module doc on timings).
+    pub decode_steps: usize,
+    /// Prompt forward passes, seconds.
+    pub prefill_secs: f64,
+    /// Everything after the prefill, seconds.
+    pub decode_secs: f64,
+    /// Why it stopped.
+    pub stop: StopReason,
+}
+
+impl Generation {
+    /// Prompt tokens per second of prefill.
+    pub fn prefill_tokens_per_sec(&self) -> f64 {
+        if self.prefill_secs > 0.0 {
+            self.prompt_tokens as f64 / self.prefill_secs
+        } else {
+            0.0
+        }
+    }
+    /// Decode forward passes per second (llama.cpp's "eval" rate).
+    pub fn decode_tokens_per_sec(&self) -> f64 {
+        if self.decode_secs > 0.0 {
+            self.decode_steps as f64 / self.decode_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// What was loaded, for logs and result configs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmInfo {
+    /// The GGUF file.
+    pub path: PathBuf,
+    /// `general.name` (or the file stem).
+    pub name: String,
+    /// `general.architecture`.
+    pub architecture: String,
+    /// Layers.
+    pub n_layer: usize,
+    /// Hidden size.
+    pub n_embd: usize,
+    /// Query heads.
+    pub n_head: usize,
+    /// Key/value heads.
+    pub n_kv_head: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// Context window used (≤ trained context).
+    pub context_len: usize,
+    /// Context the model was trained with.
+    pub trained_context_len: usize,
+    /// Weight tensors requantised to Q8_0 at load.
+    pub requantized_tensors: usize,
+    /// Bytes of weights in memory.
+    pub weight_bytes: usize,
+    /// Load time, seconds.
+    pub load_secs: f64,
+}
+
+/// A loaded GGUF language model with its tokenizer and chat template.
+pub struct Llm {
+    path: PathBuf,
+    name: String,
+    architecture: String,
+    model: model::Model,
+    tok: tokenizer::GgufTokenizer,
+    chat_template: Option<String>,
+    context_len: usize,
+    load_secs: f64,
+}
+
+impl std::fmt::Debug for Llm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Llm")
+            .field("path", &self.path)
+            .field("architecture", &self.architecture)
+            .field("context_len", &self.context_len)
+            .finish()
+    }
+}
+
+impl Llm {
+    /// Load a GGUF file. Validates before loading anything: the file exists, its header
+    /// parses, every tensor's data lies inside the file, and `general.architecture` is
+    /// `qwen2` or `llama` — each failure an error naming the file.
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        if opts.context_len == Some(0) {
+            return Err(Error::param("context_len", "must be at least 1"));
+        }
+        let mut g = gguf::GgufFile::open(path)?;
+        let architecture = g.str("general.architecture")?.to_string();
+        let arch = match architecture.as_str() {
+            "qwen2" => model::Arch::Qwen2,
+            "llama" => model::Arch::Llama,
+            other => {
+                return Err(Error::bad_input(
+                    path,
+                    format!("unsupported architecture `{other}` (general.architecture); supported: qwen2, llama"),
+                ))
+            }
+        };
+        let cfg = model::Config::from_gguf(&g, arch)?;
+        let tok = tokenizer::GgufTokenizer::from_gguf(&g)?;
+        if tok.tokens.len() != cfg.vocab {
+            return Err(Error::bad_input(path, "vocabulary size mismatch"));
+        }
+        let context_len = match opts.context_len {
+            Some(c) if c > cfg.n_ctx_train => {
+                return Err(Error::param(
+                    "context_len",
+                    format!(
+                        "{c} exceeds the model's trained context of {} ({})",
+                        cfg.n_ctx_train,
+                        path.display()
+                    ),
+                ))
+            }
+            Some(c) => c,
+            None => cfg.n_ctx_train.min(DEFAULT_CONTEXT_CAP),
+        };
+        let name = match g.get("general.name") {
+            Some(_) => g.str("general.name")?.to_string(),
+            None => path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+        let chat_template = match g.get("tokenizer.chat_template") {
+            Some(_) => Some(g.str("tokenizer.chat_template")?.to_string()),
+            None => None,
+        };
+        let model = model::Model::load(&mut g, cfg, context_len, opts.requantize.resolve())?;
+        Ok(Llm {
+            path: path.to_path_buf(),
+            name,
+            architecture,
+            model,
+            tok,
+            chat_template,
+            context_len,
+            load_secs: t0.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Load the (single) `.gguf` file of asset `asset_name` from the cache
+    /// (`data/assets.toml`), checksum-verified.
+    pub fn from_asset(asset_name: &str, opts: &LoadOptions) -> Result<Self> {
+        let assets = crate::assets::Assets::load()?;
+        let spec = assets.spec(asset_name)?;
+        let files: Vec<&String> = spec.files.keys().filter(|f| f.ends_with(".gguf")).collect();
+        let [file] = files.as_slice() else {
+            return Err(Error::param(
+                "asset_name",
+                format!(
+                    "asset `{asset_name}` has {} .gguf files; expected exactly one",
+                    files.len()
+                ),
+            ));
+        };
+        let path = assets.resolve(asset_name, file)?;
+        Self::load(&path, opts)
+    }
+
+    /// `general.architecture` (`qwen2`, `llama`).
+    pub fn architecture(&self) -> &str {
+        &self.architecture
+    }
+
+    /// The context window: prompt plus generated tokens.
+    pub fn context_len(&self) -> usize {
+        self.context_len
+    }
+
+    /// `general.name` from the GGUF (or the file stem).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The GGUF file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every end-of-generation token id (sorted).
+    pub fn eog_ids(&self) -> &[u32] {
+        &self.tok.eog
+    }
+
+    /// Vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        self.tok.tokens.len()
+    }
+
+    /// The text of one vocabulary entry as stored in the GGUF (byte-level symbols).
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        self.tok.tokens.get(id as usize).map(|s| s.as_str())
+    }
+
+    /// A summary of what was loaded.
+    pub fn info(&self) -> LlmInfo {
+        let c = &self.model.cfg;
+        LlmInfo {
+            path: self.path.clone(),
+            name: self.name.clone(),
+            architecture: self.architecture.clone(),
+            n_layer: c.n_layer,
+            n_embd: c.n_embd,
+            n_head: c.n_head,
+            n_kv_head: c.n_kv_head,
+            vocab: c.vocab,
+            context_len: self.context_len,
+            trained_context_len: c.n_ctx_train,
+            requantized_tensors: self.model.requantized,
+            weight_bytes: self.model.weight_bytes,
+            load_secs: self.load_secs,
+        }
+    }
+
+    /// Token ids of `text`. Special tokens written in the text (`<|im_start|>`) become
+    /// their ids; `add_special` adds BOS / EOS where the GGUF asks for them
+    /// (`tokenizer.ggml.add_bos_token`, `add_eos_token`).
+    pub fn tokenize(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
+        self.tok.encode(text, add_special)
+    }
+
+    /// Text of `ids`; control tokens (BOS, `<|im_end|>`) are left out.
+    pub fn detokenize(&self, ids: &[u32]) -> Result<String> {
+        self.tok.decode(ids)
+    }
+
+    /// The chat template in use (the GGUF's unless overridden).
+    pub fn chat_template(&self) -> Option<&str> {
+        self.chat_template.as_deref()
+    }
+
+    /// Replace the chat template (a Jinja string as in `tokenizer.chat_template`).
+    pub fn set_chat_template(&mut self, template: impl Into<String>) {
+        self.chat_template = Some(template.into());
+    }
+
+    /// Render `messages` with the chat template; `add_generation_prompt` appends the
+    /// assistant's turn opener. A template that is missing or fails to render is an error
+    /// naming the file and minijinja's message.
+    pub fn render_chat(
+        &self,
+        messages: &[ChatMessage],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
+        let Some(t) = &self.chat_template else {
+            return Err(Error::bad_input(
+                &self.path,
+                "the GGUF has no chat template (tokenizer.chat_template); set one with set_chat_template",
+            ));
+        };
+        let tok_text = |id: Option<u32>| {
+            id.and_then(|i| self.tok.tokens.get(i as usize))
+                .cloned()
+                .unwrap_or_default()
+        };
+        template::render(
+            t,
+            messages,
+            add_generation_prompt,
+            &tok_text(self.tok.bos),
+            &tok_text(self.tok.eos),
+        )
+        .map_err(|e| {
+            Error::bad_input(
+                &self.path,
+                format!("chat template (tokenizer.chat_template) failed to render: {e}"),
+            )
+        })
+    }
+
+    /// Tokenize `prompt` (special tokens parsed, BOS as the GGUF asks) and generate.
+    pub fn generate(&mut self, prompt: &str, params: &GenerateParams) -> Result<Generation> {
+        let ids = self.tokenize(prompt, true)?;
+        self.generate_ids(&ids, params)
+    }
+
+    fn check_params(&self, prompt_ids: &[u32], p: &GenerateParams) -> Result<()> {
+        if prompt_ids.is_empty() {
+            return Err(Error::param("prompt", "the prompt has no tokens"));
+        }
+        if let Some(bad) = prompt_ids
+            .iter()
+            .find(|&&i| i as usize >= self.vocab_size())
+        {
+            return Err(Error::param(
+                "prompt",
+                format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    self.vocab_size()
+                ),
+            ));
+        }
+        if prompt_ids.len() >= self.context_len {
+            return Err(Error::param(
+                "prompt",
+                format!(
+                    "{} prompt tokens leave no room in the context of {}",
+                    prompt_ids.len(),
+                    self.context_len
+                ),
+            ));
+        }
+        if p.max_new_tokens == 0 {
+            return Err(Error::param("max_new_tokens", "must be at least 1"));
+        }
+        if p.prefill_batch == 0 {
+            return Err(Error::param("prefill_batch", "must be at least 1"));
+        }
+        if p.stop_strings.iter().any(|s| s.is_empty()) {
+            return Err(Error::param("stop_strings", "a stop string is empty"));
+        }
+        if let Sampling::TopP {
+            temperature, top_p, ..
+        } = p.sampling
+        {
+            if !(temperature > 0.0 && temperature.is_finite()) {
+                return Err(Error::param(
+                    "temperature",
+                    format!("{temperature} is not > 0"),
+                ));
+            }
+            if !(top_p > 0.0 && top_p <= 1.0) {
+                return Err(Error::param("top_p", format!("{top_p} is not in (0, 1]")));
+            }
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        let path = self.path.clone();
+        self.model
+            .forward(ids)
+            .map_err(|e| Error::bad_input(path, format!("forward pass: {e}")))
+    }
+
+    /// Generate from prompt token ids (see the module doc). The KV cache is reset first,
+    /// so calls are independent.
+    pub fn generate_ids(
+        &mut self,
+        prompt_ids: &[u32],
+        params: &GenerateParams,
+    ) -> Result<Generation> {
+        self.check_params(prompt_ids, params)?;
+        self.model.clear_cache();
+        let t0 = Instant::now();
+        let mut logits = Vec::new();
+        for chunk in prompt_ids.chunks(params.prefill_batch) {
+            logits = self.run(chunk)?;
+        }
+        let prefill_secs = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let mut rng = match params.sampling {
+            Sampling::TopP { seed, .. } => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            Sampling::Greedy => rand_chacha::ChaCha8Rng::seed_from_u64(0),
+        };
+        let mut out: Vec<u32> = Vec::new();
+        let mut steps = 0usize;
+        let mut cut: Option<String> = None;
+        let stop = loop {
+            let next = match params.sampling {
+                Sampling::Greedy => sample::argmax(&logits),
+                Sampling::TopP {
+                    temperature, top_p, ..
+                } => sample::top_p(&logits, temperature, top_p, &mut rng),
+            };
+            if self.tok.eog.binary_search(&next).is_ok() {
+                break StopReason::Eos;
+            }
+            out.push(next);
+            if !params.stop_strings.is_empty() {
+                let text = self.tok.decode(&out)?;
+                let first = params
+                    .stop_strings
+                    .iter()
+                    .filter_map(|s| text.find(s.as_str()))
+                    .min();
+                if let Some(i) = first {
+                    cut = Some(text[..i].to_string());
+                    break StopReason::StopString;
+                }
+            }
+            if out.len() >= params.max_new_tokens || self.model.cached() >= self.context_len {
+                break StopReason::MaxTokens;
+            }
+            logits = self.run(&[next])?;
+            steps += 1;
+        };
+        let text = match cut {
+            Some(t) => t,
+            None => self.tok.decode(&out)?,
+        };
+        Ok(Generation {
+            generated_tokens: out.len(),
+            token_ids: out,
+            text,
+            prompt_tokens: prompt_ids.len(),
+            decode_steps: steps,
+            prefill_secs,
+            decode_secs: t1.elapsed().as_secs_f64(),
+            stop,
+        })
+    }
+}
+
+/// Options of a [`GenerativeReader`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReaderOptions {
+    /// Name for tables and traces (empty: the model's `general.name`).
+    pub name: String,
+    /// Optional system message.
+    pub system: Option<String>,
+    /// The user message: `{question}` and `{passages}` are replaced.
+    pub prompt: String,
+    /// One passage: `{rank}` (1-based), `{id}`, `{title}`, `{text}` are replaced.
+    pub passage: String,
+    /// Between passages.
+    pub passage_separator: String,
+    /// Decoding.
+    pub params: GenerateParams,
+    /// Which answers are abstentions.
+    pub abstention: AbstentionRule,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            name: String::new(),
+            system: Some(
+                "You answer questions using only the passages you are given. Answer with a short phrase, \
+                 not a sentence. If the passages do not contain the answer, reply exactly: Not found"
+                    .into(),
+            ),
+            prompt: "Passages:\n{passages}\n\nQuestion: {question}\nAnswer:".into(),
+            passage: "[{rank}] {text}".into(),
+            passage_separator: "\n\n".into(),
+            params: GenerateParams {
+                max_new_tokens: 48,
+                stop_strings: vec!["\n\n".into()],
+                ..GenerateParams::default()
+            },
+            abstention: AbstentionRule::default(),
+        }
+    }
+}
+
+/// A prompt built for a question and its passages, after fitting the window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltPrompt {
+    /// The rendered chat text.
+    pub text: String,
+    /// Its token ids.
+    pub ids: Vec<u32>,
+    /// Passages kept (a rank-order prefix).
+    pub kept: usize,
+    /// Ids of the dropped passages.
+    pub dropped: Vec<String>,
+}
+
+/// A [`Reader`] that generates the answer with an [`Llm`].
+#[derive(Debug)]
+pub struct GenerativeReader {
+    llm: Llm,
+    opts: ReaderOptions,
+    name: String,
+    last_prompt: String,
+}
+
+impl GenerativeReader {
+    /// A reader over `llm`. Checks that the prompt template has `{question}` and
+    /// `{passages}` and that the chat template renders.
+    pub fn new(llm: Llm, opts: ReaderOptions) -> Result<Self> {
+        for key in ["{question}", "{passages}"] {
+            if !opts.prompt.contains(key) {
+                return Err(Error::param(
+                    "prompt",
+                    format!("the prompt template has no {key}"),
+                ));
+            }
+        }
+        if !opts.passage.contains("{text}") {
+            return Err(Error::param(
+                "passage",
+                "the passage template has no {text}",
+            ));
+        }
+        if opts.params.max_new_tokens >= llm.context_len() {
+            return Err(Error::param(
+                "max_new_tokens",
+                format!(
+                    "{} leaves no room in the context of {}",
+                    opts.params.max_new_tokens,
+                    llm.context_len()
+                ),
+            ));
+        }
+        let name = if opts.name.is_empty() {
+            llm.name().to_string()
+        } else {
+            opts.name.clone()
+        };
+        let r = GenerativeReader {
+            llm,
+            opts,
+            name,
+            last_prompt: String::new(),
+        };
+        r.render("?", "")?;
+        Ok(r)
+    }
+
+    /// The model.
+    pub fn llm(&self) -> &Llm {
+        &self.llm
+    }
+
+    /// The model, mutably (to change its chat template).
+    pub fn llm_mut(&mut self) -> &mut Llm {
+        &mut self.llm
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ReaderOptions {
+        &self.opts
+    }
+
+    /// The chat text of the last [`Reader::read`] call.
+    pub fn last_prompt(&self) -> &str {
+        &self.last_prompt
+    }
+
+    fn render(&self, question: &str, passages: &str) -> Result<String> {
+        let user = self
+            .opts
+            .prompt
+            .replace("{passages}", passages)
+            .replace("{question}", question);
+        let mut msgs = Vec::new();
+        if let Some(s) = &self.opts.system {
+            msgs.push(ChatMessage::system(s.clone()));
+        }
+        msgs.push(ChatMessage::user(user));
+        self.llm.render_chat(&msgs, true)
+    }
+
+    fn format_passage(&self, rank: usize, p: &Context) -> String {
+        self.opts
+            .passage
+            .replace("{rank}", &rank.to_string())
+            .replace("{id}", &p.id)
+            .replace("{title}", &p.title)
+            .replace("{text}", &p.text)
+    }
+
+    fn join(&self, passages: &[Context]) -> String {
+        passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.format_passage(i + 1, p))
+            .collect::<Vec<_>>()
+            .join(&self.opts.passage_separator)
+    }
+
+    /// Build the prompt for `question` over `passages` (rank order), dropping the
+    /// lowest-ranked passages that do not fit `context_len - max_new_tokens`.
+    pub fn build_prompt(&self, question: &str, passages: &[Context]) -> Result<BuiltPrompt> {
+        let question = check_question(question)?;
+        let room = self.llm.context_len() - self.opts.params.max_new_tokens;
+        let overhead = self.llm.tokenize(&self.render(question, "")?, true)?.len();
+        if overhead > room {
+            return Err(Error::param(
+                "question",
+                format!(
+                    "the prompt without passages has {overhead} tokens; the window leaves {room} \
+                     ({} context - {} max_new_tokens)",
+                    self.llm.context_len(),
+                    self.opts.params.max_new_tokens
+                ),
+            ));
+        }
+        let sep = self
+            .llm
+            .tokenize(&self.opts.passage_separator, false)?
+            .len();
+        let mut rank = 0usize;
+        let mut err = None;
+        let (mut kept, _) = fit_passages(passages, room - overhead, |p| {
+            rank += 1;
+            match self.llm.tokenize(&self.format_passage(rank, p), false) {
+                Ok(ids) => ids.len() + sep,
+                Err(e) => {
+                    err = Some(e);
+                    usize::MAX / 4
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        // Token counts of the parts need not add up exactly: shrink until the whole fits.
+        loop {
+            let text = self.render(question, &self.join(&passages[..kept]))?;
+            let ids = self.llm.tokenize(&text, true)?;
+            if ids.len() <= room || kept == 0 {
+                let dropped = passages[kept..].iter().map(|p| p.id.clone()).collect();
+                return Ok(BuiltPrompt {
+                    text,
+                    ids,
+                    kept,
+                    dropped,
+                });
+            }
+            kept -= 1;
+        }
+    }
+}
+
+impl Reader for GenerativeReader {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
+        let built = self.build_prompt(question, passages)?;
+        let params = self.opts.params.clone();
+        let g = self.llm.generate_ids(&built.ids, &params)?;
+        self.last_prompt = built.text;
+        let text = g.text.trim().to_string();
+        Ok(Answer {
+            abstained: self.opts.abstention.is_abstention(&text),
+            text,
+            passage_ids: passages[..built.kept]
+                .iter()
+                .map(|p| p.id.clone())
+                .collect(),
+            dropped: built.dropped,
+            evidence: None,
+            score: None,
+            usage: Usage {
+                prompt_tokens: g.prompt_tokens,
+                generated_tokens: g.generated_tokens,
+                prefill_secs: g.prefill_secs,
+                decode_secs: g.decode_secs,
+            },
+        })
+    }
+}

@@ -1,0 +1,383 @@
+//! The decoder-only transformer shared by the `llama` and `qwen2` GGUF architectures, on
+//! candle's quantized matmuls (`QMatMul`), with a growable KV cache and batched prefill.
+//!
+//! The two architectures differ only in what the GGUF says: `qwen2` has biases on the
+//! q/k/v projections and rotates query/key halves (NeoX RoPE); `llama` has no biases and
+//! rotates adjacent pairs (llama.cpp permutes Llama's q/k weights at conversion). Grouped-
+//! query attention is computed without repeating the KV heads: the queries of the heads
+//! sharing a KV head are stacked as rows of one matmul against that head's cache.
+
+use super::gguf::GgufFile;
+use crate::{Error, Result};
+use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::{DType, Device, Module, Tensor};
+use std::sync::Arc;
+
+/// Architectures this module runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arch {
+    Llama,
+    Qwen2,
+}
+
+/// Hyper-parameters read from the GGUF metadata.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub arch: Arch,
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_kv_head: usize,
+    pub head_dim: usize,
+    pub eps: f32,
+    pub rope_base: f32,
+    pub n_ctx_train: usize,
+    pub vocab: usize,
+}
+
+struct Layer {
+    attn_norm: Tensor,
+    wq: QMatMul,
+    wk: QMatMul,
+    wv: QMatMul,
+    bq: Option<Tensor>,
+    bk: Option<Tensor>,
+    bv: Option<Tensor>,
+    wo: QMatMul,
+    ffn_norm: Tensor,
+    gate: QMatMul,
+    up: QMatMul,
+    down: QMatMul,
+}
+
+/// Per-layer key and value caches, `[n_kv_head, capacity, head_dim]`, grown on demand.
+struct KvCache {
+    k: Vec<Tensor>,
+    v: Vec<Tensor>,
+    cap: usize,
+    len: usize,
+}
+
+/// Weights, rotary tables and the KV cache of one loaded model.
+pub(crate) struct Model {
+    pub cfg: Config,
+    embd: Arc<QTensor>,
+    layers: Vec<Layer>,
+    out_norm: Tensor,
+    output: QMatMul,
+    cos: Tensor,
+    sin: Tensor,
+    max_ctx: usize,
+    cache: KvCache,
+    /// Number of weight tensors requantised to Q8_0 at load.
+    pub requantized: usize,
+    /// Bytes of the weights as held in memory.
+    pub weight_bytes: usize,
+}
+
+fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error {
+    let what = what.to_string();
+    let path = path.to_path_buf();
+    move |e| Error::bad_input(&path, format!("{what}: {e}"))
+}
+
+impl Config {
+    pub fn from_gguf(g: &GgufFile, arch: Arch) -> Result<Self> {
+        let a = match arch {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        };
+        let k = |s: &str| format!("{a}.{s}");
+        let n_embd = g.usize(&k("embedding_length"))?;
+        let n_head = g.usize(&k("attention.head_count"))?;
+        let n_kv_head = g
+            .opt_usize(&k("attention.head_count_kv"))?
+            .unwrap_or(n_head);
+        if n_head == 0 || n_kv_head == 0 || n_head % n_kv_head != 0 {
+            return Err(Error::bad_input(
+                &g.path,
+                format!("{a}: {n_head} attention heads cannot share {n_kv_head} KV heads"),
+            ));
+        }
+        let head_dim = g
+            .opt_usize(&k("attention.key_length"))?
+            .unwrap_or(n_embd / n_head);
+        if let Some(rd) = g.opt_usize(&k("rope.dimension_count"))? {
+            if rd != head_dim {
+                return Err(Error::bad_input(
+                    &g.path,
+                    format!("{a}: partial rotary embeddings (rope.dimension_count {rd} < head size {head_dim}) are not supported"),
+                ));
+            }
+        }
+        if g.has_tensor("rope_freqs.weight")
+            || g.get(&k("rope.scaling.type"))
+                .is_some_and(|v| v.to_string().map(|s| s != "none").unwrap_or(true))
+        {
+            return Err(Error::bad_input(
+                &g.path,
+                format!("{a}: RoPE scaling (rope_freqs / rope.scaling.type) is not supported"),
+            ));
+        }
+        let vocab = g.strings("tokenizer.ggml.tokens")?.len();
+        Ok(Config {
+            arch,
+            n_layer: g.usize(&k("block_count"))?,
+            n_embd,
+            n_head,
+            n_kv_head,
+            head_dim,
+            eps: g
+                .opt_f32(&k("attention.layer_norm_rms_epsilon"))?
+                .unwrap_or(1e-5),
+            rope_base: g.opt_f32(&k("rope.freq_base"))?.unwrap_or(10_000.0),
+            n_ctx_train: g.usize(&k("context_length"))?,
+            vocab,
+        })
+    }
+}
+
+impl Model {
+    /// Load the weights of `g`; requantise Q4_1/Q5_0/Q5_1 matmul weights to Q8_0 when
+    /// `requant`. `max_ctx` bounds the KV cache and the rotary tables.
+    pub fn load(g: &mut GgufFile, cfg: Config, max_ctx: usize, requant: bool) -> Result<Self> {
+        let path = g.path.clone();
+        let cpu = Device::Cpu;
+        let mut requantized = 0usize;
+        let mut weight_bytes = 0usize;
+        let mut qmm = |g: &mut GgufFile, name: &str| -> Result<QMatMul> {
+            let before = g.tensor_dtype(name);
+            let t = g.tensor(name, requant)?;
+            if before != Some(t.dtype()) {
+                requantized += 1;
+            }
+            weight_bytes += t.storage_size_in_bytes();
+            QMatMul::from_qtensor(t).map_err(ce(&path, name))
+        };
+        let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
+            g.tensor(name, false)?
+                .dequantize(&cpu)
+                .map_err(ce(&path, name))
+        };
+        let opt_vec = |g: &mut GgufFile, name: &str| -> Result<Option<Tensor>> {
+            if g.has_tensor(name) {
+                vec(g, name).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let embd = Arc::new(g.tensor("token_embd.weight", false)?);
+        let embd_bytes = embd.storage_size_in_bytes();
+        let output = if g.has_tensor("output.weight") {
+            qmm(g, "output.weight")?
+        } else {
+            QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?
+        };
+        let out_norm = vec(g, "output_norm.weight")?;
+        let mut layers = Vec::with_capacity(cfg.n_layer);
+        for i in 0..cfg.n_layer {
+            let p = |s: &str| format!("blk.{i}.{s}");
+            let (bq, bk, bv) = match cfg.arch {
+                Arch::Qwen2 => (
+                    Some(vec(g, &p("attn_q.bias"))?),
+                    Some(vec(g, &p("attn_k.bias"))?),
+                    Some(vec(g, &p("attn_v.bias"))?),
+                ),
+                Arch::Llama => (
+                    opt_vec(g, &p("attn_q.bias"))?,
+                    opt_vec(g, &p("attn_k.bias"))?,
+                    opt_vec(g, &p("attn_v.bias"))?,
+                ),
+            };
+            layers.push(Layer {
+                attn_norm: vec(g, &p("attn_norm.weight"))?,
+                wq: qmm(g, &p("attn_q.weight"))?,
+                wk: qmm(g, &p("attn_k.weight"))?,
+                wv: qmm(g, &p("attn_v.weight"))?,
+                bq,
+                bk,
+                bv,
+                wo: qmm(g, &p("attn_output.weight"))?,
+                ffn_norm: vec(g, &p("ffn_norm.weight"))?,
+                gate: qmm(g, &p("ffn_gate.weight"))?,
+                up: qmm(g, &p("ffn_up.weight"))?,
+                down: qmm(g, &p("ffn_down.weight"))?,
+            });
+        }
+        let (cos, sin) = rope_tables(cfg.head_dim, cfg.rope_base, max_ctx)
+            .map_err(ce(&path, "rotary tables"))?;
+        let cache = KvCache {
+            k: Vec::new(),
+            v: Vec::new(),
+            cap: 0,
+            len: 0,
+        };
+        Ok(Model {
+            cfg,
+            embd,
+            layers,
+            out_norm,
+            output,
+            cos,
+            sin,
+            max_ctx,
+            cache,
+            requantized,
+            weight_bytes: weight_bytes + embd_bytes,
+        })
+    }
+
+    /// Forget the cached keys and values (the allocation is kept).
+    pub fn clear_cache(&mut self) {
+        self.cache.len = 0;
+    }
+
+    /// Positions held in the KV cache.
+    pub fn cached(&self) -> usize {
+        self.cache.len
+    }
+
+    fn reserve(&mut self, needed: usize) -> candle_core::Result<()> {
+        if needed <= self.cache.cap {
+            return Ok(());
+        }
+        let cap = needed.max(self.cache.cap * 2).max(256).min(self.max_ctx);
+        let shape = (self.cfg.n_kv_head, cap, self.cfg.head_dim);
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for l in 0..self.cfg.n_layer {
+            let nk = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
+            let nv = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
+            if self.cache.len > 0 {
+                nk.slice_set(&self.cache.k[l].narrow(1, 0, self.cache.len)?, 1, 0)?;
+                nv.slice_set(&self.cache.v[l].narrow(1, 0, self.cache.len)?, 1, 0)?;
+            }
+            k.push(nk);
+            v.push(nv);
+        }
+        self.cache.k = k;
+        self.cache.v = v;
+        self.cache.cap = cap;
+        Ok(())
+    }
+
+    /// Run `ids` at positions `cached()..cached() + ids.len()` (appending to the cache) and
+    /// return the logits of the last position.
+    pub fn forward(&mut self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let t = ids.len();
+        let pos = self.cache.len;
+        if t == 0 {
+            candle_core::bail!("no tokens to run");
+        }
+        if pos + t > self.max_ctx {
+            candle_core::bail!(
+                "{} positions exceed the context of {}",
+                pos + t,
+                self.max_ctx
+            );
+        }
+        self.reserve(pos + t)?;
+        let cfg = &self.cfg;
+        let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
+        let group = nh / nkv;
+        let cpu = Device::Cpu;
+        let ids_t = Tensor::new(ids, &cpu)?;
+        let mut x = self.embd.embedding(&ids_t)?; // [t, d]
+        let cos = self.cos.narrow(0, pos, t)?;
+        let sin = self.sin.narrow(0, pos, t)?;
+        let kv_len = pos + t;
+        let mask = if t > 1 {
+            // Row (g, i) of a KV head's stacked queries may see keys 0..=pos + i.
+            let mut m = vec![0f32; group * t * kv_len];
+            for g in 0..group {
+                for i in 0..t {
+                    let row = &mut m[(g * t + i) * kv_len..(g * t + i + 1) * kv_len];
+                    for v in row.iter_mut().skip(pos + i + 1) {
+                        *v = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            Some(Tensor::from_vec(m, (group * t, kv_len), &cpu)?)
+        } else {
+            None
+        };
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (li, l) in self.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &l.attn_norm, cfg.eps)?;
+            let mut q = l.wq.forward(&h)?;
+            let mut k = l.wk.forward(&h)?;
+            let mut v = l.wv.forward(&h)?;
+            if let Some(b) = &l.bq {
+                q = q.broadcast_add(b)?;
+            }
+            if let Some(b) = &l.bk {
+                k = k.broadcast_add(b)?;
+            }
+            if let Some(b) = &l.bv {
+                v = v.broadcast_add(b)?;
+            }
+            let q = q.reshape((1, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
+            let k = k.reshape((1, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+            let v = v.reshape((t, nkv, hd))?.transpose(0, 1)?.contiguous()?;
+            let (q, k) = match cfg.arch {
+                Arch::Qwen2 => (
+                    candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
+                    candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
+                ),
+                Arch::Llama => (
+                    candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
+                    candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
+                ),
+            };
+            self.cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
+            self.cache.v[li].slice_set(&v, 1, pos)?;
+            let kc = self.cache.k[li].narrow(1, 0, kv_len)?;
+            let vc = self.cache.v[li].narrow(1, 0, kv_len)?;
+            // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
+            let q = q.reshape((nkv, group * t, hd))?;
+            let att = (q.matmul(&kc.t()?)? * scale)?;
+            let att = match &mask {
+                Some(m) => att.broadcast_add(m)?,
+                None => att,
+            };
+            let att = candle_nn::ops::softmax_last_dim(&att)?;
+            let y = att.matmul(&vc)?; // [nkv, group * t, hd]
+            let y = y
+                .reshape((nh, t, hd))?
+                .transpose(0, 1)?
+                .contiguous()?
+                .reshape((t, nh * hd))?;
+            let o = l.wo.forward(&y)?;
+            x = (x + o)?;
+            let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
+            let gt = l.gate.forward(&h)?.silu()?;
+            let up = l.up.forward(&h)?;
+            let ff = l.down.forward(&(gt * up)?)?;
+            x = (x + ff)?;
+        }
+        self.cache.len = kv_len;
+        let last = x.narrow(0, t - 1, 1)?;
+        let h = candle_nn::ops::rms_norm(&last, &self.out_norm, cfg.eps)?;
+        let logits = self.output.forward(&h)?;
+        logits.squeeze(0)?.to_vec1::<f32>()
+    }
+}
+
+fn rope_tables(head_dim: usize, base: f32, n: usize) -> candle_core::Result<(Tensor, Tensor)> {
+    let half = head_dim / 2;
+    let inv: Vec<f64> = (0..half)
+        .map(|i| 1.0 / (base as f64).powf(2.0 * i as f64 / head_dim as f64))
+        .collect();
+    let mut cos = Vec::with_capacity(n * half);
+    let mut sin = Vec::with_capacity(n * half);
+    for p in 0..n {
+        for f in &inv {
+            let a = p as f64 * f;
+            cos.push(a.cos() as f32);
+            sin.push(a.sin() as f32);
+        }
+    }
+    Ok((
+        Tensor::from_vec(cos, (n, half), &Device::Cpu)?,
+        Tensor::from_vec(sin, (n, half), &Device::Cpu)?,
+    ))
+}
