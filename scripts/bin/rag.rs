@@ -12,7 +12,7 @@
 //! and `manifest.json`. A fresh result is skipped unless `--force`.
 //! `--max-questions N` overrides `questions.limit` (a seeded sample).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use workbench::evaluate::groups;
@@ -38,11 +38,10 @@ struct Args {
 fn build_reader(p: &Pipeline) -> Result<Box<dyn Reader>> {
     let r = &p.config().reader;
     match r.kind {
-        ReaderKind::Generative => bail!(
-            "reader.kind = \"generative\" (model `{}`): the generative reader of issue 8 is not \
-             in this build yet (branch wt-gen); nothing was run",
-            r.model
-        ),
+        ReaderKind::Generative => Ok(Box::new(
+            workbench::pipeline::reader::generative_reader(p)
+                .with_context(|| format!("loading the reader `{}`", r.model))?,
+        )),
     }
 }
 

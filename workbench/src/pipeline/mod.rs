@@ -9,6 +9,7 @@
 //! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse) and RRF over the variants' runs |
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
+//! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
 //! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
 //!
 //! ```no_run
@@ -51,6 +52,8 @@
 pub mod cache;
 pub mod config;
 pub mod prompt;
+#[cfg(feature = "llm")]
+pub mod reader;
 pub mod trace;
 pub mod transform;
 
