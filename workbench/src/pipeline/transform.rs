@@ -107,7 +107,7 @@ mod tests {
         assert_eq!(ids, ["b", "a", "d", "c"]);
         assert!((fused[0].score as f64 - (1.0 / 62.0 + 1.0 / 61.0)).abs() < 1e-6);
         assert!((fused[3].score as f64 - 1.0 / 63.0).abs() < 1e-6);
-        assert_eq!(fuse_variants(&[v1.clone()], 60.0).unwrap(), v1);
+        assert_eq!(fuse_variants(std::slice::from_ref(&v1), 60.0).unwrap(), v1);
         assert!(fuse_variants(&[], 60.0).is_err());
     }
 
