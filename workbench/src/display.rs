@@ -2,7 +2,8 @@
 //!
 //! evcxr calls a value's `evcxr_display(&self)` method when the value ends a
 //! cell. The method prints `EVCXR_BEGIN_CONTENT <mime>` … `EVCXR_END_CONTENT`
-//! to stdout. [`Table`] renders as HTML; figures (`plot::Figure`) as PNG.
+//! to stdout. [`Table`] renders as HTML; figures (`plot::Figure`) as PNG; polars
+//! `DataFrame`s as HTML through [`DataFrameDisplay`] (feature `parquet`).
 
 use crate::{Error, Result};
 use serde::Serialize;
@@ -152,6 +153,58 @@ impl std::fmt::Display for Table {
     }
 }
 
+/// HTML table of a polars `DataFrame` (feature `parquet`): the column names and types in
+/// the header, every row (nulls empty, floats to 4 decimals), the shape as the caption.
+#[cfg(feature = "parquet")]
+pub fn dataframe_html(df: &polars::prelude::DataFrame) -> String {
+    use polars::prelude::AnyValue;
+    let mut s = format!(
+        "<table><caption>{} rows × {} columns</caption><thead><tr>",
+        df.height(),
+        df.width()
+    );
+    for c in df.columns() {
+        s += &format!(
+            "<th>{}<br><small>{}</small></th>",
+            escape(c.name()),
+            escape(&c.dtype().to_string())
+        );
+    }
+    s += "</tr></thead><tbody>";
+    for i in 0..df.height() {
+        s += "<tr>";
+        for c in df.columns() {
+            let cell = match c.get(i) {
+                Ok(AnyValue::Null) | Err(_) => String::new(),
+                Ok(AnyValue::Float64(x)) => format!("{x:.4}"),
+                Ok(AnyValue::Float32(x)) => format!("{x:.4}"),
+                Ok(AnyValue::String(v)) => v.to_string(),
+                Ok(AnyValue::StringOwned(v)) => v.to_string(),
+                Ok(v) => v.to_string(),
+            };
+            s += &format!("<td>{}</td>", escape(&cell));
+        }
+        s += "</tr>";
+    }
+    s + "</tbody></table>"
+}
+
+/// Inline display of polars `DataFrame`s in evcxr (feature `parquet`): with
+/// `use workbench::display::DataFrameDisplay;` in scope, a `DataFrame` that ends a cell
+/// renders as the HTML of [`dataframe_html`], the way [`Table`] does.
+#[cfg(feature = "parquet")]
+pub trait DataFrameDisplay {
+    /// evcxr display hook: the frame as an HTML table.
+    fn evcxr_display(&self);
+}
+
+#[cfg(feature = "parquet")]
+impl DataFrameDisplay for polars::prelude::DataFrame {
+    fn evcxr_display(&self) {
+        emit("text/html", &dataframe_html(self));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +221,17 @@ mod tests {
         assert_eq!(back, t);
         std::fs::write(&p, "a,b\n1,2,3\n").unwrap();
         assert!(Table::read_csv(&p).is_err());
+    }
+
+    #[cfg(feature = "parquet")]
+    #[test]
+    fn dataframe_as_html() {
+        use polars::prelude::*;
+        let df = df!("system" => ["a<b", "c"], "f1" => [Some(0.5), None]).unwrap();
+        let h = dataframe_html(&df);
+        assert!(h.contains("<caption>2 rows × 2 columns</caption>"), "{h}");
+        assert!(h.contains("<th>system<br><small>str</small></th>"), "{h}");
+        assert!(h.contains("<td>a&lt;b</td><td>0.5000</td>"), "{h}");
+        assert!(h.contains("<td>c</td><td></td>"), "{h}");
     }
 }

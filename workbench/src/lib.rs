@@ -19,6 +19,7 @@
 //! | [`retrieve`] | the [`retrieve::Retriever`] trait; TF-IDF, BM25, fusion, dense FAISS retrievers, one file each |
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
+//! | [`pipeline`] | TOML-configured RAG pipelines (retrieve → rerank → read → evaluate), query transforms, traces, SQuAD predictions, retrieval cache |
 //! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
@@ -50,6 +51,7 @@ pub mod evaluate;
 pub mod grade;
 pub mod load;
 pub mod paths;
+pub mod pipeline;
 #[cfg(feature = "plot")]
 pub mod plot;
 pub mod progress;

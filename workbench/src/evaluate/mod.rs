@@ -6,6 +6,8 @@
 //! | [`qa`] | SQuAD exact match and token F1, DPR-style answer recall | SQuAD v2.0 official eval script; Karpukhin et al. (2020) |
 //! | [`significance`] | paired t, randomisation, bootstrap and studentised bootstrap tests on per-query scores | Smucker, Allan & Carterette (2007); Efron & Tibshirani (1993); Sakai (2006) |
 //! | [`trec`] | read and write TREC run and qrels files | trec_eval file formats |
+//! | [`context`] | context precision of the passages a reader was given, and its rank-aware (average precision) variant | report 004; RAGAS |
+//! | [`groups`] | report 001's question groups, per-group EM/F1 and winners, answered-only scores, with polars group-bys (feature `parquet`) | report 001 Tables 3–4 |
 //!
 //! Every ranking metric returns a [`MetricResult`]: the mean over the evaluated
 //! queries *and* the per-query values, so the per-query maps can go straight into
@@ -43,6 +45,8 @@
 // error.rs boxes its big variants or lib.rs allows it crate-wide.
 
 pub mod answer_match;
+pub mod context;
+pub mod groups;
 pub mod qa;
 pub mod ranking;
 pub mod significance;

@@ -15,6 +15,7 @@
 //! | RAG-Mini-Wikipedia (CSV, HF parquet) | [`rag_mini`] | passages and [`QaExample`]s |
 //! | BEIR (`corpus.jsonl`, `queries.jsonl`, `qrels/*.tsv`) | [`beir::load`] | corpus, [`Query`]s, [`Qrels`] |
 //! | NQ-open JSONL | [`nq_open::load`] | [`QaExample`]s |
+//! | question sets in the NQ-open layout (+ optional `id`, `group`; bad records an error or a counted skip) | [`question_set::load`] | [`question_set::QuestionSet`] |
 //! | folder of text files | [`text_dir::load`] | one [`Document`] per file |
 
 use crate::{Error, Result};
@@ -28,6 +29,7 @@ use crate::{Document, QaExample, Qrels, Query};
 pub mod beir;
 pub mod mediawiki;
 pub mod nq_open;
+pub mod question_set;
 pub mod rag_mini;
 pub mod squad;
 pub mod text_dir;

@@ -134,6 +134,14 @@ pub trait Reader {
 
     /// Answer `question` from `passages` (rank 1 first). See the module contract.
     fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer>;
+
+    /// The exact prompt text this reader builds for `question` and `passages` (the
+    /// passages it kept, [`Answer::passage_ids`]), for traces. `Ok(None)` (the default)
+    /// for readers without a text prompt.
+    fn prompt(&self, question: &str, passages: &[Context]) -> Result<Option<String>> {
+        let _ = (question, passages);
+        Ok(None)
+    }
 }
 
 /// Check a question against the [`Reader`] contract: non-empty after trimming.

@@ -1,0 +1,694 @@
+//! The pipeline's TOML schema. Every field has a default (given on each field); an
+//! unknown field anywhere is an error naming it (serde `deny_unknown_fields`).
+//!
+//! ```toml
+//! name = "tiny"                       # result name                          default "rag"
+//!
+//! [corpus]                            # needed when there is a retriever
+//! kind = "jsonl"                      # jsonl | text-dir | rag-mini | squad | wikipedia   default "jsonl"
+//! path = "tests/data/pipeline/corpus.jsonl"   # a file or folder …          default ""
+//! asset = ""                          # … or an asset of data/assets.toml   default ""
+//!
+//! [chunker]
+//! kind = "whole"                      # whole | sliding | paragraph          default "whole"
+//! window = 300                        # sliding: words per window            default 300
+//! overlap = 100                       # sliding: words shared                default 100
+//! min_words = 21                      # paragraph: shortest kept             default 21
+//! max_words = 199                     # paragraph: longest kept              default 199
+//!
+//! [retrieval]
+//! depth = 20                          # candidates per retriever and query   default 20
+//! fusion = "minmax"                   # rrf | minmax | zscore | combsum | combmnz   default "rrf"
+//! rank_constant = 60.0                # RRF k                                default 60
+//! weights = [0.5, 0.5]                # one per retriever, [] = 1 each       default []
+//! [[retrieval.retrievers]]            # none = closed-book                   default []
+//! kind = "bm25"                       # bm25 | tfidf | dense
+//! k1 = 0.9                            # bm25                                 default 0.9
+//! b = 0.4                             # bm25                                 default 0.4
+//! model = "all-minilm-l6-v2"          # dense: encoder asset                 default "all-minilm-l6-v2"
+//!
+//! [query_transform]                   # optional                             default: none
+//! kind = "rewrite"                    # rewrite | paraphrase-fuse            default "rewrite"
+//! prompt = "data/prompts/rewrite_004.txt"  #                                 default "data/prompts/rewrite_004.txt"
+//! variants = 5                        # paraphrase-fuse: paraphrases         default 5
+//! include_original = false            # paraphrase-fuse: also the question   default false
+//! rank_constant = 60.0                # RRF k over the variants' runs        default 60
+//!
+//! [rerank]                            # optional                             default: none
+//! kind = "bi-encoder"                 # bi-encoder | late-interaction | cross-encoder
+//! model = "all-minilm-l6-v2"          # encoder asset (or cross-encoder folder)   default "all-minilm-l6-v2"
+//! depth = 10                          # first-stage candidates re-ranked     default 10
+//!
+//! [reader]
+//! kind = "generative"                 # generative                           default "generative"
+//! model = "qwen2.5-coder-1.5b-instruct-gguf"  #                              default that
+//! prompt = "data/prompts/rag_001.txt" # the template                         default that
+//! passages = 5                        # passages given to the reader (k)     default 5
+//! passage_format = "[CHUNK {i}]\n{text}"   # one passage in {passages}      default that
+//! passage_separator = "\n\n"          #                                      default "\n\n"
+//! max_new_tokens = 64                 #                                      default 64
+//! temperature = 0.0                   # 0 = greedy                           default 0
+//! top_p = 1.0                         #                                      default 1
+//! seed = 42                           #                                      default 42
+//! [reader.abstention]                 # read::AbstentionRule                 default its defaults
+//! phrases = ["not found"]
+//!
+//! [questions]
+//! kind = "jsonl"                      # jsonl (NQ-open layout) | rag-mini | squad   default "jsonl"
+//! path = "tests/data/pipeline/questions.jsonl"  # or asset                  default ""
+//! asset = ""                          #                                      default ""
+//! on_bad_record = "error"             # error | skip (counted)               default "error"
+//! limit = 0                           # 0 = all; else a seeded sample        default 0
+//! seed = 42                           # of the sample                        default 42
+//! answerable_only = true              # squad: drop unanswerable questions   default true
+//!
+//! [evaluation]
+//! answer_match = "dpr"                # dpr | dpr-regex | squad (context precision)   default "dpr"
+//!
+//! [cache]
+//! retrieval = true                    # cache retrieval results              default true
+//! dir = "data/cache/retrieval"        #                                      default that
+//! ```
+//!
+//! Relative paths are relative to the project root (the folder holding
+//! `data/assets.toml`; `WORKBENCH_ROOT` overrides), or to the config file's folder
+//! when there is no project root.
+
+use crate::evaluate::answer_match::AnswerMatch;
+use crate::load::question_set::BadRecords;
+use crate::read::AbstentionRule;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A whole pipeline. See the [module docs](self) for the schema and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Result name (`data/results/<name>/`). Default `"rag"`.
+    pub name: String,
+    /// The corpus. Needed when there is a retriever.
+    pub corpus: CorpusConfig,
+    /// How documents are cut into passages.
+    pub chunker: ChunkerConfig,
+    /// First-stage retrievers and their fusion.
+    pub retrieval: RetrievalConfig,
+    /// Optional query transformation (rewrite, paraphrase-and-fuse).
+    pub query_transform: Option<QueryTransformConfig>,
+    /// Optional re-ranker.
+    pub rerank: Option<RerankConfig>,
+    /// The reader and its prompt.
+    pub reader: ReaderConfig,
+    /// The question set.
+    pub questions: QuestionsConfig,
+    /// Scoring options.
+    pub evaluation: EvaluationConfig,
+    /// Retrieval cache.
+    pub cache: CacheConfig,
+    /// Folder relative paths resolve against (not part of the file).
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            name: "rag".into(),
+            corpus: CorpusConfig::default(),
+            chunker: ChunkerConfig::default(),
+            retrieval: RetrievalConfig::default(),
+            query_transform: None,
+            rerank: None,
+            reader: ReaderConfig::default(),
+            questions: QuestionsConfig::default(),
+            evaluation: EvaluationConfig::default(),
+            cache: CacheConfig::default(),
+            base_dir: PathBuf::from("."),
+        }
+    }
+}
+
+/// Corpus formats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CorpusKind {
+    /// One JSON document per line: `id`, `text`, optional `title`.
+    #[default]
+    Jsonl,
+    /// A folder of `.txt` files (`load::text_dir`).
+    TextDir,
+    /// RAG-Mini-Wikipedia CSV (`infos.csv`; with `asset`, `rag-mini-wikipedia`).
+    RagMini,
+    /// The paragraphs of a SQuAD JSON file (with `asset`, `squad-v2-dev-half`).
+    Squad,
+    /// One of the Wikipedia assets (`load::wikipedia_corpus`); needs `asset`.
+    Wikipedia,
+}
+
+/// Where the passages come from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorpusConfig {
+    /// Format. Default `jsonl`.
+    pub kind: CorpusKind,
+    /// A file or folder. Default empty (then `asset` is used).
+    pub path: String,
+    /// An asset name of `data/assets.toml`. Default empty.
+    pub asset: String,
+}
+
+/// Chunkers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChunkerKind {
+    /// One passage per document, with the document's id.
+    #[default]
+    Whole,
+    /// Report 001's sliding windows (words).
+    Sliding,
+    /// Report 000's paragraphs.
+    Paragraph,
+}
+
+/// Chunker settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChunkerConfig {
+    /// Which chunker. Default `whole`.
+    pub kind: ChunkerKind,
+    /// Sliding: words per window. Default 300.
+    pub window: usize,
+    /// Sliding: words shared by consecutive windows. Default 100.
+    pub overlap: usize,
+    /// Paragraph: fewest words kept. Default 21.
+    pub min_words: usize,
+    /// Paragraph: most words kept. Default 199.
+    pub max_words: usize,
+}
+
+impl Default for ChunkerConfig {
+    fn default() -> Self {
+        ChunkerConfig {
+            kind: ChunkerKind::Whole,
+            window: 300,
+            overlap: 100,
+            min_words: 21,
+            max_words: 199,
+        }
+    }
+}
+
+/// First-stage retriever kinds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RetrieverKind {
+    /// BM25 (Lucene variant), the default analyzer.
+    #[default]
+    Bm25,
+    /// TF-IDF cosine.
+    Tfidf,
+    /// Sentence-BERT + FAISS flat inner product (features `dense` + `faiss`).
+    Dense,
+}
+
+/// One first-stage retriever.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrieverConfig {
+    /// Which retriever. Default `bm25`.
+    pub kind: RetrieverKind,
+    /// BM25 k1. Default 0.9.
+    pub k1: f32,
+    /// BM25 b. Default 0.4.
+    pub b: f32,
+    /// Dense: encoder asset. Default `all-minilm-l6-v2`.
+    pub model: String,
+}
+
+impl Default for RetrieverConfig {
+    fn default() -> Self {
+        RetrieverConfig {
+            kind: RetrieverKind::Bm25,
+            k1: 0.9,
+            b: 0.4,
+            model: "all-minilm-l6-v2".into(),
+        }
+    }
+}
+
+/// Fusion methods (`retrieve::fusion`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FusionKind {
+    /// Reciprocal Rank Fusion.
+    #[default]
+    Rrf,
+    /// Weighted min-max (report 001's hybrid).
+    Minmax,
+    /// Weighted z-score.
+    Zscore,
+    /// CombSUM.
+    Combsum,
+    /// CombMNZ.
+    Combmnz,
+}
+
+/// First-stage retrieval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrievalConfig {
+    /// Candidates asked from each retriever for each query, and kept after fusion.
+    /// Default 20.
+    pub depth: usize,
+    /// How the retrievers' lists are fused (ignored with one retriever). Default `rrf`.
+    pub fusion: FusionKind,
+    /// RRF's k. Default 60.
+    pub rank_constant: f32,
+    /// One weight per retriever; empty = 1 each. Default empty.
+    pub weights: Vec<f32>,
+    /// The retrievers. Default none (closed-book).
+    pub retrievers: Vec<RetrieverConfig>,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        RetrievalConfig {
+            depth: 20,
+            fusion: FusionKind::Rrf,
+            rank_constant: 60.0,
+            weights: Vec::new(),
+            retrievers: Vec::new(),
+        }
+    }
+}
+
+/// Query transformations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransformKind {
+    /// One rewritten query replaces the question for retrieval (report 004).
+    #[default]
+    Rewrite,
+    /// Several paraphrases, each retrieved, runs fused with RRF (report 002).
+    ParaphraseFuse,
+}
+
+/// A query transformation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryTransformConfig {
+    /// Which. Default `rewrite`.
+    pub kind: TransformKind,
+    /// Prompt template (`{question}`). Default `data/prompts/rewrite_004.txt`.
+    pub prompt: String,
+    /// Paraphrase-fuse: number of paraphrases. Default 5.
+    pub variants: usize,
+    /// Paraphrase-fuse: retrieve with the original question too. Default false.
+    pub include_original: bool,
+    /// RRF's k over the variants' runs. Default 60.
+    pub rank_constant: f32,
+    /// Generation budget per variant. Default 64.
+    pub max_new_tokens: usize,
+}
+
+impl Default for QueryTransformConfig {
+    fn default() -> Self {
+        QueryTransformConfig {
+            kind: TransformKind::Rewrite,
+            prompt: "data/prompts/rewrite_004.txt".into(),
+            variants: 5,
+            include_original: false,
+            rank_constant: 60.0,
+            max_new_tokens: 64,
+        }
+    }
+}
+
+/// Re-ranker kinds (`rerank`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RerankKind {
+    /// Cosine of sentence vectors.
+    #[default]
+    BiEncoder,
+    /// MaxSim over token vectors.
+    LateInteraction,
+    /// A `BertForSequenceClassification` checkpoint folder (`model` is the folder).
+    CrossEncoder,
+}
+
+/// A re-ranker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RerankConfig {
+    /// Which. Default `bi-encoder`.
+    pub kind: RerankKind,
+    /// Encoder asset, or the cross-encoder's folder. Default `all-minilm-l6-v2`.
+    pub model: String,
+    /// First-stage candidates re-ranked. Default 10.
+    pub depth: usize,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig {
+            kind: RerankKind::BiEncoder,
+            model: "all-minilm-l6-v2".into(),
+            depth: 10,
+        }
+    }
+}
+
+/// Reader kinds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReaderKind {
+    /// A GGUF chat model (issue 8's generative reader).
+    #[default]
+    Generative,
+}
+
+/// The reader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReaderConfig {
+    /// Which. Default `generative`.
+    pub kind: ReaderKind,
+    /// Model asset. Default `qwen2.5-coder-1.5b-instruct-gguf`.
+    pub model: String,
+    /// Prompt template file. Default `data/prompts/rag_001.txt`.
+    pub prompt: String,
+    /// Passages given to the reader (`k`), ≥ 1. Default 5.
+    pub passages: usize,
+    /// One passage inside `{passages}`: `{i}` (1-based rank), `{id}`, `{title}`,
+    /// `{text}`. Default `"[CHUNK {i}]\n{text}"` (report 001).
+    pub passage_format: String,
+    /// Between passages. Default `"\n\n"`.
+    pub passage_separator: String,
+    /// Most tokens generated. Default 64.
+    pub max_new_tokens: usize,
+    /// Sampling temperature; 0 = greedy. Default 0.
+    pub temperature: f64,
+    /// Nucleus sampling mass. Default 1.
+    pub top_p: f64,
+    /// Sampling seed. Default 42.
+    pub seed: u64,
+    /// Which answers are abstentions. Default [`AbstentionRule::default`].
+    pub abstention: AbstentionRule,
+}
+
+impl Default for ReaderConfig {
+    fn default() -> Self {
+        ReaderConfig {
+            kind: ReaderKind::Generative,
+            model: "qwen2.5-coder-1.5b-instruct-gguf".into(),
+            prompt: "data/prompts/rag_001.txt".into(),
+            passages: 5,
+            passage_format: "[CHUNK {i}]\n{text}".into(),
+            passage_separator: "\n\n".into(),
+            max_new_tokens: 64,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 42,
+            abstention: AbstentionRule::default(),
+        }
+    }
+}
+
+/// Question-set formats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuestionsKind {
+    /// NQ-open layout JSONL (`load::question_set`).
+    #[default]
+    Jsonl,
+    /// RAG-Mini-Wikipedia `questions.csv`.
+    RagMini,
+    /// The questions of a SQuAD JSON file.
+    Squad,
+}
+
+/// The question set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QuestionsConfig {
+    /// Format. Default `jsonl`.
+    pub kind: QuestionsKind,
+    /// File. Default empty (then `asset`).
+    pub path: String,
+    /// Asset name. Default empty.
+    pub asset: String,
+    /// Bad records: `error` or `skip` (counted). Default `error`.
+    pub on_bad_record: BadRecords,
+    /// 0 = every question; else a seeded sample of this many, in file order. Default 0.
+    pub limit: usize,
+    /// Seed of the sample. Default 42.
+    pub seed: u64,
+    /// SQuAD: keep only answerable questions. Default true.
+    pub answerable_only: bool,
+}
+
+impl Default for QuestionsConfig {
+    fn default() -> Self {
+        QuestionsConfig {
+            kind: QuestionsKind::Jsonl,
+            path: String::new(),
+            asset: String::new(),
+            on_bad_record: BadRecords::Error,
+            limit: 0,
+            seed: 42,
+            answerable_only: true,
+        }
+    }
+}
+
+/// Scoring options.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvaluationConfig {
+    /// How a passage is judged to contain a gold answer (context precision), and
+    /// `dpr-regex` for regex answers. Default `dpr`.
+    pub answer_match: AnswerMatch,
+}
+
+/// Retrieval cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Cache retrieval results. Default true.
+    pub retrieval: bool,
+    /// Folder. Default `data/cache/retrieval`.
+    pub dir: String,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            retrieval: true,
+            dir: "data/cache/retrieval".into(),
+        }
+    }
+}
+
+impl PipelineConfig {
+    /// Parse a config from TOML text; relative paths resolve against `base_dir`.
+    /// Errors: TOML syntax, an unknown field, a wrong type ([`Error::BadInput`] naming
+    /// `origin` and, from the TOML parser, the field, line and column).
+    pub fn from_toml(text: &str, origin: &Path, base_dir: &Path) -> Result<Self> {
+        let mut c: PipelineConfig =
+            toml::from_str(text).map_err(|e| Error::bad_input(origin, e.to_string()))?;
+        c.base_dir = base_dir.to_path_buf();
+        Ok(c)
+    }
+
+    /// Read and parse a config file, then [`validate`](Self::validate) it. Relative
+    /// paths resolve against the project root, or the file's folder without one.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = crate::load::read_to_string(path)?;
+        let base = crate::paths::project_root().unwrap_or_else(|_| {
+            path.parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."))
+        });
+        let c = Self::from_toml(&text, path, &base)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// A path of the config, resolved against [`PipelineConfig::base_dir`].
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.base_dir.join(p)
+        }
+    }
+
+    /// The config as TOML (every default written out): the resolved config.
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::param("config", e.to_string()))
+    }
+
+    /// Check everything that can be checked before any work: each error names the
+    /// field (`reader.passages`, `rerank`, …) or the file.
+    pub fn validate(&self) -> Result<()> {
+        let has_retriever = !self.retrieval.retrievers.is_empty();
+        if self.name.trim().is_empty()
+            || self.name.contains(['/', '\\'])
+            || self.name.starts_with('.')
+        {
+            return Err(Error::param(
+                "name",
+                format!("{:?} is not a usable result-folder name", self.name),
+            ));
+        }
+        if self.reader.passages == 0 {
+            return Err(Error::param(
+                "reader.passages",
+                "k = 0: the reader must be given at least 1 passage",
+            ));
+        }
+        if has_retriever && self.retrieval.depth == 0 {
+            return Err(Error::param("retrieval.depth", "k = 0: must be at least 1"));
+        }
+        if has_retriever && self.retrieval.depth < self.reader.passages && self.rerank.is_none() {
+            return Err(Error::param(
+                "retrieval.depth",
+                format!(
+                    "{} is smaller than reader.passages = {}",
+                    self.retrieval.depth, self.reader.passages
+                ),
+            ));
+        }
+        if let Some(r) = &self.rerank {
+            if !has_retriever {
+                return Err(Error::param(
+                    "rerank",
+                    "a re-ranker needs a first stage: add a [[retrieval.retrievers]] entry",
+                ));
+            }
+            if r.depth == 0 {
+                return Err(Error::param("rerank.depth", "k = 0: must be at least 1"));
+            }
+            if r.depth > self.retrieval.depth {
+                return Err(Error::param(
+                    "rerank.depth",
+                    format!(
+                        "{} is larger than retrieval.depth = {} (the candidates there are)",
+                        r.depth, self.retrieval.depth
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = &self.query_transform {
+            if !has_retriever {
+                return Err(Error::param(
+                    "query_transform",
+                    "a query transformation needs a retriever to send the queries to",
+                ));
+            }
+            if t.kind == TransformKind::ParaphraseFuse && t.variants == 0 {
+                return Err(Error::param(
+                    "query_transform.variants",
+                    "k = 0: must be at least 1",
+                ));
+            }
+            if !(t.rank_constant.is_finite() && t.rank_constant >= 0.0) {
+                return Err(Error::param(
+                    "query_transform.rank_constant",
+                    "must be finite and ≥ 0",
+                ));
+            }
+            self.require_file("query_transform.prompt", &t.prompt)?;
+        }
+        if !self.retrieval.weights.is_empty()
+            && self.retrieval.weights.len() != self.retrieval.retrievers.len()
+        {
+            return Err(Error::param(
+                "retrieval.weights",
+                format!(
+                    "{} weights for {} retrievers",
+                    self.retrieval.weights.len(),
+                    self.retrieval.retrievers.len()
+                ),
+            ));
+        }
+        if self.chunker.kind == ChunkerKind::Sliding {
+            if self.chunker.window == 0 {
+                return Err(Error::param("chunker.window", "must be at least 1"));
+            }
+            if self.chunker.overlap >= self.chunker.window {
+                return Err(Error::param(
+                    "chunker.overlap",
+                    "must be smaller than chunker.window",
+                ));
+            }
+        }
+        if has_retriever {
+            self.require_source("corpus", &self.corpus.path, &self.corpus.asset)?;
+            if self.corpus.kind == CorpusKind::Wikipedia && self.corpus.asset.is_empty() {
+                return Err(Error::param(
+                    "corpus.asset",
+                    "kind = \"wikipedia\" needs an asset name",
+                ));
+            }
+        }
+        self.require_source("questions", &self.questions.path, &self.questions.asset)?;
+        if self.questions.kind == QuestionsKind::RagMini
+            && self.questions.asset.is_empty()
+            && self.questions.path.is_empty()
+        {
+            return Err(Error::param("questions.path", "empty"));
+        }
+        self.require_file("reader.prompt", &self.reader.prompt)?;
+        if !(self.reader.temperature >= 0.0 && self.reader.temperature.is_finite()) {
+            return Err(Error::param("reader.temperature", "must be finite and ≥ 0"));
+        }
+        if !(self.reader.top_p > 0.0 && self.reader.top_p <= 1.0) {
+            return Err(Error::param("reader.top_p", "must be in (0, 1]"));
+        }
+        if self.reader.max_new_tokens == 0 {
+            return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    fn require_file(&self, field: &'static str, p: &str) -> Result<()> {
+        if p.trim().is_empty() {
+            return Err(Error::param(field, "no file given"));
+        }
+        let path = self.resolve(p);
+        if !path.exists() {
+            return Err(Error::bad_input(
+                &path,
+                format!("file named by `{field}` does not exist"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn require_source(&self, section: &'static str, path: &str, asset: &str) -> Result<()> {
+        match (path.trim().is_empty(), asset.trim().is_empty()) {
+            (true, true) => Err(Error::param(
+                section,
+                "give a `path` (file or folder) or an `asset`",
+            )),
+            (false, false) => Err(Error::param(
+                section,
+                "give either `path` or `asset`, not both",
+            )),
+            (false, true) => {
+                let full = self.resolve(path);
+                if !full.exists() {
+                    return Err(Error::bad_input(
+                        &full,
+                        format!("`{section}.path` does not exist"),
+                    ));
+                }
+                Ok(())
+            }
+            (true, false) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,733 @@
+//! RAG pipelines described by a TOML file: corpus → chunker → retriever(s) + fusion →
+//! optional query transformation → optional re-ranker → reader → evaluation, with a
+//! trace per question.
+//!
+//! | file | what |
+//! |---|---|
+//! | [`config`] | the TOML schema ([`PipelineConfig`]), defaults, validation naming each field |
+//! | [`prompt`] | prompt templates as data files (`data/prompts/*.txt`) |
+//! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse) and RRF over the variants' runs |
+//! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
+//! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
+//! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
+//! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
+//!
+//! ```no_run
+//! # fn main() -> workbench::Result<()> {
+//! # fn my_reader() -> Box<dyn workbench::read::Reader> { unimplemented!() }
+//! use workbench::pipeline::{Pipeline, PipelineConfig};
+//! let config = PipelineConfig::from_file("configs/tiny.toml".as_ref())?;
+//! let pipeline = Pipeline::build(config)?;
+//! let mut reader = my_reader();
+//! let run = pipeline.run(reader.as_mut(), None)?;
+//! println!("{}", run.summary().to_table());
+//! run.write("data/results/tiny".as_ref())?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## What happens to one question
+//!
+//! 1. **Transform** (optional): the [`QueryTransform`] gives the retrieval queries
+//!    (rewrite: one; paraphrase-fuse: the variants, plus the question when
+//!    `include_original`). Without one, the query is the question.
+//! 2. **Retrieve**: every retriever returns `retrieval.depth` hits for every query; the
+//!    retrievers' lists of one query are fused with `retrieval.fusion` (one retriever:
+//!    its list as is); the queries' lists are fused with RRF
+//!    (`query_transform.rank_constant`, [`transform::fuse_variants`]); the top
+//!    `retrieval.depth` are the trace's `retrieved`.
+//! 3. **Re-rank** (optional): the top `rerank.depth` of those, re-scored with the
+//!    re-ranker against the question (or, with a rewrite, the rewritten query, as
+//!    report 004 does), cut to `reader.passages`: the trace's `reranked`.
+//! 4. **Read**: the top `reader.passages` passages (rank 1 first) and the question go
+//!    to the reader; with no retriever the reader gets no passage (closed-book).
+//! 5. **Score**: the prediction is the answer text, or `""` when the reader abstained
+//!    (the SQuAD convention for "no answer"); EM and F1 are SQuAD's on that
+//!    prediction; context precision ([`crate::evaluate::context`]) is computed on the
+//!    passages the reader kept.
+//!
+//! Steps 1–3 are cached ([`cache`]) when `cache.retrieval` is on, so a second run with
+//! another reader does not retrieve again (the transform still runs: its output is part
+//! of the key).
+
+pub mod cache;
+pub mod config;
+pub mod prompt;
+#[cfg(feature = "llm")]
+pub mod reader;
+pub mod trace;
+pub mod transform;
+
+pub use config::PipelineConfig;
+pub use prompt::PromptTemplate;
+pub use trace::{PipelineRun, StageTimes, Summary, TraceRecord};
+pub use transform::{FnTransform, QueryTransform, Transformed};
+
+use crate::chunk::{Chunker, ParagraphParams, SlidingWindowParams, WholeDocument};
+use crate::evaluate::{context, qa};
+use crate::load::question_set::{self, QuestionSet};
+use crate::read::{Context, Reader};
+use crate::rerank::{PassageLookup, Reranker};
+use crate::retrieve::analyzer::Analyzer;
+use crate::retrieve::bm25::{Bm25, Bm25Params};
+use crate::retrieve::fusion::{Fusion, FusionMethod};
+use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use crate::retrieve::Retriever;
+use crate::{Document, Error, Hit, Passage, QaExample, Result};
+use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, RetrieverKind, TransformKind};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// A built pipeline: passages indexed, retrievers and re-ranker ready, questions loaded,
+/// prompt parsed. Run it with any [`Reader`].
+pub struct Pipeline {
+    config: PipelineConfig,
+    passages: Vec<Passage>,
+    position: HashMap<String, usize>,
+    lookup: PassageLookup,
+    retrievers: Vec<Box<dyn Retriever>>,
+    fusion: Option<Fusion>,
+    reranker: Option<Box<dyn Reranker>>,
+    questions: QuestionSet,
+    template: PromptTemplate,
+}
+
+/// A JSONL corpus line.
+#[derive(serde::Deserialize)]
+struct DocLine {
+    id: serde_json::Value,
+    #[serde(default)]
+    title: String,
+    text: String,
+}
+
+/// Load a corpus of JSON lines `{"id", "title"?, "text"}`. Errors name the file and
+/// line: a line that does not parse, an empty id or text, an id seen before.
+pub fn load_jsonl_corpus(path: &Path) -> Result<Vec<Document>> {
+    let lines: Vec<DocLine> = crate::load::read_jsonl(path)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, d) in lines.into_iter().enumerate() {
+        let id = match d.id {
+            serde_json::Value::String(s) => s,
+            serde_json::Value::Number(n) => n.to_string(),
+            other => {
+                return Err(Error::record(
+                    path,
+                    "record",
+                    i + 1,
+                    format!("`id` must be a string or number, got {other}"),
+                ))
+            }
+        };
+        if id.trim().is_empty() || d.text.trim().is_empty() {
+            return Err(Error::record(
+                path,
+                "record",
+                i + 1,
+                format!("document `{id}`: empty `id` or `text`"),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(Error::record(
+                path,
+                "record",
+                i + 1,
+                format!("duplicate document id `{id}`"),
+            ));
+        }
+        out.push(Document::new(id, d.title, d.text));
+    }
+    if out.is_empty() {
+        return Err(Error::bad_input(path, "no documents"));
+    }
+    Ok(out)
+}
+
+fn asset_file(asset: &str, file: &str) -> Result<std::path::PathBuf> {
+    crate::assets::Assets::load()?.resolve(asset, file)
+}
+
+impl Pipeline {
+    /// Validate `config` and build everything a run needs.
+    pub fn build(config: PipelineConfig) -> Result<Self> {
+        config.validate()?;
+        let template = PromptTemplate::load(
+            &config.resolve(&config.reader.prompt),
+            &config.reader.passage_format,
+            &config.reader.passage_separator,
+        )?;
+        let has_retriever = !config.retrieval.retrievers.is_empty();
+        if template.uses_passages() && !has_retriever {
+            return Err(Error::param(
+                "reader.prompt",
+                format!(
+                    "{} shows {{passages}} but there is no retriever (closed-book needs a prompt without passages)",
+                    template.origin().display()
+                ),
+            ));
+        }
+        if !template.uses_passages() && has_retriever {
+            return Err(Error::param(
+                "reader.prompt",
+                format!(
+                    "{} has no {{passages}} placeholder, so the retrieved passages would never reach the reader",
+                    template.origin().display()
+                ),
+            ));
+        }
+        let passages = if has_retriever {
+            let docs = Self::load_corpus(&config)?;
+            Self::chunk(&config, &docs)?
+        } else {
+            Vec::new()
+        };
+        let mut position = HashMap::with_capacity(passages.len());
+        for (i, p) in passages.iter().enumerate() {
+            if position.insert(p.id.clone(), i).is_some() {
+                return Err(Error::param(
+                    "corpus",
+                    format!("passage id `{}` appears twice", p.id),
+                ));
+            }
+        }
+        let lookup = PassageLookup::from_passages(&passages)?;
+        let retrievers = config
+            .retrieval
+            .retrievers
+            .iter()
+            .map(|r| Self::build_retriever(&config, r, &passages))
+            .collect::<Result<Vec<_>>>()?;
+        let fusion = if retrievers.len() > 1 {
+            let weights =
+                (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
+            let method = match config.retrieval.fusion {
+                FusionKind::Rrf => FusionMethod::Rrf {
+                    rank_constant: config.retrieval.rank_constant,
+                },
+                FusionKind::Minmax => FusionMethod::MinMax,
+                FusionKind::Zscore => FusionMethod::ZScore,
+                FusionKind::Combsum => FusionMethod::CombSum,
+                FusionKind::Combmnz => FusionMethod::CombMnz,
+            };
+            Some(Fusion::new(method, weights)?)
+        } else {
+            None
+        };
+        let reranker = match &config.rerank {
+            None => None,
+            Some(r) => Some(Self::build_reranker(&config, r)?),
+        };
+        let questions = Self::load_questions(&config)?;
+        Ok(Pipeline {
+            config,
+            passages,
+            position,
+            lookup,
+            retrievers,
+            fusion,
+            reranker,
+            questions,
+            template,
+        })
+    }
+
+    /// Load a config file and build.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        Self::build(PipelineConfig::from_file(path)?)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// The passages (empty for closed-book).
+    pub fn passages(&self) -> &[Passage] {
+        &self.passages
+    }
+
+    /// The questions (after skipping and sampling).
+    pub fn questions(&self) -> &QuestionSet {
+        &self.questions
+    }
+
+    /// The reader's prompt template (for building a reader that uses it).
+    pub fn template(&self) -> &PromptTemplate {
+        &self.template
+    }
+
+    /// A name for the first stage + re-ranker, for tables.
+    pub fn retrieval_name(&self) -> String {
+        if self.retrievers.is_empty() {
+            return "closed-book".into();
+        }
+        let names: Vec<String> = self.retrievers.iter().map(|r| r.name()).collect();
+        let mut s = match &self.fusion {
+            Some(f) => format!("{}({})", f.tag(), names.join(",")),
+            None => names.join(","),
+        };
+        if let Some(r) = &self.reranker {
+            s += &format!(
+                "__rerank-d{}-{}",
+                self.config.rerank.as_ref().map_or(0, |c| c.depth),
+                r.name()
+            );
+        }
+        s
+    }
+
+    fn load_corpus(c: &PipelineConfig) -> Result<Vec<Document>> {
+        let cc = &c.corpus;
+        let path = |default_asset: &str, file: &str| -> Result<std::path::PathBuf> {
+            if !cc.path.is_empty() {
+                Ok(c.resolve(&cc.path))
+            } else {
+                let asset = if cc.asset.is_empty() {
+                    default_asset
+                } else {
+                    cc.asset.as_str()
+                };
+                asset_file(asset, file)
+            }
+        };
+        match cc.kind {
+            CorpusKind::Jsonl => load_jsonl_corpus(&path("", "")?),
+            CorpusKind::TextDir => crate::load::text_dir::load(&path("", "")?),
+            CorpusKind::RagMini => {
+                let infos = path("rag-mini-wikipedia", "infos.csv")?;
+                let questions = infos.with_file_name("questions.csv");
+                Ok(crate::load::rag_mini::load_csv(&infos, &questions)?.0)
+            }
+            CorpusKind::Squad => Ok(crate::load::squad::load(&path(
+                "squad-v2-dev-half",
+                "dev-v2.0.json",
+            )?)?
+            .contexts),
+            CorpusKind::Wikipedia => {
+                crate::load::wikipedia_corpus(&crate::assets::Assets::load()?, &cc.asset)
+            }
+        }
+    }
+
+    fn chunk(c: &PipelineConfig, docs: &[Document]) -> Result<Vec<Passage>> {
+        let ch = &c.chunker;
+        match ch.kind {
+            ChunkerKind::Whole => WholeDocument.chunk_all(docs),
+            ChunkerKind::Sliding => SlidingWindowParams::default()
+                .window(ch.window)
+                .overlap(ch.overlap)
+                .check()?
+                .chunk_all(docs),
+            ChunkerKind::Paragraph => ParagraphParams::default()
+                .min_words(ch.min_words)
+                .max_words(ch.max_words)
+                .lowercase(false)
+                .check()?
+                .chunk_all(docs),
+        }
+    }
+
+    #[allow(unused_variables)]
+    fn build_retriever(
+        c: &PipelineConfig,
+        r: &config::RetrieverConfig,
+        passages: &[Passage],
+    ) -> Result<Box<dyn Retriever>> {
+        match r.kind {
+            RetrieverKind::Bm25 => Ok(Box::new(Bm25::build(
+                passages,
+                &Analyzer::default(),
+                Bm25Params::new().k1(r.k1).b(r.b),
+            )?)),
+            RetrieverKind::Tfidf => Ok(Box::new(TfIdf::build(
+                passages,
+                &Analyzer::default(),
+                TfIdfVariant::cosine(),
+            )?)),
+            RetrieverKind::Dense => {
+                #[cfg(all(feature = "dense", feature = "faiss"))]
+                {
+                    use crate::encode::{BertEncoder, EmbeddingCache, EncoderParams};
+                    let assets = crate::assets::Assets::load()?;
+                    let enc = std::sync::Arc::new(BertEncoder::load(
+                        &assets,
+                        &r.model,
+                        EncoderParams::default(),
+                    )?);
+                    let cache = EmbeddingCache::project_default()?;
+                    Ok(Box::new(crate::retrieve::dense::DenseRetriever::build(
+                        enc,
+                        passages,
+                        crate::retrieve::faiss::IndexParams::flat_ip(),
+                        Some(&cache),
+                    )?))
+                }
+                #[cfg(not(all(feature = "dense", feature = "faiss")))]
+                Err(Error::param(
+                    "retrieval.retrievers.kind",
+                    "`dense` needs the crate features `dense` and `faiss`",
+                ))
+            }
+        }
+    }
+
+    #[allow(unused_variables)]
+    fn build_reranker(c: &PipelineConfig, r: &config::RerankConfig) -> Result<Box<dyn Reranker>> {
+        #[cfg(feature = "dense")]
+        {
+            use crate::encode::{BertEncoder, EncoderParams};
+            use std::sync::Arc;
+            let encoder = || -> Result<Arc<BertEncoder>> {
+                let assets = crate::assets::Assets::load()?;
+                Ok(Arc::new(BertEncoder::load(
+                    &assets,
+                    &r.model,
+                    EncoderParams::default(),
+                )?))
+            };
+            match r.kind {
+                config::RerankKind::BiEncoder => Ok(Box::new(
+                    crate::rerank::bi_encoder::BiEncoderReranker::new(encoder()?),
+                )),
+                config::RerankKind::LateInteraction => {
+                    let li = crate::rerank::late_interaction::LateInteraction::new(encoder()?);
+                    Ok(Box::new(
+                        crate::rerank::late_interaction::MaxSimReranker::new(Arc::new(li)),
+                    ))
+                }
+                config::RerankKind::CrossEncoder => Ok(Box::new(
+                    crate::rerank::cross_encoder::CrossEncoder::load_from_dir(c.resolve(&r.model))?,
+                )),
+            }
+        }
+        #[cfg(not(feature = "dense"))]
+        Err(Error::param(
+            "rerank.kind",
+            format!("{:?} needs the crate feature `dense`", r.kind),
+        ))
+    }
+
+    fn load_questions(c: &PipelineConfig) -> Result<QuestionSet> {
+        let q = &c.questions;
+        let path = |default_asset: &str, file: &str| -> Result<std::path::PathBuf> {
+            if !q.path.is_empty() {
+                Ok(c.resolve(&q.path))
+            } else {
+                let asset = if q.asset.is_empty() {
+                    default_asset
+                } else {
+                    q.asset.as_str()
+                };
+                asset_file(asset, file)
+            }
+        };
+        let mut set = match q.kind {
+            QuestionsKind::Jsonl => {
+                let p = if q.path.is_empty() {
+                    let assets = crate::assets::Assets::load()?;
+                    let spec = assets.spec(&q.asset)?;
+                    let file = spec.files.keys().next().cloned().ok_or_else(|| {
+                        Error::param(
+                            "questions.asset",
+                            format!("asset `{}` lists no files", q.asset),
+                        )
+                    })?;
+                    assets.resolve(&q.asset, &file)?
+                } else {
+                    c.resolve(&q.path)
+                };
+                question_set::load(&p, q.on_bad_record)?
+            }
+            QuestionsKind::RagMini => {
+                let qp = path("rag-mini-wikipedia", "questions.csv")?;
+                let infos = qp.with_file_name("infos.csv");
+                let examples = crate::load::rag_mini::load_csv(&infos, &qp)?.1;
+                QuestionSet {
+                    questions: examples,
+                    groups: Default::default(),
+                    skipped: Vec::new(),
+                }
+            }
+            QuestionsKind::Squad => {
+                let set = crate::load::squad::load(&path("squad-v2-dev-half", "dev-v2.0.json")?)?;
+                let examples: Vec<QaExample> = set
+                    .examples
+                    .into_iter()
+                    .filter(|e| !(q.answerable_only && e.is_unanswerable()))
+                    .collect();
+                QuestionSet {
+                    questions: examples,
+                    groups: Default::default(),
+                    skipped: Vec::new(),
+                }
+            }
+        };
+        if q.limit > 0 && q.limit < set.questions.len() {
+            use rand::seq::index::sample;
+            use rand::SeedableRng;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(q.seed);
+            let mut keep = sample(&mut rng, set.questions.len(), q.limit).into_vec();
+            keep.sort_unstable();
+            set.questions = keep.into_iter().map(|i| set.questions[i].clone()).collect();
+        }
+        if set.questions.is_empty() {
+            return Err(Error::param("questions", "no question to run"));
+        }
+        Ok(set)
+    }
+
+    /// Retrieval for one list of queries: fused first stage, optional re-rank.
+    fn retrieve(
+        &self,
+        question: &str,
+        queries: &[String],
+        rewrite: bool,
+    ) -> Result<cache::Retrieved> {
+        let depth = self.config.retrieval.depth;
+        let t0 = Instant::now();
+        let mut per_query = Vec::with_capacity(queries.len());
+        for q in queries {
+            let lists = self
+                .retrievers
+                .iter()
+                .map(|r| r.retrieve(q, depth))
+                .collect::<Result<Vec<_>>>()?;
+            let fused = match &self.fusion {
+                Some(f) => f.fuse(&lists)?,
+                None => lists.into_iter().next().unwrap_or_default(),
+            };
+            per_query.push(fused);
+        }
+        let rc = self
+            .config
+            .query_transform
+            .as_ref()
+            .map_or(crate::retrieve::fusion::RRF_K, |t| t.rank_constant);
+        let mut retrieved = transform::fuse_variants(&per_query, rc)?;
+        retrieved.truncate(depth);
+        let retrieve_secs = t0.elapsed().as_secs_f64();
+        let (reranked, rerank_secs) = match (&self.reranker, &self.config.rerank) {
+            (Some(rr), Some(rc)) => {
+                let t1 = Instant::now();
+                let query = if rewrite {
+                    queries[0].as_str()
+                } else {
+                    question
+                };
+                let cands: Vec<Hit> = retrieved.iter().take(rc.depth).cloned().collect();
+                let out = rr.rerank(query, &cands, &self.lookup, self.config.reader.passages)?;
+                (Some(out), t1.elapsed().as_secs_f64())
+            }
+            _ => (None, 0.0),
+        };
+        Ok(cache::Retrieved {
+            retrieved,
+            reranked,
+            retrieve_secs,
+            rerank_secs,
+        })
+    }
+
+    /// Run every question through the pipeline with `reader` (and `transform` when the
+    /// config has a `[query_transform]`). Nothing is written; see [`PipelineRun::write`].
+    ///
+    /// Errors: a transform given without a `[query_transform]` section, or the reverse
+    /// ([`Error::InvalidParam`] naming `query_transform`); any stage's error, wrapped
+    /// with the question's 1-based number ([`Error::AtItem`]).
+    pub fn run(
+        &self,
+        reader: &mut dyn Reader,
+        mut transform: Option<&mut dyn QueryTransform>,
+    ) -> Result<PipelineRun> {
+        let tcfg = self.config.query_transform.clone();
+        match (&tcfg, transform.is_some()) {
+            (Some(t), false) => {
+                return Err(Error::param(
+                    "query_transform",
+                    format!(
+                        "the config asks for `{:?}` but no transform was given to run",
+                        t.kind
+                    ),
+                ))
+            }
+            (None, true) => {
+                return Err(Error::param(
+                    "query_transform",
+                    "a transform was given but the config has no [query_transform] section",
+                ))
+            }
+            _ => {}
+        }
+        let at = |i: usize, e: Error| Error::AtItem {
+            what: "question",
+            number: i + 1,
+            source: Box::new(e),
+        };
+        let qs = &self.questions.questions;
+        // 1. Transform.
+        let mut queries: Vec<Vec<String>> = Vec::with_capacity(qs.len());
+        let mut t_usage = Vec::with_capacity(qs.len());
+        let mut t_secs = Vec::with_capacity(qs.len());
+        for (i, q) in qs.iter().enumerate() {
+            let t0 = Instant::now();
+            match (&mut transform, &tcfg) {
+                (Some(t), Some(cfg)) => {
+                    let out = t.transform(&q.question).map_err(|e| at(i, e))?;
+                    transform::check_queries(&t.name(), &q.question, &out.queries)
+                        .map_err(|e| at(i, e))?;
+                    let mut v = out.queries;
+                    if cfg.kind == TransformKind::Rewrite {
+                        v.truncate(1);
+                    } else if cfg.include_original {
+                        v.insert(0, q.question.clone());
+                    }
+                    queries.push(v);
+                    t_usage.push(out.usage);
+                }
+                _ => {
+                    queries.push(vec![q.question.clone()]);
+                    t_usage.push(Default::default());
+                }
+            }
+            t_secs.push(t0.elapsed().as_secs_f64());
+        }
+        // 2–3. Retrieve and re-rank (cached).
+        let rewrite = matches!(&tcfg, Some(t) if t.kind == TransformKind::Rewrite);
+        let (retrieved, cache_status) = if self.retrievers.is_empty() {
+            (
+                vec![cache::Retrieved::default(); qs.len()],
+                cache::Status::Off,
+            )
+        } else {
+            let key = cache::key(self, &queries)?;
+            let dir = self.config.resolve(&self.config.cache.dir);
+            let ids: Vec<&str> = qs.iter().map(|q| q.id.as_str()).collect();
+            let cached = if self.config.cache.retrieval {
+                cache::read(&dir, &key, &ids)
+            } else {
+                Err("cache off".to_string())
+            };
+            match cached {
+                Ok(Some(r)) => (r, cache::Status::Hit),
+                other => {
+                    let mut out = Vec::with_capacity(qs.len());
+                    let mut bar = crate::progress::bar(qs.len(), "retrieve");
+                    for (i, q) in qs.iter().enumerate() {
+                        out.push(
+                            self.retrieve(&q.question, &queries[i], rewrite)
+                                .map_err(|e| at(i, e))?,
+                        );
+                        crate::progress::tick(&mut bar, 1);
+                    }
+                    let status = if !self.config.cache.retrieval {
+                        cache::Status::Off
+                    } else {
+                        cache::write(&dir, &key, &ids, &out)?;
+                        match other {
+                            Err(reason) => cache::Status::Rebuilt(reason),
+                            _ => cache::Status::Miss,
+                        }
+                    };
+                    (out, status)
+                }
+            }
+        };
+        // 4–5. Read and score.
+        let rule = self.config.evaluation.answer_match;
+        let n_pass = self.config.reader.passages;
+        let mut records = Vec::with_capacity(qs.len());
+        let mut bar = crate::progress::bar(qs.len(), &format!("read ({})", reader.name()));
+        for (i, q) in qs.iter().enumerate() {
+            let r = &retrieved[i];
+            let top: &[Hit] = r.reranked.as_deref().unwrap_or(&r.retrieved);
+            let contexts: Vec<Context> = top
+                .iter()
+                .take(n_pass)
+                .map(|h| {
+                    let p = &self.passages[self.position[&h.id]];
+                    Context {
+                        id: p.id.clone(),
+                        title: p.title.clone(),
+                        text: p.text.clone(),
+                        score: h.score,
+                    }
+                })
+                .collect();
+            let t0 = Instant::now();
+            let answer = reader.read(&q.question, &contexts).map_err(|e| at(i, e))?;
+            let read_secs = t0.elapsed().as_secs_f64();
+            let kept: Vec<Context> = contexts
+                .iter()
+                .filter(|c| answer.passage_ids.contains(&c.id))
+                .cloned()
+                .collect();
+            let prompt = reader.prompt(&q.question, &kept).map_err(|e| at(i, e))?;
+            let prediction = if answer.abstained {
+                String::new()
+            } else {
+                answer.text.clone()
+            };
+            let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
+            let cp =
+                context::context_precision(&kept_texts, &q.answers, rule).map_err(|e| at(i, e))?;
+            let answer_found = rule
+                .has_answer(&prediction, &q.answers)
+                .map_err(|e| at(i, e))?;
+            let group = self
+                .questions
+                .groups
+                .get(&q.id)
+                .cloned()
+                .unwrap_or_else(|| trace::question_group(&q.question).to_string());
+            records.push(TraceRecord {
+                id: q.id.clone(),
+                question: q.question.clone(),
+                gold_answers: q.answers.clone(),
+                group,
+                queries: if tcfg.is_some() {
+                    queries[i].clone()
+                } else {
+                    Vec::new()
+                },
+                retrieved: r.retrieved.clone(),
+                reranked: r.reranked.clone(),
+                passage_ids: answer.passage_ids.clone(),
+                dropped: answer.dropped.clone(),
+                prompt,
+                answer: answer.text.clone(),
+                abstained: answer.abstained,
+                prediction: prediction.clone(),
+                em: qa::exact_match(&prediction, &q.answers),
+                f1: qa::f1(&prediction, &q.answers),
+                answer_found,
+                context_precision: cp.as_ref().map(|c| c.precision),
+                context_average_precision: cp.as_ref().map(|c| c.average_precision),
+                transform_tokens: (t_usage[i].prompt_tokens, t_usage[i].generated_tokens),
+                prompt_tokens: answer.usage.prompt_tokens,
+                generated_tokens: answer.usage.generated_tokens,
+                times: StageTimes {
+                    transform: t_secs[i],
+                    retrieve: r.retrieve_secs,
+                    rerank: r.rerank_secs,
+                    read: read_secs,
+                    prefill: answer.usage.prefill_secs,
+                    decode: answer.usage.decode_secs,
+                },
+                retrieval_cached: cache_status == cache::Status::Hit,
+            });
+            crate::progress::tick(&mut bar, 1);
+        }
+        Ok(PipelineRun {
+            name: self.config.name.clone(),
+            reader: reader.name().to_string(),
+            retrieval: self.retrieval_name(),
+            transform: transform.as_ref().map(|t| t.name()),
+            answer_match: rule,
+            config: self.config.clone(),
+            skipped: self.questions.skipped.clone(),
+            retrieval_cache: cache_status,
+            records,
+        })
+    }
+}

@@ -1,0 +1,410 @@
+//! What a pipeline run leaves behind: one [`TraceRecord`] per question (written as
+//! JSON Lines), SQuAD-format predictions, a [`Summary`], a per-question CSV.
+//!
+//! Files written by [`PipelineRun::write`] into a folder:
+//!
+//! | file | content |
+//! |---|---|
+//! | `traces.jsonl` | one [`TraceRecord`] per line, in question order |
+//! | `predictions.json` | `{question id: prediction}`, `""` for an abstention: the predictions file of the official SQuAD v2.0 script (`evaluate-v2.0.py data.json predictions.json`) |
+//! | `summary.json` | the [`Summary`] |
+//! | `summary.md` | the summary as a Markdown table |
+//! | `per_question.csv` | id, group, em, f1, abstained, context precision, times |
+//! | `config.toml` | the resolved configuration (every default written out) |
+//! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
+
+use super::cache::Status;
+use super::PipelineConfig;
+use crate::display::Table;
+use crate::evaluate::answer_match::AnswerMatch;
+use crate::load::question_set::SkippedRecord;
+use crate::{Error, Hit, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+pub use crate::evaluate::groups::question_group;
+
+/// Seconds spent in each stage for one question.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageTimes {
+    /// Query transformation (0 without one).
+    pub transform: f64,
+    /// First-stage retrieval and fusion (as measured when it ran, also on a cache hit).
+    pub retrieve: f64,
+    /// Re-ranking (0 without a re-ranker).
+    pub rerank: f64,
+    /// The reader call, wall clock.
+    pub read: f64,
+    /// Of which prompt processing, as the reader reports it.
+    pub prefill: f64,
+    /// Of which generation, as the reader reports it.
+    pub decode: f64,
+}
+
+impl StageTimes {
+    /// Transform + retrieve + rerank + read.
+    pub fn total(&self) -> f64 {
+        self.transform + self.retrieve + self.rerank + self.read
+    }
+}
+
+/// One question's trace: one line of `traces.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// Question id.
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// Gold answers.
+    pub gold_answers: Vec<String>,
+    /// Question group (report 001's rule, or the question set's `group`).
+    pub group: String,
+    /// The transformed queries (empty without a transformation).
+    pub queries: Vec<String>,
+    /// First-stage hits after fusion (ids and scores), best first.
+    pub retrieved: Vec<Hit>,
+    /// Re-ranked hits (re-ranker scores), when there is a re-ranker.
+    pub reranked: Option<Vec<Hit>>,
+    /// Passages the reader kept, in order.
+    pub passage_ids: Vec<String>,
+    /// Passages the reader dropped to fit its window.
+    pub dropped: Vec<String>,
+    /// The prompt, when the reader exposes it.
+    pub prompt: Option<String>,
+    /// The reader's answer text.
+    pub answer: String,
+    /// Whether the answer is an abstention.
+    pub abstained: bool,
+    /// What is scored and written to the predictions: the answer, `""` for an abstention.
+    pub prediction: String,
+    /// SQuAD exact match of the prediction, 0 or 1.
+    pub em: f64,
+    /// SQuAD token F1 of the prediction, 0–1.
+    pub f1: f64,
+    /// Whether the prediction contains a gold answer under the run's answer-match rule
+    /// (the score that makes sense for regex answers).
+    pub answer_found: bool,
+    /// Context precision of the kept passages (`None` when not scored).
+    pub context_precision: Option<f64>,
+    /// Its rank-aware variant (average precision).
+    pub context_average_precision: Option<f64>,
+    /// Prompt and generated tokens of the query transformation.
+    pub transform_tokens: (usize, usize),
+    /// Reader prompt tokens.
+    pub prompt_tokens: usize,
+    /// Reader generated tokens.
+    pub generated_tokens: usize,
+    /// Seconds per stage.
+    pub times: StageTimes,
+    /// Whether retrieval came from the cache.
+    pub retrieval_cached: bool,
+}
+
+/// A whole run: every question's trace and what produced it.
+#[derive(Debug, Clone)]
+pub struct PipelineRun {
+    /// Config name.
+    pub name: String,
+    /// Reader name.
+    pub reader: String,
+    /// First stage + re-ranker name (`closed-book` without a retriever).
+    pub retrieval: String,
+    /// Transformation name, if any.
+    pub transform: Option<String>,
+    /// Rule used for context precision and `answer_found`.
+    pub answer_match: AnswerMatch,
+    /// The resolved config.
+    pub config: PipelineConfig,
+    /// Question records left out under `on_bad_record = "skip"`.
+    pub skipped: Vec<SkippedRecord>,
+    /// What the retrieval cache did.
+    pub retrieval_cache: Status,
+    /// One record per question, in order.
+    pub records: Vec<TraceRecord>,
+}
+
+/// Aggregate numbers of a run. EM, F1 and context precision in percent / 0–1 as the
+/// reports print them; `None` where nothing could be scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Config name.
+    pub name: String,
+    /// Reader name.
+    pub reader: String,
+    /// Retrieval name.
+    pub retrieval: String,
+    /// Transformation name.
+    pub transform: Option<String>,
+    /// Questions run.
+    pub questions: usize,
+    /// Question-set records skipped (counted, never silent).
+    pub skipped: usize,
+    /// Questions answered (not abstained).
+    pub answered: usize,
+    /// Abstentions.
+    pub abstained: usize,
+    /// EM over every question, percent.
+    pub em: f64,
+    /// F1 over every question, percent.
+    pub f1: f64,
+    /// EM over answered questions, percent.
+    pub em_answered: Option<f64>,
+    /// F1 over answered questions, percent.
+    pub f1_answered: Option<f64>,
+    /// Share of predictions containing a gold answer (answer-match rule), percent.
+    pub answer_found: f64,
+    /// Mean context precision over scored questions.
+    pub context_precision: Option<f64>,
+    /// Mean rank-aware context precision.
+    pub context_average_precision: Option<f64>,
+    /// Questions with a context-precision value.
+    pub context_scored: usize,
+    /// Mean seconds per question by stage.
+    pub mean_times: StageTimes,
+    /// Mean seconds per question, all stages.
+    pub seconds_per_question: f64,
+    /// Mean reader prompt tokens.
+    pub mean_prompt_tokens: f64,
+    /// Mean generated tokens.
+    pub mean_generated_tokens: f64,
+    /// `hit`, `miss`, `rebuilt: …` or `off`.
+    pub retrieval_cache: String,
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (mut s, mut n) = (0.0, 0usize);
+    for x in v {
+        s += x;
+        n += 1;
+    }
+    (n > 0).then(|| s / n as f64)
+}
+
+impl Summary {
+    /// A two-column Markdown/HTML table of the summary.
+    pub fn to_table(&self) -> Table {
+        let f = |x: Option<f64>, d: usize| x.map_or("–".to_string(), |v| format!("{v:.d$}"));
+        let mut t = Table::new(["metric", "value"]).caption(format!(
+            "{}: {} → {}{}",
+            self.name,
+            self.retrieval,
+            self.reader,
+            self.transform
+                .as_ref()
+                .map_or(String::new(), |t| format!(" (transform {t})"))
+        ));
+        let rows: Vec<(&str, String)> = vec![
+            ("questions", self.questions.to_string()),
+            ("skipped records", self.skipped.to_string()),
+            ("EM", f(Some(self.em), 2)),
+            ("F1", f(Some(self.f1), 2)),
+            ("answered", self.answered.to_string()),
+            ("abstained", self.abstained.to_string()),
+            ("EM (answered only)", f(self.em_answered, 2)),
+            ("F1 (answered only)", f(self.f1_answered, 2)),
+            (
+                "gold answer in prediction (%)",
+                f(Some(self.answer_found), 2),
+            ),
+            ("context precision", f(self.context_precision, 3)),
+            (
+                "context precision, rank-aware (AP)",
+                f(self.context_average_precision, 3),
+            ),
+            (
+                "questions with context precision",
+                self.context_scored.to_string(),
+            ),
+            (
+                "s/question: transform",
+                f(Some(self.mean_times.transform), 3),
+            ),
+            ("s/question: retrieve", f(Some(self.mean_times.retrieve), 3)),
+            ("s/question: rerank", f(Some(self.mean_times.rerank), 3)),
+            ("s/question: read", f(Some(self.mean_times.read), 3)),
+            ("s/question: total", f(Some(self.seconds_per_question), 3)),
+            ("mean prompt tokens", f(Some(self.mean_prompt_tokens), 1)),
+            (
+                "mean generated tokens",
+                f(Some(self.mean_generated_tokens), 1),
+            ),
+            ("retrieval cache", self.retrieval_cache.clone()),
+        ];
+        for (k, v) in rows {
+            t.push([k.to_string(), v]).expect("two cells");
+        }
+        t
+    }
+}
+
+impl PipelineRun {
+    /// The aggregate numbers.
+    pub fn summary(&self) -> Summary {
+        let r = &self.records;
+        let answered: Vec<&TraceRecord> = r.iter().filter(|x| !x.abstained).collect();
+        let n = r.len().max(1) as f64;
+        let t = |f: fn(&StageTimes) -> f64| r.iter().map(|x| f(&x.times)).sum::<f64>() / n;
+        let mean_times = StageTimes {
+            transform: t(|s| s.transform),
+            retrieve: t(|s| s.retrieve),
+            rerank: t(|s| s.rerank),
+            read: t(|s| s.read),
+            prefill: t(|s| s.prefill),
+            decode: t(|s| s.decode),
+        };
+        Summary {
+            name: self.name.clone(),
+            reader: self.reader.clone(),
+            retrieval: self.retrieval.clone(),
+            transform: self.transform.clone(),
+            questions: r.len(),
+            skipped: self.skipped.len(),
+            answered: answered.len(),
+            abstained: r.len() - answered.len(),
+            em: 100.0 * r.iter().map(|x| x.em).sum::<f64>() / n,
+            f1: 100.0 * r.iter().map(|x| x.f1).sum::<f64>() / n,
+            em_answered: mean(answered.iter().map(|x| x.em)).map(|v| 100.0 * v),
+            f1_answered: mean(answered.iter().map(|x| x.f1)).map(|v| 100.0 * v),
+            answer_found: 100.0 * r.iter().filter(|x| x.answer_found).count() as f64 / n,
+            context_precision: mean(r.iter().filter_map(|x| x.context_precision)),
+            context_average_precision: mean(r.iter().filter_map(|x| x.context_average_precision)),
+            context_scored: r.iter().filter(|x| x.context_precision.is_some()).count(),
+            seconds_per_question: mean_times.total(),
+            mean_times,
+            mean_prompt_tokens: r.iter().map(|x| x.prompt_tokens as f64).sum::<f64>() / n,
+            mean_generated_tokens: r.iter().map(|x| x.generated_tokens as f64).sum::<f64>() / n,
+            retrieval_cache: self.retrieval_cache.to_string(),
+        }
+    }
+
+    /// `{question id: prediction}` (`""` for an abstention): SQuAD's predictions format.
+    pub fn predictions(&self) -> BTreeMap<String, String> {
+        self.records
+            .iter()
+            .map(|r| (r.id.clone(), r.prediction.clone()))
+            .collect()
+    }
+
+    /// Rows for `evaluate::groups::per_question_frame`, under `system`.
+    pub fn question_scores(&self, system: &str) -> Vec<crate::evaluate::groups::QuestionScore> {
+        self.records
+            .iter()
+            .map(|r| crate::evaluate::groups::QuestionScore {
+                system: system.to_string(),
+                question_id: r.id.clone(),
+                group: r.group.clone(),
+                em: r.em,
+                f1: r.f1,
+                abstained: r.abstained,
+            })
+            .collect()
+    }
+
+    /// Per-question values of `em` or `f1` keyed by id, for the paired tests of
+    /// `evaluate::significance`.
+    pub fn per_query(&self, metric: &str) -> Result<BTreeMap<String, f64>> {
+        self.records
+            .iter()
+            .map(|r| match metric {
+                "em" => Ok((r.id.clone(), r.em)),
+                "f1" => Ok((r.id.clone(), r.f1)),
+                other => Err(Error::param(
+                    "metric",
+                    format!("`{other}`: choose `em` or `f1`"),
+                )),
+            })
+            .collect()
+    }
+
+    /// Write the files listed in the [module docs](self) into `dir` (created).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let p = dir.join("traces.jsonl");
+        let mut f =
+            std::io::BufWriter::new(std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?);
+        for r in &self.records {
+            serde_json::to_writer(&mut f, r)?;
+            f.write_all(b"\n").map_err(|e| Error::io(&p, e))?;
+        }
+        f.flush().map_err(|e| Error::io(&p, e))?;
+        let write = |name: &str, bytes: &[u8]| -> Result<()> {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(|e| Error::io(&p, e))
+        };
+        write(
+            "predictions.json",
+            serde_json::to_string_pretty(&self.predictions())?.as_bytes(),
+        )?;
+        let s = self.summary();
+        write("summary.json", serde_json::to_string_pretty(&s)?.as_bytes())?;
+        write("summary.md", s.to_table().to_markdown().as_bytes())?;
+        write("config.toml", self.config.to_toml()?.as_bytes())?;
+        write(
+            "skipped.json",
+            serde_json::to_string_pretty(&self.skipped)?.as_bytes(),
+        )?;
+        let mut t = Table::new([
+            "id",
+            "group",
+            "em",
+            "f1",
+            "abstained",
+            "answer_found",
+            "context_precision",
+            "context_average_precision",
+            "prompt_tokens",
+            "generated_tokens",
+            "transform_s",
+            "retrieve_s",
+            "rerank_s",
+            "read_s",
+        ]);
+        let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.6}"));
+        for r in &self.records {
+            t.push([
+                r.id.clone(),
+                r.group.clone(),
+                format!("{}", r.em),
+                format!("{:.6}", r.f1),
+                r.abstained.to_string(),
+                r.answer_found.to_string(),
+                o(r.context_precision),
+                o(r.context_average_precision),
+                r.prompt_tokens.to_string(),
+                r.generated_tokens.to_string(),
+                format!("{:.6}", r.times.transform),
+                format!("{:.6}", r.times.retrieve),
+                format!("{:.6}", r.times.rerank),
+                format!("{:.6}", r.times.read),
+            ])?;
+        }
+        t.write_csv(&dir.join("per_question.csv"))
+    }
+}
+
+/// Read a `traces.jsonl` back, checking every line (errors name the file and line).
+pub fn read_traces(path: &Path) -> Result<Vec<TraceRecord>> {
+    crate::load::read_jsonl(path)
+}
+
+/// Read a SQuAD predictions file and check its shape: one JSON object whose values are
+/// all strings. Errors name the file.
+pub fn read_predictions(path: &Path) -> Result<BTreeMap<String, String>> {
+    let text = crate::load::read_to_string(path)?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::malformed(path, e.line(), e.to_string()))?;
+    let serde_json::Value::Object(m) = v else {
+        return Err(Error::bad_input(path, "not a JSON object {id: answer}"));
+    };
+    m.into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => Ok((k, s)),
+            other => Err(Error::bad_input(
+                path,
+                format!("prediction for `{k}` is not a string: {other}"),
+            )),
+        })
+        .collect()
+}
