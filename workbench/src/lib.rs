@@ -19,6 +19,7 @@
 //! | [`retrieve`] | the [`retrieve::Retriever`] trait; TF-IDF, BM25, fusion, dense FAISS retrievers, one file each |
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
+//! | `train` (feature `dense`) | a generic candle training loop (AdamW, warm-up + decay, clipping, length-grouped batches, resumable checkpoints) and extractive-QA supervision |
 //! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
@@ -57,6 +58,8 @@ pub mod read;
 pub mod rerank;
 pub mod results;
 pub mod retrieve;
+#[cfg(feature = "dense")]
+pub mod train;
 pub mod text;
 pub mod types;
 
