@@ -10,6 +10,7 @@
 //! | [`checkpoint`] | resumable training state (weights, moments, step, RNG, data position) |
 //! | [`qa`] | the extractive-QA head, its span loss and features (windows → start/end targets) |
 //! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
+//! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
 //!
 //! The loop: each epoch's batch order is a pure function of `(seed, epoch)`
 //! ([`batching::length_grouped_batches`]), the global step is the data position, and a
@@ -21,6 +22,7 @@ pub mod checkpoint;
 pub mod optim;
 pub mod qa;
 pub mod qa_data;
+pub mod reader;
 pub mod schedule;
 
 use crate::{Error, Result};
