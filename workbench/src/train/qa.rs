@@ -11,26 +11,121 @@ use super::{candle_err, TrainData, Trainable};
 use crate::{Error, Result};
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tokenizers::Tokenizer;
 
+/// LayerNorm from differentiable primitives. candle-nn's `LayerNorm` runs a fused
+/// kernel (`apply_op3_no_bwd`) that passes no gradient back: a model built on it
+/// trains its last layer only.
+struct DiffLayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl DiffLayerNorm {
+    fn new(size: usize, eps: f64, vb: VarBuilder) -> candle_core::Result<Self> {
+        Ok(DiffLayerNorm {
+            weight: vb.get_with_hints(size, "weight", candle_nn::Init::Const(1.0))?,
+            bias: vb.get_with_hints(size, "bias", candle_nn::Init::Const(0.0))?,
+            eps,
+        })
+    }
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let h = x.dim(D::Minus1)? as f64;
+        let mean = (x.sum_keepdim(D::Minus1)? / h)?;
+        let xc = x.broadcast_sub(&mean)?;
+        let var = (xc.sqr()?.sum_keepdim(D::Minus1)? / h)?;
+        let xn = xc.broadcast_div(&(var + self.eps)?.sqrt()?)?;
+        xn.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)
+    }
+}
+
+struct Layer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    ln1: DiffLayerNorm,
+    inter: Linear,
+    out: Linear,
+    ln2: DiffLayerNorm,
+    heads: usize,
+}
+
+impl Layer {
+    fn new(vb: VarBuilder, c: &Config) -> candle_core::Result<Self> {
+        let h = c.hidden_size;
+        let a = vb.pp("attention");
+        Ok(Layer {
+            q: candle_nn::linear(h, h, a.pp("self").pp("query"))?,
+            k: candle_nn::linear(h, h, a.pp("self").pp("key"))?,
+            v: candle_nn::linear(h, h, a.pp("self").pp("value"))?,
+            o: candle_nn::linear(h, h, a.pp("output").pp("dense"))?,
+            ln1: DiffLayerNorm::new(h, c.layer_norm_eps, a.pp("output").pp("LayerNorm"))?,
+            inter: candle_nn::linear(h, c.intermediate_size, vb.pp("intermediate").pp("dense"))?,
+            out: candle_nn::linear(c.intermediate_size, h, vb.pp("output").pp("dense"))?,
+            ln2: DiffLayerNorm::new(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
+            heads: c.num_attention_heads,
+        })
+    }
+
+    /// `x`: `[b, l, h]`; `bias`: `[b, 1, 1, l]` additive attention mask.
+    fn forward(&self, x: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, l, h) = x.dims3()?;
+        let d = h / self.heads;
+        let split = |t: Tensor| -> candle_core::Result<Tensor> {
+            t.reshape((b, l, self.heads, d))?.transpose(1, 2)?.contiguous()
+        };
+        let q = split(self.q.forward(x)?)?;
+        let k = split(self.k.forward(x)?)?;
+        let v = split(self.v.forward(x)?)?;
+        let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?.broadcast_add(bias)?;
+        let p = candle_nn::ops::softmax(&scores, D::Minus1)?;
+        let ctx = p.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, l, h))?;
+        let x = self.ln1.forward(&(self.o.forward(&ctx)? + x)?)?;
+        let f = self.out.forward(&self.inter.forward(&x)?.gelu_erf()?)?;
+        self.ln2.forward(&(f + x)?)
+    }
+}
+
 /// A BERT encoder with a 2-way token classifier (start, end), as transformers'
-/// `BertForQuestionAnswering`.
+/// `BertForQuestionAnswering` (same weight names), written with differentiable candle
+/// ops only (no dropout), so that every weight trains.
 pub struct QaBert {
-    bert: BertModel,
+    word: candle_nn::Embedding,
+    pos: candle_nn::Embedding,
+    ty: candle_nn::Embedding,
+    ln: DiffLayerNorm,
+    layers: Vec<Layer>,
     qa_outputs: Linear,
 }
 
 impl QaBert {
-    /// Build from `vb` (`bert.…`, `qa_outputs.…`).
+    /// Build from `vb` (`bert.…`, `qa_outputs.…`). Only `gelu` activations and absolute
+    /// positions are supported (BERT, MiniLM).
     pub fn new(vb: VarBuilder, config: &Config) -> candle_core::Result<Self> {
-        let bert = BertModel::load(vb.pp("bert"), config)?;
-        let qa_outputs = candle_nn::linear(config.hidden_size, 2, vb.pp("qa_outputs"))?;
-        Ok(QaBert { bert, qa_outputs })
+        let act = format!("{:?}", config.hidden_act);
+        if act != "Gelu" {
+            candle_core::bail!("hidden_act {act:?} is not supported (gelu only)");
+        }
+        let h = config.hidden_size;
+        let e = vb.pp("bert").pp("embeddings");
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| Layer::new(vb.pp("bert").pp("encoder").pp("layer").pp(i), config))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Ok(QaBert {
+            word: candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
+            pos: candle_nn::embedding(config.max_position_embeddings, h, e.pp("position_embeddings"))?,
+            ty: candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?,
+            ln: DiffLayerNorm::new(h, config.layer_norm_eps, e.pp("LayerNorm"))?,
+            layers,
+            qa_outputs: candle_nn::linear(h, 2, vb.pp("qa_outputs"))?,
+        })
     }
 
     /// Start and end logits, each `[batch, len]`.
@@ -40,8 +135,20 @@ impl QaBert {
         type_ids: &Tensor,
         mask: &Tensor,
     ) -> candle_core::Result<(Tensor, Tensor)> {
-        let h = self.bert.forward(ids, type_ids, Some(mask))?;
-        let logits = self.qa_outputs.forward(&h)?;
+        let (b, l) = ids.dims2()?;
+        let pos = Tensor::arange(0u32, l as u32, ids.device())?;
+        let x = self
+            .word
+            .forward(ids)?
+            .broadcast_add(&self.pos.forward(&pos)?)?
+            .add(&self.ty.forward(type_ids)?)?;
+        let mut x = self.ln.forward(&x)?;
+        // 0 where attended, a large negative number at padding.
+        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((b, 1, 1, l))?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &bias)?;
+        }
+        let logits = self.qa_outputs.forward(&x)?;
         let start = logits.narrow(D::Minus1, 0, 1)?.squeeze(D::Minus1)?;
         let end = logits.narrow(D::Minus1, 1, 1)?.squeeze(D::Minus1)?;
         Ok((start.contiguous()?, end.contiguous()?))
