@@ -11,9 +11,9 @@ use workbench::train::qa::{self, FeatureParams, QaBert, QaFeatures, QaTrainModel
 use workbench::train::{train, LinearSchedule, Stop, TrainConfig, TrainData, Trainable};
 
 const WORDS: &[&str] = &[
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "who", "what", "where", "built", "the", "tower", "in", "paris",
-    "eiffel", "gustave", "1889", "river", "seine", "flows", "through", "city", "london", "thames",
-    "is", "a", "bridge", "was", "when", "opened", "name", "of",
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "who", "what", "where", "built", "the", "tower", "in",
+    "paris", "eiffel", "gustave", "1889", "river", "seine", "flows", "through", "city", "london",
+    "thames", "is", "a", "bridge", "was", "when", "opened", "name", "of",
 ];
 
 /// A word-level tokenizer over `WORDS` (whitespace pre-tokenizer, offsets in bytes).
@@ -72,12 +72,42 @@ fn examples() -> Vec<SpanExample> {
         }
     };
     vec![
-        mk("a", "who built the tower", "the eiffel tower in paris was built by gustave eiffel in 1889", "gustave eiffel"),
-        mk("b", "when was the tower built", "the eiffel tower in paris was built by gustave eiffel in 1889", "1889"),
-        mk("c", "what river flows through paris", "the river seine flows through the city of paris", "seine"),
-        mk("d", "what river flows through london", "the thames flows through london a city", "thames"),
-        mk("e", "where is the tower", "the eiffel tower is in paris", "paris"),
-        mk("f", "what is the name of the bridge", "the name of the bridge is london bridge", "london bridge"),
+        mk(
+            "a",
+            "who built the tower",
+            "the eiffel tower in paris was built by gustave eiffel in 1889",
+            "gustave eiffel",
+        ),
+        mk(
+            "b",
+            "when was the tower built",
+            "the eiffel tower in paris was built by gustave eiffel in 1889",
+            "1889",
+        ),
+        mk(
+            "c",
+            "what river flows through paris",
+            "the river seine flows through the city of paris",
+            "seine",
+        ),
+        mk(
+            "d",
+            "what river flows through london",
+            "the thames flows through london a city",
+            "thames",
+        ),
+        mk(
+            "e",
+            "where is the tower",
+            "the eiffel tower is in paris",
+            "paris",
+        ),
+        mk(
+            "f",
+            "what is the name of the bridge",
+            "the name of the bridge is london bridge",
+            "london bridge",
+        ),
     ]
 }
 
@@ -100,7 +130,11 @@ fn setup(dir: &Path) -> (QaTrainModel, QaFeatures, std::path::PathBuf) {
     let tok_path = tokenizer_json(dir);
     let (c, m) = tiny_checkpoint(dir);
     let tok = workbench::train::reader::load_tokenizer(&tok_path).unwrap();
-    let p = FeatureParams { max_len: 64, doc_stride: 8, max_query_len: 16 };
+    let p = FeatureParams {
+        max_len: 64,
+        doc_stride: 8,
+        max_query_len: 16,
+    };
     let feats = qa::make_features(&tok, &examples(), p).unwrap();
     let model = QaTrainModel::from_checkpoint(&c, &m, 1).unwrap();
     (model, QaFeatures(feats), tok_path)
@@ -110,7 +144,12 @@ fn weights(vars: &VarMap) -> Vec<(String, Vec<f32>)> {
     let data = vars.data().lock().unwrap();
     let mut v: Vec<(String, Vec<f32>)> = data
         .iter()
-        .map(|(k, var)| (k.clone(), var.as_tensor().flatten_all().unwrap().to_vec1().unwrap()))
+        .map(|(k, var)| {
+            (
+                k.clone(),
+                var.as_tensor().flatten_all().unwrap().to_vec1().unwrap(),
+            )
+        })
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
@@ -151,26 +190,49 @@ fn span_loss_gradient_matches_finite_differences() {
     let loss_of = |s: &[f64], e: &[f64]| -> f64 {
         let s = Tensor::from_slice(s, (2, 5), &dev).unwrap();
         let e = Tensor::from_slice(e, (2, 5), &dev).unwrap();
-        qa::span_loss(&s, &e, &sp, &ep).unwrap().to_scalar::<f64>().unwrap()
+        qa::span_loss(&s, &e, &sp, &ep)
+            .unwrap()
+            .to_scalar::<f64>()
+            .unwrap()
     };
     let sv = Var::from_tensor(&Tensor::from_slice(&s0, (2, 5), &dev).unwrap()).unwrap();
     let ev = Var::from_tensor(&Tensor::from_slice(&e0, (2, 5), &dev).unwrap()).unwrap();
     let loss = qa::span_loss(sv.as_tensor(), ev.as_tensor(), &sp, &ep).unwrap();
     let grads = loss.backward().unwrap();
-    let gs: Vec<f64> = grads.get(&sv).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-    let ge: Vec<f64> = grads.get(&ev).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+    let gs: Vec<f64> = grads
+        .get(&sv)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let ge: Vec<f64> = grads
+        .get(&ev)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
     let h = 1e-6;
     for i in 0..10 {
         let (mut a, mut b) = (s0.clone(), s0.clone());
         a[i] += h;
         b[i] -= h;
         let fd = (loss_of(&a, &e0) - loss_of(&b, &e0)) / (2.0 * h);
-        assert!((fd - gs[i]).abs() < 1e-6, "start logit {i}: analytic {} vs numeric {fd}", gs[i]);
+        assert!(
+            (fd - gs[i]).abs() < 1e-6,
+            "start logit {i}: analytic {} vs numeric {fd}",
+            gs[i]
+        );
         let (mut a, mut b) = (e0.clone(), e0.clone());
         a[i] += h;
         b[i] -= h;
         let fd = (loss_of(&s0, &a) - loss_of(&s0, &b)) / (2.0 * h);
-        assert!((fd - ge[i]).abs() < 1e-6, "end logit {i}: analytic {} vs numeric {fd}", ge[i]);
+        assert!(
+            (fd - ge[i]).abs() < 1e-6,
+            "end logit {i}: analytic {} vs numeric {fd}",
+            ge[i]
+        );
     }
     // The analytic form too: d/ds_j = (softmax_j − [j = target]) / (2 · batch).
     let row: Vec<f64> = s0[..5].to_vec();
@@ -236,7 +298,11 @@ fn load_into(vars: &VarMap, path: &Path) {
 
 #[test]
 fn schedule_values_at_known_steps() {
-    let s = LinearSchedule { peak: 1e-4, warmup_steps: 10, total_steps: 110 };
+    let s = LinearSchedule {
+        peak: 1e-4,
+        warmup_steps: 10,
+        total_steps: 110,
+    };
     let close = |a: f64, b: f64| (a - b).abs() < 1e-15;
     assert!(close(s.lr(0), 0.0));
     assert!(close(s.lr(5), 5e-5));
@@ -259,12 +325,20 @@ fn length_grouping_keeps_every_example_once() {
         assert_eq!(all, (0..103).collect::<Vec<_>>(), "bucket {bucket}");
         assert!(b.iter().all(|x| !x.is_empty() && x.len() <= 8));
         // Same seed and epoch → same batches; another epoch → another order.
-        assert_eq!(b, length_grouped_batches(&lengths, 8, bucket, 3, 0).unwrap());
-        assert_ne!(b, length_grouped_batches(&lengths, 8, bucket, 3, 1).unwrap());
+        assert_eq!(
+            b,
+            length_grouped_batches(&lengths, 8, bucket, 3, 0).unwrap()
+        );
+        assert_ne!(
+            b,
+            length_grouped_batches(&lengths, 8, bucket, 3, 1).unwrap()
+        );
     }
     // Grouping cuts padding: total padded length is far below random batches'.
     let pad = |b: &[Vec<usize>]| -> usize {
-        b.iter().map(|x| x.iter().map(|&i| lengths[i]).max().unwrap() * x.len()).sum()
+        b.iter()
+            .map(|x| x.iter().map(|&i| lengths[i]).max().unwrap() * x.len())
+            .sum()
     };
     let grouped = pad(&length_grouped_batches(&lengths, 8, 4, 3, 0).unwrap());
     let random = pad(&length_grouped_batches(&lengths, 8, 0, 3, 0).unwrap());
@@ -288,7 +362,10 @@ fn saved_checkpoint_loads_through_hub_layout_with_identical_logits() {
     assert_eq!(s1.to_vec2::<f32>().unwrap(), s2.to_vec2::<f32>().unwrap());
     assert_eq!(e1.to_vec2::<f32>().unwrap(), e2.to_vec2::<f32>().unwrap());
     // Missing and corrupt checkpoints are clear errors.
-    let e = qa::load_pretrained(&tmp.path().join("nope")).err().unwrap().to_string();
+    let e = qa::load_pretrained(&tmp.path().join("nope"))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("config.json"), "{e}");
     std::fs::write(out.join("model.safetensors"), b"not safetensors").unwrap();
     let e = qa::load_pretrained(&out).err().unwrap().to_string();
@@ -300,7 +377,11 @@ fn feature_targets_map_back_to_the_answer_characters() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = workbench::train::reader::load_tokenizer(&tokenizer_json(tmp.path())).unwrap();
     // Small windows: the context is cut into several, the answer is whole in some only.
-    let p = FeatureParams { max_len: 14, doc_stride: 3, max_query_len: 8 };
+    let p = FeatureParams {
+        max_len: 14,
+        doc_stride: 3,
+        max_query_len: 8,
+    };
     let exs = examples();
     let feats = qa::make_features(&tok, &exs[..1], p).unwrap();
     assert!(feats.len() > 1, "expected several windows");
@@ -318,9 +399,49 @@ fn feature_targets_map_back_to_the_answer_characters() {
         assert_eq!((s, e), (a0, a1));
         assert_eq!(&ex.context[s..e], "gustave eiffel");
     }
-    assert!(with >= 1 && with < feats.len(), "{with} of {} windows hold the answer", feats.len());
+    assert!(
+        with >= 1 && with < feats.len(),
+        "{with} of {} windows hold the answer",
+        feats.len()
+    );
     // A question longer than the window leaves no room: a clear error.
-    let p = FeatureParams { max_len: 6, doc_stride: 1, max_query_len: 8 };
-    let e = qa::make_features(&tok, &exs[..1], p).unwrap_err().to_string();
+    let p = FeatureParams {
+        max_len: 6,
+        doc_stride: 1,
+        max_query_len: 8,
+    };
+    let e = qa::make_features(&tok, &exs[..1], p)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("max_len"), "{e}");
+}
+
+/// Every weight receives a gradient (candle-nn's fused LayerNorm would stop it below
+/// the last layer, and the model would train its head only).
+#[test]
+fn every_weight_gets_a_gradient() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (model, data, _) = setup(tmp.path());
+    let b = data.collate(&[0, 1, 2, 3]).unwrap();
+    let grads = model.loss(&b).unwrap().backward().unwrap();
+    let vars = model.vars.data().lock().unwrap();
+    let mut missing: Vec<&String> = vars
+        .iter()
+        .filter(|(_, v)| {
+            grads.get(v).is_none_or(|g| {
+                g.abs()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+                    == 0.0
+            })
+        })
+        .map(|(k, _)| k)
+        .collect();
+    missing.sort();
+    // Rows of unused vocabulary / positions have zero gradient, but every tensor has some.
+    assert!(missing.is_empty(), "no gradient for {missing:?}");
+    assert!(vars.len() > 30, "{} variables", vars.len());
 }

@@ -37,14 +37,23 @@ const NAME: &str = "report000_readers";
 const QUESTIONS: [(&str, &[&str]); 10] = [
     ("What is the capital of France?", &["Paris"]),
     ("Who wrote Hamlet?", &["William Shakespeare", "Shakespeare"]),
-    ("\u{201c}The Big Apple\u{201d} is a nickname for which city?", &["New York City", "New York"]),
-    ("In what year did the first human land on the Moon?", &["1969"]),
+    (
+        "\u{201c}The Big Apple\u{201d} is a nickname for which city?",
+        &["New York City", "New York"],
+    ),
+    (
+        "In what year did the first human land on the Moon?",
+        &["1969"],
+    ),
     ("Who discovered penicillin?", &["Alexander Fleming"]),
     ("What is Retrieval-Augmented Generation?", &[]),
     ("Explain FAISS in one sentence.", &[]),
     ("How do you generate embeddings?", &[]),
     ("Which is the largest continent on Earth?", &["Asia"]),
-    ("What is the fastest land animal?", &["cheetah", "The cheetah"]),
+    (
+        "What is the fastest land animal?",
+        &["cheetah", "The cheetah"],
+    ),
 ];
 
 /// Report 000's Table 1 (EM = F1 for each reader).
@@ -72,7 +81,9 @@ struct Args {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn main() -> Result<()> {
@@ -109,20 +120,43 @@ fn main() -> Result<()> {
     let out = &exp.out;
     let root = workbench::paths::project_root()?;
     let data = reader::supervision(&assets, &recipe.supervision)?;
-    let (trained, _) = reader::train_or_load(&assets, &recipe, &root.join("data/cache/readers"), &data)?;
+    let (trained, _) =
+        reader::train_or_load(&assets, &recipe, &root.join("data/cache/readers"), &data)?;
     let model = qa::load_pretrained(&trained.model_dir)?;
     let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
 
     // Null threshold on training-article questions (answerable and unanswerable).
-    let thr_set: Vec<SpanExample> = data.squad_train_all.iter().take(args.threshold_questions).cloned().collect();
+    let thr_set: Vec<SpanExample> = data
+        .squad_train_all
+        .iter()
+        .take(args.threshold_questions)
+        .cloned()
+        .collect();
     let feats = qa::make_features(&tok, &thr_set, recipe.features)?;
     let preds = qa::predict(&model, &thr_set, &feats, 32, 30)?;
-    let diffs: Vec<f32> = preds.iter().map(|p| p.as_ref().map(|p| p.null_score - p.score).unwrap_or(f32::INFINITY)).collect();
+    let diffs: Vec<f32> = preds
+        .iter()
+        .map(|p| {
+            p.as_ref()
+                .map(|p| p.null_score - p.score)
+                .unwrap_or(f32::INFINITY)
+        })
+        .collect();
     let score_at = |t: f32| -> f64 {
-        thr_set.iter().zip(&preds).zip(&diffs).map(|((e, p), &d)| {
-            let a = if d > t { String::new() } else { p.as_ref().map(|p| p.text.clone()).unwrap_or_default() };
-            f1(&a, &e.golds)
-        }).sum::<f64>() / thr_set.len().max(1) as f64
+        thr_set
+            .iter()
+            .zip(&preds)
+            .zip(&diffs)
+            .map(|((e, p), &d)| {
+                let a = if d > t {
+                    String::new()
+                } else {
+                    p.as_ref().map(|p| p.text.clone()).unwrap_or_default()
+                };
+                f1(&a, &e.golds)
+            })
+            .sum::<f64>()
+            / thr_set.len().max(1) as f64
     };
     let mut cands: Vec<f32> = diffs.iter().copied().filter(|d| d.is_finite()).collect();
     cands.push(f32::INFINITY);
@@ -135,7 +169,11 @@ fn main() -> Result<()> {
             thr = t;
         }
     }
-    println!("null threshold {thr} (training-article F1 {:.1} on {} questions)", 100.0 * best, thr_set.len());
+    println!(
+        "null threshold {thr} (training-article F1 {:.1} on {} questions)",
+        100.0 * best,
+        thr_set.len()
+    );
 
     // Retrieval: the NQ experiment's passages (same embedding cache key).
     let mut passages = reader::wikipedia_windows(&assets)?;
@@ -145,14 +183,28 @@ fn main() -> Result<()> {
             p.text = format!("{}\n{}", p.title, p.text);
         }
     }
-    let encoder = Arc::new(BertEncoder::load(&assets, encoder_name, EncoderParams::default())?);
+    let encoder = Arc::new(BertEncoder::load(
+        &assets,
+        encoder_name,
+        EncoderParams::default(),
+    )?);
     let vectors = EmbeddingCache::project_default()?.get_or_compute(&encoder, &passages)?;
     let index = VectorIndex::build(IndexParams::flat_ip(), encoder.dim(), &vectors)?;
     drop(vectors);
-    let dense = DenseRetriever::from_parts(encoder.clone(), index, passages.iter().map(|p| p.id.clone()).collect())?;
-    let pos: std::collections::HashMap<&str, usize> = passages.iter().enumerate().map(|(i, p)| (p.id.as_str(), i)).collect();
+    let dense = DenseRetriever::from_parts(
+        encoder.clone(),
+        index,
+        passages.iter().map(|p| p.id.clone()).collect(),
+    )?;
+    let pos: std::collections::HashMap<&str, usize> = passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.as_str(), i))
+        .collect();
 
-    let mut answers = Table::new(["q", "question", "golds", "reader", "answer", "em", "f1", "passage", "rank"]);
+    let mut answers = Table::new([
+        "q", "question", "golds", "reader", "answer", "em", "f1", "passage", "rank",
+    ]);
     let mut html = String::from("<html><head><meta charset=\"utf-8\"><style>mark{background:#ffe066}</style></head><body><h1>Report 000's ten questions, trained MiniLM reader</h1>\n");
     let mut sums = [[0.0f64; 2]; 2];
     for (qi, (q, golds)) in QUESTIONS.iter().enumerate() {
@@ -168,36 +220,97 @@ fn main() -> Result<()> {
             ctx.push_str(&window_text[i]);
             spans.push((h.id.clone(), s, ctx.len()));
         }
-        let ex = SpanExample { id: format!("q{}", qi + 1), source: "report000".into(), question: q.to_string(), context: ctx.clone(), answer: None, golds: golds.iter().map(|s| s.to_string()).collect() };
+        let ex = SpanExample {
+            id: format!("q{}", qi + 1),
+            source: "report000".into(),
+            question: q.to_string(),
+            context: ctx.clone(),
+            answer: None,
+            golds: golds.iter().map(|s| s.to_string()).collect(),
+        };
         let f = qa::make_features(&tok, std::slice::from_ref(&ex), recipe.features)?;
-        let p = qa::predict(&model, std::slice::from_ref(&ex), &f, 8, 30)?.pop().flatten();
-        html.push_str(&format!("<h3>{}. {}</h3><p>gold: {}</p>\n", qi + 1, esc(q), esc(&golds.join(" | "))));
-        for (ri, reader_name) in ["minilm-all", "minilm-all + null threshold"].iter().enumerate() {
+        let p = qa::predict(&model, std::slice::from_ref(&ex), &f, 8, 30)?
+            .pop()
+            .flatten();
+        html.push_str(&format!(
+            "<h3>{}. {}</h3><p>gold: {}</p>\n",
+            qi + 1,
+            esc(q),
+            esc(&golds.join(" | "))
+        ));
+        for (ri, reader_name) in ["minilm-all", "minilm-all + null threshold"]
+            .iter()
+            .enumerate()
+        {
             let abstain = ri == 1 && p.as_ref().is_none_or(|p| p.null_score - p.score > thr);
-            let text = if abstain { String::new() } else { p.as_ref().map(|p| p.text.clone()).unwrap_or_default() };
+            let text = if abstain {
+                String::new()
+            } else {
+                p.as_ref().map(|p| p.text.clone()).unwrap_or_default()
+            };
             let (em, fs) = (exact_match(&text, golds), f1(&text, golds));
             sums[ri][0] += em;
             sums[ri][1] += fs;
             let (pid, rank, evidence) = match (&p, abstain) {
                 (Some(p), false) => {
-                    let (r, (id, s, e)) = spans.iter().enumerate().find(|(_, (_, s, e))| p.range.0 >= *s && p.range.1 <= *e).map(|(r, x)| (r, x.clone())).unwrap_or((0, (String::new(), 0, 0)));
-                    let ev = if e > s { format!("{}<mark>{}</mark>{}", esc(&ctx[s..p.range.0]), esc(&ctx[p.range.0..p.range.1]), esc(&ctx[p.range.1..e])) } else { String::new() };
+                    let (r, (id, s, e)) = spans
+                        .iter()
+                        .enumerate()
+                        .find(|(_, (_, s, e))| p.range.0 >= *s && p.range.1 <= *e)
+                        .map(|(r, x)| (r, x.clone()))
+                        .unwrap_or((0, (String::new(), 0, 0)));
+                    let ev = if e > s {
+                        format!(
+                            "{}<mark>{}</mark>{}",
+                            esc(&ctx[s..p.range.0]),
+                            esc(&ctx[p.range.0..p.range.1]),
+                            esc(&ctx[p.range.1..e])
+                        )
+                    } else {
+                        String::new()
+                    };
                     (id, (r + 1).to_string(), ev)
                 }
                 _ => (String::new(), String::new(), "(no answer)".into()),
             };
             html.push_str(&format!("<p><b>{reader_name}</b>: “{}” (EM {em}, F1 {fs:.2}) — passage {} (rank {rank})</p><blockquote>{evidence}</blockquote>\n", esc(&text), esc(&pid)));
-            answers.push([(qi + 1).to_string(), q.to_string(), golds.join(" | "), reader_name.to_string(), text, em.to_string(), format!("{fs:.3}"), pid, rank])?;
+            answers.push([
+                (qi + 1).to_string(),
+                q.to_string(),
+                golds.join(" | "),
+                reader_name.to_string(),
+                text,
+                em.to_string(),
+                format!("{fs:.3}"),
+                pid,
+                rank,
+            ])?;
         }
     }
     html.push_str("</body></html>\n");
     let n = QUESTIONS.len() as f64;
     let mut t = Table::new(["reader", "EM", "F1", "source"]);
     for (name, v) in REPORT {
-        t.push([name.to_string(), format!("{v:.1}"), format!("{v:.1}"), "report 000 Table 1".into()])?;
+        t.push([
+            name.to_string(),
+            format!("{v:.1}"),
+            format!("{v:.1}"),
+            "report 000 Table 1".into(),
+        ])?;
     }
-    for (ri, name) in ["MiniLM-L6 reader (minilm-all, trained here)", "MiniLM-L6 reader + null threshold (SQuAD 2.0-style)"].iter().enumerate() {
-        t.push([name.to_string(), format!("{:.1}", 100.0 * sums[ri][0] / n), format!("{:.1}", 100.0 * sums[ri][1] / n), format!("this run, top-{} concatenated", args.k)])?;
+    for (ri, name) in [
+        "MiniLM-L6 reader (minilm-all, trained here)",
+        "MiniLM-L6 reader + null threshold (SQuAD 2.0-style)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        t.push([
+            name.to_string(),
+            format!("{:.1}", 100.0 * sums[ri][0] / n),
+            format!("{:.1}", 100.0 * sums[ri][1] / n),
+            format!("this run, top-{} concatenated", args.k),
+        ])?;
     }
     let md = format!(
         "{}\n\nReport 000's ten questions (§4) over {} Wikipedia windows, top-{} SBERT + FAISS passages concatenated; questions 6–8 expect no answer (empty = correct). Reader trained on {} features (SQuAD training articles + RAG Mini + NQ distant), null threshold {thr:.3} chosen on {} SQuAD training-article questions.\n",

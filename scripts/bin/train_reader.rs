@@ -92,7 +92,13 @@ fn main() -> Result<()> {
     let assets = Assets::load()?;
     let recipe = recipe(&args.recipe, args.full)?;
     if let Some(steps) = args.bench {
-        return bench(&assets, &recipe, steps, args.rounds, &peers_python(&args.python));
+        return bench(
+            &assets,
+            &recipe,
+            steps,
+            args.rounds,
+            &peers_python(&args.python),
+        );
     }
     let root = workbench::paths::project_root()?;
     #[derive(Serialize)]
@@ -120,8 +126,17 @@ fn main() -> Result<()> {
     println!("supervision in {:.1} s:", t0.elapsed().as_secs_f64());
     let mut sup_t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
     for c in &data.counts {
-        let why: Vec<String> = c.unlocated.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        sup_t.push([c.source.clone(), c.questions.to_string(), c.located.to_string(), why.join("; ")])?;
+        let why: Vec<String> = c
+            .unlocated
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        sup_t.push([
+            c.source.clone(),
+            c.questions.to_string(),
+            c.located.to_string(),
+            why.join("; "),
+        ])?;
     }
     println!("{}", sup_t.to_markdown());
     sup_t.write_csv(&out.path("supervision.csv"))?;
@@ -145,7 +160,10 @@ fn main() -> Result<()> {
     if let Some(log) = &log {
         log.write_csv(&out.path("loss.csv"))?;
         let fig = render(&log.loss_plot(
-            &format!("training loss, reader {} ({} features, batch {})", recipe.name, trained.features, recipe.train.batch_size),
+            &format!(
+                "training loss, reader {} ({} features, batch {})",
+                recipe.name, trained.features, recipe.train.batch_size
+            ),
             25,
         ))?;
         fig.save(out.out_dir(), "loss")?;
@@ -154,12 +172,20 @@ fn main() -> Result<()> {
     // Held-out: the answerable questions of the five articles, gold paragraph given.
     let model = qa::load_pretrained(&trained.model_dir)?;
     let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
-    let held: Vec<_> = data.held_out.iter().filter(|e| e.answer.is_some()).cloned().collect();
+    let held: Vec<_> = data
+        .held_out
+        .iter()
+        .filter(|e| e.answer.is_some())
+        .cloned()
+        .collect();
     let feats = qa::make_features(&tok, &held, recipe.features)?;
     let t1 = Instant::now();
     let preds = qa::predict(&model, &held, &feats, 32, 30)?;
     let pred_s = t1.elapsed().as_secs_f64();
-    let texts: Vec<Option<String>> = preds.iter().map(|p| p.as_ref().map(|p| p.text.clone())).collect();
+    let texts: Vec<Option<String>> = preds
+        .iter()
+        .map(|p| p.as_ref().map(|p| p.text.clone()))
+        .collect();
     let (em, f1) = reader::em_f1(&held, &texts);
     let mut pt = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
     for (e, p) in held.iter().zip(&texts) {
@@ -174,7 +200,16 @@ fn main() -> Result<()> {
         ])?;
     }
     pt.write_csv(&out.path("predictions.csv"))?;
-    let mut mt = Table::new(["reader", "questions", "EM", "F1", "train_features", "train_s", "features_per_s", "load"]);
+    let mut mt = Table::new([
+        "reader",
+        "questions",
+        "EM",
+        "F1",
+        "train_features",
+        "train_s",
+        "features_per_s",
+        "load",
+    ]);
     mt.push([
         recipe.name.clone(),
         held.len().to_string(),
@@ -202,13 +237,22 @@ fn main() -> Result<()> {
         "load_now": reader::load_average(), "nq_used": data.nq_used.len(),
         "model_dir": trained.model_dir, "counts": trained.counts,
     });
-    std::fs::write(out.path("metrics.json"), serde_json::to_string_pretty(&summary)?)?;
+    std::fs::write(
+        out.path("metrics.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
     exp.finish(summary)?;
     Ok(())
 }
 
 /// candle vs the PyTorch peer on the same features and the same batches, interleaved.
-fn bench(assets: &Assets, recipe: &ReaderRecipe, steps: usize, rounds: usize, python: &Path) -> Result<()> {
+fn bench(
+    assets: &Assets,
+    recipe: &ReaderRecipe,
+    steps: usize,
+    rounds: usize,
+    python: &Path,
+) -> Result<()> {
     let root = workbench::paths::project_root()?;
     let dir = root.join("data").join("results").join("bench-train-reader");
     std::fs::create_dir_all(&dir)?;
@@ -220,19 +264,43 @@ fn bench(assets: &Assets, recipe: &ReaderRecipe, steps: usize, rounds: usize, py
     let fpath = dir.join("features.jsonl");
     let mut w = std::io::BufWriter::new(std::fs::File::create(&fpath)?);
     for f in &feats {
-        serde_json::to_writer(&mut w, &serde_json::json!({"ids": f.ids, "type_ids": f.type_ids, "start": f.start, "end": f.end}))?;
+        serde_json::to_writer(
+            &mut w,
+            &serde_json::json!({"ids": f.ids, "type_ids": f.type_ids, "start": f.start, "end": f.end}),
+        )?;
         writeln!(w)?;
     }
     w.flush()?;
     let lengths: Vec<usize> = feats.iter().map(|f| f.ids.len()).collect();
-    let batches = batching::length_grouped_batches(&lengths, recipe.train.batch_size, recipe.train.bucket_batches, recipe.train.seed, 0)?;
+    let batches = batching::length_grouped_batches(
+        &lengths,
+        recipe.train.batch_size,
+        recipe.train.bucket_batches,
+        recipe.train.seed,
+        0,
+    )?;
     if batches.len() < steps {
-        bail!("only {} batches in an epoch, fewer than --bench {steps}", batches.len());
+        bail!(
+            "only {} batches in an epoch, fewer than --bench {steps}",
+            batches.len()
+        );
     }
     let bpath = dir.join("batches.json");
     std::fs::write(&bpath, serde_json::to_vec(&batches[..steps])?)?;
-    let base_dir = assets.resolve(&recipe.base, "config.json")?.parent().context("asset dir")?.to_path_buf();
-    let mut rows = Table::new(["round", "system", "updates", "features", "seconds", "features_per_s", "load"]);
+    let base_dir = assets
+        .resolve(&recipe.base, "config.json")?
+        .parent()
+        .context("asset dir")?
+        .to_path_buf();
+    let mut rows = Table::new([
+        "round",
+        "system",
+        "updates",
+        "features",
+        "seconds",
+        "features_per_s",
+        "load",
+    ]);
     let mut ours_all = Vec::new();
     let mut peer_all = Vec::new();
     let data_f = QaFeatures(feats);
@@ -244,25 +312,71 @@ fn bench(assets: &Assets, recipe: &ReaderRecipe, steps: usize, rounds: usize, py
             &assets.resolve(&recipe.base, "model.safetensors")?,
             recipe.init_seed,
         )?;
-        let log = workbench::train::train(&model, &model.vars, &data_f, &recipe.train, None, Stop::AfterSteps(steps))?;
+        let log = workbench::train::train(
+            &model,
+            &model.vars,
+            &data_f,
+            &recipe.train,
+            None,
+            Stop::AfterSteps(steps),
+        )?;
         let ours = log.examples_per_second();
         ours_all.push(ours);
-        rows.push([round.to_string(), "candle (workbench)".into(), steps.to_string(), total_feats.to_string(), format!("{:.1}", log.seconds()), format!("{ours:.2}"), reader::load_average()])?;
-        println!("round {round}: candle {ours:.2} features/s (load {})", reader::load_average());
+        rows.push([
+            round.to_string(),
+            "candle (workbench)".into(),
+            steps.to_string(),
+            total_feats.to_string(),
+            format!("{:.1}", log.seconds()),
+            format!("{ours:.2}"),
+            reader::load_average(),
+        ])?;
+        println!(
+            "round {round}: candle {ours:.2} features/s (load {})",
+            reader::load_average()
+        );
         let o = std::process::Command::new(python)
             .arg(root.join("scripts/python/train_qa_torch_peer.py"))
-            .args(["--features", &fpath.to_string_lossy(), "--batches", &bpath.to_string_lossy(), "--model", &base_dir.to_string_lossy()])
-            .args(["--threads", &recipe.train.threads.to_string(), "--lr", &recipe.train.lr.to_string()])
+            .args([
+                "--features",
+                &fpath.to_string_lossy(),
+                "--batches",
+                &bpath.to_string_lossy(),
+                "--model",
+                &base_dir.to_string_lossy(),
+            ])
+            .args([
+                "--threads",
+                &recipe.train.threads.to_string(),
+                "--lr",
+                &recipe.train.lr.to_string(),
+            ])
             .output()
             .with_context(|| format!("running the PyTorch peer with {}", python.display()))?;
         if !o.status.success() {
-            bail!("PyTorch peer failed: {}", String::from_utf8_lossy(&o.stderr));
+            bail!(
+                "PyTorch peer failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         }
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).context("peer output")?;
-        let peer = r["features_per_second"].as_f64().context("peer features_per_second")?;
+        let peer = r["features_per_second"]
+            .as_f64()
+            .context("peer features_per_second")?;
         peer_all.push(peer);
-        rows.push([round.to_string(), format!("PyTorch {} (peer)", r["torch"].as_str().unwrap_or("?")), steps.to_string(), total_feats.to_string(), format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)), format!("{peer:.2}"), reader::load_average()])?;
-        println!("round {round}: PyTorch {peer:.2} features/s (load {})", reader::load_average());
+        rows.push([
+            round.to_string(),
+            format!("PyTorch {} (peer)", r["torch"].as_str().unwrap_or("?")),
+            steps.to_string(),
+            total_feats.to_string(),
+            format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)),
+            format!("{peer:.2}"),
+            reader::load_average(),
+        ])?;
+        println!(
+            "round {round}: PyTorch {peer:.2} features/s (load {})",
+            reader::load_average()
+        );
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let ratio = mean(&ours_all) / mean(&peer_all);

@@ -58,9 +58,9 @@ pub mod read;
 pub mod rerank;
 pub mod results;
 pub mod retrieve;
+pub mod text;
 #[cfg(feature = "dense")]
 pub mod train;
-pub mod text;
 pub mod types;
 
 pub use error::{Error, Result};

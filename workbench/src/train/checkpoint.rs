@@ -42,7 +42,8 @@ pub fn save(
     log: &TrainLog,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let per_epoch = super::batching::batches_per_epoch(examples, cfg.batch_size, cfg.bucket_batches);
+    let per_epoch =
+        super::batching::batches_per_epoch(examples, cfg.batch_size, cfg.bucket_batches);
     let step = log.steps.len();
     let state = TrainState {
         step,

@@ -117,7 +117,10 @@ impl TrainConfig {
             return Err(Error::param("batch_size", "must be at least 1"));
         }
         if !(self.lr > 0.0 && self.lr.is_finite()) {
-            return Err(Error::param("lr", format!("{} is not a positive number", self.lr)));
+            return Err(Error::param(
+                "lr",
+                format!("{} is not a positive number", self.lr),
+            ));
         }
         if !(0.0..1.0).contains(&self.warmup_ratio) {
             return Err(Error::param("warmup_ratio", "must be in [0, 1)"));
@@ -125,7 +128,10 @@ impl TrainConfig {
         if self.threads == 0 {
             return Err(Error::param("threads", "must be at least 1"));
         }
-        if self.max_grad_norm.is_some_and(|n| n <= 0.0 || !n.is_finite()) {
+        if self
+            .max_grad_norm
+            .is_some_and(|n| n <= 0.0 || !n.is_finite())
+        {
             return Err(Error::param("max_grad_norm", "must be positive"));
         }
         Ok(())
@@ -188,9 +194,11 @@ impl TrainLog {
 
     /// Write the log as CSV (`step,epoch,loss,lr,grad_norm,examples,padded_len,seconds`).
     pub fn write_csv(&self, path: &Path) -> Result<()> {
-        let mut w = csv::Writer::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        let mut w =
+            csv::Writer::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
         for s in &self.steps {
-            w.serialize(s).map_err(|e| Error::bad_input(path, e.to_string()))?;
+            w.serialize(s)
+                .map_err(|e| Error::bad_input(path, e.to_string()))?;
         }
         w.flush().map_err(|e| Error::io(path, e))
     }
@@ -292,8 +300,13 @@ where
     let mut step = log.steps.len();
     while step < end {
         let epoch = step / per_epoch;
-        let batches =
-            batching::length_grouped_batches(&lengths, cfg.batch_size, cfg.bucket_batches, cfg.seed, epoch)?;
+        let batches = batching::length_grouped_batches(
+            &lengths,
+            cfg.batch_size,
+            cfg.bucket_batches,
+            cfg.seed,
+            epoch,
+        )?;
         for idx in &batches[step % per_epoch..] {
             if step >= end {
                 break;

@@ -63,9 +63,10 @@ pub fn no_decay(name: &str) -> bool {
 impl AdamW {
     /// An optimizer for every variable of `vars` (zero moments, step 0).
     pub fn new(vars: &VarMap, params: AdamWParams) -> Result<Self> {
-        let data = vars.data().lock().map_err(|_| {
-            crate::Error::param("vars", "the VarMap lock is poisoned")
-        })?;
+        let data = vars
+            .data()
+            .lock()
+            .map_err(|_| crate::Error::param("vars", "the VarMap lock is poisoned"))?;
         let mut names: Vec<&String> = data.keys().collect();
         names.sort();
         let mut slots = Vec::with_capacity(names.len());

@@ -79,14 +79,20 @@ impl Layer {
         let (b, l, h) = x.dims3()?;
         let d = h / self.heads;
         let split = |t: Tensor| -> candle_core::Result<Tensor> {
-            t.reshape((b, l, self.heads, d))?.transpose(1, 2)?.contiguous()
+            t.reshape((b, l, self.heads, d))?
+                .transpose(1, 2)?
+                .contiguous()
         };
         let q = split(self.q.forward(x)?)?;
         let k = split(self.k.forward(x)?)?;
         let v = split(self.v.forward(x)?)?;
         let scores = (q.matmul(&k.t()?)? / (d as f64).sqrt())?.broadcast_add(bias)?;
         let p = candle_nn::ops::softmax(&scores, D::Minus1)?;
-        let ctx = p.matmul(&v)?.transpose(1, 2)?.contiguous()?.reshape((b, l, h))?;
+        let ctx = p
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((b, l, h))?;
         let x = self.ln1.forward(&(self.o.forward(&ctx)? + x)?)?;
         let f = self.out.forward(&self.inter.forward(&x)?.gelu_erf()?)?;
         self.ln2.forward(&(f + x)?)
@@ -120,7 +126,11 @@ impl QaBert {
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(QaBert {
             word: candle_nn::embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
-            pos: candle_nn::embedding(config.max_position_embeddings, h, e.pp("position_embeddings"))?,
+            pos: candle_nn::embedding(
+                config.max_position_embeddings,
+                h,
+                e.pp("position_embeddings"),
+            )?,
             ty: candle_nn::embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?,
             ln: DiffLayerNorm::new(h, config.layer_norm_eps, e.pp("LayerNorm"))?,
             layers,
@@ -229,8 +239,13 @@ impl QaTrainModel {
                 if name.starts_with("bert.pooler.") || name.ends_with("position_ids") {
                     continue; // BertForQuestionAnswering has no pooler
                 }
-                let t = t.to_dtype(DType::F32).map_err(candle_err("loading weights"))?;
-                data.insert(name, Var::from_tensor(&t).map_err(candle_err("loading weights"))?);
+                let t = t
+                    .to_dtype(DType::F32)
+                    .map_err(candle_err("loading weights"))?;
+                data.insert(
+                    name,
+                    Var::from_tensor(&t).map_err(candle_err("loading weights"))?,
+                );
             }
             if !data.contains_key("qa_outputs.weight") {
                 let h = config.hidden_size;
@@ -238,8 +253,14 @@ impl QaTrainModel {
                 let w: Vec<f32> = (0..2 * h).map(|_| 0.02 * std_normal(&mut rng)).collect();
                 let w = Tensor::from_vec(w, (2, h), &Device::Cpu).map_err(candle_err("init"))?;
                 let b = Tensor::zeros(2, DType::F32, &Device::Cpu).map_err(candle_err("init"))?;
-                data.insert("qa_outputs.weight".into(), Var::from_tensor(&w).map_err(candle_err("init"))?);
-                data.insert("qa_outputs.bias".into(), Var::from_tensor(&b).map_err(candle_err("init"))?);
+                data.insert(
+                    "qa_outputs.weight".into(),
+                    Var::from_tensor(&w).map_err(candle_err("init"))?,
+                );
+                data.insert(
+                    "qa_outputs.bias".into(),
+                    Var::from_tensor(&b).map_err(candle_err("init"))?,
+                );
             }
         }
         let n_before = vars.all_vars().len();
@@ -255,12 +276,19 @@ impl QaTrainModel {
                 .unwrap_or_default();
             let mut missing: Vec<String> = names
                 .into_iter()
-                .filter(|n| !tensors.contains_key(n) && !tensors.contains_key(n.trim_start_matches("bert.")) && !n.starts_with("qa_outputs."))
+                .filter(|n| {
+                    !tensors.contains_key(n)
+                        && !tensors.contains_key(n.trim_start_matches("bert."))
+                        && !n.starts_with("qa_outputs.")
+                })
                 .collect();
             missing.sort();
             return Err(Error::bad_input(
                 model_path,
-                format!("the checkpoint lacks tensors the model needs: {}", missing.join(", ")),
+                format!(
+                    "the checkpoint lacks tensors the model needs: {}",
+                    missing.join(", ")
+                ),
             ));
         }
         Ok(QaTrainModel {
@@ -305,7 +333,10 @@ pub fn load_pretrained(dir: &Path) -> Result<QaBert> {
     let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&m], DType::F32, &Device::Cpu) }
         .map_err(|e| Error::bad_input(&m, format!("cannot map: {e}")))?;
     if !vb.contains_tensor("qa_outputs.weight") {
-        return Err(Error::bad_input(&m, "no `qa_outputs.weight`: not a question-answering checkpoint"));
+        return Err(Error::bad_input(
+            &m,
+            "no `qa_outputs.weight`: not a question-answering checkpoint",
+        ));
     }
     QaBert::new(vb, &config).map_err(|e| Error::bad_input(&m, format!("loading: {e}")))
 }
@@ -387,13 +418,26 @@ pub fn make_features(
             .map_err(|e| Error::Tokenizer(format!("context of `{}`: {e}", ex.id)))?;
         let c_ids = c.get_ids();
         let c_off = c.get_offsets();
-        let room = p.max_len.checked_sub(q_ids.len() + 3).filter(|&r| r > 0).ok_or_else(|| {
-            Error::param("max_len", format!("{} leaves no room for the context of `{}`", p.max_len, ex.id))
-        })?;
+        let room = p
+            .max_len
+            .checked_sub(q_ids.len() + 3)
+            .filter(|&r| r > 0)
+            .ok_or_else(|| {
+                Error::param(
+                    "max_len",
+                    format!(
+                        "{} leaves no room for the context of `{}`",
+                        p.max_len, ex.id
+                    ),
+                )
+            })?;
         if p.doc_stride >= room {
             return Err(Error::param(
                 "doc_stride",
-                format!("{} must be below the context room {room} of a window", p.doc_stride),
+                format!(
+                    "{} must be below the context room {room} of a window",
+                    p.doc_stride
+                ),
             ));
         }
         let mut begin = 0usize;
@@ -478,8 +522,10 @@ pub fn collate(feats: &[&Feature]) -> Result<QaBatch> {
         ids: t(ids).map_err(&e)?,
         type_ids: t(ty).map_err(&e)?,
         mask: t(mask).map_err(&e)?,
-        start: Tensor::from_vec(feats.iter().map(|f| f.start).collect(), n, &Device::Cpu).map_err(&e)?,
-        end: Tensor::from_vec(feats.iter().map(|f| f.end).collect(), n, &Device::Cpu).map_err(&e)?,
+        start: Tensor::from_vec(feats.iter().map(|f| f.start).collect(), n, &Device::Cpu)
+            .map_err(&e)?,
+        end: Tensor::from_vec(feats.iter().map(|f| f.end).collect(), n, &Device::Cpu)
+            .map_err(&e)?,
     })
 }
 
@@ -542,7 +588,9 @@ pub fn predict(
             for i in 0..n {
                 let Some((a, _)) = f.offsets[i] else { continue };
                 for j in i..n.min(i + max_answer_len) {
-                    let Some((_, b_end)) = f.offsets[j] else { break };
+                    let Some((_, b_end)) = f.offsets[j] else {
+                        break;
+                    };
                     let score = s[r][i] + e[r][j];
                     if best[f.example].as_ref().is_none_or(|p| score > p.score) {
                         best[f.example] = Some(SpanPrediction {

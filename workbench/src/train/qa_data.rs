@@ -69,10 +69,17 @@ pub fn squad_examples(path: &Path, held_out: &[&str]) -> Result<SquadSplit> {
         held_out: Vec::new(),
         train_articles: Vec::new(),
     };
-    let titles: Vec<&str> = set.contexts.iter().filter_map(|d| d.id.split_once('#').map(|x| x.0)).collect();
+    let titles: Vec<&str> = set
+        .contexts
+        .iter()
+        .filter_map(|d| d.id.split_once('#').map(|x| x.0))
+        .collect();
     for h in held_out {
         if !titles.contains(h) {
-            return Err(Error::bad_input(path, format!("held-out article `{h}` is not in the file")));
+            return Err(Error::bad_input(
+                path,
+                format!("held-out article `{h}` is not in the file"),
+            ));
         }
     }
     let empty = Vec::new();
@@ -87,7 +94,10 @@ pub fn squad_examples(path: &Path, held_out: &[&str]) -> Result<SquadSplit> {
             for qa in para["qas"].as_array().unwrap_or(&empty) {
                 let id = qa["id"].as_str().unwrap_or_default();
                 let Some(g) = gold.get(id) else {
-                    return Err(Error::bad_input(path, format!("question `{id}` not loaded")));
+                    return Err(Error::bad_input(
+                        path,
+                        format!("question `{id}` not loaded"),
+                    ));
                 };
                 let answer = match qa["answers"].as_array().and_then(|a| a.first()) {
                     Some(a) if !g.answers.is_empty() => {
@@ -256,12 +266,18 @@ pub fn nq_distant(
         let mut matched = false;
         let mut located = None;
         for h in &hits {
-            let Some(p) = by_id.get(h.id.as_str()) else { continue };
+            let Some(p) = by_id.get(h.id.as_str()) else {
+                continue;
+            };
             if !golds.found_in(&rule.prepare(&p.text))? {
                 continue;
             }
             matched = true;
-            if let Some((a, r)) = q.answers.iter().find_map(|a| find_answer(&p.text, a).map(|r| (a, r))) {
+            if let Some((a, r)) = q
+                .answers
+                .iter()
+                .find_map(|a| find_answer(&p.text, a).map(|r| (a, r)))
+            {
                 let _ = a;
                 located = Some((p, r));
                 break;

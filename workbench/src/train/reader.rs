@@ -160,7 +160,10 @@ pub struct SupervisionData {
 /// The Wikipedia corpora as 100-word windows (`{corpus}:{doc}#{w}` ids), as the NQ
 /// experiment cuts them.
 pub fn wikipedia_windows(assets: &Assets) -> Result<Vec<Passage>> {
-    let chunker = SlidingWindowParams::default().window(100).overlap(0).check()?;
+    let chunker = SlidingWindowParams::default()
+        .window(100)
+        .overlap(0)
+        .check()?;
     let mut out = Vec::new();
     for c in WIKIPEDIA_CORPORA {
         let docs = wikipedia_corpus(assets, c)?;
@@ -188,16 +191,20 @@ pub fn supervision(assets: &Assets, sup: &Supervision) -> Result<SupervisionData
         ..Default::default()
     };
     for e in &split.train {
-        if (e.answer.is_some() && sup.squad_answerable) || (e.answer.is_none() && sup.squad_unanswerable) {
+        if (e.answer.is_some() && sup.squad_answerable)
+            || (e.answer.is_none() && sup.squad_unanswerable)
+        {
             train.push(e.clone());
         }
     }
     c.located = train.len();
     if !sup.squad_answerable {
-        c.unlocated.insert("answerable: not in this recipe".into(), n_ans);
+        c.unlocated
+            .insert("answerable: not in this recipe".into(), n_ans);
     }
     if !sup.squad_unanswerable {
-        c.unlocated.insert("unanswerable: not in this recipe".into(), n_un);
+        c.unlocated
+            .insert("unanswerable: not in this recipe".into(), n_un);
     }
     counts.push(c);
     let mut rag_test = Vec::new();
@@ -205,7 +212,8 @@ pub fn supervision(assets: &Assets, sup: &Supervision) -> Result<SupervisionData
         &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
         &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
     )?;
-    let rag = qa_data::locate_rag_mini(&docs, &qs, sup.split_seed, sup.rag_test_percent, sup.bm25_k)?;
+    let rag =
+        qa_data::locate_rag_mini(&docs, &qs, sup.split_seed, sup.rag_test_percent, sup.bm25_k)?;
     rag_test.extend(rag.test.iter().cloned());
     if sup.rag_mini {
         train.extend(rag.train.iter().cloned());
@@ -219,7 +227,10 @@ pub fn supervision(assets: &Assets, sup: &Supervision) -> Result<SupervisionData
         if let Some(m) = sup.nq_max {
             ex.truncate(m);
         }
-        nq_used = ex.iter().map(|e| e.id.trim_start_matches("nq:").to_string()).collect();
+        nq_used = ex
+            .iter()
+            .map(|e| e.id.trim_start_matches("nq:").to_string())
+            .collect();
         train.extend(ex);
         counts.push(c);
     }
@@ -266,7 +277,11 @@ pub fn load_average() -> String {
 }
 
 /// Features of the recipe's training examples.
-pub fn training_features(tok: &Tokenizer, data: &SupervisionData, p: FeatureParams) -> Result<Vec<Feature>> {
+pub fn training_features(
+    tok: &Tokenizer,
+    data: &SupervisionData,
+    p: FeatureParams,
+) -> Result<Vec<Feature>> {
     qa::make_features(tok, &data.train, p)
 }
 
@@ -283,8 +298,8 @@ pub fn train_or_load(
     let done = dir.join("done.json");
     if done.exists() {
         let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
-        let t: TrainedReader = serde_json::from_slice(&raw)
-            .map_err(|e| Error::bad_input(&done, e.to_string()))?;
+        let t: TrainedReader =
+            serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
         let log_path = dir.join("state").join("state.json");
         let log = std::fs::read(&log_path)
             .ok()
