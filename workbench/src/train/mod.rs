@@ -353,7 +353,7 @@ where
             ));
             crate::progress::tick(&mut bar, 1);
             if let (Some(dir), Some(every)) = (state_dir, cfg.checkpoint_every) {
-                if step % every == 0 && step < end {
+                if step.is_multiple_of(every) && step < end {
                     checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
                 }
             }

@@ -585,13 +585,15 @@ pub fn predict(
             let ex = &examples[f.example];
             null[f.example] = null[f.example].max(s[r][0] + e[r][0]);
             let n = f.ids.len();
-            for i in 0..n {
-                let Some((a, _)) = f.offsets[i] else { continue };
-                for j in i..n.min(i + max_answer_len) {
-                    let Some((_, b_end)) = f.offsets[j] else {
+            let (sr, er) = (&s[r], &e[r]);
+            for (i, off_i) in f.offsets.iter().enumerate() {
+                let Some((a, _)) = *off_i else { continue };
+                let stop = n.min(i + max_answer_len);
+                for (j, off_j) in f.offsets.iter().enumerate().take(stop).skip(i) {
+                    let Some((_, b_end)) = *off_j else {
                         break;
                     };
-                    let score = s[r][i] + e[r][j];
+                    let score = sr[i] + er[j];
                     if best[f.example].as_ref().is_none_or(|p| score > p.score) {
                         best[f.example] = Some(SpanPrediction {
                             range: (a, b_end),
