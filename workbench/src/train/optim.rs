@@ -124,10 +124,13 @@ impl AdamW {
         let err = candle_err("AdamW update");
         for s in &mut self.slots {
             let Some(g) = grads.get(&s.var) else { continue };
+            // Detached: the gradient (and so the moments) would otherwise keep the
+            // whole backward graph of every update alive.
+            let g = g.detach();
             let g = if grad_scale != 1.0 {
                 (g * grad_scale).map_err(&err)?
             } else {
-                g.clone()
+                g
             };
             let m = ((&s.m * p.beta1).map_err(&err)? + (&g * (1.0 - p.beta1)).map_err(&err)?)
                 .map_err(&err)?;
@@ -146,8 +149,8 @@ impl AdamW {
             };
             let next = (theta - (update * lr).map_err(&err)?).map_err(&err)?;
             s.var.set(&next).map_err(&err)?;
-            s.m = m;
-            s.v = v;
+            s.m = m.detach();
+            s.v = v.detach();
         }
         Ok(())
     }
