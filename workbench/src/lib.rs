@@ -20,6 +20,7 @@
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
 //! | [`pipeline`] | TOML-configured RAG pipelines (retrieve → rerank → read → evaluate), query transforms, traces, SQuAD predictions, retrieval cache |
+//! | `train` (feature `dense`) | a generic candle training loop (AdamW, warm-up + decay, clipping, length-grouped batches, resumable checkpoints) and extractive-QA supervision |
 //! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
@@ -60,6 +61,8 @@ pub mod rerank;
 pub mod results;
 pub mod retrieve;
 pub mod text;
+#[cfg(feature = "dense")]
+pub mod train;
 pub mod types;
 
 pub use error::{Error, Result};

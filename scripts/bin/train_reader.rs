@@ -1,0 +1,391 @@
+//! Train the extractive reader (issue 9) and evaluate it on the held-out SQuAD articles.
+//!
+//! ```text
+//! cargo run --release --bin train_reader [-- --recipe minilm-all] [--full] [--force]
+//! cargo run --release --bin train_reader -- --bench 12 [--rounds 2]   # candle vs PyTorch, same batches
+//! ```
+//!
+//! Recipes (all from `all-minilm-l6-v2`, none sees the five held-out articles):
+//! * `minilm-all` (default): SQuAD training articles' answerable questions + RAG Mini
+//!   Wikipedia training questions located in passages + NQ-open distant supervision;
+//! * `minilm-squad`: the SQuAD training articles' answerable questions only;
+//! * `minilm-squad2`: `minilm-all` plus the training articles' unanswerable questions
+//!   (target `[CLS]`), for the SQuAD 2.0-style reader with a null threshold.
+//!
+//! The default trains one epoch over a seeded sample of 1,200 features; `--full` trains
+//! two epochs over all of them. A trained recipe is cached under
+//! `data/cache/readers/<key>/` (key = sha256 of the recipe and of every input file's
+//! sha256) and reused. Writes `data/results/reader-<recipe>/`: `metrics.json`,
+//! `metrics.csv`, `predictions.csv` (held-out, gold paragraph), `loss.csv`,
+//! `loss.png/.svg`, `supervision.csv`, `nq_used_ids.txt`, `config.json`, `manifest.json`.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::display::Table;
+use workbench::plot::render;
+use workbench::results::Experiment;
+use workbench::train::qa::{self, QaFeatures, QaTrainModel};
+use workbench::train::reader::{self, ReaderRecipe};
+use workbench::train::{batching, Stop};
+
+#[derive(Parser, Debug, Serialize)]
+#[command(about = "Train the extractive reader and evaluate it on the held-out SQuAD articles")]
+struct Args {
+    /// Recipe: minilm-all, minilm-squad, minilm-squad2.
+    #[arg(long, default_value = "minilm-all")]
+    recipe: String,
+    /// Larger run: all features, two epochs.
+    #[arg(long)]
+    full: bool,
+    /// Redo the result folder (the trained checkpoint is still reused while its key holds).
+    #[arg(long)]
+    force: bool,
+    /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same batches.
+    #[arg(long)]
+    #[serde(skip)]
+    bench: Option<usize>,
+    /// Interleaved rounds of the benchmark.
+    #[arg(long, default_value_t = 2)]
+    #[serde(skip)]
+    rounds: usize,
+    /// Python of the peers venv.
+    #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
+    #[serde(skip)]
+    python: Option<PathBuf>,
+}
+
+/// The named recipe (with `--full`: twice the epochs).
+fn recipe(name: &str, full: bool) -> Result<ReaderRecipe> {
+    let mut r = ReaderRecipe::default_minilm();
+    match name {
+        "minilm-all" => {}
+        "minilm-squad" => {
+            r.supervision.rag_mini = false;
+            r.supervision.nq = false;
+        }
+        "minilm-squad2" => r.supervision.squad_unanswerable = true,
+        other => bail!("unknown recipe `{other}` (minilm-all, minilm-squad, minilm-squad2)"),
+    }
+    r.name = name.to_string();
+    if full {
+        r.name.push_str("-full");
+        r.max_features = None;
+        r.train.epochs = 2;
+    }
+    Ok(r)
+}
+
+fn peers_python(arg: &Option<PathBuf>) -> PathBuf {
+    arg.clone().unwrap_or_else(|| {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+        PathBuf::from(home).join(".cache/rag-workbench/peers-venv/bin/python")
+    })
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let assets = Assets::load()?;
+    let recipe = recipe(&args.recipe, args.full)?;
+    if let Some(steps) = args.bench {
+        return bench(
+            &assets,
+            &recipe,
+            steps,
+            args.rounds,
+            &peers_python(&args.python),
+        );
+    }
+    let root = workbench::paths::project_root()?;
+    #[derive(Serialize)]
+    struct Config<'a> {
+        args: &'a Args,
+        recipe: &'a ReaderRecipe,
+        key: String,
+        inputs: Vec<(String, String)>,
+        program_sha256: String,
+    }
+    let config = Config {
+        args: &args,
+        recipe: &recipe,
+        key: recipe.key(&assets)?,
+        inputs: assets.input_checksums(recipe.inputs())?,
+        program_sha256: workbench::results::executable_sha256()?,
+    };
+    let name = format!("reader-{}", recipe.name);
+    let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.md")? else {
+        return Ok(());
+    };
+    let out = &exp.out;
+    let t0 = Instant::now();
+    let data = reader::supervision(&assets, &recipe.supervision)?;
+    println!("supervision in {:.1} s:", t0.elapsed().as_secs_f64());
+    let mut sup_t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
+    for c in &data.counts {
+        let why: Vec<String> = c
+            .unlocated
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        sup_t.push([
+            c.source.clone(),
+            c.questions.to_string(),
+            c.located.to_string(),
+            why.join("; "),
+        ])?;
+    }
+    println!("{}", sup_t.to_markdown());
+    sup_t.write_csv(&out.path("supervision.csv"))?;
+    let mut ids = std::fs::File::create(out.path("nq_used_ids.txt"))?;
+    for id in &data.nq_used {
+        writeln!(ids, "{id}")?;
+    }
+    let cache_root = root.join("data").join("cache").join("readers");
+    let t0 = Instant::now();
+    let (trained, log) = reader::train_or_load(&assets, &recipe, &cache_root, &data)?;
+    println!(
+        "trained `{}` ({} features) in {:.1} s of updates, {:.2} features/s, load {} → {}",
+        recipe.name,
+        trained.features,
+        trained.train_seconds,
+        trained.examples_per_second,
+        trained.load,
+        trained.model_dir.display()
+    );
+    let wall = t0.elapsed().as_secs_f64();
+    if let Some(log) = &log {
+        log.write_csv(&out.path("loss.csv"))?;
+        let fig = render(&log.loss_plot(
+            &format!(
+                "training loss, reader {} ({} features, batch {})",
+                recipe.name, trained.features, recipe.train.batch_size
+            ),
+            25,
+        ))?;
+        fig.save(out.out_dir(), "loss")?;
+    }
+
+    // Held-out: the answerable questions of the five articles, gold paragraph given.
+    let model = qa::load_pretrained(&trained.model_dir)?;
+    let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
+    let held: Vec<_> = data
+        .held_out
+        .iter()
+        .filter(|e| e.answer.is_some())
+        .cloned()
+        .collect();
+    let feats = qa::make_features(&tok, &held, recipe.features)?;
+    let t1 = Instant::now();
+    let preds = qa::predict(&model, &held, &feats, 32, 30)?;
+    let pred_s = t1.elapsed().as_secs_f64();
+    let texts: Vec<Option<String>> = preds
+        .iter()
+        .map(|p| p.as_ref().map(|p| p.text.clone()))
+        .collect();
+    let (em, f1) = reader::em_f1(&held, &texts);
+    let mut pt = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
+    for (e, p) in held.iter().zip(&texts) {
+        let p = p.clone().unwrap_or_default();
+        pt.push([
+            e.id.clone(),
+            e.question.clone(),
+            p.clone(),
+            e.golds.join(" | "),
+            workbench::evaluate::qa::exact_match(&p, &e.golds).to_string(),
+            format!("{:.3}", workbench::evaluate::qa::f1(&p, &e.golds)),
+        ])?;
+    }
+    pt.write_csv(&out.path("predictions.csv"))?;
+    let mut mt = Table::new([
+        "reader",
+        "questions",
+        "EM",
+        "F1",
+        "train_features",
+        "train_s",
+        "features_per_s",
+        "load",
+    ]);
+    mt.push([
+        recipe.name.clone(),
+        held.len().to_string(),
+        format!("{em:.1}"),
+        format!("{f1:.1}"),
+        trained.features.to_string(),
+        format!("{:.0}", trained.train_seconds),
+        format!("{:.2}", trained.examples_per_second),
+        trained.load.clone(),
+    ])?;
+    mt.write_csv(&out.path("metrics.csv"))?;
+    let md = format!(
+        "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (goal F1 ≥ 60; PyTorch reference 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {pred_s:.1} s.\n",
+        mt.to_markdown(),
+        held.len(),
+        workbench::train::qa_data::HELD_OUT_ARTICLES.join(", ")
+    );
+    println!("{md}");
+    std::fs::write(out.path("metrics.md"), &md)?;
+    let summary = serde_json::json!({
+        "recipe": recipe.name, "key": trained.key, "held_out_questions": held.len(),
+        "em": em, "f1": f1, "train_features": trained.features,
+        "train_seconds": trained.train_seconds, "features_per_second": trained.examples_per_second,
+        "train_wall_seconds_this_run": wall, "load_at_training_end": trained.load,
+        "load_now": reader::load_average(), "nq_used": data.nq_used.len(),
+        "model_dir": trained.model_dir, "counts": trained.counts,
+    });
+    std::fs::write(
+        out.path("metrics.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    exp.finish(summary)?;
+    Ok(())
+}
+
+/// candle vs the PyTorch peer on the same features and the same batches, interleaved.
+fn bench(
+    assets: &Assets,
+    recipe: &ReaderRecipe,
+    steps: usize,
+    rounds: usize,
+    python: &Path,
+) -> Result<()> {
+    let root = workbench::paths::project_root()?;
+    let dir = root.join("data").join("results").join("bench-train-reader");
+    std::fs::create_dir_all(&dir)?;
+    let data = reader::supervision(assets, &recipe.supervision)?;
+    let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
+    let tok = reader::load_tokenizer(&tok_path)?;
+    let feats = reader::training_features(&tok, &data, recipe.features)?;
+    // The shared inputs: features (JSONL) and the batches of epoch 0 (indices).
+    let fpath = dir.join("features.jsonl");
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&fpath)?);
+    for f in &feats {
+        serde_json::to_writer(
+            &mut w,
+            &serde_json::json!({"ids": f.ids, "type_ids": f.type_ids, "start": f.start, "end": f.end}),
+        )?;
+        writeln!(w)?;
+    }
+    w.flush()?;
+    let lengths: Vec<usize> = feats.iter().map(|f| f.ids.len()).collect();
+    let batches = batching::length_grouped_batches(
+        &lengths,
+        recipe.train.batch_size,
+        recipe.train.bucket_batches,
+        recipe.train.seed,
+        0,
+    )?;
+    if batches.len() < steps {
+        bail!(
+            "only {} batches in an epoch, fewer than --bench {steps}",
+            batches.len()
+        );
+    }
+    let bpath = dir.join("batches.json");
+    std::fs::write(&bpath, serde_json::to_vec(&batches[..steps])?)?;
+    let base_dir = assets
+        .resolve(&recipe.base, "config.json")?
+        .parent()
+        .context("asset dir")?
+        .to_path_buf();
+    let mut rows = Table::new([
+        "round",
+        "system",
+        "updates",
+        "features",
+        "seconds",
+        "features_per_s",
+        "load",
+    ]);
+    let mut ours_all = Vec::new();
+    let mut peer_all = Vec::new();
+    let data_f = QaFeatures(feats);
+    let total_feats: usize = batches[..steps].iter().map(Vec::len).sum();
+    for round in 1..=rounds {
+        // candle: a fresh model, the first `steps` batches of epoch 0.
+        let model = QaTrainModel::from_checkpoint(
+            &assets.resolve(&recipe.base, "config.json")?,
+            &assets.resolve(&recipe.base, "model.safetensors")?,
+            recipe.init_seed,
+        )?;
+        let log = workbench::train::train(
+            &model,
+            &model.vars,
+            &data_f,
+            &recipe.train,
+            None,
+            Stop::AfterSteps(steps),
+        )?;
+        let ours = log.examples_per_second();
+        ours_all.push(ours);
+        rows.push([
+            round.to_string(),
+            "candle (workbench)".into(),
+            steps.to_string(),
+            total_feats.to_string(),
+            format!("{:.1}", log.seconds()),
+            format!("{ours:.2}"),
+            reader::load_average(),
+        ])?;
+        println!(
+            "round {round}: candle {ours:.2} features/s (load {})",
+            reader::load_average()
+        );
+        let o = std::process::Command::new(python)
+            .arg(root.join("scripts/python/train_qa_torch_peer.py"))
+            .args([
+                "--features",
+                &fpath.to_string_lossy(),
+                "--batches",
+                &bpath.to_string_lossy(),
+                "--model",
+                &base_dir.to_string_lossy(),
+            ])
+            .args([
+                "--threads",
+                &recipe.train.threads.to_string(),
+                "--lr",
+                &recipe.train.lr.to_string(),
+            ])
+            .output()
+            .with_context(|| format!("running the PyTorch peer with {}", python.display()))?;
+        if !o.status.success() {
+            bail!(
+                "PyTorch peer failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).context("peer output")?;
+        let peer = r["features_per_second"]
+            .as_f64()
+            .context("peer features_per_second")?;
+        peer_all.push(peer);
+        rows.push([
+            round.to_string(),
+            format!("PyTorch {} (peer)", r["torch"].as_str().unwrap_or("?")),
+            steps.to_string(),
+            total_feats.to_string(),
+            format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)),
+            format!("{peer:.2}"),
+            reader::load_average(),
+        ])?;
+        println!(
+            "round {round}: PyTorch {peer:.2} features/s (load {})",
+            reader::load_average()
+        );
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let ratio = mean(&ours_all) / mean(&peer_all);
+    let md = format!(
+        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_len {}).\n",
+        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.features.max_len
+    );
+    println!("{md}");
+    rows.write_csv(&dir.join("bench.csv"))?;
+    std::fs::write(dir.join("bench.md"), md)?;
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! Resumable training state in a directory:
+//!
+//! | file | what |
+//! |---|---|
+//! | `weights.safetensors` | every variable of the [`VarMap`] |
+//! | `optimizer.safetensors` | the AdamW moments |
+//! | `state.json` | the update count (= data position), the seed and epoch (= RNG state: each epoch's order is a function of both), the config, the number of examples, the log |
+//!
+//! Files are written under temporary names and renamed, so a run killed while saving
+//! leaves the previous checkpoint intact.
+
+use super::{candle_err, AdamW, TrainConfig, TrainLog};
+use crate::{Error, Result};
+use candle_nn::VarMap;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// `state.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Updates done (the next update's 0-based number; also the data position).
+    pub step: usize,
+    /// Epoch of the next update.
+    pub epoch: usize,
+    /// The run's seed (the batch order of epoch `e` is `length_grouped_batches(…, seed, e)`).
+    pub seed: u64,
+    /// The run's config (a resumed run must have the same).
+    pub config: TrainConfig,
+    /// Number of training examples.
+    pub examples: usize,
+    /// The log so far.
+    pub log: TrainLog,
+}
+
+/// Write a checkpoint of `vars`, `opt` and `log` into `dir`.
+pub fn save(
+    dir: &Path,
+    vars: &VarMap,
+    opt: &AdamW,
+    cfg: &TrainConfig,
+    examples: usize,
+    log: &TrainLog,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let per_epoch =
+        super::batching::batches_per_epoch(examples, cfg.batch_size, cfg.bucket_batches);
+    let step = log.steps.len();
+    let state = TrainState {
+        step,
+        epoch: step / per_epoch.max(1),
+        seed: cfg.seed,
+        config: cfg.clone(),
+        examples,
+        log: log.clone(),
+    };
+    let tmp_w = dir.join("weights.safetensors.tmp");
+    vars.save(&tmp_w).map_err(candle_err("saving weights"))?;
+    let tmp_o = dir.join("optimizer.safetensors.tmp");
+    opt.save(&tmp_o)?;
+    let tmp_s = dir.join("state.json.tmp");
+    std::fs::write(&tmp_s, serde_json::to_vec(&state)?).map_err(|e| Error::io(&tmp_s, e))?;
+    for (tmp, name) in [
+        (tmp_w, "weights.safetensors"),
+        (tmp_o, "optimizer.safetensors"),
+        (tmp_s, "state.json"),
+    ] {
+        let dst = dir.join(name);
+        std::fs::rename(&tmp, &dst).map_err(|e| Error::io(&dst, e))?;
+    }
+    Ok(())
+}
+
+/// Load the checkpoint in `dir` into `vars` and `opt`; `None` when there is none.
+///
+/// A checkpoint of another config or another number of examples is an error naming
+/// the difference (it would not resume the same run).
+pub fn load(
+    dir: &Path,
+    vars: &VarMap,
+    opt: &mut AdamW,
+    cfg: &TrainConfig,
+    examples: usize,
+) -> Result<Option<TrainState>> {
+    let state_path = dir.join("state.json");
+    if !state_path.exists() {
+        return Ok(None);
+    }
+    let raw = std::fs::read(&state_path).map_err(|e| Error::io(&state_path, e))?;
+    let state: TrainState = serde_json::from_slice(&raw)
+        .map_err(|e| Error::bad_input(&state_path, format!("not a training state: {e}")))?;
+    if &state.config != cfg {
+        return Err(Error::bad_input(
+            &state_path,
+            format!(
+                "checkpoint of another config ({:?}); delete the directory to start over",
+                state.config
+            ),
+        ));
+    }
+    if state.examples != examples {
+        return Err(Error::bad_input(
+            &state_path,
+            format!(
+                "checkpoint of {} examples, the data has {examples}",
+                state.examples
+            ),
+        ));
+    }
+    let w = dir.join("weights.safetensors");
+    let saved = candle_core::safetensors::load(&w, &candle_core::Device::Cpu)
+        .map_err(|e| Error::bad_input(&w, format!("loading weights: {e}")))?;
+    let data = vars
+        .data()
+        .lock()
+        .map_err(|_| Error::param("vars", "poisoned lock"))?;
+    for (name, var) in data.iter() {
+        let t = saved
+            .get(name)
+            .ok_or_else(|| Error::bad_input(&w, format!("no tensor `{name}`")))?;
+        var.set(t)
+            .map_err(|e| Error::bad_input(&w, format!("`{name}`: {e}")))?;
+    }
+    drop(data);
+    opt.load(&dir.join("optimizer.safetensors"))?;
+    opt.step_t = state.step;
+    Ok(Some(state))
+}

@@ -1,0 +1,366 @@
+//! A generic training loop for candle models (feature `dense`): the extractive reader
+//! and the rerankers share it.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Trainable`], [`TrainData`], [`TrainConfig`], [`train`] (the loop), [`TrainLog`] |
+//! | [`schedule`] | linear warm-up then linear decay |
+//! | [`batching`] | seeded length-grouped batches |
+//! | [`optim`] | AdamW with checkpointable state, no decay on biases / LayerNorm |
+//! | [`checkpoint`] | resumable training state (weights, moments, step, RNG, data position) |
+//! | [`qa`] | the extractive-QA head, its span loss and features (windows → start/end targets) |
+//! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
+//! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
+//!
+//! The loop: each epoch's batch order is a pure function of `(seed, epoch)`
+//! ([`batching::length_grouped_batches`]), the global step is the data position, and a
+//! checkpoint holds the weights, the AdamW moments, the step and the log so far; a run
+//! resumed from any checkpoint replays exactly the updates an uninterrupted run does.
+
+pub mod batching;
+pub mod checkpoint;
+pub mod optim;
+pub mod qa;
+pub mod qa_data;
+pub mod reader;
+pub mod schedule;
+
+use crate::{Error, Result};
+use candle_core::Tensor;
+use candle_nn::VarMap;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
+
+pub use optim::{AdamW, AdamWParams};
+pub use schedule::LinearSchedule;
+
+/// Wrap a candle error with what was being done.
+pub(crate) fn candle_err(what: &'static str) -> impl Fn(candle_core::Error) -> Error {
+    move |e| Error::param("training", format!("{what}: {e}"))
+}
+
+/// A model the loop can train: a scalar loss of one batch, built from variables of
+/// the [`VarMap`] passed to [`train`].
+pub trait Trainable {
+    /// The collated batch.
+    type Batch;
+    /// The mean loss of the batch (a scalar tensor).
+    fn loss(&self, batch: &Self::Batch) -> candle_core::Result<Tensor>;
+}
+
+/// Training examples: how long each is (for length grouping) and how to collate a batch.
+pub trait TrainData {
+    /// The collated batch.
+    type Batch;
+    /// Number of examples.
+    fn len(&self) -> usize;
+    /// True when there are no examples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Length of example `i` (tokens).
+    fn length(&self, i: usize) -> usize;
+    /// Collate the examples `idx` into a batch.
+    fn collate(&self, idx: &[usize]) -> Result<Self::Batch>;
+}
+
+/// Hyper-parameters of a run; everything that changes the result is here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Passes over the data.
+    pub epochs: usize,
+    /// Examples per update.
+    pub batch_size: usize,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Fraction of the updates spent warming up.
+    pub warmup_ratio: f64,
+    /// AdamW parameters (weight decay among them).
+    pub adamw: AdamWParams,
+    /// Clip the gradients to this global L2 norm (`None`: no clipping).
+    pub max_grad_norm: Option<f64>,
+    /// Seed of the batch order (the model's initialisation takes its own seed).
+    pub seed: u64,
+    /// Batches per length-sorting bucket; 0 = random batches.
+    pub bucket_batches: usize,
+    /// Rayon threads for the run.
+    pub threads: usize,
+    /// Write a checkpoint every this many updates (`None`: only at the end).
+    pub checkpoint_every: Option<usize>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 2,
+            batch_size: 16,
+            lr: 1e-4,
+            warmup_ratio: 0.1,
+            adamw: AdamWParams::default(),
+            max_grad_norm: Some(1.0),
+            seed: 42,
+            bucket_batches: 8,
+            threads: 2,
+            checkpoint_every: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Check the values.
+    pub fn check(&self) -> Result<()> {
+        if self.epochs == 0 {
+            return Err(Error::param("epochs", "must be at least 1"));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::param("batch_size", "must be at least 1"));
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(Error::param(
+                "lr",
+                format!("{} is not a positive number", self.lr),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.warmup_ratio) {
+            return Err(Error::param("warmup_ratio", "must be in [0, 1)"));
+        }
+        if self.threads == 0 {
+            return Err(Error::param("threads", "must be at least 1"));
+        }
+        if self
+            .max_grad_norm
+            .is_some_and(|n| n <= 0.0 || !n.is_finite())
+        {
+            return Err(Error::param("max_grad_norm", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// One update of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepLog {
+    /// 0-based update number.
+    pub step: usize,
+    /// Epoch of the update.
+    pub epoch: usize,
+    /// Batch loss.
+    pub loss: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Examples in the batch.
+    pub examples: usize,
+    /// Padded length of the batch (tokens).
+    pub padded_len: usize,
+    /// Seconds the update took (forward, backward, optimizer).
+    pub seconds: f64,
+}
+
+/// The log of a run, saved with every checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainLog {
+    /// Every update done so far, in order.
+    pub steps: Vec<StepLog>,
+    /// Updates in the whole run.
+    pub total_steps: usize,
+}
+
+impl TrainLog {
+    /// Examples per second over the logged updates (training time only).
+    pub fn examples_per_second(&self) -> f64 {
+        let ex: usize = self.steps.iter().map(|s| s.examples).sum();
+        let t: f64 = self.steps.iter().map(|s| s.seconds).sum();
+        if t > 0.0 {
+            ex as f64 / t
+        } else {
+            0.0
+        }
+    }
+
+    /// Total training seconds over the logged updates.
+    pub fn seconds(&self) -> f64 {
+        self.steps.iter().map(|s| s.seconds).sum()
+    }
+
+    /// Mean loss of the last `n` updates.
+    pub fn running_loss(&self, n: usize) -> f64 {
+        let k = self.steps.len().min(n).max(1);
+        let tail = &self.steps[self.steps.len().saturating_sub(k)..];
+        tail.iter().map(|s| s.loss).sum::<f64>() / tail.len().max(1) as f64
+    }
+
+    /// Write the log as CSV (`step,epoch,loss,lr,grad_norm,examples,padded_len,seconds`).
+    pub fn write_csv(&self, path: &Path) -> Result<()> {
+        let mut w =
+            csv::Writer::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        for s in &self.steps {
+            w.serialize(s)
+                .map_err(|e| Error::bad_input(path, e.to_string()))?;
+        }
+        w.flush().map_err(|e| Error::io(path, e))
+    }
+
+    /// The loss curve (per-update loss and its running mean over `window` updates) as a
+    /// line plot.
+    #[cfg(feature = "plot")]
+    pub fn loss_plot(&self, title: &str, window: usize) -> crate::plot::Lines {
+        use crate::plot::{Line, Lines};
+        let raw: Vec<(f64, f64)> = self.steps.iter().map(|s| (s.step as f64, s.loss)).collect();
+        let mut smooth = Vec::with_capacity(raw.len());
+        for i in 0..self.steps.len() {
+            let lo = (i + 1).saturating_sub(window.max(1));
+            let sl = &self.steps[lo..=i];
+            smooth.push((
+                self.steps[i].step as f64,
+                sl.iter().map(|s| s.loss).sum::<f64>() / sl.len() as f64,
+            ));
+        }
+        Lines {
+            title: title.to_string(),
+            x_label: "update".into(),
+            y_label: "loss".into(),
+            lines: vec![
+                Line {
+                    label: "batch loss".into(),
+                    points: raw,
+                },
+                Line {
+                    label: format!("running mean ({window} updates)"),
+                    points: smooth,
+                },
+            ],
+            log_x: false,
+            y_range: None,
+            size: (900, 500),
+        }
+    }
+}
+
+/// Where [`train`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stop {
+    /// After the last update of the last epoch.
+    #[default]
+    End,
+    /// After this many updates in total (a checkpoint is written there): for tests of
+    /// resumption and for benchmarks.
+    AfterSteps(usize),
+}
+
+/// Train `model` (whose variables are `vars`) on `data` with `cfg`.
+///
+/// With `state_dir`, a checkpoint found there is resumed (its config must equal
+/// `cfg` and its data the same number of examples), checkpoints are written there
+/// every `cfg.checkpoint_every` updates and at the end. Returns the log of the whole
+/// run (resumed updates included).
+pub fn train<M, D>(
+    model: &M,
+    vars: &VarMap,
+    data: &D,
+    cfg: &TrainConfig,
+    state_dir: Option<&Path>,
+    stop: Stop,
+) -> Result<TrainLog>
+where
+    M: Trainable,
+    D: TrainData<Batch = M::Batch> + Sync,
+    M: Sync,
+{
+    cfg.check()?;
+    if data.is_empty() {
+        return Err(Error::Empty("training data".into()));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cfg.threads)
+        .build()
+        .map_err(|e| Error::param("threads", e.to_string()))?;
+    let lengths: Vec<usize> = (0..data.len()).map(|i| data.length(i)).collect();
+    let per_epoch = batching::batches_per_epoch(data.len(), cfg.batch_size, cfg.bucket_batches);
+    let total = per_epoch * cfg.epochs;
+    let schedule = LinearSchedule::with_warmup_ratio(cfg.lr, cfg.warmup_ratio, total);
+    let mut opt = AdamW::new(vars, cfg.adamw)?;
+    let mut log = TrainLog {
+        steps: Vec::new(),
+        total_steps: total,
+    };
+    if let Some(dir) = state_dir {
+        if let Some(state) = checkpoint::load(dir, vars, &mut opt, cfg, data.len())? {
+            log = state.log;
+        }
+    }
+    let end = match stop {
+        Stop::End => total,
+        Stop::AfterSteps(n) => n.min(total),
+    };
+    let mut bar = crate::progress::bar(total, "training");
+    crate::progress::tick(&mut bar, log.steps.len());
+    let mut step = log.steps.len();
+    while step < end {
+        let epoch = step / per_epoch;
+        let batches = batching::length_grouped_batches(
+            &lengths,
+            cfg.batch_size,
+            cfg.bucket_batches,
+            cfg.seed,
+            epoch,
+        )?;
+        for idx in &batches[step % per_epoch..] {
+            if step >= end {
+                break;
+            }
+            let t0 = Instant::now();
+            let lr = schedule.lr(step);
+            let (loss, grad_norm, padded_len) = pool.install(|| -> Result<(f64, f64, usize)> {
+                let batch = data.collate(idx)?;
+                let padded_len = idx.iter().map(|&i| lengths[i]).max().unwrap_or(0);
+                let loss = model.loss(&batch).map_err(candle_err("forward"))?;
+                let grads = loss.backward().map_err(candle_err("backward"))?;
+                let norm = opt.grad_norm(&grads)?;
+                let scale = match cfg.max_grad_norm {
+                    Some(max) if norm > max => max / (norm + 1e-6),
+                    _ => 1.0,
+                };
+                opt.step(&grads, lr, scale)?;
+                let l = loss
+                    .to_scalar::<f32>()
+                    .map_err(candle_err("reading the loss"))?;
+                Ok((l as f64, norm, padded_len))
+            })?;
+            if !loss.is_finite() {
+                return Err(Error::param(
+                    "lr",
+                    format!("the loss became {loss} at update {step} (learning rate {lr:e})"),
+                ));
+            }
+            log.steps.push(StepLog {
+                step,
+                epoch,
+                loss,
+                lr,
+                grad_norm,
+                examples: idx.len(),
+                padded_len,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+            step += 1;
+            bar.set_postfix(format!(
+                "loss={:.4} ex/s={:.2}",
+                log.running_loss(50),
+                log.examples_per_second()
+            ));
+            crate::progress::tick(&mut bar, 1);
+            if let (Some(dir), Some(every)) = (state_dir, cfg.checkpoint_every) {
+                if step.is_multiple_of(every) && step < end {
+                    checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
+                }
+            }
+        }
+    }
+    if let Some(dir) = state_dir {
+        checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
+    }
+    Ok(log)
+}

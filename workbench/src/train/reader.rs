@@ -1,0 +1,364 @@
+//! Training recipes of the extractive reader: which supervision, which base model,
+//! which hyper-parameters; training once and reusing the checkpoint while the recipe
+//! and its inputs are unchanged (`data/cache/readers/<key>/`, the key a sha256 of the
+//! recipe and of every input file's sha256, as the embedding cache does).
+
+use super::qa::{self, Feature, FeatureParams, QaFeatures, QaTrainModel, SpanExample};
+use super::qa_data::{self, SourceCounts, HELD_OUT_ARTICLES};
+use super::{Stop, TrainConfig, TrainLog};
+use crate::assets::Assets;
+use crate::chunk::{Chunker, SlidingWindowParams};
+use crate::load::{nq_open, rag_mini, wikipedia_corpus, WIKIPEDIA_CORPORA};
+use crate::{Error, Passage, QaExample, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use tokenizers::Tokenizer;
+
+/// Bump when the code that turns a recipe into a checkpoint changes meaning.
+pub const READER_CACHE_VERSION: &str = "workbench-reader-v1";
+
+/// Which supervision goes into a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Supervision {
+    /// Answerable questions of the SQuAD training articles.
+    pub squad_answerable: bool,
+    /// Unanswerable questions of the SQuAD training articles (target `[CLS]`).
+    pub squad_unanswerable: bool,
+    /// RAG Mini Wikipedia training questions located in passages.
+    pub rag_mini: bool,
+    /// NQ-open dev distant supervision over the Wikipedia corpora.
+    pub nq: bool,
+    /// BM25 depth searched for a passage holding the answer (RAG Mini and NQ).
+    pub bm25_k: usize,
+    /// Percent of RAG Mini questions held out as test questions (seeded hash of the id).
+    pub rag_test_percent: u8,
+    /// Seed of the RAG Mini split.
+    pub split_seed: u64,
+    /// At most this many NQ examples (`None`: all located).
+    pub nq_max: Option<usize>,
+}
+
+/// A complete training recipe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReaderRecipe {
+    /// Short name (`minilm-all`, `minilm-squad2`, …).
+    pub name: String,
+    /// Base model asset.
+    pub base: String,
+    /// Supervision.
+    pub supervision: Supervision,
+    /// Windows.
+    pub features: FeatureParams,
+    /// Seed of the head's initialisation.
+    pub init_seed: u64,
+    /// Train on at most this many features (a seeded sample; `None`: all).
+    pub max_features: Option<usize>,
+    /// The training loop's config.
+    pub train: TrainConfig,
+}
+
+impl ReaderRecipe {
+    /// The default recipe (sized for about 20 minutes on 2 shared cores): MiniLM, SQuAD
+    /// training articles' answerable questions + RAG Mini + NQ distant supervision, one
+    /// epoch over a seeded sample of 1,200 features.
+    pub fn default_minilm() -> Self {
+        ReaderRecipe {
+            name: "minilm-all".into(),
+            base: "all-minilm-l6-v2".into(),
+            supervision: Supervision {
+                squad_answerable: true,
+                squad_unanswerable: false,
+                rag_mini: true,
+                nq: true,
+                bm25_k: 20,
+                rag_test_percent: 30,
+                split_seed: 13,
+                nq_max: None,
+            },
+            features: FeatureParams {
+                max_len: 256,
+                doc_stride: 96,
+                max_query_len: 48,
+            },
+            init_seed: 42,
+            max_features: Some(1200),
+            train: TrainConfig {
+                epochs: 1,
+                batch_size: 16,
+                lr: 1e-4,
+                warmup_ratio: 0.1,
+                max_grad_norm: Some(1.0),
+                seed: 42,
+                bucket_batches: 8,
+                threads: 2,
+                checkpoint_every: Some(50),
+                ..TrainConfig::default()
+            },
+        }
+    }
+
+    /// The asset names the recipe reads.
+    pub fn inputs(&self) -> Vec<&str> {
+        let mut v = vec![self.base.as_str(), "squad-v2-dev-half"];
+        if self.supervision.rag_mini {
+            v.push("rag-mini-wikipedia");
+        }
+        if self.supervision.nq {
+            v.push("nq-open");
+            v.extend(WIKIPEDIA_CORPORA);
+        }
+        v
+    }
+
+    /// The cache key: sha256 of [`READER_CACHE_VERSION`], the recipe and every input
+    /// file's sha256.
+    pub fn key(&self, assets: &Assets) -> Result<String> {
+        let mut h = Sha256::new();
+        let mut field = |b: &[u8]| {
+            h.update((b.len() as u64).to_le_bytes());
+            h.update(b);
+        };
+        field(READER_CACHE_VERSION.as_bytes());
+        field(serde_json::to_string(self)?.as_bytes());
+        for (file, sha) in assets.input_checksums(self.inputs())? {
+            field(file.as_bytes());
+            field(sha.as_bytes());
+        }
+        Ok(hex::encode(h.finalize())[..16].to_string())
+    }
+}
+
+/// A tokenizer with truncation and padding off (windows are cut by [`qa::make_features`]).
+pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
+    let mut t = Tokenizer::from_file(path)
+        .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+    t.with_truncation(None)
+        .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
+    t.with_padding(None);
+    Ok(t)
+}
+
+/// Everything the supervision sources produced.
+pub struct SupervisionData {
+    /// Training examples, in source order.
+    pub train: Vec<SpanExample>,
+    /// Held-out SQuAD questions (answerable and not).
+    pub held_out: Vec<SpanExample>,
+    /// SQuAD training-article questions (answerable and not), for choosing a null threshold.
+    pub squad_train_all: Vec<SpanExample>,
+    /// RAG Mini test questions (never trained on).
+    pub rag_test: Vec<QaExample>,
+    /// NQ question ids used for training (keep them out of NQ evaluations).
+    pub nq_used: Vec<String>,
+    /// Counts per source.
+    pub counts: Vec<SourceCounts>,
+    /// Training article titles.
+    pub train_articles: Vec<String>,
+}
+
+/// The Wikipedia corpora as 100-word windows (`{corpus}:{doc}#{w}` ids), as the NQ
+/// experiment cuts them.
+pub fn wikipedia_windows(assets: &Assets) -> Result<Vec<Passage>> {
+    let chunker = SlidingWindowParams::default()
+        .window(100)
+        .overlap(0)
+        .check()?;
+    let mut out = Vec::new();
+    for c in WIKIPEDIA_CORPORA {
+        let docs = wikipedia_corpus(assets, c)?;
+        for mut p in chunker.chunk_all(&docs)? {
+            p.id = format!("{c}:{}", p.id);
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Build the supervision of `sup`.
+pub fn supervision(assets: &Assets, sup: &Supervision) -> Result<SupervisionData> {
+    let split = qa_data::squad_examples(
+        &assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?,
+        &HELD_OUT_ARTICLES,
+    )?;
+    let mut train = Vec::new();
+    let mut counts = Vec::new();
+    let n_ans = split.train.iter().filter(|e| e.answer.is_some()).count();
+    let n_un = split.train.len() - n_ans;
+    let mut c = SourceCounts {
+        source: "squad-v2-dev-half training articles".into(),
+        questions: split.train.len(),
+        ..Default::default()
+    };
+    for e in &split.train {
+        if (e.answer.is_some() && sup.squad_answerable)
+            || (e.answer.is_none() && sup.squad_unanswerable)
+        {
+            train.push(e.clone());
+        }
+    }
+    c.located = train.len();
+    if !sup.squad_answerable {
+        c.unlocated
+            .insert("answerable: not in this recipe".into(), n_ans);
+    }
+    if !sup.squad_unanswerable {
+        c.unlocated
+            .insert("unanswerable: not in this recipe".into(), n_un);
+    }
+    counts.push(c);
+    let mut rag_test = Vec::new();
+    let (docs, qs) = rag_mini::load_csv(
+        &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
+        &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
+    )?;
+    let rag =
+        qa_data::locate_rag_mini(&docs, &qs, sup.split_seed, sup.rag_test_percent, sup.bm25_k)?;
+    rag_test.extend(rag.test.iter().cloned());
+    if sup.rag_mini {
+        train.extend(rag.train.iter().cloned());
+        counts.push(rag.counts.clone());
+    }
+    let mut nq_used = Vec::new();
+    if sup.nq {
+        let passages = wikipedia_windows(assets)?;
+        let qs = nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?;
+        let (mut ex, c) = qa_data::nq_distant(&passages, &qs, sup.bm25_k)?;
+        if let Some(m) = sup.nq_max {
+            ex.truncate(m);
+        }
+        nq_used = ex
+            .iter()
+            .map(|e| e.id.trim_start_matches("nq:").to_string())
+            .collect();
+        train.extend(ex);
+        counts.push(c);
+    }
+    let squad_train_all = split.train.clone();
+    Ok(SupervisionData {
+        train,
+        held_out: split.held_out,
+        squad_train_all,
+        rag_test,
+        nq_used,
+        counts,
+        train_articles: split.train_articles,
+    })
+}
+
+/// A trained reader in the cache.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainedReader {
+    /// The recipe.
+    pub recipe: ReaderRecipe,
+    /// Its cache key.
+    pub key: String,
+    /// The Hugging Face layout checkpoint (`model.safetensors`, `config.json`, `tokenizer.json`).
+    pub model_dir: PathBuf,
+    /// Training features.
+    pub features: usize,
+    /// Training seconds (updates only) and examples (features) per second.
+    pub train_seconds: f64,
+    /// Features per second.
+    pub examples_per_second: f64,
+    /// Counts per supervision source.
+    pub counts: Vec<SourceCounts>,
+    /// NQ question ids used in training.
+    pub nq_used: Vec<String>,
+    /// `uptime` when the run ended.
+    pub load: String,
+}
+
+/// The load average (`/proc/loadavg`), for numbers measured on a shared machine.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Features of the recipe's training examples.
+pub fn training_features(
+    tok: &Tokenizer,
+    data: &SupervisionData,
+    p: FeatureParams,
+) -> Result<Vec<Feature>> {
+    qa::make_features(tok, &data.train, p)
+}
+
+/// Train `recipe` unless `cache_root/<key>/done.json` exists (then load it). A run
+/// interrupted earlier resumes from `cache_root/<key>/state/`.
+pub fn train_or_load(
+    assets: &Assets,
+    recipe: &ReaderRecipe,
+    cache_root: &Path,
+    data: &SupervisionData,
+) -> Result<(TrainedReader, Option<TrainLog>)> {
+    let key = recipe.key(assets)?;
+    let dir = cache_root.join(&key);
+    let done = dir.join("done.json");
+    if done.exists() {
+        let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
+        let t: TrainedReader =
+            serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
+        let log_path = dir.join("state").join("state.json");
+        let log = std::fs::read(&log_path)
+            .ok()
+            .and_then(|r| serde_json::from_slice::<super::checkpoint::TrainState>(&r).ok())
+            .map(|s| s.log);
+        return Ok((t, log));
+    }
+    let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
+    let tok = load_tokenizer(&tok_path)?;
+    let mut feats = training_features(&tok, data, recipe.features)?;
+    if let Some(m) = recipe.max_features {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
+        feats.shuffle(&mut rng);
+        feats.truncate(m);
+    }
+    let model = QaTrainModel::from_checkpoint(
+        &assets.resolve(&recipe.base, "config.json")?,
+        &assets.resolve(&recipe.base, "model.safetensors")?,
+        recipe.init_seed,
+    )?;
+    let n = feats.len();
+    let data_f = QaFeatures(feats);
+    let log = super::train(
+        &model,
+        &model.vars,
+        &data_f,
+        &recipe.train,
+        Some(&dir.join("state")),
+        Stop::End,
+    )?;
+    let model_dir = dir.join("model");
+    model.save_pretrained(&model_dir, &tok_path)?;
+    let t = TrainedReader {
+        recipe: recipe.clone(),
+        key,
+        model_dir,
+        features: n,
+        train_seconds: log.seconds(),
+        examples_per_second: log.examples_per_second(),
+        counts: data.counts.clone(),
+        nq_used: data.nq_used.clone(),
+        load: load_average(),
+    };
+    std::fs::write(&done, serde_json::to_vec_pretty(&t)?).map_err(|e| Error::io(&done, e))?;
+    Ok((t, Some(log)))
+}
+
+/// EM and F1 (percent, SQuAD's normalisation) of `preds` against each example's golds;
+/// a missing prediction scores 0.
+pub fn em_f1(examples: &[SpanExample], preds: &[Option<String>]) -> (f64, f64) {
+    let n = examples.len().max(1) as f64;
+    let mut em = 0.0;
+    let mut f1 = 0.0;
+    for (e, p) in examples.iter().zip(preds) {
+        let p = p.as_deref().unwrap_or("");
+        em += crate::evaluate::qa::exact_match(p, &e.golds);
+        f1 += crate::evaluate::qa::f1(p, &e.golds);
+    }
+    (100.0 * em / n, 100.0 * f1 / n)
+}
