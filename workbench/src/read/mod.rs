@@ -24,10 +24,10 @@
 //!   decided by an [`AbstentionRule`], for extractive ones by a null score);
 //! - never panics on any input text.
 
-#[cfg(feature = "llm")]
-pub mod generative;
 #[cfg(feature = "dense")]
 pub mod extractive;
+#[cfg(feature = "llm")]
+pub mod generative;
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -160,7 +160,8 @@ pub fn check_question(question: &str) -> Result<&str> {
 ///
 /// An answer is an abstention when, after trimming whitespace and trailing punctuation
 /// and lowercasing, it is empty (if [`AbstentionRule::empty_is_abstention`]) or it
-/// **starts with** one of the phrases (lowercase). The default phrases cover report
+/// **starts with** one of the phrases (lowercase), either at its start or right after a
+/// lead-in "the answer is" / "answer" (with an optional colon). The default phrases cover report
 /// 001's "Not found" and the usual refusals of instruction-tuned models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -217,7 +218,15 @@ impl AbstentionRule {
         if a.is_empty() {
             return self.empty_is_abstention;
         }
-        self.phrases.iter().any(|p| a.starts_with(p.as_str()))
+        // "The answer is: Not found." / "Answer: not found": look past the lead-in too.
+        let body = ["the answer is", "answer is", "answer"]
+            .iter()
+            .find_map(|lead| a.strip_prefix(lead))
+            .map(|rest| rest.trim_start_matches([':', ' ', '"', '\'', '*']))
+            .filter(|rest| !rest.is_empty());
+        self.phrases
+            .iter()
+            .any(|p| a.starts_with(p.as_str()) || body.is_some_and(|b| b.starts_with(p.as_str())))
     }
 }
 
@@ -285,6 +294,10 @@ mod tests {
         assert!(r.is_abstention(""));
         assert!(!r.is_abstention("Paris"));
         assert!(!r.is_abstention("The answer is Paris."));
+        assert!(r.is_abstention("The answer is: Not found."));
+        assert!(r.is_abstention("Answer: not found"));
+        assert!(!r.is_abstention("Answer: Paris"));
+        assert!(!r.is_abstention("The answer is"));
         let custom = AbstentionRule::with_phrases(["N/A"]);
         assert!(custom.is_abstention("n/a"));
         assert!(!custom.is_abstention("Not found"));
