@@ -127,25 +127,34 @@ fn greedy_answers_a_simple_question() {
     assert!(g.prefill_secs > 0.0 && g.decode_secs > 0.0);
 }
 
+/// Prefilling the prompt in chunks gives the same greedy continuation as one pass.
+///
+/// A plain-text prompt: SmolLM2's chat answer to "What is the capital of France?" is a
+/// near-tie at its first token ("The" against "L'"), which quantised arithmetic flips: one
+/// pass without requantisation answers "L'Étoile", and so do chunks of 1–5 with it. The
+/// chunked and one-pass logits themselves are compared in the lib test
+/// `chunked_prefill_matches_one_pass`.
 #[test]
-#[ignore = "open bug: a prompt prefilled in chunks (prefill_batch 1 or 3) through generate() decodes garbage, \
-            although the lib test chunked_prefill_matches_one_pass agrees on a fresh model"]
 fn prefill_batches_give_the_same_greedy_text() {
     let mut llm = smol();
+    let prompt = "The quick brown fox jumps over the lazy dog near the river bank. ".repeat(4);
+    let ids = llm.tokenize(&prompt, true).unwrap();
     let params = GenerateParams {
-        max_new_tokens: 24,
+        max_new_tokens: 16,
         ..GenerateParams::default()
     };
-    let g = ask(&mut llm, "What is the capital of France?", &params);
+    let g = llm.generate_ids(&ids, &params).unwrap();
+    assert!(g.generated_tokens >= 8, "{:?}", g.text);
     for batch in [1, 3, 16] {
-        let gb = ask(
-            &mut llm,
-            "What is the capital of France?",
-            &GenerateParams {
-                prefill_batch: batch,
-                ..params.clone()
-            },
-        );
+        let gb = llm
+            .generate_ids(
+                &ids,
+                &GenerateParams {
+                    prefill_batch: batch,
+                    ..params.clone()
+                },
+            )
+            .unwrap();
         assert_eq!(gb.token_ids, g.token_ids, "prefill batch {batch}");
     }
 }

@@ -846,15 +846,15 @@ mod tests {
     /// Prefill in one pass, in chunks, and token by token: the same last logits.
     #[test]
     fn chunked_prefill_matches_one_pass() {
-        let Ok(path) = crate::assets::Assets::load().and_then(|a| {
-            a.resolve(
-                "smollm2-135m-instruct-gguf",
-                "SmolLM2-135M-Instruct.Q4_1.gguf",
-            )
-        }) else {
-            eprintln!("SmolLM2 GGUF not in the cache; skipped");
-            return;
-        };
+        // scripts/test fetches the fixture; a missing one fails here, never skips.
+        let path = crate::assets::Assets::load()
+            .and_then(|a| {
+                a.resolve(
+                    "smollm2-135m-instruct-gguf",
+                    "SmolLM2-135M-Instruct.Q4_1.gguf",
+                )
+            })
+            .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)");
         let mut llm = Llm::load(&path, &LoadOptions::default()).unwrap();
         let ids = llm
             .tokenize(
