@@ -29,17 +29,31 @@ use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
 const REGEX_QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const REGEX_LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
-/// Token texts llama.cpp treats as end-of-generation when they are control tokens.
+/// Token texts llama.cpp (llama-vocab.cpp) treats as end-of-generation, whatever their
+/// GGUF token type: a token with one of these texts is made a control token (so the text
+/// is parsed as that token) and ends generation. The last group is the fill-in-the-middle
+/// pad / repository / file-separator tokens, which llama.cpp also adds to the EOG set.
 const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "</s>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "<|eom_id|>",
     "<|end_of_text|>",
     "<EOT>",
     "_<EOT>",
     "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<|file_sep|>",
 ];
 
 /// A GGUF tokenizer.
@@ -167,8 +181,21 @@ impl GgufTokenizer {
         let eos = id("tokenizer.ggml.eos_token_id")?;
         let eot = id("tokenizer.ggml.eot_token_id")?;
         let eom = id("tokenizer.ggml.eom_token_id")?;
+        // End-of-generation texts are control tokens whatever the type array says, as in
+        // llama.cpp (Qwen's `</s>` is a normal token in the GGUF and control in llama.cpp).
+        let eog_by_text: Vec<u32> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| EOG_TEXTS.contains(&t.as_str()))
+            .map(|(i, _)| i as u32)
+            .collect();
+        user.retain(|u| !eog_by_text.contains(u));
         // BOS/EOS are control tokens even when the type array does not say so.
-        for t in [bos, eos, eot, eom].into_iter().flatten() {
+        for t in [bos, eos, eot, eom]
+            .into_iter()
+            .flatten()
+            .chain(eog_by_text.iter().copied())
+        {
             if !control.contains(&t) && !user.contains(&t) {
                 control.push(t);
             }
@@ -185,11 +212,7 @@ impl GgufTokenizer {
         tok.add_tokens(&users);
 
         let mut eog: Vec<u32> = [eos, eot, eom].into_iter().flatten().collect();
-        for &c in &control {
-            if EOG_TEXTS.contains(&tokens[c as usize].as_str()) {
-                eog.push(c);
-            }
-        }
+        eog.extend(&eog_by_text);
         eog.sort_unstable();
         eog.dedup();
         Ok(GgufTokenizer {
