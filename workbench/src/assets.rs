@@ -550,7 +550,8 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
                 return Err("source `version` is empty".into());
             }
             // A split zip pads `{n}` to three digits; a split file also knows `{nn}`.
-            if !part_path.contains("{n}") && !(split_file && part_path.contains("{nn}")) {
+            let numbered = part_path.contains("{n}") || (split_file && part_path.contains("{nn}"));
+            if !numbered {
                 let holders = if split_file {
                     "`{n}` or `{nn}`"
                 } else {
