@@ -1,0 +1,137 @@
+"""Cells of notebooks/04_readers.ipynb (written by notebooks/make_notebooks.py)."""
+
+CELLS = [
+    ("markdown", """
+# 04 · Readers: answering from retrieved passages
+
+The **read** stage of the pipeline. A reader takes a question and the passages a retriever
+ranked for it and returns an answer, an abstention flag ("Not found"), the ids of the
+passages it actually read, and token counts and timings (`workbench::read::Reader`).
+
+This notebook answers a RAG Mini Wikipedia question with the main generative reader,
+**Qwen2.5-Coder-1.5B-Instruct** (Q4_K_M GGUF, run by the workbench on candle's quantized
+CPU path), over passages retrieved live with the dense retriever (all-MiniLM-L6-v2 + FAISS
+flat index). It shows the prompt exactly as the model sees it: the chat template stored in
+the GGUF, rendered with minijinja.
+
+First run: embedding the 3,200 passages takes about a minute (then cached in
+`data/cache/embeddings/`); loading the 1.5B model takes a few seconds and 2.3 GB of memory.
+"""),
+    ("code", """
+:dep workbench = { path = "../workbench", features = ["llm", "faiss"] }
+"""),
+    ("code", """
+use std::sync::Arc;
+use workbench::assets::Assets;
+use workbench::chunk::{Chunker, WholeDocument};
+use workbench::display::Table;
+use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
+use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions};
+use workbench::read::{Context, Reader};
+use workbench::retrieve::{dense::DenseRetriever, faiss::IndexParams, Retriever};
+
+let assets = Assets::load()?;
+let (docs, questions) = workbench::load::rag_mini::load_csv(
+    &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
+    &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
+)?;
+let mut passages = Vec::new();
+for d in &docs {
+    passages.extend(WholeDocument.chunk(d)?);
+}
+let encoder = Arc::new(BertEncoder::load(&assets, "all-minilm-l6-v2", EncoderParams::default())?);
+let dense = DenseRetriever::build(encoder, &passages, IndexParams::flat_ip(), Some(&EmbeddingCache::project_default()?))?;
+println!("{} passages indexed, {} questions", passages.len(), questions.len());
+"""),
+    ("markdown", """
+## Load the reader, retrieve, answer
+
+`Llm::from_asset` checks the GGUF (header, tensor extents, sha256 against
+`data/assets.toml`) and dispatches on its `general.architecture` (`qwen2` here; `llama` for
+SmolLM2). The default reader instructions ask for a short phrase, or exactly "Not found".
+The top 3 passages go to the reader, rank 1 first; if they did not fit in the model's window,
+the lowest-ranked would be dropped first and listed in `Answer::dropped`. A second call gives
+the reader two passages that cannot answer (the lowest-ranked of 200), and `read_all` answers
+the first five questions with a progress bar showing tokens/s.
+
+**One cell on purpose.** The GGUF tokenizer's pre-tokenizer is an Oniguruma regex (through the
+`tokenizers` crate). evcxr links each cell into its own library with its own copy of
+Oniguruma's static encoding tables, so a tokenizer built in one cell panics ("Regex encoding
+does not match haystack encoding") when a later cell encodes with it. Load the model and use
+it in the same cell; later cells can show the results.
+"""),
+    ("code", """
+/// The retrieved passages as reader contexts, in rank order.
+fn contexts_for(hits: &[workbench::Hit], passages: &[workbench::Passage]) -> Vec<Context> {
+    hits.iter()
+        .filter_map(|h| passages.iter().find(|p| p.id == h.id).map(|p| Context {
+            id: p.id.clone(), title: p.title.clone(), text: p.text.clone(), score: h.score }))
+        .collect()
+}
+let t0 = std::time::Instant::now();
+let llm = Llm::from_asset("qwen2.5-coder-1.5b-instruct-gguf", &LoadOptions::default())?;
+let (arch, ctx) = (llm.architecture().to_string(), llm.context_len());
+let mut reader = GenerativeReader::new(llm, ReaderOptions::default())?;
+println!("loaded {} ({arch}), context {ctx} tokens, in {:.1} s", reader.name(), t0.elapsed().as_secs_f64());
+
+let q = questions[0].clone();
+let contexts = contexts_for(&dense.retrieve(&q.question, 3)?, &passages);
+let prompt = reader.build_prompt(&q.question, &contexts)?.text;
+let answer = reader.read(&q.question, &contexts)?;
+
+let far = dense.retrieve(&q.question, 200)?;
+let last_two: Vec<workbench::Hit> = far.iter().rev().take(2).cloned().collect();
+let unanswerable = reader.read(&q.question, &contexts_for(&last_two, &passages))?;
+
+let items: Vec<(String, Vec<Context>)> = questions.iter().take(5).map(|q| {
+    Ok((q.question.clone(), contexts_for(&dense.retrieve(&q.question, 3)?, &passages)))
+}).collect::<workbench::Result<_>>()?;
+let answers = workbench::read::read_all(&mut reader, &items)?;
+"""),
+    ("markdown", """
+## The prompt the model sees
+
+The GGUF's own chat template (`tokenizer.chat_template`), rendered with minijinja:
+"""),
+    ("code", """
+println!("{prompt}");
+"""),
+    ("code", """
+let u = answer.usage.clone();
+let mut t = Table::new(["", "value"]).caption("Qwen2.5-Coder-1.5B-Instruct over the dense top 3");
+t.push(["question".to_string(), q.question.clone()])?;
+t.push(["gold answers".to_string(), q.answers.join(" | ")])?;
+t.push(["answer".to_string(), answer.text.clone()])?;
+t.push(["abstained".to_string(), answer.abstained.to_string()])?;
+t.push(["passages read".to_string(), answer.passage_ids.join(", ")])?;
+t.push(["prompt tokens".to_string(), u.prompt_tokens.to_string()])?;
+t.push(["generated tokens".to_string(), u.generated_tokens.to_string()])?;
+t.push(["prefill".to_string(), format!("{:.2} s ({:.0} tok/s)", u.prefill_secs, u.prefill_tokens_per_sec())])?;
+t.push(["decode".to_string(), format!("{:.2} s ({:.1} tok/s)", u.decode_secs, u.decode_tokens_per_sec())])?;
+t
+"""),
+    ("markdown", """
+## Abstention
+
+Over two passages that cannot answer, the reader should say "Not found", which the
+`AbstentionRule` turns into `abstained = true`:
+"""),
+    ("code", """
+println!("answer: {:?}  abstained: {}", unanswerable.text, unanswerable.abstained);
+"""),
+    ("markdown", """
+## A few questions
+
+EM/F1 use SQuAD's normalisation (`workbench::evaluate::qa`).
+"""),
+    ("code", """
+let mut t = Table::new(["question", "gold", "answer", "EM", "F1", "s"]).caption("First 5 RAG Mini Wikipedia questions, dense top 3, Qwen 1.5B");
+for (q, a) in questions.iter().zip(&answers) {
+    let em = workbench::evaluate::qa::exact_match(&a.text, &q.answers);
+    let f1 = workbench::evaluate::qa::f1(&a.text, &q.answers);
+    t.push([q.question.clone(), q.answers.join(" | "), a.text.clone(), format!("{em:.0}"), format!("{f1:.2}"),
+            format!("{:.1}", a.usage.total().as_secs_f64())])?;
+}
+t
+"""),
+]
