@@ -130,8 +130,9 @@ t
 """),
     ("markdown", """
 **Analysis changes the numbers.** Search engines usually drop stopwords ("and", "are", …)
-and stem ("pets" → "pet", "dogs" → "dog"). With the workbench's default analyzer d2 has 14
-tokens, not 25, and "pet" now matches all three documents. The cosine form (report 003,
+and stem ("pets" → "pet", "dogs" → "dog"). With the workbench's default analyzer (Lucene's
+English stopwords, Snowball stemming) d2 has 19 tokens, not 25, so its length-normalised
+score changes, and "pet" now matches all three documents. The cosine form (report 003,
 scikit-learn's `TfidfVectorizer` weights: smooth idf `ln((1+N)/(1+df)) + 1`, L2-normalised
 vectors) puts every score between 0 and 1:
 """),
@@ -204,7 +205,21 @@ bm25.explain(&question.question, &bm25_hits[0].id)?
 bm25.explain(&question.question, &bm25_hits[1].id)?
 """),
     ("markdown", """
-The same top passage with report 002's printed formula (ATIRE: idf `ln(N/df)`, numerator
+Only `normandi` counts: "what", "countri" and "locat" occur in none of the eight passages
+(they say "France", "region", "situated"), so they are left out of the explanation and
+every passage is ranked by how it uses the one word "Normandy". This **vocabulary
+mismatch** is what dense retrieval (section 3) and MaxSim (section 5) address.
+
+A question that shares more words with the corpus shows the sum at work: each term adds its
+own contribution, rare terms (small df, large idf) the most.
+"""),
+    ("code", """
+let q2 = "Who was the Norse leader who agreed to swear fealty to the king?";
+let top2 = bm25.retrieve(q2, 1)?[0].id.clone();
+bm25.explain(q2, &top2)?
+"""),
+    ("markdown", """
+The first question's top passage with report 002's printed formula (ATIRE: idf `ln(N/df)`, numerator
 `k1 + 1`). A term in every passage gets idf `ln(1) = 0`; rarer terms weigh more.
 """),
     ("code", """
@@ -214,7 +229,7 @@ atire.explain(&question.question, &bm25_hits[0].id)?
     ("markdown", """
 **Saturation.** The tf part for a passage of average length, as tf grows, for a few `k1`
 (Lucene form, so it approaches 1). With small `k1` the first occurrence earns almost
-everything; raw TF-IDF (dashed idea: a straight line) would keep growing.
+everything; in raw TF-IDF the same curve would be a straight line that keeps growing.
 """),
     ("code", """
 use workbench::plot::{render, Line, Lines};
@@ -222,8 +237,11 @@ let lines: Vec<Line> = [0.5f32, 0.9, 1.5, 3.0].iter().map(|&k1| {
     let p = Bm25Params::default().k1(k1);
     Line { label: format!("k1 = {k1}"), points: (0..=10).map(|tf| (tf as f64, p.saturation(tf as f64, 100.0, 100.0))).collect() }
 }).collect();
-render(&Lines { title: "BM25 term-frequency saturation (dl = avgdl)".into(), x_label: "tf (occurrences in the passage)".into(),
-                y_label: "tf part  tf / (K + tf)".into(), lines, log_x: false, y_range: Some((0.0, 1.0)), size: (640, 360) })?
+let saturation = Lines { title: "BM25 term-frequency saturation (dl = avgdl)".into(), x_label: "tf (occurrences in the passage)".into(),
+                         y_label: "tf part = tf / (K + tf)".into(), lines, log_x: false, y_range: Some((0.0, 1.0)), size: (640, 360) };
+// Bound to a name first: evcxr shows a final `render(..)?` as plain text with these features.
+let figure = render(&saturation)?;
+figure
 """, "figure"),
     ("markdown", """
 ## 3 · Dense embeddings and nearest neighbours
@@ -405,7 +423,7 @@ let load_secs = t0.elapsed().as_secs_f64();
 let built = reader.build_prompt(&question.question, &contexts)?;
 let (prompt, prompt_ids) = (built.text.clone(), built.ids.len());
 let answer = reader.read(&question.question, &contexts)?;
-let reader_name = reader.name();
+let reader_name = reader.name().to_string();
 println!("{reader_name}: loaded in {load_secs:.1} s; prompt {prompt_ids} tokens");
 """),
     ("markdown", """
@@ -439,7 +457,9 @@ lowercase, drop punctuation and the articles a/an/the, collapse spaces.
   precision `P = |common| / |answer|`, recall `R = |common| / |gold|`, `F1 = 2PR / (P + R)`.
 
 Both take the best over the gold answers. `evaluate::qa::explain_answer` shows every step
-for the reader's answer:
+for the reader's answer. A 135M-parameter model often ignores "answer with a short phrase"
+and writes a sentence: then EM is 0 even when the sentence holds the right answer, and F1
+gives partial credit, diluted by every extra word (low precision, full recall).
 """),
     ("code", """
 use workbench::evaluate::qa::{exact_match, explain_answer, f1};

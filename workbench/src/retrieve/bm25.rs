@@ -542,7 +542,7 @@ mod tests {
         assert_eq!(terms, ["cat", "fish"]);
         let (cat, fish) = (&e.terms[0], &e.terms[1]);
         assert_eq!((cat.query_count, cat.tf, cat.df), (2, 3, 2));
-        close(cat.idf as f32, 0.693147);
+        close(cat.idf as f32, std::f64::consts::LN_2); // ln(1 + 2.5/2.5)
         close(cat.tf_part as f32, 0.728863);
         close(cat.impact, 0.505209);
         close(cat.contribution, 2.0 * 0.505209);
