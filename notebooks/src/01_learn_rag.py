@@ -30,22 +30,6 @@ workbench (the first cell). The models come from the local Hugging Face cache
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
 """),
-    ("code", """
-use std::sync::Arc;
-use workbench::display::Table;
-use workbench::retrieve::analyzer::{Analyzer, AnalyzerParams};
-use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
-use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
-use workbench::retrieve::Retriever;
-use workbench::Passage;
-
-/// A passage from a bit of text (the toy corpus has no source document).
-fn toy(id: &str, text: &str) -> Passage {
-    Passage { id: id.into(), doc_id: id.into(), title: String::new(), text: text.into(), start: 0, end: text.len() }
-}
-let started = std::time::Instant::now();
-println!("ready");
-"""),
     ("markdown", """
 ## 1 · TF-IDF: report 002's worked example
 
@@ -61,6 +45,20 @@ containing the term). First, the tokens: the report counts every word, lowercase
 index with `Analyzer::plain()` (lowercase only, no stopword removal, no stemming).
 """),
     ("code", """
+use std::sync::Arc;
+use workbench::display::Table;
+use workbench::retrieve::analyzer::Analyzer;
+use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
+use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use workbench::retrieve::Retriever;
+use workbench::Passage;
+
+/// A passage from a bit of text (the toy corpus has no source document).
+fn toy(id: &str, text: &str) -> Passage {
+    Passage { id: id.into(), doc_id: id.into(), title: String::new(), text: text.into(), start: 0, end: text.len() }
+}
+let started = std::time::Instant::now();
+
 let toy_docs = vec![
     toy("d1", "cats and dogs are pets."),
     toy("d2", "cats and dogs are pet animals though I prefer dogs. Dogs obey our commands, can be trained easily and play with us all the time."),
@@ -105,7 +103,7 @@ to; it still ranks d1 (0.0352) above d2, as we do. The raw ranking is d2 > d1 (t
 
 The score of a document is a sum over query terms, so a longer query just adds rows.
 Here is "cats and dogs" against d2, with `explain` showing each term's share.
-A term in every document (`are`, `and` in two of three) gets a small or zero idf:
+A term in many documents gets a small idf (`and`, in two of three: 0.176):
 """),
     ("code", """
 raw.explain("cats and dogs", "d2")?
@@ -428,12 +426,10 @@ println!("{reader_name}: loaded in {load_secs:.1} s; prompt {prompt_ids} tokens"
 """),
     ("markdown", """
 The prompt exactly as the model reads it (special tokens such as `<|im_start|>` come from
-the GGUF's chat template):
+the GGUF's chat template), then the answer with its token counts and timings:
 """),
     ("code", """
 println!("{prompt}");
-"""),
-    ("code", """
 let u = answer.usage.clone();
 let mut t = Table::new(["", "value"]).caption(format!("{reader_name} over the MaxSim top 3"));
 t.push(["question".to_string(), question.question.clone()])?;
@@ -487,9 +483,7 @@ for pred in ["France", "the France.", "in France", "Normandy, France", "northern
     t.push([pred.to_string(), s.pred_normalized.clone(), s.common.join(" "), format!("{:.3}", s.precision),
             format!("{:.3}", s.recall), format!("{:.3}", f1(pred, &golds)), format!("{:.0}", exact_match(pred, &golds))])?;
 }
-t
-"""),
-    ("code", """
+t.evcxr_display();
 println!("notebook cells ran in {:.1} s (wall clock since the first code cell after :dep, evcxr's per-cell compilation included)",
          started.elapsed().as_secs_f64());
 """),
