@@ -205,8 +205,9 @@ bm25.explain(&question.question, &bm25_hits[1].id)?
     ("markdown", """
 Only `normandi` counts: "what", "countri" and "locat" occur in none of the eight passages
 (they say "France", "region", "situated"), so they are left out of the explanation and
-every passage is ranked by how it uses the one word "Normandy". This **vocabulary
-mismatch** is what dense retrieval (section 3) and MaxSim (section 5) address.
+every passage is ranked by how often (and in how long a text) it uses the one word
+"Normandy"; the gold paragraph, `Normans#0`, is not first. This **vocabulary mismatch** is
+what dense retrieval (section 3) and MaxSim (section 5) address.
 
 A question that shares more words with the corpus shows the sum at work: each term adds its
 own contribution, rare terms (small df, large idf) the most.
