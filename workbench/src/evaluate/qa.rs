@@ -111,25 +111,98 @@ fn f1_one(pred: &[String], gold: &[String]) -> f64 {
     if pred.is_empty() || gold.is_empty() {
         return if pred == gold { 1.0 } else { 0.0 };
     }
-    let mut gold_counts: HashMap<&str, usize> = HashMap::new();
-    for t in gold {
-        *gold_counts.entry(t.as_str()).or_default() += 1;
-    }
-    let mut same = 0usize;
-    for t in pred {
-        if let Some(c) = gold_counts.get_mut(t.as_str()) {
-            if *c > 0 {
-                *c -= 1;
-                same += 1;
-            }
-        }
-    }
+    let same = common_tokens(pred, gold).len();
     if same == 0 {
         return 0.0;
     }
     let precision = same as f64 / pred.len() as f64;
     let recall = same as f64 / gold.len() as f64;
     2.0 * precision * recall / (precision + recall)
+}
+
+/// The multiset intersection of two token lists, in `pred`'s order (the script's
+/// `Counter(gold) & Counter(pred)`).
+fn common_tokens(pred: &[String], gold: &[String]) -> Vec<String> {
+    let mut gold_counts: HashMap<&str, usize> = HashMap::new();
+    for t in gold {
+        *gold_counts.entry(t.as_str()).or_default() += 1;
+    }
+    let mut same = Vec::new();
+    for t in pred {
+        if let Some(c) = gold_counts.get_mut(t.as_str()) {
+            if *c > 0 {
+                *c -= 1;
+                same.push(t.clone());
+            }
+        }
+    }
+    same
+}
+
+/// EM and F1 of a prediction against one gold answer, with every intermediate step
+/// (see [`explain_answer`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AnswerScore {
+    /// The gold answer as given (`""` for an unanswerable question).
+    pub gold: String,
+    /// [`normalize_answer`] of the prediction.
+    pub pred_normalized: String,
+    /// [`normalize_answer`] of the gold answer.
+    pub gold_normalized: String,
+    /// The prediction's tokens ([`answer_tokens`]).
+    pub pred_tokens: Vec<String>,
+    /// The gold answer's tokens.
+    pub gold_tokens: Vec<String>,
+    /// Tokens in both (multiset intersection, in the prediction's order).
+    pub common: Vec<String>,
+    /// `|common| / |pred_tokens|` (0 when the prediction has no tokens).
+    pub precision: f64,
+    /// `|common| / |gold_tokens|` (0 when the gold answer has no tokens).
+    pub recall: f64,
+    /// Token F1 against this gold answer (as [`f1`] scores it).
+    pub f1: f64,
+    /// 1.0 when the normalised strings are equal (as [`exact_match`] scores it).
+    pub exact: f64,
+}
+
+/// [`exact_match`] and [`f1`] step by step: one [`AnswerScore`] per gold answer the
+/// SQuAD script scores against (golds that normalise to nothing are dropped; none
+/// left means unanswerable and one empty gold). The question's EM and F1 are the
+/// maxima over the returned scores.
+pub fn explain_answer<S: AsRef<str>>(pred: &str, golds: &[S]) -> Vec<AnswerScore> {
+    let pred_tokens = answer_tokens(pred);
+    let pred_normalized = normalize_answer(pred);
+    effective_golds(golds)
+        .into_iter()
+        .map(|gold| {
+            let gold_tokens = answer_tokens(&gold);
+            let common = common_tokens(&pred_tokens, &gold_tokens);
+            let ratio = |n: usize| {
+                if n == 0 {
+                    0.0
+                } else {
+                    common.len() as f64 / n as f64
+                }
+            };
+            let gold_normalized = normalize_answer(&gold);
+            AnswerScore {
+                precision: ratio(pred_tokens.len()),
+                recall: ratio(gold_tokens.len()),
+                f1: f1_one(&pred_tokens, &gold_tokens),
+                exact: if gold_normalized == pred_normalized {
+                    1.0
+                } else {
+                    0.0
+                },
+                pred_normalized: pred_normalized.clone(),
+                gold_normalized,
+                pred_tokens: pred_tokens.clone(),
+                gold_tokens,
+                common,
+                gold,
+            }
+        })
+        .collect()
 }
 
 /// Does `text` contain a gold answer? Both sides go through [`normalize_answer`]
@@ -237,6 +310,38 @@ mod tests {
     use crate::Hit;
 
     const NONE: [&str; 0] = [];
+
+    #[test]
+    fn explain_answer_shows_the_steps_and_agrees_with_em_and_f1() {
+        let golds = ["The Eiffel Tower", "Eiffel Tower in Paris"];
+        let pred = "the tower of Eiffel.";
+        let steps = explain_answer(pred, &golds);
+        assert_eq!(steps.len(), 2);
+        let s = &steps[0];
+        assert_eq!(s.pred_normalized, "tower of eiffel");
+        assert_eq!(s.gold_normalized, "eiffel tower");
+        assert_eq!(s.common, ["tower", "eiffel"]);
+        // P = 2/3, R = 2/2, F1 = 2·(2/3)·1 / (2/3 + 1) = 0.8.
+        assert!((s.precision - 2.0 / 3.0).abs() < 1e-12 && s.recall == 1.0);
+        assert!((s.f1 - 0.8).abs() < 1e-12 && s.exact == 0.0);
+        // Against the second gold: 2 common of 3 and 4 tokens: F1 = 2·(2/3)(1/2)/(7/6) = 4/7.
+        assert!((steps[1].f1 - 4.0 / 7.0).abs() < 1e-12);
+        let best = steps.iter().map(|s| s.f1).fold(0.0, f64::max);
+        assert_eq!(best, f1(pred, &golds));
+        assert_eq!(
+            explain_answer("Eiffel tower!", &golds)[0].exact,
+            exact_match("Eiffel tower!", &golds)
+        );
+        // Repeated tokens count as a multiset.
+        let s = &explain_answer("paris paris", &["paris"])[0];
+        assert_eq!((s.common.len(), s.precision, s.recall), (1, 0.5, 1.0));
+        // Unanswerable: one empty gold; an empty prediction scores 1.
+        let s = explain_answer("", &[] as &[&str]);
+        assert_eq!(
+            (s.len(), s[0].gold.as_str(), s[0].f1, s[0].exact),
+            (1, "", 1.0, 1.0)
+        );
+    }
 
     #[test]
     fn normalisation_matches_squad_script() {

@@ -42,6 +42,7 @@ use super::analyzer::Analyzer;
 use super::impact::{par_retrieve_all, with_thread_scratch, Impacts, Scratch};
 use super::index::InvertedIndex;
 use super::{check_k, Retriever};
+use crate::display::Table;
 use crate::{Error, Hit, Passage, Query, Result, Run};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -122,6 +123,29 @@ impl Bm25Params {
     pub fn variant(mut self, variant: Bm25Variant) -> Self {
         self.variant = variant;
         self
+    }
+
+    /// The length normalisation `K(d) = k1·(1 − b + b·dl/avgdl)` of a passage of `dl`
+    /// tokens in a corpus of average length `avgdl` (the `K(d)` of the
+    /// [module docs](self)).
+    pub fn length_norm(&self, dl: f64, avgdl: f64) -> f64 {
+        let (k1, b) = (self.k1 as f64, self.b as f64);
+        k1 * (1.0 - b + b * dl / avgdl)
+    }
+
+    /// The saturated term frequency `(k1 + 1)·tf / (K(d) + tf)` (Robertson, ATIRE) or
+    /// `tf / (K(d) + tf)` (Lucene): what a term's idf is multiplied by. It grows with
+    /// `tf` but never exceeds `k1 + 1` (or 1): report 002's "saturation". 0 when
+    /// `tf = 0`.
+    pub fn saturation(&self, tf: f64, dl: f64, avgdl: f64) -> f64 {
+        if tf == 0.0 {
+            return 0.0;
+        }
+        let numerator = match self.variant {
+            Bm25Variant::Robertson | Bm25Variant::Atire => self.k1 as f64 + 1.0,
+            Bm25Variant::Lucene => 1.0,
+        };
+        numerator * tf / (self.length_norm(dl, avgdl) + tf)
     }
 
     /// Reject `k1 < 0` or non-finite (`k1`), and `b` outside `[0, 1]` or NaN (`b`).
@@ -245,6 +269,136 @@ impl Bm25 {
         check_k(k)?;
         self.score_into(query, scratch);
         Ok(self.impacts.top_k(scratch, k))
+    }
+}
+
+/// One query term's part of a BM25 score (see [`Bm25::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bm25Term {
+    /// The term as indexed (after the analyzer: lowercased, stemmed, …).
+    pub term: String,
+    /// How often the term occurs in the query (its part is counted that often).
+    pub query_count: u32,
+    /// `tf(t, d)`: occurrences in the passage (0: the term adds nothing).
+    pub tf: u32,
+    /// `df(t)`: passages that contain the term.
+    pub df: usize,
+    /// The variant's idf ([`Bm25Variant::idf`]).
+    pub idf: f64,
+    /// The saturated term frequency ([`Bm25Params::saturation`]).
+    pub tf_part: f64,
+    /// The per-posting score `idf · tf_part` the retriever stores and sums (f32); 0
+    /// when `tf = 0`.
+    pub impact: f32,
+    /// `query_count · impact`: this term's share of the passage's score.
+    pub contribution: f32,
+}
+
+/// A passage's BM25 score for a query, term by term (see [`Bm25::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bm25Explanation {
+    /// The query.
+    pub query: String,
+    /// The passage id.
+    pub passage: String,
+    /// `dl(d)`: the passage's length in tokens.
+    pub doc_len: u32,
+    /// `avgdl`: the corpus's mean passage length.
+    pub avg_doc_len: f64,
+    /// `K(d)` ([`Bm25Params::length_norm`]).
+    pub length_norm: f64,
+    /// The parameters.
+    pub params: Bm25Params,
+    /// The query's indexed terms in order of first occurrence (terms the index has
+    /// never seen are left out: they match no passage).
+    pub terms: Vec<Bm25Term>,
+    /// The sum of the contributions: the passage's score.
+    pub score: f32,
+}
+
+impl Bm25Explanation {
+    /// The explanation as a table, one row per query term, and the sum as the caption.
+    pub fn to_table(&self) -> Table {
+        let mut t = Table::new([
+            "term", "in query", "tf", "df", "idf", "tf part", "impact", "contribution",
+        ])
+        .caption(format!(
+            "BM25 ({}, k1 = {}, b = {}) of `{}` for {:?}: dl = {}, avgdl = {:.2}, K(d) = {:.4}; score = {:.4}",
+            self.params.variant.tag(),
+            self.params.k1,
+            self.params.b,
+            self.passage,
+            self.query,
+            self.doc_len,
+            self.avg_doc_len,
+            self.length_norm,
+            self.score
+        ));
+        for x in &self.terms {
+            t.rows.push(vec![
+                x.term.clone(),
+                x.query_count.to_string(),
+                x.tf.to_string(),
+                x.df.to_string(),
+                format!("{:.4}", x.idf),
+                format!("{:.4}", x.tf_part),
+                format!("{:.4}", x.impact),
+                format!("{:.4}", x.contribution),
+            ]);
+        }
+        t
+    }
+
+    /// evcxr display hook: the table as HTML.
+    pub fn evcxr_display(&self) {
+        self.to_table().evcxr_display();
+    }
+}
+
+impl Bm25 {
+    /// Why passage `passage` (an id) scores what it does for `query`: each indexed
+    /// query term's tf, df, idf, saturated tf and contribution, read from the same
+    /// per-posting impacts retrieval sums. The contributions add up to the passage's
+    /// [`Bm25::score_all`] score (up to float rounding of the order of addition).
+    ///
+    /// Errors: [`Error::InvalidParam`] (`passage`) for an id not in the index.
+    pub fn explain(&self, query: &str, passage: &str) -> Result<Bm25Explanation> {
+        let index = self.index();
+        let d = index.passage_index(passage)?;
+        let (n, avgdl) = (index.len(), index.avg_doc_len());
+        let dl = index.doc_len(d);
+        let mut score = 0f32;
+        let terms = index
+            .query_terms(query)
+            .into_iter()
+            .map(|(t, query_count)| {
+                let pos = index.posting_position(t, d);
+                let tf = index.tf(t, d);
+                let impact = pos.map_or(0.0, |i| self.impacts.weights()[i]);
+                let contribution = query_count as f32 * impact;
+                score += contribution;
+                Bm25Term {
+                    term: index.terms()[t as usize].clone(),
+                    query_count,
+                    tf,
+                    df: index.df(t),
+                    idf: self.params.variant.idf(n, index.df(t)),
+                    tf_part: self.params.saturation(tf as f64, dl as f64, avgdl),
+                    impact,
+                    contribution,
+                }
+            })
+            .collect();
+        Ok(Bm25Explanation {
+            query: query.to_string(),
+            passage: passage.to_string(),
+            doc_len: dl,
+            avg_doc_len: avgdl,
+            length_norm: self.params.length_norm(dl as f64, avgdl),
+            params: self.params,
+            terms,
+            score,
+        })
     }
 }
 
@@ -375,6 +529,88 @@ mod tests {
         close(s[0], 0.720448);
         close(s[1], 0.959898);
         close(s[3], 1.862772);
+    }
+
+    /// The explanation of `lucene_hand_computed`'s scores, term by term.
+    #[test]
+    fn explain_hand_computed_and_sums_to_the_score() {
+        let r = bm25(Bm25Variant::Lucene);
+        let e = r.explain("cat fish cat", "d2").unwrap();
+        assert_eq!((e.doc_len, e.avg_doc_len), (4, 2.5));
+        close(e.length_norm as f32, 1.116);
+        let terms: Vec<&str> = e.terms.iter().map(|t| t.term.as_str()).collect();
+        assert_eq!(terms, ["cat", "fish"]);
+        let (cat, fish) = (&e.terms[0], &e.terms[1]);
+        assert_eq!((cat.query_count, cat.tf, cat.df), (2, 3, 2));
+        close(cat.idf as f32, std::f64::consts::LN_2); // ln(1 + 2.5/2.5)
+        close(cat.tf_part as f32, 0.728863);
+        close(cat.impact, 0.505209);
+        close(cat.contribution, 2.0 * 0.505209);
+        // d2 has no "fish": it is listed, and adds nothing.
+        assert_eq!(
+            (fish.tf, fish.df, fish.impact, fish.contribution),
+            (0, 1, 0.0, 0.0)
+        );
+        assert_eq!(fish.tf_part, 0.0);
+        close(e.score, 2.0 * 0.505209);
+        assert!(e
+            .to_table()
+            .to_markdown()
+            .contains("| cat | 2 | 3 | 2 | 0.6931 | 0.7289 | 0.5052 | 1.0104 |"));
+        let e = r.explain("fish", "d4").unwrap();
+        close(e.score, 0.851466);
+        // Unknown terms are left out; an unknown passage is an error naming it.
+        assert!(r.explain("zebra", "d1").unwrap().terms.is_empty());
+        let err = r.explain("cat", "d9").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidParam {
+                    name: "passage",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Every variant: the contributions sum to score_all, and idf · tf_part is the
+        // stored impact.
+        for v in [
+            Bm25Variant::Robertson,
+            Bm25Variant::Atire,
+            Bm25Variant::Lucene,
+        ] {
+            let r = bm25(v);
+            let q = "cat dog bird fish cat";
+            let all = r.score_all(q);
+            for (d, id) in ["d1", "d2", "d3", "d4"].iter().enumerate() {
+                let e = r.explain(q, id).unwrap();
+                assert!((e.score - all[d]).abs() < 1e-6, "{v:?} {id}");
+                for t in &e.terms {
+                    assert!(
+                        (t.idf * t.tf_part - t.impact as f64).abs() < 1e-6,
+                        "{v:?} {id} {t:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Saturation never exceeds the numerator, grows with tf, and shrinks with length.
+    #[test]
+    fn saturation_is_bounded_and_monotone() {
+        for v in [Bm25Variant::Robertson, Bm25Variant::Lucene] {
+            let p = Bm25Params::new().variant(v);
+            let cap = if v == Bm25Variant::Lucene { 1.0 } else { 1.9 };
+            let s: Vec<f64> = (0..50)
+                .map(|tf| p.saturation(tf as f64, 10.0, 10.0))
+                .collect();
+            assert_eq!(s[0], 0.0);
+            assert!(s.windows(2).all(|w| w[1] > w[0]) && s[49] < cap, "{s:?}");
+            assert!(p.saturation(3.0, 20.0, 10.0) < p.saturation(3.0, 5.0, 10.0));
+        }
+        // b = 0: no length normalisation at all.
+        let p = Bm25Params::new().b(0.0);
+        assert_eq!(p.saturation(2.0, 100.0, 1.0), p.saturation(2.0, 1.0, 100.0));
     }
 
     #[test]

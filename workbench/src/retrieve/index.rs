@@ -471,6 +471,52 @@ impl InvertedIndex {
         self.query_terms_into(query, &mut out);
         out
     }
+
+    /// Passage index of the passage with id `id` (its position in
+    /// [`InvertedIndex::ids`]). A linear scan: for explanations and notebooks, not
+    /// for query-time use.
+    ///
+    /// Errors: [`Error::InvalidParam`] (`passage`) when no passage has that id.
+    pub fn passage_index(&self, id: &str) -> Result<usize> {
+        self.ids.iter().position(|x| x == id).ok_or_else(|| {
+            Error::param(
+                "passage",
+                format!(
+                    "no passage with id `{id}` in this index ({} passages)",
+                    self.len()
+                ),
+            )
+        })
+    }
+
+    /// Position of term `t`'s posting for passage `d` in the flat posting arrays
+    /// (a binary search of the term's postings; the same position indexes
+    /// per-posting side tables such as [`super::impact::Impacts::weights`]), or
+    /// `None` when passage `d` does not contain `t`.
+    ///
+    /// Panics when `t >= num_terms()`.
+    pub fn posting_position(&self, t: u32, d: usize) -> Option<usize> {
+        let range = self.posting_range(t);
+        let docs = &self.post_docs[range.clone()];
+        docs.binary_search(&(d as u32))
+            .ok()
+            .map(|i| range.start + i)
+    }
+
+    /// `tf(t, d)`: how often term `t` occurs in passage `d` (0 when it does not).
+    ///
+    /// Panics when `t >= num_terms()`.
+    pub fn tf(&self, t: u32, d: usize) -> u32 {
+        self.posting_position(t, d).map_or(0, |i| self.post_tfs[i])
+    }
+
+    /// The terms of passage `d` as `(term id, tf)`, by term id. Walks the whole
+    /// vocabulary (one binary search per term): for explanations of small corpora.
+    pub fn passage_terms(&self, d: usize) -> Vec<(u32, u32)> {
+        (0..self.num_terms() as u32)
+            .filter_map(|t| self.posting_position(t, d).map(|i| (t, self.post_tfs[i])))
+            .collect()
+    }
 }
 
 /// Rank of each id in ascending order; errors on duplicates.
@@ -520,6 +566,44 @@ pub(crate) mod tests {
             passage("d2", "Dogs chase cats. Dogs bark."),
             passage("d3", "Horses are also pets."),
         ]
+    }
+
+    #[test]
+    fn per_passage_lookups() {
+        let idx = InvertedIndex::build(&corpus(), &Analyzer::plain()).unwrap();
+        assert_eq!(idx.passage_index("d2").unwrap(), 1);
+        let e = idx.passage_index("d9").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InvalidParam {
+                    name: "passage",
+                    ..
+                }
+            ) && e.to_string().contains("`d9`"),
+            "{e}"
+        );
+        let dogs = idx.term_id("dogs").unwrap();
+        assert_eq!(
+            (idx.tf(dogs, 0), idx.tf(dogs, 1), idx.tf(dogs, 2)),
+            (1, 2, 0)
+        );
+        assert_eq!(idx.posting_position(dogs, 2), None);
+        let i = idx.posting_position(dogs, 1).unwrap();
+        assert!(idx.posting_range(dogs).contains(&i));
+        // "Dogs chase cats. Dogs bark.": dogs 2, chase 1, cats 1, bark 1 = 5 tokens.
+        let terms: Vec<(String, u32)> = idx
+            .passage_terms(1)
+            .into_iter()
+            .map(|(t, tf)| (idx.terms()[t as usize].clone(), tf))
+            .collect();
+        let mut sorted = terms.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            [("bark", 1), ("cats", 1), ("chase", 1), ("dogs", 2)].map(|(t, c)| (t.to_string(), c))
+        );
+        assert_eq!(terms.iter().map(|x| x.1).sum::<u32>(), idx.doc_len(1));
     }
 
     #[test]

@@ -29,11 +29,13 @@ use super::analyzer::Analyzer;
 use super::impact::{par_retrieve_all, with_thread_scratch, Impacts, Scratch};
 use super::index::InvertedIndex;
 use super::{check_k, Retriever};
+use crate::display::Table;
 use crate::{Hit, Passage, Query, Result, Run};
+use serde::Serialize;
 use std::sync::Arc;
 
 /// Which TF-IDF form to score with (see the [module docs](self) for formulas).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum TfIdfVariant {
     /// `Σ tf · log10(N/df)` (report 002).
     Raw,
@@ -66,6 +68,111 @@ impl TfIdfVariant {
             } => "cosine",
             TfIdfVariant::Cosine { sublinear_tf: true } => "cosine-sublinear",
         }
+    }
+}
+
+impl TfIdfVariant {
+    /// The variant's idf for a term in `df` of `n` passages: [`idf_log10`] for the two
+    /// sums, [`idf_smooth`] for the cosine.
+    pub fn idf(&self, n: usize, df: usize) -> f64 {
+        match self {
+            TfIdfVariant::Raw | TfIdfVariant::LengthNormalized => idf_log10(n, df),
+            TfIdfVariant::Cosine { .. } => idf_smooth(n, df),
+        }
+    }
+}
+
+/// A term's weight in one passage's TF-IDF vector (see [`TfIdf::passage_weights`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TermWeight {
+    /// The term as indexed (after the analyzer).
+    pub term: String,
+    /// `tf(t, d)`.
+    pub tf: u32,
+    /// `df(t)`.
+    pub df: usize,
+    /// The variant's idf ([`TfIdfVariant::idf`]).
+    pub idf: f64,
+    /// The passage-side weight the retriever stores: `tf · idf` (raw), `tf/|d| · idf`
+    /// (length-normalised), or the L2-normalised `w(tf) · idf` (cosine).
+    pub weight: f32,
+}
+
+/// One query term's part of a TF-IDF score (see [`TfIdf::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TfIdfTerm {
+    /// The term as indexed (after the analyzer).
+    pub term: String,
+    /// The query-side weight: the count in the query (raw, length-normalised) or the
+    /// L2-normalised query vector's entry (cosine).
+    pub query_weight: f32,
+    /// `tf(t, d)` (0: the term adds nothing).
+    pub tf: u32,
+    /// `df(t)`.
+    pub df: usize,
+    /// The variant's idf.
+    pub idf: f64,
+    /// The passage-side weight ([`TermWeight::weight`]; 0 when `tf = 0`).
+    pub weight: f32,
+    /// `query_weight · weight`: this term's share of the score.
+    pub contribution: f32,
+}
+
+/// A passage's TF-IDF score for a query, term by term (see [`TfIdf::explain`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TfIdfExplanation {
+    /// The query.
+    pub query: String,
+    /// The passage id.
+    pub passage: String,
+    /// The variant.
+    pub variant: TfIdfVariant,
+    /// `|d|`: the passage's length in tokens.
+    pub doc_len: u32,
+    /// The query's indexed terms in order of first occurrence (terms the index has
+    /// never seen are left out).
+    pub terms: Vec<TfIdfTerm>,
+    /// The sum of the contributions: the passage's score.
+    pub score: f32,
+}
+
+impl TfIdfExplanation {
+    /// The explanation as a table, one row per query term, and the sum as the caption.
+    pub fn to_table(&self) -> Table {
+        let mut t = Table::new([
+            "term",
+            "query weight",
+            "tf",
+            "df",
+            "idf",
+            "passage weight",
+            "contribution",
+        ])
+        .caption(format!(
+            "TF-IDF ({}) of `{}` for {:?}: |d| = {}; score = {:.4}",
+            self.variant.tag(),
+            self.passage,
+            self.query,
+            self.doc_len,
+            self.score
+        ));
+        for x in &self.terms {
+            t.rows.push(vec![
+                x.term.clone(),
+                format!("{:.4}", x.query_weight),
+                x.tf.to_string(),
+                x.df.to_string(),
+                format!("{:.4}", x.idf),
+                format!("{:.4}", x.weight),
+                format!("{:.4}", x.contribution),
+            ]);
+        }
+        t
+    }
+
+    /// evcxr display hook: the table as HTML.
+    pub fn evcxr_display(&self) {
+        self.to_table().evcxr_display();
     }
 }
 
@@ -208,6 +315,76 @@ impl TfIdf {
     }
 }
 
+impl TfIdf {
+    /// The passage's TF-IDF vector: every term of passage `passage` (an id) with its
+    /// stored weight, by term id. Walks the vocabulary once (for small corpora and
+    /// notebooks).
+    ///
+    /// Errors: [`crate::Error::InvalidParam`] (`passage`) for an id not in the index.
+    pub fn passage_weights(&self, passage: &str) -> Result<Vec<TermWeight>> {
+        let index = self.index();
+        let d = index.passage_index(passage)?;
+        Ok(index
+            .passage_terms(d)
+            .into_iter()
+            .map(|(t, tf)| self.term_weight(t, d, tf))
+            .collect())
+    }
+
+    fn term_weight(&self, t: u32, d: usize, tf: u32) -> TermWeight {
+        let index = self.index();
+        TermWeight {
+            term: index.terms()[t as usize].clone(),
+            tf,
+            df: index.df(t),
+            idf: self.variant.idf(index.len(), index.df(t)),
+            weight: index
+                .posting_position(t, d)
+                .map_or(0.0, |i| self.impacts.weights()[i]),
+        }
+    }
+
+    /// Why passage `passage` (an id) scores what it does for `query`: each indexed
+    /// query term's query weight, tf, df, idf, passage weight and contribution, read
+    /// from the same weights retrieval sums. The contributions add up to the
+    /// passage's [`TfIdf::score_all`] score (up to float rounding).
+    ///
+    /// Errors: [`crate::Error::InvalidParam`] (`passage`) for an id not in the index.
+    pub fn explain(&self, query: &str, passage: &str) -> Result<TfIdfExplanation> {
+        let d = self.index().passage_index(passage)?;
+        let mut scratch = Scratch::new();
+        self.index().query_terms_into(query, &mut scratch.terms);
+        self.query_weights(&mut scratch);
+        let mut score = 0f32;
+        let terms = scratch
+            .weights
+            .iter()
+            .map(|&(t, query_weight)| {
+                let w = self.term_weight(t, d, self.index().tf(t, d));
+                let contribution = query_weight * w.weight;
+                score += contribution;
+                TfIdfTerm {
+                    term: w.term,
+                    query_weight,
+                    tf: w.tf,
+                    df: w.df,
+                    idf: w.idf,
+                    weight: w.weight,
+                    contribution,
+                }
+            })
+            .collect();
+        Ok(TfIdfExplanation {
+            query: query.to_string(),
+            passage: passage.to_string(),
+            variant: self.variant,
+            doc_len: self.index().doc_len(d),
+            terms,
+            score,
+        })
+    }
+}
+
 /// `tf` or, sublinear, `1 + ln(tf)` (scikit-learn `sublinear_tf`).
 fn tf_weight(tf: u32, sublinear: bool) -> f64 {
     if sublinear {
@@ -338,6 +515,82 @@ mod tests {
         .unwrap();
         assert!((sub.score_all("x y")[0] - 0.974113).abs() < 1e-5);
         assert_eq!(sub.name(), "tfidf-cosine-sublinear");
+    }
+
+    /// Report 002's numbers, read from the explanation and the passage vectors.
+    #[test]
+    fn explain_report_002_and_passage_weights() {
+        let idx = Arc::new(InvertedIndex::build(&report_002(), &Analyzer::plain()).unwrap());
+        let r = TfIdf::new(idx.clone(), TfIdfVariant::LengthNormalized);
+        let e = r.explain("dogs", "d2").unwrap();
+        assert_eq!((e.doc_len, e.terms.len()), (25, 1));
+        let t = &e.terms[0];
+        assert_eq!(
+            (t.term.as_str(), t.query_weight, t.tf, t.df),
+            ("dogs", 1.0, 3, 2)
+        );
+        assert_eq!(round(t.idf, 3), 0.176);
+        assert_eq!(round(t.weight as f64, 5), 0.02113);
+        assert_eq!(e.score, t.contribution);
+        assert!(e
+            .to_table()
+            .to_markdown()
+            .contains("| dogs | 1.0000 | 3 | 2 | 0.1761 | 0.0211 | 0.0211 |"));
+        // d3 has no "dogs": listed with weight 0.
+        let e = r.explain("dogs", "d3").unwrap();
+        assert_eq!((e.terms[0].tf, e.terms[0].weight, e.score), (0, 0.0, 0.0));
+        // d1's vector under the raw variant: five terms, tf · log10(3/df).
+        let raw = TfIdf::new(idx.clone(), TfIdfVariant::Raw);
+        let mut w = raw.passage_weights("d1").unwrap();
+        w.sort_by(|a, b| a.term.cmp(&b.term));
+        let terms: Vec<&str> = w.iter().map(|x| x.term.as_str()).collect();
+        assert_eq!(terms, ["and", "are", "cats", "dogs", "pets"]);
+        // "are" is in all three: idf 0, weight 0. "pets" is in d1 and d3.
+        assert_eq!((w[1].df, w[1].weight), (3, 0.0));
+        assert_eq!(round(w[4].weight as f64, 3), 0.176);
+        assert!(matches!(
+            raw.passage_weights("d4"),
+            Err(crate::Error::InvalidParam {
+                name: "passage",
+                ..
+            })
+        ));
+        // Every variant: contributions sum to score_all; cosine query weights have norm 1.
+        for v in [
+            TfIdfVariant::Raw,
+            TfIdfVariant::LengthNormalized,
+            TfIdfVariant::cosine(),
+        ] {
+            let r = TfIdf::new(idx.clone(), v);
+            let q = "cats and dogs dogs horses zebra";
+            let all = r.score_all(q);
+            for (d, id) in ["d1", "d2", "d3"].iter().enumerate() {
+                let e = r.explain(q, id).unwrap();
+                assert!(
+                    (e.score - all[d]).abs() < 1e-6,
+                    "{v:?} {id}: {} vs {}",
+                    e.score,
+                    all[d]
+                );
+            }
+            if v == TfIdfVariant::cosine() {
+                let e = r.explain(q, "d1").unwrap();
+                let n: f32 = e
+                    .terms
+                    .iter()
+                    .map(|t| t.query_weight * t.query_weight)
+                    .sum();
+                assert!((n - 1.0).abs() < 1e-6);
+                // The passage vector has norm 1 too.
+                let n: f32 = r
+                    .passage_weights("d2")
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.weight * t.weight)
+                    .sum();
+                assert!((n - 1.0).abs() < 1e-6);
+            }
+        }
     }
 
     #[test]
