@@ -1200,3 +1200,168 @@ fn minilm_token_store_is_keyed_on_passage_texts() {
     let again = TokenStore::load(&path, &model.store_key(&edited)).unwrap();
     assert_eq!(again, rebuilt);
 }
+
+// ------------------------------------------------------------------ token store: bad input (issue 11)
+
+/// Every stale field is refused with an error naming the file and the field: a store from
+/// another model, encoder setting, projection, dimension or passage set is never read.
+#[test]
+fn token_store_stale_errors_name_the_file_and_field() {
+    let store = random_store(11, 4, 5, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stale.wbtok");
+    store.save(&path).unwrap();
+    for (field, stale) in [
+        (
+            "model sha256",
+            StoreKey {
+                model_sha256: "1".repeat(64),
+                ..key(6)
+            },
+        ),
+        (
+            "encoder",
+            StoreKey {
+                encoder: "test max_length=128".into(),
+                ..key(6)
+            },
+        ),
+        (
+            "projection",
+            StoreKey {
+                projection: "abc:linear.weight".into(),
+                ..key(6)
+            },
+        ),
+        (
+            "passage-set key",
+            StoreKey {
+                passages: "other passages".into(),
+                ..key(6)
+            },
+        ),
+        ("dim", key(8)),
+    ] {
+        let err = TokenStore::load(&path, &stale).unwrap_err().to_string();
+        assert!(
+            err.contains("stale.wbtok") && err.contains("stale") && err.contains(field),
+            "{field}: {err}"
+        );
+    }
+}
+
+/// A header claiming one vector more (or fewer) than the file holds, with the last
+/// offset agreeing with it, is an error naming the file, checked before the body is read.
+#[test]
+fn token_store_header_off_by_one_vector_count_is_an_error() {
+    let store = random_store(12, 3, 4, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("count.wbtok");
+    store.save(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let (header, rest) = store_parts(&good);
+    let n = header["ids"].as_array().unwrap().len();
+    let real = header["n_vectors"].as_u64().unwrap();
+    for claimed in [real + 1, real - 1, real + 1000] {
+        let mut h = header.clone();
+        h["n_vectors"] = claimed.into();
+        let mut r = rest.clone();
+        r[n * 8..n * 8 + 8].copy_from_slice(&claimed.to_le_bytes());
+        std::fs::write(&path, store_with_header(&good, &h, &r)).unwrap();
+        let err = TokenStore::load(&path, store.key())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("count.wbtok") && err.contains(&format!("{claimed} vectors")),
+            "claimed {claimed}: {err}"
+        );
+    }
+}
+
+/// Garbage, an empty file, a directory and a missing file are errors naming the path,
+/// never a panic; `read_key` agrees.
+#[test]
+fn token_store_garbage_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = random_store(13, 2, 3, 4);
+    let cases: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("empty.wbtok", Some(Vec::new())),
+        (
+            "text.wbtok",
+            Some(b"not a token store at all, just text".to_vec()),
+        ),
+        ("magic-only.wbtok", Some(b"WBTOKF16".to_vec())),
+        ("missing.wbtok", None),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.path().join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&path, b).unwrap();
+        }
+        for err in [
+            TokenStore::load(&path, store.key()).unwrap_err(),
+            TokenStore::read_key(&path).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+    }
+    let sub = dir.path().join("a-directory.wbtok");
+    std::fs::create_dir(&sub).unwrap();
+    let err = TokenStore::load(&sub, store.key()).unwrap_err().to_string();
+    assert!(err.contains("a-directory.wbtok"), "{err}");
+}
+
+/// A store built by another model cannot be handed to the re-ranker or the end-to-end
+/// retriever (its key names the model's weights); one built for other passages is
+/// rebuilt by `load_or_build_store`.
+#[test]
+fn minilm_token_store_from_another_model_or_passages_is_refused() {
+    let model = minilm();
+    let ps = passages();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("minilm.wbtok");
+    let store = model.load_or_build_store(&ps, &path).unwrap();
+    // The same vectors under another model's key.
+    let mut foreign = TokenStore::new(StoreKey {
+        model_sha256: "f".repeat(64),
+        ..model.store_key(&ps)
+    });
+    for (i, p) in ps.iter().enumerate() {
+        foreign.push(&p.id, &p.text, &store.vectors_f32(i)).unwrap();
+    }
+    let err = MaxSimReranker::new(model.clone())
+        .with_store(Arc::new(foreign.clone()))
+        .err()
+        .expect("a store of another model is refused")
+        .to_string();
+    assert!(
+        err.contains("another encoder") && err.contains("model sha256"),
+        "{err}"
+    );
+    let err =
+        MaxSimEndToEnd::from_index(model.clone(), TokenIndex::build(foreign.clone()).unwrap())
+            .err()
+            .expect("a store of another model is refused")
+            .to_string();
+    assert!(err.contains("model sha256"), "{err}");
+    // Saved to disk, it is stale for this model: named, and rebuilt by load_or_build_store.
+    foreign.save(&path).unwrap();
+    let err = TokenStore::load(&path, &model.store_key(&ps))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("minilm.wbtok") && err.contains("model sha256"),
+        "{err}"
+    );
+    assert_eq!(model.load_or_build_store(&ps, &path).unwrap(), store);
+    // Other passages (one fewer): the key differs, the store is rebuilt for them.
+    let fewer = &ps[..ps.len() - 1];
+    assert_ne!(model.store_key(fewer), model.store_key(&ps));
+    let err = TokenStore::load(&path, &model.store_key(fewer))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("passage-set key"), "{err}");
+    let rebuilt = model.load_or_build_store(fewer, &path).unwrap();
+    assert_eq!(rebuilt.len(), fewer.len());
+    assert_eq!(rebuilt.key(), &model.store_key(fewer));
+}
