@@ -61,11 +61,14 @@
 //! | [`store`] | the token store: vectors, key, file format and its checks |
 //! | [`encoder`] | [`LateInteraction`]: encode queries and passages, build or reuse stores |
 //! | [`mod@rerank`] | re-rank mode ([`MaxSimReranker`]) |
-//! | `end_to_end` | end-to-end mode over a token-level FAISS index (feature `faiss`) |
+//! | `end_to_end` | end-to-end mode over a token-level FAISS index, exact by default (feature `faiss`) |
+//! | `approx` | fast end-to-end mode: centroid pruning (PLAID) over FAISS k-means, exact MaxSim on the candidates, cached next to the store (feature `faiss`) |
 //!
 //! Every public item is re-exported here, so `late_interaction::TokenStore` and
 //! `late_interaction::store::TokenStore` name the same type.
 
+#[cfg(feature = "faiss")]
+pub mod approx;
 pub mod encoder;
 #[cfg(feature = "faiss")]
 pub mod end_to_end;
@@ -75,6 +78,8 @@ pub mod relevance;
 pub mod rerank;
 pub mod store;
 
+#[cfg(feature = "faiss")]
+pub use approx::{ApproxSearch, ApproxTokenIndex, CentroidKey, CentroidParams, MaxSimApprox};
 pub use encoder::{EncodedTokens, LateInteraction};
 #[cfg(feature = "faiss")]
 pub use end_to_end::{MaxSimEndToEnd, TokenIndex};

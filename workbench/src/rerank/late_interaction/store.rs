@@ -176,6 +176,18 @@ impl TokenStore {
         &self.data
     }
 
+    /// sha256 (lowercase hex) of the passage offsets and the vectors' `f16` bits, as laid
+    /// out in the file body: two stores with equal digests hold the same vectors.
+    pub fn vectors_sha256(&self) -> String {
+        let mut h = Sha256::new();
+        self.body_chunks(|b| {
+            h.update(b);
+            Ok(())
+        })
+        .expect("hashing does not fail");
+        hex::encode(h.finalize())
+    }
+
     /// The passage owning global token row `row`.
     pub fn passage_of_row(&self, row: usize) -> usize {
         // offsets is non-decreasing; the owner is the last i with offsets[i] <= row
