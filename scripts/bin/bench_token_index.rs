@@ -347,8 +347,7 @@ fn main() -> Result<()> {
         let end = (start + args.block).min(qvecs.len());
         for j in 0..ns {
             let s = &mut systems[(bi + j) % ns];
-            for qi in start..end {
-                let q = &qvecs[qi];
+            for (qi, q) in qvecs.iter().enumerate().take(end).skip(start) {
                 let t = Instant::now();
                 let hits = std::hint::black_box((s.search)(q)?);
                 s.ms[qi] = t.elapsed().as_secs_f64() * 1e3;

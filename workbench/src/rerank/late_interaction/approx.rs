@@ -539,7 +539,7 @@ impl ApproxTokenIndex {
 
     fn check_query(&self, q: &[f32], search: &ApproxSearch) -> Result<()> {
         let dim = self.store.dim();
-        if q.is_empty() || q.len() % dim != 0 {
+        if q.is_empty() || !q.len().is_multiple_of(dim) {
             return Err(Error::param(
                 "query",
                 format!(
