@@ -1200,3 +1200,360 @@ fn minilm_token_store_is_keyed_on_passage_texts() {
     let again = TokenStore::load(&path, &model.store_key(&edited)).unwrap();
     assert_eq!(again, rebuilt);
 }
+
+// ------------------------------------------------------------------ token store: bad input (issue 11)
+
+/// Every stale field is refused with an error naming the file and the field: a store from
+/// another model, encoder setting, projection, dimension or passage set is never read.
+#[test]
+fn token_store_stale_errors_name_the_file_and_field() {
+    let store = random_store(11, 4, 5, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stale.wbtok");
+    store.save(&path).unwrap();
+    for (field, stale) in [
+        (
+            "model sha256",
+            StoreKey {
+                model_sha256: "1".repeat(64),
+                ..key(6)
+            },
+        ),
+        (
+            "encoder",
+            StoreKey {
+                encoder: "test max_length=128".into(),
+                ..key(6)
+            },
+        ),
+        (
+            "projection",
+            StoreKey {
+                projection: "abc:linear.weight".into(),
+                ..key(6)
+            },
+        ),
+        (
+            "passage-set key",
+            StoreKey {
+                passages: "other passages".into(),
+                ..key(6)
+            },
+        ),
+        ("dim", key(8)),
+    ] {
+        let err = TokenStore::load(&path, &stale).unwrap_err().to_string();
+        assert!(
+            err.contains("stale.wbtok") && err.contains("stale") && err.contains(field),
+            "{field}: {err}"
+        );
+    }
+}
+
+/// A header claiming one vector more (or fewer) than the file holds, with the last
+/// offset agreeing with it, is an error naming the file, checked before the body is read.
+#[test]
+fn token_store_header_off_by_one_vector_count_is_an_error() {
+    let store = random_store(12, 3, 4, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("count.wbtok");
+    store.save(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let (header, rest) = store_parts(&good);
+    let n = header["ids"].as_array().unwrap().len();
+    let real = header["n_vectors"].as_u64().unwrap();
+    for claimed in [real + 1, real - 1, real + 1000] {
+        let mut h = header.clone();
+        h["n_vectors"] = claimed.into();
+        let mut r = rest.clone();
+        r[n * 8..n * 8 + 8].copy_from_slice(&claimed.to_le_bytes());
+        std::fs::write(&path, store_with_header(&good, &h, &r)).unwrap();
+        let err = TokenStore::load(&path, store.key())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("count.wbtok") && err.contains(&format!("{claimed} vectors")),
+            "claimed {claimed}: {err}"
+        );
+    }
+}
+
+/// Garbage, an empty file, a directory and a missing file are errors naming the path,
+/// never a panic; `read_key` agrees.
+#[test]
+fn token_store_garbage_is_an_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = random_store(13, 2, 3, 4);
+    let cases: Vec<(&str, Option<Vec<u8>>)> = vec![
+        ("empty.wbtok", Some(Vec::new())),
+        (
+            "text.wbtok",
+            Some(b"not a token store at all, just text".to_vec()),
+        ),
+        ("magic-only.wbtok", Some(b"WBTOKF16".to_vec())),
+        ("missing.wbtok", None),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.path().join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&path, b).unwrap();
+        }
+        for err in [
+            TokenStore::load(&path, store.key()).unwrap_err(),
+            TokenStore::read_key(&path).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+    }
+    let sub = dir.path().join("a-directory.wbtok");
+    std::fs::create_dir(&sub).unwrap();
+    let err = TokenStore::load(&sub, store.key()).unwrap_err().to_string();
+    assert!(err.contains("a-directory.wbtok"), "{err}");
+}
+
+/// A store built by another model cannot be handed to the re-ranker or the end-to-end
+/// retriever (its key names the model's weights); one built for other passages is
+/// rebuilt by `load_or_build_store`.
+#[test]
+fn minilm_token_store_from_another_model_or_passages_is_refused() {
+    let model = minilm();
+    let ps = passages();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("minilm.wbtok");
+    let store = model.load_or_build_store(&ps, &path).unwrap();
+    // The same vectors under another model's key.
+    let mut foreign = TokenStore::new(StoreKey {
+        model_sha256: "f".repeat(64),
+        ..model.store_key(&ps)
+    });
+    for (i, p) in ps.iter().enumerate() {
+        foreign.push(&p.id, &p.text, &store.vectors_f32(i)).unwrap();
+    }
+    let err = MaxSimReranker::new(model.clone())
+        .with_store(Arc::new(foreign.clone()))
+        .err()
+        .expect("a store of another model is refused")
+        .to_string();
+    assert!(
+        err.contains("another encoder") && err.contains("model sha256"),
+        "{err}"
+    );
+    let err =
+        MaxSimEndToEnd::from_index(model.clone(), TokenIndex::build(foreign.clone()).unwrap())
+            .err()
+            .expect("a store of another model is refused")
+            .to_string();
+    assert!(err.contains("model sha256"), "{err}");
+    // Saved to disk, it is stale for this model: named, and rebuilt by load_or_build_store.
+    foreign.save(&path).unwrap();
+    let err = TokenStore::load(&path, &model.store_key(&ps))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("minilm.wbtok") && err.contains("model sha256"),
+        "{err}"
+    );
+    assert_eq!(model.load_or_build_store(&ps, &path).unwrap(), store);
+    // Other passages (one fewer): the key differs, the store is rebuilt for them.
+    let fewer = &ps[..ps.len() - 1];
+    assert_ne!(model.store_key(fewer), model.store_key(&ps));
+    let err = TokenStore::load(&path, &model.store_key(fewer))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("passage-set key"), "{err}");
+    let rebuilt = model.load_or_build_store(fewer, &path).unwrap();
+    assert_eq!(rebuilt.len(), fewer.len());
+    assert_eq!(rebuilt.key(), &model.store_key(fewer));
+}
+
+// ------------------------------------------------------------------ approximate token index (issue 11)
+
+mod approx_index {
+    use super::*;
+    use workbench::rerank::late_interaction::{
+        ApproxSearch, ApproxTokenIndex, CentroidParams, MaxSimApprox,
+    };
+
+    fn params(nlist: usize) -> CentroidParams {
+        CentroidParams {
+            nlist,
+            niter: 10,
+            seed: 7,
+            max_points_per_centroid: 256,
+        }
+    }
+
+    /// With every cell probed and no candidate limit the search is exhaustive: it returns
+    /// exactly `TokenStore::exhaustive`'s hits (same ids, order and scores).
+    #[test]
+    fn exhaustive_search_equals_exact() {
+        for seed in 0..6u64 {
+            let store = Arc::new(random_store(100 + seed, 40, 12, 16));
+            let nlist = 8;
+            let index = ApproxTokenIndex::build(store.clone(), params(nlist)).unwrap();
+            assert_eq!(index.codes().len(), store.n_vectors());
+            let mut rng = Rng(seed);
+            for nq in [1, 3, 7] {
+                let q = random_unit_rows(&mut rng, nq, 16);
+                for k in [1, 5, 40] {
+                    let exact = store.exhaustive(&q, k).unwrap();
+                    let approx = index
+                        .search(&q, k, &ApproxSearch::exhaustive(nlist))
+                        .unwrap();
+                    assert_eq!(approx, exact, "seed {seed}, |q| {nq}, k {k}");
+                    // Also when the candidate limit equals the number of passages.
+                    let all = ApproxSearch {
+                        nprobe: nlist,
+                        candidates: store.len(),
+                    };
+                    assert_eq!(index.search(&q, k, &all).unwrap(), exact);
+                }
+                // A narrower search returns exact MaxSim scores of what it finds, and probes
+                // no more passages with fewer cells.
+                let mut last = usize::MAX;
+                for nprobe in (1..=nlist).rev() {
+                    let s = ApproxSearch {
+                        nprobe,
+                        candidates: 10,
+                    };
+                    let (cands, probed) = index.candidates(&q, &s).unwrap();
+                    assert!(cands.len() <= 10 && probed <= last);
+                    last = probed;
+                    for h in index.search(&q, 5, &s).unwrap() {
+                        let i = store.position(&h.id).unwrap();
+                        assert_eq!(h.score, store.score(&q, i));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_search_parameters_are_errors() {
+        let store = Arc::new(random_store(3, 20, 6, 8));
+        let index = ApproxTokenIndex::build(store.clone(), params(4)).unwrap();
+        let q = vec![1.0; 8];
+        for s in [
+            ApproxSearch {
+                nprobe: 0,
+                candidates: 5,
+            },
+            ApproxSearch {
+                nprobe: 5,
+                candidates: 5,
+            },
+            ApproxSearch {
+                nprobe: 2,
+                candidates: 0,
+            },
+        ] {
+            assert!(matches!(
+                index.search(&q, 3, &s),
+                Err(Error::InvalidParam { .. })
+            ));
+        }
+        let ok = ApproxSearch {
+            nprobe: 2,
+            candidates: 5,
+        };
+        assert!(index.search(&q[..5], 3, &ok).is_err());
+        assert!(index.search(&q, 0, &ok).is_err());
+        // More cells than token vectors cannot be built.
+        assert!(matches!(
+            ApproxTokenIndex::build(store.clone(), params(store.n_vectors() + 1)),
+            Err(Error::InvalidParam { .. })
+        ));
+    }
+
+    /// The cached index is reused while store and parameters are unchanged; another
+    /// parameter, another store, a flipped byte or a truncated file is refused with an
+    /// error naming the file, and `load_or_build` rebuilds.
+    #[test]
+    fn cache_is_keyed_and_checked() {
+        let store = Arc::new(random_store(21, 30, 10, 12));
+        let dir = tempfile::tempdir().unwrap();
+        let store_path = dir.path().join("s.wbtok");
+        let path = ApproxTokenIndex::path_next_to(&store_path, &params(6));
+        assert!(path
+            .to_string_lossy()
+            .ends_with("s.wbtok.centroids-nlist6-iter10-seed7-mp256"));
+        let built = ApproxTokenIndex::load_or_build(store.clone(), params(6), &path).unwrap();
+        let loaded = ApproxTokenIndex::load(&path, store.clone(), params(6)).unwrap();
+        assert_eq!(loaded.codes(), built.codes());
+        assert_eq!(loaded.key(), built.key());
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        // Another build parameter (the seed).
+        let err = ApproxTokenIndex::load(
+            &path,
+            store.clone(),
+            CentroidParams {
+                seed: 8,
+                ..params(6)
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(&name) && err.contains("stale") && err.contains("build parameters"),
+            "{err}"
+        );
+        // Another store (other vectors under the same key fields).
+        let other = Arc::new(random_store(22, 30, 10, 12));
+        let err = ApproxTokenIndex::load(&path, other.clone(), params(6))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&name) && err.contains("stale"), "{err}");
+        // Corrupt bytes.
+        let good = std::fs::read(&path).unwrap();
+        let mut flipped = good.clone();
+        let at = flipped.len() - 40;
+        flipped[at] ^= 0x10;
+        for (what, bytes) in [
+            ("flipped", flipped),
+            ("truncated", good[..good.len() - 7].to_vec()),
+            ("empty", Vec::new()),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let err = ApproxTokenIndex::load(&path, store.clone(), params(6))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&name), "{what}: {err}");
+            let rebuilt = ApproxTokenIndex::load_or_build(store.clone(), params(6), &path).unwrap();
+            assert_eq!(rebuilt.codes(), built.codes(), "{what}");
+        }
+    }
+
+    /// The retriever over the real MiniLM: exhaustive search equals exhaustive MaxSim, the
+    /// name carries the parameters, a store of another encoder is refused.
+    #[test]
+    fn minilm_approx_retriever_exhaustive_equals_exact() {
+        let model = minilm();
+        let ps = passages();
+        let store = Arc::new(model.build_store(&ps).unwrap());
+        let nlist = 4;
+        let index = Arc::new(ApproxTokenIndex::build(store.clone(), params(nlist)).unwrap());
+        let r = MaxSimApprox::new(
+            model.clone(),
+            index.clone(),
+            ApproxSearch::exhaustive(nlist),
+        )
+        .unwrap();
+        assert!(
+            r.name().starts_with("maxsim-plaid-minilm-raw384-nlist4-"),
+            "{}",
+            r.name()
+        );
+        let q = "Who won the football championship in 2006?";
+        let qv = model.encode_query(q).unwrap().vectors;
+        assert_eq!(r.retrieve(q, 3).unwrap(), store.exhaustive(&qv, 3).unwrap());
+        assert!(MaxSimApprox::new(
+            model.clone(),
+            index,
+            ApproxSearch {
+                nprobe: nlist + 1,
+                candidates: 3
+            }
+        )
+        .is_err());
+    }
+}

@@ -13,6 +13,7 @@
 //! | TF-IDF | cosine over TF-IDF vectors (report 003's first stage) |
 //! | MaxSim re-rank | TF-IDF top `--rerank-depth` re-scored by mean-MaxSim |
 //! | MaxSim end-to-end (λ) | each query token's `k̂ = ⌈k/λ⌉` nearest passage tokens (exact FAISS inner product over every passage token), their passages ranked by exact mean-MaxSim; `k = --depth` |
+//! | MaxSim end-to-end, approximate | centroid pruning (`late_interaction::approx`: FAISS k-means with `--approx-nlist` cells, `--approx-nprobe` cells per query token, the `--approx-candidates` best passages by centroid interaction), exact mean-MaxSim on those; `--approx-nlist 0` drops the row (`bench_token_index` times it against the exact row) |
 //!
 //! Token vectors are **raw 384-d all-MiniLM-L6-v2 last hidden states** (L2-normalised,
 //! no projection, no `[Q]`/`[D]` markers): not a trained ColBERT, which is not
@@ -45,7 +46,8 @@ use workbench::evaluate::{evaluate, significance, Metric, MetricResult};
 use workbench::load::squad;
 use workbench::plot::{render, Line, Lines};
 use workbench::rerank::late_interaction::{
-    LateInteraction, MaxSimEndToEnd, MaxSimReranker, RelevanceParams, TokenIndex,
+    ApproxSearch, ApproxTokenIndex, CentroidParams, LateInteraction, MaxSimApprox, MaxSimEndToEnd,
+    MaxSimReranker, RelevanceParams, TokenIndex,
 };
 use workbench::rerank::{PassageLookup, RerankedRetriever};
 use workbench::results::Experiment;
@@ -71,6 +73,15 @@ struct Args {
     /// λ values for end-to-end retrieval (k̂ = ⌈k/λ⌉); report 003's best was 2.
     #[arg(long, value_delimiter = ',', default_value = "2")]
     lambdas: Vec<f32>,
+    /// k-means cells of the approximate end-to-end row (0: no such row).
+    #[arg(long, default_value_t = 1024)]
+    approx_nlist: usize,
+    /// Cells probed per query token by the approximate row.
+    #[arg(long, default_value_t = 1)]
+    approx_nprobe: usize,
+    /// Passages the approximate row scores exactly (the best by centroid interaction).
+    #[arg(long, default_value_t = 64)]
+    approx_candidates: usize,
     /// Questions over which end-to-end candidate counts are measured.
     #[arg(long, default_value_t = 200)]
     candidate_sample: usize,
@@ -284,6 +295,35 @@ fn main() -> Result<()> {
             sample.len()
         );
         sys.scored = format!("{mean:.0} (mean, first {} questions)", sample.len());
+        systems.push(sys);
+    }
+
+    if args.approx_nlist > 0 {
+        let params = CentroidParams::new(args.approx_nlist);
+        let path = ApproxTokenIndex::path_next_to(&store_path, &params);
+        let t0 = Instant::now();
+        let index =
+            ApproxTokenIndex::load_or_build(Arc::new(e2e.index().store().clone()), params, &path)?;
+        println!(
+            "centroid index {} in {:.1} s ({})",
+            params.tag(),
+            t0.elapsed().as_secs_f64(),
+            path.display()
+        );
+        let search = ApproxSearch {
+            nprobe: args.approx_nprobe,
+            candidates: args.approx_candidates,
+        };
+        let approx = MaxSimApprox::new(late.clone(), Arc::new(index), search)?;
+        let mut sys = time(
+            format!(
+                "MaxSim end-to-end, approximate (nlist {}, nprobe {}, {} candidates)",
+                args.approx_nlist, args.approx_nprobe, args.approx_candidates
+            ),
+            &approx,
+            args.depth,
+        )?;
+        sys.scored = args.approx_candidates.min(passages.len()).to_string();
         systems.push(sys);
     }
 
