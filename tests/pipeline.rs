@@ -589,11 +589,11 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
     let text = base.replace(
         "[reader]",
         "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_list.txt\"\n\
-         variants = 3\nmax_new_tokens = 48\n\n[reader]",
+         variants = 3\nmax_new_tokens = 40\n\n[reader]",
     );
     let mut c = config(&text).unwrap();
-    c.questions.limit = 2;
-    c.reader.max_new_tokens = 16;
+    c.questions.limit = 1;
+    c.reader.max_new_tokens = 12;
     let p = Pipeline::build(c).unwrap();
     let mut reader = workbench::pipeline::reader::generative_reader(&p).unwrap();
     let mut t = transform_for(&p, reader.llm())
