@@ -610,7 +610,7 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
         assert!(!r.queries.is_empty() && r.queries.len() <= 3);
         let parsed = parse_list(&r.transform_raw[0], 3);
         if parsed.is_empty() {
-            assert_eq!(r.queries, [r.question.clone()]);
+            assert_eq!(r.queries, std::slice::from_ref(&r.question));
         } else {
             assert_eq!(r.queries, parsed, "the queries are the parsed output");
         }

@@ -70,8 +70,11 @@ const SYSTEMS: [(&str, &str, f64, f64); 4] = [
     ),
 ];
 
+/// One cell pair of report 001's Table 3: (system, EM, F1).
+type Cell = (&'static str, f64, f64);
+
 /// Table 3 of report 001: (group, [(system, EM, F1)]).
-const TABLE3: [(&str, [(&str, f64, f64); 4]); 8] = [
+const TABLE3: [(&str, [Cell; 4]); 8] = [
     (
         "Misc.",
         [

@@ -35,8 +35,11 @@ struct Args {
     max_questions: Option<usize>,
 }
 
+/// A reader and the query transform that shares its model.
+type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
+
 /// The reader a config names, and its query transform (on the reader's model).
-fn build_reader(p: &Pipeline) -> Result<(Box<dyn Reader>, Option<Box<dyn QueryTransform>>)> {
+fn build_reader(p: &Pipeline) -> Result<ReaderAndTransform> {
     let r = &p.config().reader;
     match r.kind {
         ReaderKind::Generative => {
