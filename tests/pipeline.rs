@@ -681,3 +681,39 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
         assert!(e.contains(want) && e.contains("bad.txt"), "{e}");
     }
 }
+
+/// The reproductions' ours-beside-report table: paired columns, missing values as –.
+#[test]
+fn side_by_side_pairs_columns_and_marks_missing() {
+    let rows = vec![
+        workbench::pipeline::study::Compared {
+            system: "naive".into(),
+            metric: "EM".into(),
+            ours: Some(40.0),
+            report: Some(43.14),
+        },
+        workbench::pipeline::study::Compared {
+            system: "enhanced".into(),
+            metric: "EM".into(),
+            ours: Some(41.5),
+            report: None,
+        },
+        workbench::pipeline::study::Compared {
+            system: "naive".into(),
+            metric: "CP".into(),
+            ours: Some(0.5),
+            report: Some(0.74),
+        },
+    ];
+    let t = workbench::pipeline::study::side_by_side(&rows, &BTreeMap::from([("CP", 3)]), "c");
+    let md = t.to_markdown();
+    assert!(
+        md.contains("| system | EM | EM (report) | CP | CP (report) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| naive | 40.00 | 43.14 | 0.500 | 0.740 |"),
+        "{md}"
+    );
+    assert!(md.contains("| enhanced | 41.50 | – | – | – |"), "{md}");
+}

@@ -23,7 +23,7 @@ runs the reports' question counts). This notebook reads their results, rebuilds 
 one config in one call.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss", "parquet"] }
+:dep workbench = { path = "../workbench", features = ["llm", "parquet"] }
 """),
     ("code", """
 use std::path::PathBuf;
