@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Configs: `configs/report004_naive.toml`, `configs/report004_enhanced.toml`. Default
-//! scale: a seeded sample of `--questions` (default 80) of the 918 questions; `--full` runs
+//! scale: a seeded sample of `--questions` (default 120) of the 918 questions; `--full` runs
 //! all. Each `--reader` (default the 1.5B Qwen) adds a pair of rows. Writes
 //! `data/results/report004/`: `table.md` / `.csv` (ours beside the report's),
 //! `significance.csv` (enhanced against naive, paired tests on EM and F1),
@@ -43,7 +43,7 @@ const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 #[command(about = "Reproduce report 004's naive vs enhanced RAG table")]
 struct Args {
     /// Seeded sample of this many questions (default scale).
-    #[arg(long, default_value_t = 80)]
+    #[arg(long, default_value_t = 120)]
     questions: usize,
     /// Every question (918).
     #[arg(long)]
