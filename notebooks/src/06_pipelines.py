@@ -67,7 +67,7 @@ system did answer), `groups::by_group` (report 001's eight question groups) and
 """),
     ("code", """
 let dir = results("report001")?;
-let mut rows = Vec::new();
+let mut rows: Vec<groups::QuestionScore> = Vec::new();
 for reader in std::fs::read_dir(&dir).map_err(|e| workbench::Error::io(&dir, e))? {
     let reader = reader.map_err(|e| workbench::Error::io(&dir, e))?.path();
     if !reader.is_dir() { continue; }
@@ -82,9 +82,8 @@ for reader in std::fs::read_dir(&dir).map_err(|e| workbench::Error::io(&dir, e))
         }
     }
 }
-let per_question = groups::per_question_frame(&rows)?;
-println!("{} rows", per_question.height());
-groups::overall(&per_question)?
+println!("{} per-question rows", rows.len());
+groups::overall(&groups::per_question_frame(&rows)?)?
 """),
     ("code", """
 groups::by_group(&groups::per_question_frame(&rows)?)?
@@ -116,6 +115,7 @@ IDF = log10(3 / 2) = 0.176; raw TF favours d2 (three "dogs"), TF divided by the 
 length favours d1.
 """),
     ("code", """
+{
 let docs = [
     ("d1", "cats and dogs are pets."),
     ("d2", "cats and dogs are pet animals though I prefer dogs. Dogs obey our commands, can be trained easily and play with us all the time."),
@@ -135,6 +135,7 @@ for (id, text) in docs {
     t.push([id.to_string(), w.len().to_string(), tf.to_string(), format!("{:.4}", tf * idf), format!("{:.4}", tf * idf / w.len() as f64)])?;
 }
 t
+}
 """),
     ("markdown", """
 The word counts (5, 25, 4) and the scores are the report's: 0.176 / 0.528 / 0 raw,
