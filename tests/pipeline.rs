@@ -575,3 +575,145 @@ fn tiny_config_with_the_smollm2_reader() {
         assert!((a.f1 - b.f1).abs() < 1e-12 && (a.times.read - b.times.read).abs() < 1e-9);
     }
 }
+
+/// LLM query transforms on the SmolLM2 fixture, sharing the reader's model: RAG-Fusion
+/// paraphrases (list prompt) and report 004's rewrite. SmolLM2 is too small to paraphrase
+/// well; what is checked is the plumbing: one loaded model, the request and raw output in
+/// the trace, a short count recorded (never padded), retrieval over exactly the parsed
+/// queries, the transform's tokens and time.
+#[test]
+fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
+    use workbench::pipeline::llm_transform::{transform_for, LlmTransform};
+    use workbench::pipeline::transform::parse_list;
+    let base = std::fs::read_to_string(root().join("configs/tiny.toml")).unwrap();
+    let text = base.replace(
+        "[reader]",
+        "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_list.txt\"\n\
+         variants = 3\nmax_new_tokens = 40\n\n[reader]",
+    );
+    let mut c = config(&text).unwrap();
+    c.questions.limit = 1;
+    c.reader.max_new_tokens = 12;
+    let p = Pipeline::build(c).unwrap();
+    let mut reader = workbench::pipeline::reader::generative_reader(&p).unwrap();
+    let mut t = transform_for(&p, reader.llm())
+        .unwrap()
+        .expect("a transform");
+    assert!(t.llm().same_model(reader.llm()), "one loaded model");
+    assert!(t.list_mode());
+    let run = p.run(&mut reader, Some(&mut t)).unwrap();
+    let passages: Vec<Passage> = p.passages().to_vec();
+    let bm25 = Bm25::build(&passages, &Analyzer::default(), Bm25Params::new()).unwrap();
+    for r in &run.records {
+        assert_eq!(r.transform_requested, 3);
+        assert_eq!(r.transform_raw.len(), 1, "one list call");
+        assert!(!r.queries.is_empty() && r.queries.len() <= 3);
+        let parsed = parse_list(&r.transform_raw[0], 3);
+        if parsed.is_empty() {
+            assert_eq!(r.queries, std::slice::from_ref(&r.question));
+        } else {
+            assert_eq!(r.queries, parsed, "the queries are the parsed output");
+        }
+        assert_eq!(
+            r.transform_note.is_some(),
+            parsed.len() < 3,
+            "a short count is noted: {:?}",
+            r.transform_note
+        );
+        assert!(r.transform_tokens.0 > 10 && r.transform_tokens.1 >= 1);
+        assert!(r.times.transform > 0.0);
+        // Retrieval used exactly these queries: RRF (k = 60) of their BM25 runs.
+        let runs: Vec<_> = r
+            .queries
+            .iter()
+            .map(|q| bm25.retrieve(q, 5).unwrap())
+            .collect();
+        let mut want = workbench::pipeline::transform::fuse_variants(&runs, 60.0).unwrap();
+        want.truncate(5);
+        assert_eq!(r.retrieved, want);
+    }
+    let s = run.summary();
+    assert_eq!(
+        s.transform_repaired,
+        run.records
+            .iter()
+            .filter(|r| r.transform_note.is_some())
+            .count()
+    );
+    assert!(run
+        .transform
+        .as_deref()
+        .unwrap()
+        .starts_with("paraphrase3-list-"));
+
+    // Rewrite (report 004's prompt) on the same loaded model: one query per question.
+    let text = base.replace(
+        "[reader]",
+        "[query_transform]\nkind = \"rewrite\"\nmax_new_tokens = 32\n\n[reader]",
+    );
+    let mut c = config(&text).unwrap();
+    c.questions.limit = 1;
+    c.reader.max_new_tokens = 8;
+    let p2 = Pipeline::build(c).unwrap();
+    let mut reader2 =
+        workbench::pipeline::reader::generative_reader_on(&p2, reader.llm().clone()).unwrap();
+    let mut t2 = transform_for(&p2, reader2.llm()).unwrap().unwrap();
+    assert!(t2.llm().same_model(reader.llm()));
+    let run = p2.run(&mut reader2, Some(&mut t2)).unwrap();
+    let r = &run.records[0];
+    assert_eq!((r.transform_requested, r.queries.len()), (1, 1));
+    let (want, note) =
+        workbench::pipeline::transform::parse_rewrite(&r.transform_raw[0], &r.question);
+    assert_eq!((&r.queries[0], &r.transform_note), (&want, &note));
+
+    // Bad transform prompts: each an error naming the file.
+    let dir = tempfile::tempdir().unwrap();
+    for (body, want) in [
+        ("Rewrite this.", "{question}"),
+        ("{question} {passages}", "{passages}"),
+    ] {
+        let f = dir.path().join("bad.txt");
+        std::fs::write(&f, body).unwrap();
+        let tpl = PromptTemplate::load(&f, "", "").unwrap();
+        let e = LlmTransform::new(reader.llm().clone(), Default::default(), tpl)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want) && e.contains("bad.txt"), "{e}");
+    }
+}
+
+/// The reproductions' ours-beside-report table: paired columns, missing values as –.
+#[test]
+fn side_by_side_pairs_columns_and_marks_missing() {
+    let rows = vec![
+        workbench::pipeline::study::Compared {
+            system: "naive".into(),
+            metric: "EM".into(),
+            ours: Some(40.0),
+            report: Some(43.14),
+        },
+        workbench::pipeline::study::Compared {
+            system: "enhanced".into(),
+            metric: "EM".into(),
+            ours: Some(41.5),
+            report: None,
+        },
+        workbench::pipeline::study::Compared {
+            system: "naive".into(),
+            metric: "CP".into(),
+            ours: Some(0.5),
+            report: Some(0.74),
+        },
+    ];
+    let t = workbench::pipeline::study::side_by_side(&rows, &BTreeMap::from([("CP", 3)]), "c");
+    let md = t.to_markdown();
+    assert!(
+        md.contains("| system | EM | EM (report) | CP | CP (report) |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| naive | 40.00 | 43.14 | 0.500 | 0.740 |"),
+        "{md}"
+    );
+    assert!(md.contains("| enhanced | 41.50 | – | – | – |"), "{md}");
+}

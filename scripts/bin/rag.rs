@@ -10,14 +10,15 @@
 //! `summary.json`, `summary.md`, `per_question.csv`, `by_group.csv` / `.md` (report
 //! 001's question groups), `config.toml` (resolved), `skipped.json`, plus `config.json`
 //! and `manifest.json`. A fresh result is skipped unless `--force`.
-//! `--max-questions N` overrides `questions.limit` (a seeded sample).
+//! `--max-questions N` overrides `questions.limit` (a seeded sample). A config with a
+//! `[query_transform]` runs it on the reader's model (one loaded copy).
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use std::path::PathBuf;
 use workbench::evaluate::groups;
 use workbench::pipeline::config::ReaderKind;
-use workbench::pipeline::{Pipeline, PipelineConfig};
+use workbench::pipeline::{Pipeline, PipelineConfig, QueryTransform};
 use workbench::read::Reader;
 use workbench::results::{executable_sha256, Experiment};
 
@@ -34,14 +35,21 @@ struct Args {
     max_questions: Option<usize>,
 }
 
-/// The reader a config names.
-fn build_reader(p: &Pipeline) -> Result<Box<dyn Reader>> {
+/// A reader and the query transform that shares its model.
+type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
+
+/// The reader a config names, and its query transform (on the reader's model).
+fn build_reader(p: &Pipeline) -> Result<ReaderAndTransform> {
     let r = &p.config().reader;
     match r.kind {
-        ReaderKind::Generative => Ok(Box::new(
-            workbench::pipeline::reader::generative_reader(p)
-                .with_context(|| format!("loading the reader `{}`", r.model))?,
-        )),
+        ReaderKind::Generative => {
+            let reader = workbench::pipeline::reader::generative_reader(p)
+                .with_context(|| format!("loading the reader `{}`", r.model))?;
+            let transform = workbench::pipeline::llm_transform::transform_for(p, reader.llm())
+                .context("building the query transform")?
+                .map(|t| Box::new(t) as Box<dyn QueryTransform>);
+            Ok((Box::new(reader), transform))
+        }
     }
 }
 
@@ -53,7 +61,7 @@ fn main() -> Result<()> {
         config.questions.limit = n;
     }
     let pipeline = Pipeline::build(config.clone()).context("building the pipeline")?;
-    let mut reader = build_reader(&pipeline)?;
+    let (mut reader, mut transform) = build_reader(&pipeline)?;
     let resolved = serde_json::json!({
         "config": config,
         "executable_sha256": executable_sha256()?,
@@ -61,7 +69,10 @@ fn main() -> Result<()> {
     let Some(exp) = Experiment::start(&config.name, &resolved, args.force, "summary.md")? else {
         return Ok(());
     };
-    let run = pipeline.run(reader.as_mut(), None)?;
+    let transform = transform
+        .as_mut()
+        .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
+    let run = pipeline.run(reader.as_mut(), transform)?;
     run.write(exp.out.out_dir())?;
     let system = run.retrieval.clone();
     let df = groups::per_question_frame(&run.question_scores(&system))?;

@@ -33,6 +33,9 @@
 //! variants = 5                        # paraphrase-fuse: paraphrases         default 5
 //! include_original = false            # paraphrase-fuse: also the question   default false
 //! rank_constant = 60.0                # RRF k over the variants' runs        default 60
+//! max_new_tokens = 64                 # generation budget per call           default 64
+//! temperature = 0.0                   # 0 = greedy; paraphrase one-call-per-variant sampling   default 0
+//! seed = 42                           # sampling seed (variant i: seed + i)  default 42
 //!
 //! [rerank]                            # optional                             default: none
 //! kind = "bi-encoder"                 # bi-encoder | late-interaction | cross-encoder
@@ -307,8 +310,14 @@ pub struct QueryTransformConfig {
     pub include_original: bool,
     /// RRF's k over the variants' runs. Default 60.
     pub rank_constant: f32,
-    /// Generation budget per variant. Default 64.
+    /// Generation budget per call. Default 64.
     pub max_new_tokens: usize,
+    /// Sampling temperature of the paraphrase calls when the prompt has no `{n}` (one
+    /// call per variant); 0 = greedy. A rewrite and a list prompt are greedy unless this
+    /// is set. Default 0.
+    pub temperature: f64,
+    /// Sampling seed; variant `i` uses `seed + i`. Default 42.
+    pub seed: u64,
 }
 
 impl Default for QueryTransformConfig {
@@ -320,6 +329,8 @@ impl Default for QueryTransformConfig {
             include_original: false,
             rank_constant: 60.0,
             max_new_tokens: 64,
+            temperature: 0.0,
+            seed: 42,
         }
     }
 }
@@ -592,6 +603,18 @@ impl PipelineConfig {
                 return Err(Error::param(
                     "query_transform.variants",
                     "k = 0: must be at least 1",
+                ));
+            }
+            if t.max_new_tokens == 0 {
+                return Err(Error::param(
+                    "query_transform.max_new_tokens",
+                    "must be at least 1",
+                ));
+            }
+            if !(t.temperature.is_finite() && t.temperature >= 0.0) {
+                return Err(Error::param(
+                    "query_transform.temperature",
+                    "must be finite and ≥ 0",
                 ));
             }
             if !(t.rank_constant.is_finite() && t.rank_constant >= 0.0) {

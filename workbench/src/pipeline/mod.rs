@@ -6,7 +6,9 @@
 //! |---|---|
 //! | [`config`] | the TOML schema ([`PipelineConfig`]), defaults, validation naming each field |
 //! | [`prompt`] | prompt templates as data files (`data/prompts/*.txt`) |
-//! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse) and RRF over the variants' runs |
+//! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse), lenient parsing of LLM output, RRF over the variants' runs |
+//! | `llm_transform` (feature `llm`) | the LLM rewrite / paraphrase transform on the reader's shared model |
+//! | `study` (feature `llm`) | several configs on one loaded model each; our numbers beside a report's |
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
 //! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
@@ -51,9 +53,13 @@
 
 pub mod cache;
 pub mod config;
+#[cfg(feature = "llm")]
+pub mod llm_transform;
 pub mod prompt;
 #[cfg(feature = "llm")]
 pub mod reader;
+#[cfg(feature = "llm")]
+pub mod study;
 pub mod trace;
 pub mod transform;
 
@@ -568,6 +574,7 @@ impl Pipeline {
         // 1. Transform.
         let mut queries: Vec<Vec<String>> = Vec::with_capacity(qs.len());
         let mut t_usage = Vec::with_capacity(qs.len());
+        let mut t_meta: Vec<(usize, Vec<String>, Option<String>)> = Vec::with_capacity(qs.len());
         let mut t_secs = Vec::with_capacity(qs.len());
         for (i, q) in qs.iter().enumerate() {
             let t0 = Instant::now();
@@ -584,10 +591,12 @@ impl Pipeline {
                     }
                     queries.push(v);
                     t_usage.push(out.usage);
+                    t_meta.push((out.requested, out.raw, out.note));
                 }
                 _ => {
                     queries.push(vec![q.question.clone()]);
                     t_usage.push(Default::default());
+                    t_meta.push((0, Vec::new(), None));
                 }
             }
             t_secs.push(t0.elapsed().as_secs_f64());
@@ -690,6 +699,9 @@ impl Pipeline {
                 } else {
                     Vec::new()
                 },
+                transform_requested: t_meta[i].0,
+                transform_raw: t_meta[i].1.clone(),
+                transform_note: t_meta[i].2.clone(),
                 retrieved: r.retrieved.clone(),
                 reranked: r.reranked.clone(),
                 passage_ids: answer.passage_ids.clone(),

@@ -134,9 +134,14 @@ impl PromptTemplate {
 
     /// Whether the template shows passages (a closed-book prompt does not).
     pub fn uses_passages(&self) -> bool {
+        self.uses("passages")
+    }
+
+    /// Whether the template has the placeholder `{slot}` (`"n"`, `"question"`, …).
+    pub fn uses(&self, slot: &str) -> bool {
         self.pieces
             .iter()
-            .any(|p| matches!(p, Piece::Slot(s) if s == "passages"))
+            .any(|p| matches!(p, Piece::Slot(s) if s == slot))
     }
 
     /// Render for a question and its passages (rank 1 first); `{n}` becomes `n`.

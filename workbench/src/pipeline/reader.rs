@@ -16,7 +16,7 @@
 
 use super::Pipeline;
 use crate::read::generative::{
-    GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling,
+    GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling, SharedLlm,
 };
 use crate::read::{Answer, Context, Reader};
 use crate::Result;
@@ -33,10 +33,25 @@ impl ConfiguredReader {
     pub fn inner(&self) -> &GenerativeReader {
         &self.inner
     }
+
+    /// The model's handle, to share it (an LLM query transform, another pipeline's
+    /// reader) instead of loading it again.
+    pub fn llm(&self) -> &SharedLlm {
+        self.inner.llm()
+    }
 }
 
 /// Load the model of `[reader]` and build the reader for `pipeline`.
 pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
+    let c = &pipeline.config().reader;
+    let llm = SharedLlm::new(Llm::from_asset(&c.model, &LoadOptions::default())?);
+    generative_reader_on(pipeline, llm)
+}
+
+/// The reader for `pipeline` on an already loaded model (`llm` must be the model
+/// `[reader].model` names: several pipelines, and their query transforms, then share one
+/// copy). The reader's name is `reader.model`.
+pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<ConfiguredReader> {
     let c = &pipeline.config().reader;
     let template = crate::load::read_to_string(&pipeline.config().resolve(&c.prompt))?;
     let template = template.strip_suffix('\n').unwrap_or(&template);
@@ -69,9 +84,8 @@ pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
         },
         abstention: c.abstention.clone(),
     };
-    let llm = Llm::from_asset(&c.model, &LoadOptions::default())?;
     Ok(ConfiguredReader {
-        inner: GenerativeReader::new(llm, opts)?,
+        inner: GenerativeReader::with_shared(llm, opts)?,
         last: None,
     })
 }

@@ -63,6 +63,18 @@ pub struct TraceRecord {
     pub group: String,
     /// The transformed queries (empty without a transformation).
     pub queries: Vec<String>,
+    /// Queries the transformation was asked for (1 for a rewrite, `n` paraphrases; 0
+    /// without a transformation). Fewer `queries` than this (not counting the question
+    /// under `include_original`) is a short count, never padded.
+    #[serde(default)]
+    pub transform_requested: usize,
+    /// The transformation model's raw output(s).
+    #[serde(default)]
+    pub transform_raw: Vec<String>,
+    /// What had to be repaired in the transformation's output (a short count, a fallback
+    /// to the question).
+    #[serde(default)]
+    pub transform_note: Option<String>,
     /// First-stage hits after fusion (ids and scores), best first.
     pub retrieved: Vec<Hit>,
     /// Re-ranked hits (re-ranker scores), when there is a re-ranker.
@@ -141,6 +153,10 @@ pub struct Summary {
     pub questions: usize,
     /// Question-set records skipped (counted, never silent).
     pub skipped: usize,
+    /// Questions whose transformation returned fewer queries than asked, or fell back to
+    /// the question (see `transform_note` in the traces).
+    #[serde(default)]
+    pub transform_repaired: usize,
     /// Questions answered (not abstained).
     pub answered: usize,
     /// Abstentions.
@@ -198,6 +214,10 @@ impl Summary {
         let rows: Vec<(&str, String)> = vec![
             ("questions", self.questions.to_string()),
             ("skipped records", self.skipped.to_string()),
+            (
+                "transform output repaired (short / fallback)",
+                self.transform_repaired.to_string(),
+            ),
             ("EM", f(Some(self.em), 2)),
             ("F1", f(Some(self.f1), 2)),
             ("answered", self.answered.to_string()),
@@ -261,6 +281,7 @@ impl PipelineRun {
             transform: self.transform.clone(),
             questions: r.len(),
             skipped: self.skipped.len(),
+            transform_repaired: r.iter().filter(|x| x.transform_note.is_some()).count(),
             answered: answered.len(),
             abstained: r.len() - answered.len(),
             em: 100.0 * r.iter().map(|x| x.em).sum::<f64>() / n,

@@ -24,6 +24,7 @@
 //! | [`GenerateParams`], [`Sampling`] `Greedy \| TopP { temperature, top_p, seed }` | decoding choices |
 //! | [`Llm::generate_ids`]`(&prompt_ids, &params)`, [`Llm::generate`]`(prompt_text, &params)` → [`Generation`] | KV-cached decoding, prompt prefilled in batches of `prefill_batch`; stops at any end-of-generation id ([`StopReason::Eos`]), a stop string ([`StopReason::StopString`], trimmed from the text) or `max_new_tokens` / the context end ([`StopReason::MaxTokens`]) |
 //! | [`GenerativeReader`] + [`ReaderOptions`] | the [`Reader`]: prompt template with `{question}` and `{passages}`, rendered through the chat template; passages that do not fit are dropped lowest rank first |
+//! | [`SharedLlm`] | one loaded model used by several parts of a pipeline (the reader and an LLM query transform): [`GenerativeReader::with_shared`], [`GenerativeReader::llm`] |
 //!
 //! Timings: [`Generation::prefill_secs`] covers the prompt's forward passes (its logits give
 //! the first generated token); [`Generation::decode_secs`] covers the rest, i.e.
@@ -51,6 +52,7 @@ use crate::{Error, Result};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 /// Whether weights stored as Q4_1 / Q5_0 / Q5_1 (no AVX2/AVX-512 matmul kernel in candle)
@@ -595,6 +597,37 @@ impl Llm {
     }
 }
 
+/// A loaded [`Llm`] shared by several users, e.g. a pipeline's reader and its LLM query
+/// transform, so the model's weights are loaded and held once. Cloning clones the handle,
+/// not the model. Calls are serialised: each [`SharedLlm::lock`] holds the model until the
+/// guard is dropped (every generation resets the KV cache, so users do not see each
+/// other's state).
+#[derive(Debug, Clone)]
+pub struct SharedLlm(Arc<Mutex<Llm>>);
+
+impl SharedLlm {
+    /// Share `llm`.
+    pub fn new(llm: Llm) -> Self {
+        SharedLlm(Arc::new(Mutex::new(llm)))
+    }
+
+    /// The model, for one or more calls. A model whose previous user panicked mid-call is
+    /// an error (its KV cache may be half-written), not a panic.
+    pub fn lock(&self) -> Result<MutexGuard<'_, Llm>> {
+        self.0.lock().map_err(|_| {
+            Error::param(
+                "llm",
+                "the shared model is poisoned: an earlier call panicked while using it",
+            )
+        })
+    }
+
+    /// Whether `self` and `other` are handles of the same loaded model.
+    pub fn same_model(&self, other: &SharedLlm) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// Options of a [`GenerativeReader`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -653,7 +686,7 @@ pub struct BuiltPrompt {
 /// A [`Reader`] that generates the answer with an [`Llm`].
 #[derive(Debug)]
 pub struct GenerativeReader {
-    llm: Llm,
+    llm: SharedLlm,
     opts: ReaderOptions,
     name: String,
     last_prompt: String,
@@ -663,6 +696,12 @@ impl GenerativeReader {
     /// A reader over `llm`. Checks that the prompt template has `{question}` and
     /// `{passages}` and that the chat template renders.
     pub fn new(llm: Llm, opts: ReaderOptions) -> Result<Self> {
+        Self::with_shared(SharedLlm::new(llm), opts)
+    }
+
+    /// A reader over a model shared with other users (see [`SharedLlm`]); the checks of
+    /// [`GenerativeReader::new`].
+    pub fn with_shared(llm: SharedLlm, opts: ReaderOptions) -> Result<Self> {
         for key in ["{question}", "{passages}"] {
             if !opts.prompt.contains(key) {
                 return Err(Error::param(
@@ -677,18 +716,21 @@ impl GenerativeReader {
                 "the passage template has no {text}",
             ));
         }
-        if opts.params.max_new_tokens >= llm.context_len() {
+        let (context_len, model_name) = {
+            let m = llm.lock()?;
+            (m.context_len(), m.name().to_string())
+        };
+        if opts.params.max_new_tokens >= context_len {
             return Err(Error::param(
                 "max_new_tokens",
                 format!(
                     "{} leaves no room in the context of {}",
-                    opts.params.max_new_tokens,
-                    llm.context_len()
+                    opts.params.max_new_tokens, context_len
                 ),
             ));
         }
         let name = if opts.name.is_empty() {
-            llm.name().to_string()
+            model_name
         } else {
             opts.name.clone()
         };
@@ -698,18 +740,14 @@ impl GenerativeReader {
             name,
             last_prompt: String::new(),
         };
-        r.render("?", "")?;
+        r.render(&*r.llm.lock()?, "?", "")?;
         Ok(r)
     }
 
-    /// The model.
-    pub fn llm(&self) -> &Llm {
+    /// The model's handle: clone it to share the loaded model (an LLM query transform),
+    /// or [`SharedLlm::lock`] it to use or change the model (its chat template).
+    pub fn llm(&self) -> &SharedLlm {
         &self.llm
-    }
-
-    /// The model, mutably (to change its chat template).
-    pub fn llm_mut(&mut self) -> &mut Llm {
-        &mut self.llm
     }
 
     /// The options.
@@ -722,7 +760,7 @@ impl GenerativeReader {
         &self.last_prompt
     }
 
-    fn render(&self, question: &str, passages: &str) -> Result<String> {
+    fn render(&self, llm: &Llm, question: &str, passages: &str) -> Result<String> {
         let user = self
             .opts
             .prompt
@@ -733,7 +771,7 @@ impl GenerativeReader {
             msgs.push(ChatMessage::system(s.clone()));
         }
         msgs.push(ChatMessage::user(user));
-        self.llm.render_chat(&msgs, true)
+        llm.render_chat(&msgs, true)
     }
 
     fn format_passage(&self, rank: usize, p: &Context) -> String {
@@ -757,29 +795,36 @@ impl GenerativeReader {
     /// Build the prompt for `question` over `passages` (rank order), dropping the
     /// lowest-ranked passages that do not fit `context_len - max_new_tokens`.
     pub fn build_prompt(&self, question: &str, passages: &[Context]) -> Result<BuiltPrompt> {
+        let llm = self.llm.lock()?;
+        self.build_prompt_with(&llm, question, passages)
+    }
+
+    fn build_prompt_with(
+        &self,
+        llm: &Llm,
+        question: &str,
+        passages: &[Context],
+    ) -> Result<BuiltPrompt> {
         let question = check_question(question)?;
-        let room = self.llm.context_len() - self.opts.params.max_new_tokens;
-        let overhead = self.llm.tokenize(&self.render(question, "")?, true)?.len();
+        let room = llm.context_len() - self.opts.params.max_new_tokens;
+        let overhead = llm.tokenize(&self.render(llm, question, "")?, true)?.len();
         if overhead > room {
             return Err(Error::param(
                 "question",
                 format!(
                     "the prompt without passages has {overhead} tokens; the window leaves {room} \
                      ({} context - {} max_new_tokens)",
-                    self.llm.context_len(),
+                    llm.context_len(),
                     self.opts.params.max_new_tokens
                 ),
             ));
         }
-        let sep = self
-            .llm
-            .tokenize(&self.opts.passage_separator, false)?
-            .len();
+        let sep = llm.tokenize(&self.opts.passage_separator, false)?.len();
         let mut rank = 0usize;
         let mut err = None;
         let (mut kept, _) = fit_passages(passages, room - overhead, |p| {
             rank += 1;
-            match self.llm.tokenize(&self.format_passage(rank, p), false) {
+            match llm.tokenize(&self.format_passage(rank, p), false) {
                 Ok(ids) => ids.len() + sep,
                 Err(e) => {
                     err = Some(e);
@@ -792,8 +837,8 @@ impl GenerativeReader {
         }
         // Token counts of the parts need not add up exactly: shrink until the whole fits.
         loop {
-            let text = self.render(question, &self.join(&passages[..kept]))?;
-            let ids = self.llm.tokenize(&text, true)?;
+            let text = self.render(llm, question, &self.join(&passages[..kept]))?;
+            let ids = llm.tokenize(&text, true)?;
             if ids.len() <= room || kept == 0 {
                 let dropped = passages[kept..].iter().map(|p| p.id.clone()).collect();
                 return Ok(BuiltPrompt {
@@ -814,9 +859,10 @@ impl Reader for GenerativeReader {
     }
 
     fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
-        let built = self.build_prompt(question, passages)?;
-        let params = self.opts.params.clone();
-        let g = self.llm.generate_ids(&built.ids, &params)?;
+        let mut llm = self.llm.lock()?;
+        let built = self.build_prompt_with(&llm, question, passages)?;
+        let g = llm.generate_ids(&built.ids, &self.opts.params)?;
+        drop(llm);
         self.last_prompt = built.text;
         let text = g.text.trim().to_string();
         Ok(Answer {
