@@ -24,11 +24,13 @@ use workbench::assets::Assets;
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::evaluate::qa::{exact_match, f1};
+use workbench::read::extractive::{char_slice, ExtractiveReader, ReaderParams};
+use workbench::read::Context as ReadContext;
 use workbench::results::Experiment;
 use workbench::retrieve::dense::DenseRetriever;
 use workbench::retrieve::faiss::{IndexParams, VectorIndex};
 use workbench::retrieve::Retriever;
-use workbench::train::qa::{self, SpanExample};
+use workbench::train::qa::SpanExample;
 use workbench::train::reader::{self, ReaderRecipe};
 
 const NAME: &str = "report000_readers";
@@ -122,8 +124,11 @@ fn main() -> Result<()> {
     let data = reader::supervision(&assets, &recipe.supervision)?;
     let (trained, _) =
         reader::train_or_load(&assets, &recipe, &root.join("data/cache/readers"), &data)?;
-    let model = qa::load_pretrained(&trained.model_dir)?;
-    let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
+    let params = ReaderParams {
+        window: recipe.windows,
+        ..ReaderParams::default()
+    };
+    let qa_reader = ExtractiveReader::load_dir(&trained.model_dir, params)?;
 
     // Null threshold on training-article questions (answerable and unanswerable).
     let thr_set: Vec<SpanExample> = data
@@ -132,13 +137,22 @@ fn main() -> Result<()> {
         .take(args.threshold_questions)
         .cloned()
         .collect();
-    let feats = qa::make_features(&tok, &thr_set, recipe.features)?;
-    let preds = qa::predict(&model, &thr_set, &feats, 32, 30)?;
-    let diffs: Vec<f32> = preds
+    let decoded = reader::read_gold(&qa_reader, &thr_set)?;
+    let preds: Vec<Option<String>> = thr_set
         .iter()
-        .map(|p| {
-            p.as_ref()
-                .map(|p| p.null_score - p.score)
+        .zip(&decoded)
+        .map(|(e, d)| {
+            d.nbest
+                .first()
+                .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
+        })
+        .collect();
+    let diffs: Vec<f32> = decoded
+        .iter()
+        .map(|d| {
+            d.nbest
+                .first()
+                .map(|s| d.null_score - s.score)
                 .unwrap_or(f32::INFINITY)
         })
         .collect();
@@ -151,7 +165,7 @@ fn main() -> Result<()> {
                 let a = if d > t {
                     String::new()
                 } else {
-                    p.as_ref().map(|p| p.text.clone()).unwrap_or_default()
+                    p.clone().unwrap_or_default()
                 };
                 f1(&a, &e.golds)
             })
@@ -228,10 +242,29 @@ fn main() -> Result<()> {
             answer: None,
             golds: golds.iter().map(|s| s.to_string()).collect(),
         };
-        let f = qa::make_features(&tok, std::slice::from_ref(&ex), recipe.features)?;
-        let p = qa::predict(&model, std::slice::from_ref(&ex), &f, 8, 30)?
-            .pop()
-            .flatten();
+        // One context (the five passages joined by "\n"), byte ranges as before.
+        let (d, _) =
+            qa_reader.read_spans(&ex.question, &[ReadContext::new("top5", ctx.clone())])?;
+        struct P {
+            range: (usize, usize),
+            text: String,
+            score: f32,
+            null_score: f32,
+        }
+        let p = d.nbest.first().map(|s| {
+            let text = char_slice(&ctx, s.start_char, s.end_char).to_string();
+            let a = ctx
+                .char_indices()
+                .nth(s.start_char)
+                .map(|(b, _)| b)
+                .unwrap_or(ctx.len());
+            P {
+                range: (a, a + text.len()),
+                text,
+                score: s.score,
+                null_score: d.null_score,
+            }
+        });
         html.push_str(&format!(
             "<h3>{}. {}</h3><p>gold: {}</p>\n",
             qi + 1,

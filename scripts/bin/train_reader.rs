@@ -28,8 +28,9 @@ use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::display::Table;
 use workbench::plot::render;
+use workbench::read::extractive::{ExtractiveReader, ReaderParams};
 use workbench::results::Experiment;
-use workbench::train::qa::{self, QaFeatures, QaTrainModel};
+use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
 use workbench::train::{batching, Stop};
 
@@ -170,22 +171,21 @@ fn main() -> Result<()> {
     }
 
     // Held-out: the answerable questions of the five articles, gold paragraph given.
-    let model = qa::load_pretrained(&trained.model_dir)?;
-    let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
+    // Read through the hub path: the saved folder loads like any QA checkpoint.
+    let params = ReaderParams {
+        window: recipe.windows,
+        ..ReaderParams::default()
+    };
+    let qa_reader = ExtractiveReader::load_dir(&trained.model_dir, params)?;
     let held: Vec<_> = data
         .held_out
         .iter()
         .filter(|e| e.answer.is_some())
         .cloned()
         .collect();
-    let feats = qa::make_features(&tok, &held, recipe.features)?;
     let t1 = Instant::now();
-    let preds = qa::predict(&model, &held, &feats, 32, 30)?;
+    let texts = reader::predict_gold(&qa_reader, &held)?;
     let pred_s = t1.elapsed().as_secs_f64();
-    let texts: Vec<Option<String>> = preds
-        .iter()
-        .map(|p| p.as_ref().map(|p| p.text.clone()))
-        .collect();
     let (em, f1) = reader::em_f1(&held, &texts);
     let mut pt = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
     for (e, p) in held.iter().zip(&texts) {
@@ -259,19 +259,19 @@ fn bench(
     let data = reader::supervision(assets, &recipe.supervision)?;
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = reader::load_tokenizer(&tok_path)?;
-    let feats = reader::training_features(&tok, &data, recipe.features)?;
+    let feats = reader::training_features(&tok, &data, &recipe.windows)?;
     // The shared inputs: features (JSONL) and the batches of epoch 0 (indices).
     let fpath = dir.join("features.jsonl");
     let mut w = std::io::BufWriter::new(std::fs::File::create(&fpath)?);
     for f in &feats {
         serde_json::to_writer(
             &mut w,
-            &serde_json::json!({"ids": f.ids, "type_ids": f.type_ids, "start": f.start, "end": f.end}),
+            &serde_json::json!({"ids": f.window.input_ids, "type_ids": f.window.type_ids, "start": f.start, "end": f.end}),
         )?;
         writeln!(w)?;
     }
     w.flush()?;
-    let lengths: Vec<usize> = feats.iter().map(|f| f.ids.len()).collect();
+    let lengths: Vec<usize> = feats.iter().map(|f| f.window.len()).collect();
     let batches = batching::length_grouped_batches(
         &lengths,
         recipe.train.batch_size,
@@ -381,8 +381,8 @@ fn bench(
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let ratio = mean(&ours_all) / mean(&peer_all);
     let md = format!(
-        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_len {}).\n",
-        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.features.max_len
+        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}).\n",
+        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len
     );
     println!("{md}");
     rows.write_csv(&dir.join("bench.csv"))?;

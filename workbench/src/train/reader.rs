@@ -3,12 +3,14 @@
 //! and its inputs are unchanged (`data/cache/readers/<key>/`, the key a sha256 of the
 //! recipe and of every input file's sha256, as the embedding cache does).
 
-use super::qa::{self, Feature, FeatureParams, QaFeatures, QaTrainModel, SpanExample};
+use super::qa::{self, Feature, QaFeatures, QaTrainModel, SpanExample};
 use super::qa_data::{self, SourceCounts, HELD_OUT_ARTICLES};
 use super::{Stop, TrainConfig, TrainLog};
 use crate::assets::Assets;
 use crate::chunk::{Chunker, SlidingWindowParams};
 use crate::load::{nq_open, rag_mini, wikipedia_corpus, WIKIPEDIA_CORPORA};
+use crate::read::extractive::{char_slice, Decoded, ExtractiveReader, WindowParams};
+use crate::read::Context;
 use crate::{Error, Passage, QaExample, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -16,7 +18,7 @@ use std::path::{Path, PathBuf};
 use tokenizers::Tokenizer;
 
 /// Bump when the code that turns a recipe into a checkpoint changes meaning.
-pub const READER_CACHE_VERSION: &str = "workbench-reader-v1";
+pub const READER_CACHE_VERSION: &str = "workbench-reader-v2";
 
 /// Which supervision goes into a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,8 +50,8 @@ pub struct ReaderRecipe {
     pub base: String,
     /// Supervision.
     pub supervision: Supervision,
-    /// Windows.
-    pub features: FeatureParams,
+    /// Training windows (the reader's [`WindowParams`]).
+    pub windows: WindowParams,
     /// Seed of the head's initialisation.
     pub init_seed: u64,
     /// Train on at most this many features (a seeded sample; `None`: all).
@@ -76,10 +78,9 @@ impl ReaderRecipe {
                 split_seed: 13,
                 nq_max: None,
             },
-            features: FeatureParams {
-                max_len: 256,
+            windows: WindowParams {
+                max_seq_len: 256,
                 doc_stride: 96,
-                max_query_len: 48,
             },
             init_seed: 42,
             max_features: Some(1200),
@@ -129,15 +130,7 @@ impl ReaderRecipe {
     }
 }
 
-/// A tokenizer with truncation and padding off (windows are cut by [`qa::make_features`]).
-pub fn load_tokenizer(path: &Path) -> Result<Tokenizer> {
-    let mut t = Tokenizer::from_file(path)
-        .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
-    t.with_truncation(None)
-        .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
-    t.with_padding(None);
-    Ok(t)
-}
+pub use crate::read::extractive::load_tokenizer;
 
 /// Everything the supervision sources produced.
 pub struct SupervisionData {
@@ -280,7 +273,7 @@ pub fn load_average() -> String {
 pub fn training_features(
     tok: &Tokenizer,
     data: &SupervisionData,
-    p: FeatureParams,
+    p: &WindowParams,
 ) -> Result<Vec<Feature>> {
     qa::make_features(tok, &data.train, p)
 }
@@ -309,7 +302,7 @@ pub fn train_or_load(
     }
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = load_tokenizer(&tok_path)?;
-    let mut feats = training_features(&tok, data, recipe.features)?;
+    let mut feats = training_features(&tok, data, &recipe.windows)?;
     if let Some(m) = recipe.max_features {
         use rand::seq::SliceRandom;
         use rand::SeedableRng;
@@ -361,4 +354,33 @@ pub fn em_f1(examples: &[SpanExample], preds: &[Option<String>]) -> (f64, f64) {
         f1 += crate::evaluate::qa::f1(p, &e.golds);
     }
     (100.0 * em / n, 100.0 * f1 / n)
+}
+
+/// Each example read by `reader` from its own context (the gold paragraph given): the
+/// decoded spans (n-best, null score) of the reader's windows.
+pub fn read_gold(reader: &ExtractiveReader, examples: &[SpanExample]) -> Result<Vec<Decoded>> {
+    let mut bar = crate::progress::bar(examples.len(), "reading");
+    let mut out = Vec::with_capacity(examples.len());
+    for e in examples {
+        let ctx = [Context::new(e.id.clone(), e.context.clone())];
+        out.push(reader.read_spans(&e.question, &ctx)?.0);
+        crate::progress::tick(&mut bar, 1);
+    }
+    Ok(out)
+}
+
+/// Each example's answer text by [`read_gold`] (`None`: a null answer).
+pub fn predict_gold(
+    reader: &ExtractiveReader,
+    examples: &[SpanExample],
+) -> Result<Vec<Option<String>>> {
+    let decoded = read_gold(reader, examples)?;
+    Ok(examples
+        .iter()
+        .zip(&decoded)
+        .map(|(e, d)| {
+            d.answer()
+                .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
+        })
+        .collect())
 }
