@@ -43,6 +43,10 @@ struct Args {
     /// Larger run: four epochs instead of two.
     #[arg(long)]
     full: bool,
+    /// Do not train: evaluate the latest checkpoint of the recipe's unfinished run
+    /// (exported in Hugging Face layout; results under `reader-<recipe>-partial<updates>`).
+    #[arg(long)]
+    partial: bool,
     /// Redo the result folder (the trained checkpoint is still reused while its key holds).
     #[arg(long)]
     force: bool,
@@ -116,14 +120,23 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(recipe.inputs())?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let name = format!("reader-{}", recipe.name);
+    let cache_root = root.join("data").join("cache").join("readers");
+    let mut name = format!("reader-{}", recipe.name);
+    let t_sup = Instant::now();
+    let data = reader::supervision(&assets, &recipe.supervision)?;
+    let partial = if args.partial {
+        let p = reader::partial_checkpoint(&assets, &recipe, &cache_root, &data)?
+            .context("no checkpoint of this recipe's run to evaluate")?;
+        name = format!("{name}-partial{}", p.1.steps.len());
+        Some(p)
+    } else {
+        None
+    };
     let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.md")? else {
         return Ok(());
     };
     let out = &exp.out;
-    let t0 = Instant::now();
-    let data = reader::supervision(&assets, &recipe.supervision)?;
-    println!("supervision in {:.1} s:", t0.elapsed().as_secs_f64());
+    println!("supervision in {:.1} s:", t_sup.elapsed().as_secs_f64());
     let mut sup_t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
     for c in &data.counts {
         let why: Vec<String> = c
@@ -144,9 +157,11 @@ fn main() -> Result<()> {
     for id in &data.nq_used {
         writeln!(ids, "{id}")?;
     }
-    let cache_root = root.join("data").join("cache").join("readers");
     let t0 = Instant::now();
-    let (trained, log) = reader::train_or_load(&assets, &recipe, &cache_root, &data)?;
+    let (trained, log) = match partial {
+        Some((t, l)) => (t, Some(l)),
+        None => reader::train_or_load(&assets, &recipe, &cache_root, &data)?,
+    };
     println!(
         "trained `{}` ({} features) in {:.1} s of updates, {:.2} features/s, load {} → {}",
         recipe.name,

@@ -325,3 +325,70 @@ impl candle_core::InplaceOp3 for Apply {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarBuilder;
+
+    /// Two updates of the fused in-place AdamW against the formula by hand (f64), for a
+    /// decayed weight and an undecayed bias, with gradient scaling (clipping).
+    #[test]
+    fn fused_adamw_matches_the_formula() {
+        let vars = VarMap::new();
+        let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
+        let w = vb
+            .get_with_hints(3, "dense.weight", candle_nn::Init::Const(0.5))
+            .unwrap();
+        let b = vb
+            .get_with_hints(3, "dense.bias", candle_nn::Init::Const(-0.2))
+            .unwrap();
+        let p = AdamWParams::default();
+        let mut opt = AdamW::new(&vars, p).unwrap();
+        let x = Tensor::new(&[1f32, -2.0, 3.0], &Device::Cpu).unwrap();
+        let (lr, scale) = (0.1, 0.5);
+        // Reference state per element: (theta, m, v) for w and b.
+        let mut rw = [(0.5f64, 0.0f64, 0.0f64); 3];
+        let mut rb = [(-0.2f64, 0.0f64, 0.0f64); 3];
+        for t in 1..=2 {
+            // loss = Σ (w·x + b)² / 2 → dw = (w x + b) x, db = w x + b.
+            let y = (w.mul(&x).unwrap() + &b).unwrap();
+            let loss = (y.sqr().unwrap().sum_all().unwrap() * 0.5).unwrap();
+            let grads = loss.backward().unwrap();
+            let xs = [1f64, -2.0, 3.0];
+            let norm = opt.grad_norm(&grads).unwrap();
+            let mut want_norm = 0.0;
+            for i in 0..3 {
+                let yi = rw[i].0 * xs[i] + rb[i].0;
+                want_norm += (yi * xs[i]).powi(2) + yi * yi;
+            }
+            assert!((norm - want_norm.sqrt()).abs() < 1e-4 * norm.max(1.0));
+            let step = |st: &mut (f64, f64, f64), g: f64, decay: bool| {
+                let g = g * scale;
+                st.1 = p.beta1 * st.1 + (1.0 - p.beta1) * g;
+                st.2 = p.beta2 * st.2 + (1.0 - p.beta2) * g * g;
+                let mh = st.1 / (1.0 - p.beta1.powi(t));
+                let vh = st.2 / (1.0 - p.beta2.powi(t));
+                let d = if decay {
+                    1.0 - lr * p.weight_decay
+                } else {
+                    1.0
+                };
+                st.0 = st.0 * d - lr * mh / (vh.sqrt() + p.eps);
+            };
+            for i in 0..3 {
+                let yi = rw[i].0 * xs[i] + rb[i].0;
+                step(&mut rw[i], yi * xs[i], true);
+                step(&mut rb[i], yi, false);
+            }
+            opt.step(&grads, lr, scale).unwrap();
+        }
+        let got_w: Vec<f32> = w.to_vec1().unwrap();
+        let got_b: Vec<f32> = b.to_vec1().unwrap();
+        for i in 0..3 {
+            assert!((got_w[i] as f64 - rw[i].0).abs() < 1e-5, "w[{i}]");
+            assert!((got_b[i] as f64 - rb[i].0).abs() < 1e-5, "b[{i}]");
+        }
+    }
+}

@@ -346,6 +346,51 @@ pub fn train_or_load(
     Ok((t, Some(log)))
 }
 
+/// The latest checkpoint of an unfinished run of `recipe` (training interrupted, or
+/// still going) exported in the Hugging Face layout to `cache_root/<key>/partial-<step>/`,
+/// with its log; `None` when no checkpoint exists. The run itself resumes from the same
+/// checkpoint with [`train_or_load`].
+pub fn partial_checkpoint(
+    assets: &Assets,
+    recipe: &ReaderRecipe,
+    cache_root: &Path,
+    data: &SupervisionData,
+) -> Result<Option<(TrainedReader, TrainLog)>> {
+    let key = recipe.key(assets)?;
+    let dir = cache_root.join(&key);
+    let state = dir.join("state").join("state.json");
+    if !state.exists() {
+        return Ok(None);
+    }
+    let raw = std::fs::read(&state).map_err(|e| Error::io(&state, e))?;
+    let st: super::checkpoint::TrainState =
+        serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&state, e.to_string()))?;
+    let steps = st.log.steps.len();
+    let config = crate::read::extractive::QaConfig::from_base_file(
+        &assets.resolve(&recipe.base, "config.json")?,
+    )?;
+    let weights = dir.join("state").join("weights.safetensors");
+    let (vars, _) =
+        crate::read::extractive::QaModel::trainable(&config, &weights, recipe.init_seed)?;
+    let model_dir = dir.join(format!("partial-{steps}"));
+    let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
+    crate::read::extractive::save_pretrained(&vars, &config, &tok_path, &model_dir)?;
+    let tok = load_tokenizer(&tok_path)?;
+    let features = training_features(&tok, data, &recipe.windows)?.len();
+    let t = TrainedReader {
+        recipe: recipe.clone(),
+        key,
+        model_dir,
+        features,
+        train_seconds: st.log.seconds(),
+        examples_per_second: st.log.examples_per_second(),
+        counts: data.counts.clone(),
+        nq_used: data.nq_used.clone(),
+        load: load_average(),
+    };
+    Ok(Some((t, st.log)))
+}
+
 /// EM and F1 (percent, SQuAD's normalisation) of `preds` against each example's golds;
 /// a missing prediction scores 0.
 pub fn em_f1(examples: &[SpanExample], preds: &[Option<String>]) -> (f64, f64) {
