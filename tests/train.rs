@@ -6,8 +6,12 @@
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use std::path::Path;
+use workbench::encode::Backend;
+use workbench::read::extractive::{
+    ExtractiveReader, QaConfig, QaFiles, QaModel, ReaderParams, WindowParams,
+};
 use workbench::train::batching::{batches_per_epoch, length_grouped_batches};
-use workbench::train::qa::{self, FeatureParams, QaBert, QaFeatures, QaTrainModel, SpanExample};
+use workbench::train::qa::{self, QaFeatures, QaTrainModel, SpanExample};
 use workbench::train::{train, LinearSchedule, Stop, TrainConfig, TrainData, Trainable};
 
 const WORDS: &[&str] = &[
@@ -27,7 +31,8 @@ fn tokenizer_json(dir: &Path) -> std::path::PathBuf {
         "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
         "normalizer": {"type": "Lowercase"},
         "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": null, "decoder": null,
+        "post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]},
+        "decoder": null,
         "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
     });
     let p = dir.join("tokenizer.json");
@@ -46,17 +51,13 @@ fn tiny_checkpoint(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     });
     let c = dir.join("config.json");
     std::fs::write(&c, cfg.to_string()).unwrap();
-    let config: candle_transformers_config::Config = serde_json::from_value(cfg).unwrap();
+    let config = QaConfig::from_base_file(&c).unwrap();
     let vars = VarMap::new();
     let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
-    QaBert::new(vb, &config).unwrap();
+    QaModel::new(vb, &config).unwrap();
     let m = dir.join("model.safetensors");
     vars.save(&m).unwrap();
     (c, m)
-}
-
-mod candle_transformers_config {
-    pub use candle_transformers::models::bert::Config;
 }
 
 fn examples() -> Vec<SpanExample> {
@@ -130,12 +131,11 @@ fn setup(dir: &Path) -> (QaTrainModel, QaFeatures, std::path::PathBuf) {
     let tok_path = tokenizer_json(dir);
     let (c, m) = tiny_checkpoint(dir);
     let tok = workbench::train::reader::load_tokenizer(&tok_path).unwrap();
-    let p = FeatureParams {
-        max_len: 64,
+    let p = WindowParams {
+        max_seq_len: 64,
         doc_stride: 8,
-        max_query_len: 16,
     };
-    let feats = qa::make_features(&tok, &examples(), p).unwrap();
+    let feats = qa::make_features(&tok, &examples(), &p).unwrap();
     let model = QaTrainModel::from_checkpoint(&c, &m, 1).unwrap();
     (model, QaFeatures(feats), tok_path)
 }
@@ -158,7 +158,7 @@ fn weights(vars: &VarMap) -> Vec<(String, Vec<f32>)> {
 #[test]
 fn tiny_model_overfits_tiny_set() {
     let tmp = tempfile::tempdir().unwrap();
-    let (model, data, _) = setup(tmp.path());
+    let (model, data, tok) = setup(tmp.path());
     let first = {
         let b = data.collate(&(0..data.len()).collect::<Vec<_>>()).unwrap();
         model.loss(&b).unwrap().to_scalar::<f32>().unwrap()
@@ -173,10 +173,27 @@ fn tiny_model_overfits_tiny_set() {
     let last = model.loss(&b).unwrap().to_scalar::<f32>().unwrap();
     assert!(first > 1.0, "initial loss {first}");
     assert!(last < 0.05, "loss after overfitting: {last} (from {first})");
-    // And the predictions are the gold answers.
-    let preds = qa::predict(&model.model, &examples(), &data.0, 4, 10).unwrap();
+    // And the reader over the trained model (its windows and span decoding) reads the
+    // gold answers.
+    let params = ReaderParams {
+        window: WindowParams {
+            max_seq_len: 64,
+            doc_stride: 8,
+        },
+        backend: Backend::Candle,
+        ..ReaderParams::default()
+    };
+    let reader = ExtractiveReader::new(
+        "tiny",
+        model.model.clone(),
+        model.config.clone(),
+        &tok,
+        params,
+    )
+    .unwrap();
+    let preds = workbench::train::reader::predict_gold(&reader, &examples()).unwrap();
     for (p, e) in preds.iter().zip(examples()) {
-        assert_eq!(p.as_ref().unwrap().text, e.golds[0]);
+        assert_eq!(p.as_deref(), Some(e.golds[0].as_str()));
     }
 }
 
@@ -190,14 +207,15 @@ fn span_loss_gradient_matches_finite_differences() {
     let loss_of = |s: &[f64], e: &[f64]| -> f64 {
         let s = Tensor::from_slice(s, (2, 5), &dev).unwrap();
         let e = Tensor::from_slice(e, (2, 5), &dev).unwrap();
-        qa::span_loss(&s, &e, &sp, &ep)
+        workbench::read::extractive::span_loss(&s, &e, &sp, &ep)
             .unwrap()
             .to_scalar::<f64>()
             .unwrap()
     };
     let sv = Var::from_tensor(&Tensor::from_slice(&s0, (2, 5), &dev).unwrap()).unwrap();
     let ev = Var::from_tensor(&Tensor::from_slice(&e0, (2, 5), &dev).unwrap()).unwrap();
-    let loss = qa::span_loss(sv.as_tensor(), ev.as_tensor(), &sp, &ep).unwrap();
+    let loss =
+        workbench::read::extractive::span_loss(sv.as_tensor(), ev.as_tensor(), &sp, &ep).unwrap();
     let grads = loss.backward().unwrap();
     let gs: Vec<f64> = grads
         .get(&sv)
@@ -355,20 +373,23 @@ fn saved_checkpoint_loads_through_hub_layout_with_identical_logits() {
         serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
     assert_eq!(cfg["architectures"][0], "BertForQuestionAnswering");
     assert!(out.join("tokenizer.json").exists());
-    let loaded = qa::load_pretrained(&out).unwrap();
+    let (loaded, _) = QaModel::load(&QaFiles::in_dir(&out)).unwrap();
     let b = data.collate(&[0, 1, 2]).unwrap();
     let (s1, e1) = model.model.forward(&b.ids, &b.type_ids, &b.mask).unwrap();
     let (s2, e2) = loaded.forward(&b.ids, &b.type_ids, &b.mask).unwrap();
     assert_eq!(s1.to_vec2::<f32>().unwrap(), s2.to_vec2::<f32>().unwrap());
     assert_eq!(e1.to_vec2::<f32>().unwrap(), e2.to_vec2::<f32>().unwrap());
     // Missing and corrupt checkpoints are clear errors.
-    let e = qa::load_pretrained(&tmp.path().join("nope"))
+    let e = QaModel::load(&QaFiles::in_dir(tmp.path().join("nope")))
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("config.json"), "{e}");
     std::fs::write(out.join("model.safetensors"), b"not safetensors").unwrap();
-    let e = qa::load_pretrained(&out).err().unwrap().to_string();
+    let e = QaModel::load(&QaFiles::in_dir(&out))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("model.safetensors"), "{e}");
 }
 
@@ -377,13 +398,12 @@ fn feature_targets_map_back_to_the_answer_characters() {
     let tmp = tempfile::tempdir().unwrap();
     let tok = workbench::train::reader::load_tokenizer(&tokenizer_json(tmp.path())).unwrap();
     // Small windows: the context is cut into several, the answer is whole in some only.
-    let p = FeatureParams {
-        max_len: 14,
+    let p = WindowParams {
+        max_seq_len: 14,
         doc_stride: 3,
-        max_query_len: 8,
     };
     let exs = examples();
-    let feats = qa::make_features(&tok, &exs[..1], p).unwrap();
+    let feats = qa::make_features(&tok, &exs[..1], &p).unwrap();
     assert!(feats.len() > 1, "expected several windows");
     let ex = &exs[0];
     let (a0, a1) = ex.answer.unwrap();
@@ -394,8 +414,9 @@ fn feature_targets_map_back_to_the_answer_characters() {
             continue;
         }
         with += 1;
-        let (s, _) = f.offsets[f.start as usize].unwrap();
-        let (_, e) = f.offsets[f.end as usize].unwrap();
+        let w = &f.window;
+        let s = w.sources[f.start as usize - w.context_start].start_char;
+        let e = w.sources[f.end as usize - w.context_start].end_char;
         assert_eq!((s, e), (a0, a1));
         assert_eq!(&ex.context[s..e], "gustave eiffel");
     }
@@ -405,15 +426,14 @@ fn feature_targets_map_back_to_the_answer_characters() {
         feats.len()
     );
     // A question longer than the window leaves no room: a clear error.
-    let p = FeatureParams {
-        max_len: 6,
+    let p = WindowParams {
+        max_seq_len: 6,
         doc_stride: 1,
-        max_query_len: 8,
     };
-    let e = qa::make_features(&tok, &exs[..1], p)
+    let e = qa::make_features(&tok, &exs[..1], &p)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("max_len"), "{e}");
+    assert!(e.contains("max_seq_len") && e.contains("`a`"), "{e}");
 }
 
 /// Every weight receives a gradient (candle-nn's fused LayerNorm would stop it below

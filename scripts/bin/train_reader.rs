@@ -12,8 +12,8 @@
 //! * `minilm-squad2`: `minilm-all` plus the training articles' unanswerable questions
 //!   (target `[CLS]`), for the SQuAD 2.0-style reader with a null threshold.
 //!
-//! The default trains one epoch over a seeded sample of 1,200 features; `--full` trains
-//! two epochs over all of them. A trained recipe is cached under
+//! The default trains two epochs over all the recipe's windows (~18 min on 2 quiet
+//! cores); `--full` trains four. A trained recipe is cached under
 //! `data/cache/readers/<key>/` (key = sha256 of the recipe and of every input file's
 //! sha256) and reused. Writes `data/results/reader-<recipe>/`: `metrics.json`,
 //! `metrics.csv`, `predictions.csv` (held-out, gold paragraph), `loss.csv`,
@@ -28,8 +28,9 @@ use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::display::Table;
 use workbench::plot::render;
+use workbench::read::extractive::{ExtractiveReader, ReaderParams};
 use workbench::results::Experiment;
-use workbench::train::qa::{self, QaFeatures, QaTrainModel};
+use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
 use workbench::train::{batching, Stop};
 
@@ -39,9 +40,13 @@ struct Args {
     /// Recipe: minilm-all, minilm-squad, minilm-squad2.
     #[arg(long, default_value = "minilm-all")]
     recipe: String,
-    /// Larger run: all features, two epochs.
+    /// Larger run: four epochs instead of two.
     #[arg(long)]
     full: bool,
+    /// Do not train: evaluate the latest checkpoint of the recipe's unfinished run
+    /// (exported in Hugging Face layout; results under `reader-<recipe>-partial<updates>`).
+    #[arg(long)]
+    partial: bool,
     /// Redo the result folder (the trained checkpoint is still reused while its key holds).
     #[arg(long)]
     force: bool,
@@ -74,8 +79,7 @@ fn recipe(name: &str, full: bool) -> Result<ReaderRecipe> {
     r.name = name.to_string();
     if full {
         r.name.push_str("-full");
-        r.max_features = None;
-        r.train.epochs = 2;
+        r.train.epochs = 4;
     }
     Ok(r)
 }
@@ -116,14 +120,23 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(recipe.inputs())?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let name = format!("reader-{}", recipe.name);
+    let cache_root = root.join("data").join("cache").join("readers");
+    let mut name = format!("reader-{}", recipe.name);
+    let t_sup = Instant::now();
+    let data = reader::supervision(&assets, &recipe.supervision)?;
+    let partial = if args.partial {
+        let p = reader::partial_checkpoint(&assets, &recipe, &cache_root, &data)?
+            .context("no checkpoint of this recipe's run to evaluate")?;
+        name = format!("{name}-partial{}", p.1.steps.len());
+        Some(p)
+    } else {
+        None
+    };
     let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.md")? else {
         return Ok(());
     };
     let out = &exp.out;
-    let t0 = Instant::now();
-    let data = reader::supervision(&assets, &recipe.supervision)?;
-    println!("supervision in {:.1} s:", t0.elapsed().as_secs_f64());
+    println!("supervision in {:.1} s:", t_sup.elapsed().as_secs_f64());
     let mut sup_t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
     for c in &data.counts {
         let why: Vec<String> = c
@@ -144,9 +157,11 @@ fn main() -> Result<()> {
     for id in &data.nq_used {
         writeln!(ids, "{id}")?;
     }
-    let cache_root = root.join("data").join("cache").join("readers");
     let t0 = Instant::now();
-    let (trained, log) = reader::train_or_load(&assets, &recipe, &cache_root, &data)?;
+    let (trained, log) = match partial {
+        Some((t, l)) => (t, Some(l)),
+        None => reader::train_or_load(&assets, &recipe, &cache_root, &data)?,
+    };
     println!(
         "trained `{}` ({} features) in {:.1} s of updates, {:.2} features/s, load {} → {}",
         recipe.name,
@@ -170,22 +185,21 @@ fn main() -> Result<()> {
     }
 
     // Held-out: the answerable questions of the five articles, gold paragraph given.
-    let model = qa::load_pretrained(&trained.model_dir)?;
-    let tok = reader::load_tokenizer(&trained.model_dir.join("tokenizer.json"))?;
+    // Read through the hub path: the saved folder loads like any QA checkpoint.
+    let params = ReaderParams {
+        window: recipe.windows,
+        ..ReaderParams::default()
+    };
+    let qa_reader = ExtractiveReader::load_dir(&trained.model_dir, params)?;
     let held: Vec<_> = data
         .held_out
         .iter()
         .filter(|e| e.answer.is_some())
         .cloned()
         .collect();
-    let feats = qa::make_features(&tok, &held, recipe.features)?;
     let t1 = Instant::now();
-    let preds = qa::predict(&model, &held, &feats, 32, 30)?;
+    let texts = reader::predict_gold(&qa_reader, &held)?;
     let pred_s = t1.elapsed().as_secs_f64();
-    let texts: Vec<Option<String>> = preds
-        .iter()
-        .map(|p| p.as_ref().map(|p| p.text.clone()))
-        .collect();
     let (em, f1) = reader::em_f1(&held, &texts);
     let mut pt = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
     for (e, p) in held.iter().zip(&texts) {
@@ -259,19 +273,19 @@ fn bench(
     let data = reader::supervision(assets, &recipe.supervision)?;
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = reader::load_tokenizer(&tok_path)?;
-    let feats = reader::training_features(&tok, &data, recipe.features)?;
+    let feats = reader::training_features(&tok, &data, &recipe.windows)?;
     // The shared inputs: features (JSONL) and the batches of epoch 0 (indices).
     let fpath = dir.join("features.jsonl");
     let mut w = std::io::BufWriter::new(std::fs::File::create(&fpath)?);
     for f in &feats {
         serde_json::to_writer(
             &mut w,
-            &serde_json::json!({"ids": f.ids, "type_ids": f.type_ids, "start": f.start, "end": f.end}),
+            &serde_json::json!({"ids": f.window.input_ids, "type_ids": f.window.type_ids, "start": f.start, "end": f.end}),
         )?;
         writeln!(w)?;
     }
     w.flush()?;
-    let lengths: Vec<usize> = feats.iter().map(|f| f.ids.len()).collect();
+    let lengths: Vec<usize> = feats.iter().map(|f| f.window.len()).collect();
     let batches = batching::length_grouped_batches(
         &lengths,
         recipe.train.batch_size,
@@ -381,8 +395,8 @@ fn bench(
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     let ratio = mean(&ours_all) / mean(&peer_all);
     let md = format!(
-        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_len {}).\n",
-        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.features.max_len
+        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}).\n",
+        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len
     );
     println!("{md}");
     rows.write_csv(&dir.join("bench.csv"))?;

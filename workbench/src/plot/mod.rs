@@ -15,11 +15,13 @@ use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
+mod bars;
 mod histogram;
 mod lines;
 mod paragraph_lengths;
 mod scatter;
 
+pub use bars::Bars;
 pub use histogram::{bin_counts, Bins, Histogram, HistogramGrid, Series};
 pub use lines::{Line, Lines};
 pub use paragraph_lengths::ParagraphLengths;

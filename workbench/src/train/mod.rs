@@ -8,7 +8,9 @@
 //! | [`batching`] | seeded length-grouped batches |
 //! | [`optim`] | AdamW with checkpointable state, no decay on biases / LayerNorm |
 //! | [`checkpoint`] | resumable training state (weights, moments, step, RNG, data position) |
-//! | [`qa`] | the extractive-QA head, its span loss and features (windows → start/end targets) |
+//! | [`encoder`] | [`encoder::BertEncoder`]: the differentiable BERT-family encoder the reader and the rerankers train |
+//! | [`ops`] | fused LayerNorm, softmax and GELU with backward passes |
+//! | [`qa`] | the reader's [`QaModel`](crate::read::extractive::QaModel) as a [`Trainable`], training windows with start/end targets |
 //! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
 //! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
 //!
@@ -19,6 +21,8 @@
 
 pub mod batching;
 pub mod checkpoint;
+pub mod encoder;
+pub mod ops;
 pub mod optim;
 pub mod qa;
 pub mod qa_data;

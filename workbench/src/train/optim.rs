@@ -76,7 +76,8 @@ impl AdamW {
                 continue;
             }
             let m = var.zeros_like().map_err(candle_err("optimizer state"))?;
-            let v = m.clone();
+            // Its own storage: the moments are updated in place.
+            let v = var.zeros_like().map_err(candle_err("optimizer state"))?;
             slots.push(Slot {
                 name: name.clone(),
                 decay: !no_decay(name),
@@ -99,58 +100,59 @@ impl AdamW {
 
     /// Global L2 norm of the gradients of the optimizer's variables.
     pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
+        let err = candle_err("gradient norm");
         let mut sum = 0f64;
         for s in &self.slots {
             if let Some(g) = grads.get(&s.var) {
+                let g = g.contiguous().map_err(&err)?;
                 let sq = g
-                    .sqr()
-                    .and_then(|t| t.sum_all())
-                    .and_then(|t| t.to_scalar::<f32>())
-                    .map_err(candle_err("gradient norm"))?;
-                sum += sq as f64;
+                    .apply_op1_no_bwd(&SumSquares)
+                    .and_then(|t| t.to_vec1::<f64>())
+                    .map_err(&err)?;
+                sum += sq[0];
             }
         }
         Ok(sum.sqrt())
     }
 
     /// One update with learning rate `lr`, every gradient multiplied by `grad_scale`
-    /// (1 without clipping). Variables without a gradient are left alone.
+    /// (1 without clipping). Variables without a gradient are left alone. The moments
+    /// and the weights are updated in place, one fused pass each (rows in parallel).
     pub fn step(&mut self, grads: &GradStore, lr: f64, grad_scale: f64) -> Result<()> {
         self.step_t += 1;
         let p = self.params;
         let t = self.step_t as i32;
-        let scale_m = 1.0 / (1.0 - p.beta1.powi(t));
-        let scale_v = 1.0 / (1.0 - p.beta2.powi(t));
         let err = candle_err("AdamW update");
+        let m_op = Moment {
+            beta: p.beta1 as f32,
+            scale: grad_scale as f32,
+            square: false,
+        };
+        let v_op = Moment {
+            beta: p.beta2 as f32,
+            scale: grad_scale as f32,
+            square: true,
+        };
         for s in &mut self.slots {
             let Some(g) = grads.get(&s.var) else { continue };
-            // Detached: the gradient (and so the moments) would otherwise keep the
-            // whole backward graph of every update alive.
-            let g = g.detach();
-            let g = if grad_scale != 1.0 {
-                (g * grad_scale).map_err(&err)?
-            } else {
-                g
+            let g = g.contiguous().map_err(&err)?;
+            s.m.inplace_op2(&g, &m_op).map_err(&err)?;
+            s.v.inplace_op2(&g, &v_op).map_err(&err)?;
+            let apply = Apply {
+                lr: lr as f32,
+                decay: if s.decay {
+                    (1.0 - lr * p.weight_decay) as f32
+                } else {
+                    1.0
+                },
+                scale_m: (1.0 / (1.0 - p.beta1.powi(t))) as f32,
+                scale_v: (1.0 / (1.0 - p.beta2.powi(t))) as f32,
+                eps: p.eps as f32,
             };
-            let m = ((&s.m * p.beta1).map_err(&err)? + (&g * (1.0 - p.beta1)).map_err(&err)?)
+            s.var
+                .as_tensor()
+                .inplace_op3(&s.m, &s.v, &apply)
                 .map_err(&err)?;
-            let v = ((&s.v * p.beta2).map_err(&err)?
-                + (g.sqr().map_err(&err)? * (1.0 - p.beta2)).map_err(&err)?)
-            .map_err(&err)?;
-            let denom = ((&v * scale_v)
-                .and_then(|x| x.sqrt())
-                .and_then(|x| x + p.eps))
-            .map_err(&err)?;
-            let update = ((&m * scale_m).and_then(|x| x / denom)).map_err(&err)?;
-            let theta = if s.decay {
-                (s.var.as_tensor() * (1.0 - lr * p.weight_decay)).map_err(&err)?
-            } else {
-                s.var.as_tensor().clone()
-            };
-            let next = (theta - (update * lr).map_err(&err)?).map_err(&err)?;
-            s.var.set(&next).map_err(&err)?;
-            s.m = m.detach();
-            s.v = v.detach();
         }
         Ok(())
     }
@@ -181,9 +183,212 @@ impl AdamW {
                         format!("`{k}` has shape {:?}, the model {:?}", t.dims(), dst.dims()),
                     ));
                 }
-                *dst = t.clone();
+                // A copy of its own: the moments are updated in place.
+                *dst = t.copy().map_err(candle_err("optimizer state"))?;
             }
         }
         Ok(())
+    }
+}
+
+fn f32_slice<'a>(
+    s: &'a candle_core::CpuStorage,
+    l: &candle_core::Layout,
+    what: &str,
+) -> candle_core::Result<&'a [f32]> {
+    let candle_core::CpuStorage::F32(v) = s else {
+        candle_core::bail!("{what}: f32 only")
+    };
+    let Some((a, b)) = l.contiguous_offsets() else {
+        candle_core::bail!("{what}: must be contiguous")
+    };
+    Ok(&v[a..b])
+}
+
+fn f32_slice_mut<'a>(
+    s: &'a mut candle_core::CpuStorage,
+    l: &candle_core::Layout,
+    what: &str,
+) -> candle_core::Result<&'a mut [f32]> {
+    let candle_core::CpuStorage::F32(v) = s else {
+        candle_core::bail!("{what}: f32 only")
+    };
+    let Some((a, b)) = l.contiguous_offsets() else {
+        candle_core::bail!("{what}: must be contiguous")
+    };
+    Ok(&mut v[a..b])
+}
+
+/// Elements per rayon task of the fused updates.
+const CHUNK: usize = 1 << 15;
+
+/// Σ x² (in f64) of a tensor, as a one-element f64 tensor.
+struct SumSquares;
+
+impl candle_core::CustomOp1 for SumSquares {
+    fn name(&self) -> &'static str {
+        "wb-sum-squares"
+    }
+    fn cpu_fwd(
+        &self,
+        s: &candle_core::CpuStorage,
+        l: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        use rayon::prelude::*;
+        let x = f32_slice(s, l, "gradient norm")?;
+        let sum: f64 = x
+            .par_chunks(CHUNK)
+            .map(|c| c.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>())
+            .sum();
+        Ok((candle_core::CpuStorage::F64(vec![sum]), 1.into()))
+    }
+}
+
+/// `m ← β m + (1 − β) (s g)` (or `(s g)²` for the second moment), in place.
+struct Moment {
+    beta: f32,
+    scale: f32,
+    square: bool,
+}
+
+impl candle_core::InplaceOp2 for Moment {
+    fn name(&self) -> &'static str {
+        "wb-adamw-moment"
+    }
+    fn cpu_fwd(
+        &self,
+        dst: &mut candle_core::CpuStorage,
+        dst_l: &candle_core::Layout,
+        g: &candle_core::CpuStorage,
+        g_l: &candle_core::Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let m = f32_slice_mut(dst, dst_l, "AdamW moment")?;
+        let g = f32_slice(g, g_l, "gradient")?;
+        if m.len() != g.len() {
+            candle_core::bail!(
+                "AdamW: moment of {} values, gradient of {}",
+                m.len(),
+                g.len()
+            )
+        }
+        let (b, s, sq) = (self.beta, self.scale, self.square);
+        m.par_chunks_mut(CHUNK)
+            .zip(g.par_chunks(CHUNK))
+            .for_each(|(m, g)| {
+                for (m, &g) in m.iter_mut().zip(g) {
+                    let g = g * s;
+                    *m = b * *m + (1.0 - b) * if sq { g * g } else { g };
+                }
+            });
+        Ok(())
+    }
+}
+
+/// `θ ← θ · decay − lr · (m · scale_m) / (√(v · scale_v) + ε)`, in place.
+struct Apply {
+    lr: f32,
+    decay: f32,
+    scale_m: f32,
+    scale_v: f32,
+    eps: f32,
+}
+
+impl candle_core::InplaceOp3 for Apply {
+    fn name(&self) -> &'static str {
+        "wb-adamw-apply"
+    }
+    fn cpu_fwd(
+        &self,
+        dst: &mut candle_core::CpuStorage,
+        dst_l: &candle_core::Layout,
+        m: &candle_core::CpuStorage,
+        m_l: &candle_core::Layout,
+        v: &candle_core::CpuStorage,
+        v_l: &candle_core::Layout,
+    ) -> candle_core::Result<()> {
+        use rayon::prelude::*;
+        let w = f32_slice_mut(dst, dst_l, "AdamW weights")?;
+        let m = f32_slice(m, m_l, "AdamW first moment")?;
+        let v = f32_slice(v, v_l, "AdamW second moment")?;
+        if m.len() != w.len() || v.len() != w.len() {
+            candle_core::bail!("AdamW: weights, moments of different sizes")
+        }
+        w.par_chunks_mut(CHUNK)
+            .zip(m.par_chunks(CHUNK).zip(v.par_chunks(CHUNK)))
+            .for_each(|(w, (m, v))| {
+                for ((w, &m), &v) in w.iter_mut().zip(m).zip(v) {
+                    let u = (m * self.scale_m) / ((v * self.scale_v).sqrt() + self.eps);
+                    *w = *w * self.decay - self.lr * u;
+                }
+            });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarBuilder;
+
+    /// Two updates of the fused in-place AdamW against the formula by hand (f64), for a
+    /// decayed weight and an undecayed bias, with gradient scaling (clipping).
+    #[test]
+    fn fused_adamw_matches_the_formula() {
+        let vars = VarMap::new();
+        let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
+        let w = vb
+            .get_with_hints(3, "dense.weight", candle_nn::Init::Const(0.5))
+            .unwrap();
+        let b = vb
+            .get_with_hints(3, "dense.bias", candle_nn::Init::Const(-0.2))
+            .unwrap();
+        let p = AdamWParams::default();
+        let mut opt = AdamW::new(&vars, p).unwrap();
+        let x = Tensor::new(&[1f32, -2.0, 3.0], &Device::Cpu).unwrap();
+        let (lr, scale) = (0.1, 0.5);
+        // Reference state per element: (theta, m, v) for w and b.
+        let mut rw = [(0.5f64, 0.0f64, 0.0f64); 3];
+        let mut rb = [(-0.2f64, 0.0f64, 0.0f64); 3];
+        for t in 1..=2 {
+            // loss = Σ (w·x + b)² / 2 → dw = (w x + b) x, db = w x + b.
+            let y = (w.mul(&x).unwrap() + &b).unwrap();
+            let loss = (y.sqr().unwrap().sum_all().unwrap() * 0.5).unwrap();
+            let grads = loss.backward().unwrap();
+            let xs = [1f64, -2.0, 3.0];
+            let norm = opt.grad_norm(&grads).unwrap();
+            let mut want_norm = 0.0;
+            for i in 0..3 {
+                let yi = rw[i].0 * xs[i] + rb[i].0;
+                want_norm += (yi * xs[i]).powi(2) + yi * yi;
+            }
+            assert!((norm - want_norm.sqrt()).abs() < 1e-4 * norm.max(1.0));
+            let step = |st: &mut (f64, f64, f64), g: f64, decay: bool| {
+                let g = g * scale;
+                st.1 = p.beta1 * st.1 + (1.0 - p.beta1) * g;
+                st.2 = p.beta2 * st.2 + (1.0 - p.beta2) * g * g;
+                let mh = st.1 / (1.0 - p.beta1.powi(t));
+                let vh = st.2 / (1.0 - p.beta2.powi(t));
+                let d = if decay {
+                    1.0 - lr * p.weight_decay
+                } else {
+                    1.0
+                };
+                st.0 = st.0 * d - lr * mh / (vh.sqrt() + p.eps);
+            };
+            for i in 0..3 {
+                let yi = rw[i].0 * xs[i] + rb[i].0;
+                step(&mut rw[i], yi * xs[i], true);
+                step(&mut rb[i], yi, false);
+            }
+            opt.step(&grads, lr, scale).unwrap();
+        }
+        let got_w: Vec<f32> = w.to_vec1().unwrap();
+        let got_b: Vec<f32> = b.to_vec1().unwrap();
+        for i in 0..3 {
+            assert!((got_w[i] as f64 - rw[i].0).abs() < 1e-5, "w[{i}]");
+            assert!((got_b[i] as f64 - rb[i].0).abs() < 1e-5, "b[{i}]");
+        }
     }
 }

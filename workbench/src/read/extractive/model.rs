@@ -1,22 +1,19 @@
 //! [`QaModel`]: start and end logits over a BERT-family encoder, as transformers'
-//! `*ForQuestionAnswering` models compute them.
+//! `*ForQuestionAnswering` models compute them. One model trains and reads: the encoder is
+//! the workbench's differentiable [`BertEncoder`] (every weight gets a gradient; the
+//! cross-encoder and ColBERT trainers use the same encoder), the head transformers'
+//! `qa_outputs = Linear(hidden, 2)` on the last hidden states (channel 0 start, 1 end).
 //!
-//! | `architectures` in `config.json` | encoder (candle-transformers) | weight names |
+//! | `architectures` in `config.json` | weight names | encoder options |
 //! |---|---|---|
-//! | `BertForQuestionAnswering` | `bert::BertModel` | `bert.*`, `qa_outputs.{weight,bias}` |
-//! | `DistilBertForQuestionAnswering` | `bert::BertModel` on renamed weights (see below) | `distilbert.*`, `qa_outputs.*` |
-//! | `RobertaForQuestionAnswering` | `xlm_roberta::XLMRobertaModel` (same layout as RoBERTa) | `roberta.*`, `qa_outputs.*` |
+//! | `BertForQuestionAnswering` | `bert.*`, `qa_outputs.{weight,bias}` | absolute positions, token types |
+//! | `DistilBertForQuestionAnswering` | `distilbert.*`, `qa_outputs.*` | renamed on the fly, no token types |
+//! | `RobertaForQuestionAnswering` | `roberta.*`, `qa_outputs.*` | RoBERTa position ids (from `pad_token_id`) |
 //!
-//! The head is transformers' exactly: `qa_outputs = Linear(hidden, 2)` on the last hidden
-//! states; channel 0 is the start logit, channel 1 the end logit. No pooler is used.
-//!
-//! DistilBERT is BERT without token types (and the same post-LayerNorm blocks), so it runs
-//! through candle's `BertModel` with its weights renamed on the fly (`q_lin` → `query`,
-//! `sa_layer_norm` → `attention.output.LayerNorm`, `ffn.lin1` → `intermediate.dense`, …)
-//! and a zero token-type embedding (`distilbert.embeddings.token_type_embeddings.weight`,
-//! one row, never read from nor written to a checkpoint). candle-transformers' own
-//! DistilBERT uses the tanh approximation of GELU where transformers uses the exact one
-//! (logits differed by 1.5e-3 on the tiny checkpoint); this way they match to 1e-4.
+//! DistilBERT is BERT without token types (and the same post-LayerNorm blocks): its
+//! weights are renamed on the fly (`q_lin` → `query`, `sa_layer_norm` →
+//! `attention.output.LayerNorm`, `ffn.lin1` → `intermediate.dense`, …) and its GELU is the
+//! exact one, as in transformers (logits match to 1e-4 on the tiny checkpoints).
 //!
 //! Three ways to get a model:
 //! - [`QaModel::load`]: a QA checkpoint (a hub snapshot or a [`save_pretrained`] folder),
@@ -33,6 +30,7 @@
 
 use crate::assets::Assets;
 use crate::encode::BertConfig as WbBertConfig;
+use crate::train::encoder::{BertEncoder, EncoderConfig};
 use crate::{Error, Result};
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
@@ -93,15 +91,6 @@ impl QaArchitecture {
         }
     }
 }
-
-#[derive(Debug, Clone)]
-enum EncoderConfig {
-    Bert(bert::Config),
-    Roberta(xlm_roberta::Config),
-}
-
-/// Name of the zero token-type embedding DistilBERT gets (see the module docs).
-pub const DISTILBERT_TOKEN_TYPES: &str = "distilbert.embeddings.token_type_embeddings.weight";
 
 /// A BERT tensor name → the DistilBERT checkpoint's name for it.
 fn distil_name(n: &str) -> String {
@@ -250,7 +239,7 @@ impl QaConfig {
                 let mut c = WbBertConfig::from_file(path)?;
                 c.model_type = None; // weights are addressed under `bert.` explicitly
                 let (h, m) = (c.hidden_size, c.max_position_embeddings);
-                (EncoderConfig::Bert(c.to_candle()), h, m)
+                (EncoderConfig::from_bert(&c.to_candle()), h, m)
             }
             QaArchitecture::DistilBert => {
                 let field = |k: &str| {
@@ -298,7 +287,12 @@ impl QaConfig {
                     classifier_dropout: None,
                     model_type: None,
                 };
-                (EncoderConfig::Bert(c), dim, max_pos)
+                // No token-type embedding: DistilBERT has none.
+                let e = EncoderConfig {
+                    type_vocab_size: 0,
+                    ..EncoderConfig::from_bert(&c)
+                };
+                (e, dim, max_pos)
             }
             QaArchitecture::Roberta => {
                 let c: xlm_roberta::Config = serde_json::from_value(roberta_defaults(&raw))
@@ -317,7 +311,9 @@ impl QaConfig {
                     c.max_position_embeddings
                         .saturating_sub(c.pad_token_id as usize + 1),
                 );
-                (EncoderConfig::Roberta(c), h, m)
+                let e = EncoderConfig::from_roberta(&c)
+                    .map_err(|e| bad(path, format!("not a supported RoBERTa config: {e}")))?;
+                (e, h, m)
             }
         };
         Ok(QaConfig {
@@ -350,14 +346,11 @@ impl QaConfig {
     }
 }
 
-enum Encoder {
-    Bert(bert::BertModel),
-    Roberta(xlm_roberta::XLMRobertaModel),
-}
-
-/// Start/end logits over a BERT-family encoder. See the module docs.
+/// Start/end logits over a BERT-family encoder. See the module docs. Cloning shares the
+/// weights (tensors are reference-counted).
+#[derive(Clone)]
 pub struct QaModel {
-    encoder: Encoder,
+    encoder: BertEncoder,
     qa_outputs: Linear,
     architecture: QaArchitecture,
     hidden_size: usize,
@@ -439,15 +432,11 @@ impl QaModel {
     /// [`VarMap`] every weight becomes a trainable variable.
     pub fn new(vb: VarBuilder, config: &QaConfig) -> candle_core::Result<Self> {
         let prefix = config.architecture.prefix();
-        let encoder = match &config.encoder {
-            EncoderConfig::Bert(c) if config.architecture == QaArchitecture::DistilBert => {
-                let renamed = vb.clone().rename_f(|n: &str| distil_name(n));
-                Encoder::Bert(bert::BertModel::load(renamed.pp(prefix), c)?)
-            }
-            EncoderConfig::Bert(c) => Encoder::Bert(bert::BertModel::load(vb.pp(prefix), c)?),
-            EncoderConfig::Roberta(c) => {
-                Encoder::Roberta(xlm_roberta::XLMRobertaModel::new(c, vb.pp(prefix))?)
-            }
+        let encoder = if config.architecture == QaArchitecture::DistilBert {
+            let renamed = vb.clone().rename_f(|n: &str| distil_name(n));
+            BertEncoder::new(renamed.pp(prefix), &config.encoder)?
+        } else {
+            BertEncoder::new(vb.pp(prefix), &config.encoder)?
         };
         let qa_outputs = candle_nn::linear(config.hidden_size, 2, vb.pp("qa_outputs"))?;
         Ok(QaModel {
@@ -471,14 +460,7 @@ impl QaModel {
 
     /// [`QaModel::load`] with an already parsed config and an explicit weights file.
     pub fn load_with(config: &QaConfig, weights: &Path) -> Result<Self> {
-        let mut tensors = load_tensors(weights)?;
-        if config.architecture == QaArchitecture::DistilBert {
-            let zeros = Tensor::zeros((1, config.hidden_size), DType::F32, &Device::Cpu)
-                .map_err(|e| bad(weights, e.to_string()))?;
-            tensors
-                .entry(DISTILBERT_TOKEN_TYPES.to_string())
-                .or_insert(zeros);
-        }
+        let tensors = load_tensors(weights)?;
         for k in ["qa_outputs.weight", "qa_outputs.bias"] {
             if !tensors.contains_key(k) {
                 return Err(bad(
@@ -593,16 +575,11 @@ impl QaModel {
         token_type_ids: &Tensor,
         attention_mask: &Tensor,
     ) -> candle_core::Result<(Tensor, Tensor)> {
-        let hidden = match &self.encoder {
-            Encoder::Bert(m) if self.architecture == QaArchitecture::DistilBert => {
-                m.forward(input_ids, &input_ids.zeros_like()?, Some(attention_mask))?
-            }
-            Encoder::Bert(m) => m.forward(input_ids, token_type_ids, Some(attention_mask))?,
-            Encoder::Roberta(m) => {
-                let types = input_ids.zeros_like()?;
-                m.forward(input_ids, attention_mask, &types, None, None, None)?
-            }
+        let types = match self.architecture {
+            QaArchitecture::Bert => token_type_ids.clone(),
+            _ => input_ids.zeros_like()?,
         };
+        let hidden = self.encoder.forward(input_ids, &types, attention_mask)?;
         let logits = self.qa_outputs.forward(&hidden)?;
         let start = logits.i((.., .., 0))?.contiguous()?;
         let end = logits.i((.., .., 1))?.contiguous()?;
@@ -637,8 +614,6 @@ pub fn span_loss(
 /// transformers' `AutoModelForQuestionAnswering`) reads: `model.safetensors` (every
 /// variable of `varmap`, under transformers' names), `config.json` ([`QaConfig::qa_json`]:
 /// `architectures` = the QA class) and a copy of `tokenizer`. Creates `dir` if needed.
-/// DistilBERT's synthetic token-type row ([`DISTILBERT_TOKEN_TYPES`]) is not written
-/// (a trainer should leave it out of the optimiser so it stays zero).
 pub fn save_pretrained(
     varmap: &VarMap,
     config: &QaConfig,
@@ -652,7 +627,6 @@ pub fn save_pretrained(
         .lock()
         .map_err(|_| bad(&weights, "variable map lock poisoned"))?
         .iter()
-        .filter(|(k, _)| k.as_str() != DISTILBERT_TOKEN_TYPES)
         .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
         .collect();
     candle_core::safetensors::save(&tensors, &weights)

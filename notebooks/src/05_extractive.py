@@ -1,0 +1,92 @@
+"""Cells of notebooks/05_extractive.ipynb (written by notebooks/make_notebooks.py)."""
+
+CELLS = [
+    ("markdown", """
+# 05 · Extractive readers trained on this CPU (report 000, Table 1 and Figure 3)
+
+Report 000 compared three SQuAD-trained extractive readers (DeBERTa-v3-large-squad2,
+BERT-large-WWM-squad, RoBERTa-large-squad2) on ten questions over the top-5 SBERT + FAISS
+passages, concatenated (Table 1: EM = F1 = 66.7 / 66.7 / 33.3). None of those checkpoints
+can be had here, so the workbench fine-tunes a question-answering head (and the whole
+encoder) on all-MiniLM-L6-v2 in candle, on two CPU cores:
+
+* supervision: the SQuAD 2.0 dev half's **training articles** (1,998 answerable questions;
+  the five held-out articles are never trained on), RAG Mini Wikipedia's training
+  questions located in their passages (216), NQ-open dev distant supervision (646
+  questions whose BM25 top-20 Wikipedia windows hold a gold answer);
+* the model: `QaModel` (`workbench::read::extractive`), the same one that reads;
+  checkpoints are in Hugging Face layout and load through the hub path.
+
+This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-minilm-all/`
+and `data/results/report000_readers/`) and reads one question live with the trained
+reader, its evidence highlighted in the passage.
+"""),
+    ("code", """
+:dep workbench = { path = "../workbench", features = ["plot", "dense"] }
+"""),
+    ("code", """
+use workbench::display::emit;
+let root = workbench::paths::project_root()?;
+let res = root.join("data/results");
+let held = std::fs::read_to_string(res.join("reader-minilm-all/metrics.md"))?;
+emit("text/markdown", &held);
+"""),
+    ("markdown", """
+## Table 1: our three readers beside report 000's
+
+1. **MiniLM reader**: the five passages concatenated (report 000's way), best span;
+2. **best span per passage**: each passage read alone, the best span over all by raw
+   start + end logits;
+3. **+ null threshold** (SQuAD 2.0-style): abstains when the null score beats the best
+   span by more than a threshold chosen on the SQuAD *training* articles' questions.
+
+Questions 6–8 expect no answer from the corpus (an empty answer scores 1). The honest set
+columns: every question of the five held-out SQuAD articles (gold paragraph given) and
+the RAG Mini Wikipedia test questions (never trained on).
+"""),
+    ("code", """
+let t1 = std::fs::read_to_string(res.join("report000_readers/table1.md"))?;
+emit("text/markdown", &t1);
+"""),
+    ("markdown", """
+## Figure 3
+"""),
+    ("code", """
+let svg = std::fs::read_to_string(res.join("report000_readers/figure3.svg"))?;
+emit("image/svg+xml", &svg);
+"""),
+    ("markdown", """
+## The answers with their evidence
+
+Each answer is shown in the passage it was taken from (`<mark>` = the span).
+"""),
+    ("code", """
+let html = std::fs::read_to_string(res.join("report000_readers/answers.html"))?;
+emit("text/html", &html);
+"""),
+    ("markdown", """
+## Reading live with the trained checkpoint
+
+The checkpoint folder (`model.safetensors`, `config.json`, `tokenizer.json`) loads like any
+hub QA model; `Reader::read` returns the answer with its passage id and character offsets.
+"""),
+    ("code", """
+use workbench::read::extractive::{ExtractiveReader, ReaderParams};
+use workbench::read::{Context, Reader};
+let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(res.join("reader-minilm-all/metrics.json"))?)?;
+let dir = std::path::PathBuf::from(m["model_dir"].as_str().ok_or("no model_dir")?);
+let mut reader = ExtractiveReader::load_dir(&dir, ReaderParams::default())?;
+let passages = vec![
+    Context::new("p1", "The Eiffel Tower was built for the 1889 World's Fair in Paris."),
+    Context::new("p2", "Penicillin was discovered in 1928 by Alexander Fleming, a Scottish physician."),
+];
+let a = reader.read("Who discovered penicillin?", &passages)?;
+let ev = a.evidence.clone().ok_or("no evidence")?;
+let p = passages.iter().find(|p| p.id == ev.passage_id).ok_or("passage")?;
+let chars: Vec<char> = p.text.chars().collect();
+let s: String = chars[..ev.start_char].iter().collect();
+let mid: String = chars[ev.start_char..ev.end_char].iter().collect();
+let e: String = chars[ev.end_char..].iter().collect();
+emit("text/html", &format!("<p><b>{}</b> (passage {})</p><blockquote>{}<mark>{}</mark>{}</blockquote>", a.text, ev.passage_id, s, mid, e));
+"""),
+]

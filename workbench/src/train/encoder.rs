@@ -1,0 +1,290 @@
+//! [`BertEncoder`]: a BERT-family encoder (BERT, MiniLM, DistilBERT, RoBERTa) that trains
+//! and reads. Every op has a backward pass (the fused LayerNorm, softmax and GELU of
+//! [`super::ops`]), so every weight gets a gradient; there is no dropout. Weight names are
+//! transformers' under the caller's prefix (`embeddings.word_embeddings.weight`,
+//! `encoder.layer.N.attention.self.query.weight`, …); DistilBERT checkpoints are read
+//! through a renaming [`VarBuilder`] (see `read::extractive::model`).
+//!
+//! Heads put on it: the extractive reader's `qa_outputs`
+//! ([`crate::read::extractive::QaModel`]); a cross-encoder's classifier or a ColBERT
+//! projection take [`BertEncoder::forward`]'s last hidden states the same way.
+
+use super::ops;
+use candle_core::{DType, Device, Tensor, D};
+use candle_nn::{Embedding, Linear, Module, VarBuilder};
+
+/// The feed-forward activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// transformers' `gelu` (exact, erf).
+    GeluErf,
+    /// `gelu_new` / `gelu_pytorch_tanh` (tanh approximation).
+    GeluTanh,
+    /// `relu`.
+    Relu,
+}
+
+/// How position ids are formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Positions {
+    /// BERT: `0..len`.
+    Absolute,
+    /// RoBERTa: `padding_idx + 1 + i` for tokens, `padding_idx` for padding.
+    Roberta {
+        /// The padding token id (RoBERTa: 1).
+        padding_idx: u32,
+    },
+}
+
+/// Shape and options of a [`BertEncoder`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncoderConfig {
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Hidden size.
+    pub hidden_size: usize,
+    /// Transformer layers.
+    pub num_layers: usize,
+    /// Attention heads (a divisor of `hidden_size`).
+    pub num_heads: usize,
+    /// Feed-forward size.
+    pub intermediate_size: usize,
+    /// Feed-forward activation.
+    pub activation: Activation,
+    /// Rows of the position embedding.
+    pub max_position_embeddings: usize,
+    /// Rows of the token-type embedding; 0 = none (DistilBERT).
+    pub type_vocab_size: usize,
+    /// LayerNorm epsilon.
+    pub layer_norm_eps: f64,
+    /// Position ids.
+    pub positions: Positions,
+}
+
+impl EncoderConfig {
+    /// From candle-transformers' BERT config (also what the workbench builds for DistilBERT).
+    pub fn from_bert(c: &candle_transformers::models::bert::Config) -> Self {
+        use candle_transformers::models::bert::HiddenAct;
+        EncoderConfig {
+            vocab_size: c.vocab_size,
+            hidden_size: c.hidden_size,
+            num_layers: c.num_hidden_layers,
+            num_heads: c.num_attention_heads,
+            intermediate_size: c.intermediate_size,
+            activation: match c.hidden_act {
+                HiddenAct::Gelu => Activation::GeluErf,
+                HiddenAct::GeluApproximate => Activation::GeluTanh,
+                HiddenAct::Relu => Activation::Relu,
+            },
+            max_position_embeddings: c.max_position_embeddings,
+            type_vocab_size: c.type_vocab_size,
+            layer_norm_eps: c.layer_norm_eps,
+            positions: Positions::Absolute,
+        }
+    }
+
+    /// From candle-transformers' (XLM-)RoBERTa config. Errors on an activation other
+    /// than `gelu`, `gelu_new`/`gelu_pytorch_tanh` or `relu`.
+    pub fn from_roberta(
+        c: &candle_transformers::models::xlm_roberta::Config,
+    ) -> candle_core::Result<Self> {
+        use candle_nn::Activation as A;
+        let activation = match c.hidden_act {
+            A::Gelu => Activation::GeluErf,
+            A::NewGelu | A::GeluPytorchTanh => Activation::GeluTanh,
+            A::Relu => Activation::Relu,
+            other => candle_core::bail!("hidden_act {other:?} is not supported"),
+        };
+        Ok(EncoderConfig {
+            vocab_size: c.vocab_size,
+            hidden_size: c.hidden_size,
+            num_layers: c.num_hidden_layers,
+            num_heads: c.num_attention_heads,
+            intermediate_size: c.intermediate_size,
+            activation,
+            max_position_embeddings: c.max_position_embeddings,
+            type_vocab_size: c.type_vocab_size,
+            layer_norm_eps: c.layer_norm_eps,
+            positions: Positions::Roberta {
+                padding_idx: c.pad_token_id,
+            },
+        })
+    }
+}
+
+/// LayerNorm over [`ops::layer_norm`].
+#[derive(Debug, Clone)]
+struct Norm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl Norm {
+    fn new(size: usize, eps: f64, vb: VarBuilder) -> candle_core::Result<Self> {
+        Ok(Norm {
+            weight: vb.get_with_hints(size, "weight", candle_nn::Init::Const(1.0))?,
+            bias: vb.get_with_hints(size, "bias", candle_nn::Init::Const(0.0))?,
+            eps,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        ops::layer_norm(x, &self.weight, &self.bias, self.eps)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Layer {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    ln1: Norm,
+    inter: Linear,
+    out: Linear,
+    ln2: Norm,
+    heads: usize,
+    activation: Activation,
+}
+
+impl Layer {
+    fn new(vb: VarBuilder, c: &EncoderConfig) -> candle_core::Result<Self> {
+        let h = c.hidden_size;
+        let a = vb.pp("attention");
+        Ok(Layer {
+            q: candle_nn::linear(h, h, a.pp("self").pp("query"))?,
+            k: candle_nn::linear(h, h, a.pp("self").pp("key"))?,
+            v: candle_nn::linear(h, h, a.pp("self").pp("value"))?,
+            o: candle_nn::linear(h, h, a.pp("output").pp("dense"))?,
+            ln1: Norm::new(h, c.layer_norm_eps, a.pp("output").pp("LayerNorm"))?,
+            inter: candle_nn::linear(h, c.intermediate_size, vb.pp("intermediate").pp("dense"))?,
+            out: candle_nn::linear(c.intermediate_size, h, vb.pp("output").pp("dense"))?,
+            ln2: Norm::new(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
+            heads: c.num_heads,
+            activation: c.activation,
+        })
+    }
+
+    /// `x`: `[b, l, h]`; `bias`: `[b, 1, 1, l]` additive attention mask.
+    fn forward(&self, x: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, l, h) = x.dims3()?;
+        let d = h / self.heads;
+        let split = |t: Tensor| -> candle_core::Result<Tensor> {
+            t.reshape((b, l, self.heads, d))?
+                .transpose(1, 2)?
+                .contiguous()
+        };
+        // The scale folded into q (one small op instead of one over the scores).
+        let q = split((self.q.forward(x)? * (1.0 / (d as f64).sqrt()))?)?;
+        let k = split(self.k.forward(x)?)?;
+        let v = split(self.v.forward(x)?)?;
+        let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
+        let p = ops::softmax_last_dim(&scores)?;
+        let ctx = p
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((b, l, h))?;
+        let x = self.ln1.forward(&(self.o.forward(&ctx)? + x)?)?;
+        let i = self.inter.forward(&x)?;
+        let i = match self.activation {
+            Activation::GeluErf => ops::gelu_erf(&i)?,
+            Activation::GeluTanh => i.gelu()?,
+            Activation::Relu => i.relu()?,
+        };
+        self.ln2.forward(&(self.out.forward(&i)? + x)?)
+    }
+}
+
+/// A BERT-family encoder whose every weight trains. See the module docs.
+#[derive(Debug, Clone)]
+pub struct BertEncoder {
+    word: Embedding,
+    pos: Embedding,
+    ty: Option<Embedding>,
+    ln: Norm,
+    layers: Vec<Layer>,
+    config: EncoderConfig,
+}
+
+impl BertEncoder {
+    /// Build from `vb` (`embeddings.…`, `encoder.layer.N.…` under `vb`'s prefix). Over a
+    /// [`candle_nn::VarMap`] every weight is a trainable variable; over memory-mapped
+    /// safetensors it is an inference model.
+    pub fn new(vb: VarBuilder, config: &EncoderConfig) -> candle_core::Result<Self> {
+        let c = config;
+        if c.num_heads == 0 || c.hidden_size % c.num_heads != 0 {
+            candle_core::bail!(
+                "hidden size {} is not a multiple of {} heads",
+                c.hidden_size,
+                c.num_heads
+            );
+        }
+        let h = c.hidden_size;
+        let e = vb.pp("embeddings");
+        let layers = (0..c.num_layers)
+            .map(|i| Layer::new(vb.pp("encoder").pp("layer").pp(i), c))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Ok(BertEncoder {
+            word: candle_nn::embedding(c.vocab_size, h, e.pp("word_embeddings"))?,
+            pos: candle_nn::embedding(c.max_position_embeddings, h, e.pp("position_embeddings"))?,
+            ty: (c.type_vocab_size > 0)
+                .then(|| candle_nn::embedding(c.type_vocab_size, h, e.pp("token_type_embeddings")))
+                .transpose()?,
+            ln: Norm::new(h, c.layer_norm_eps, e.pp("LayerNorm"))?,
+            layers,
+            config: c.clone(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EncoderConfig {
+        &self.config
+    }
+
+    /// Last hidden states `[batch, len, hidden]` of `ids`, `type_ids` and `mask` (each
+    /// `[batch, len]` u32; mask 1 = token, 0 = padding). Without a token-type embedding
+    /// (`type_vocab_size` 0) `type_ids` is ignored.
+    pub fn forward(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let (b, l) = ids.dims2()?;
+        let dev = ids.device();
+        let pos = match self.config.positions {
+            Positions::Absolute => self.pos.forward(&Tensor::arange(0u32, l as u32, dev)?)?,
+            Positions::Roberta { padding_idx } => {
+                let m: Vec<Vec<u32>> = mask.to_dtype(DType::U32)?.to_vec2()?;
+                let mut p = Vec::with_capacity(b * l);
+                for row in &m {
+                    let mut c = 0u32;
+                    for &x in row {
+                        c += x.min(1);
+                        p.push(if x > 0 { padding_idx + c } else { padding_idx });
+                    }
+                }
+                self.pos
+                    .forward(&Tensor::from_vec(p, (b, l), &Device::Cpu)?)?
+            }
+        };
+        let mut x = self.word.forward(ids)?.broadcast_add(&pos)?;
+        if let Some(ty) = &self.ty {
+            x = (x + ty.forward(type_ids)?)?;
+        }
+        let mut x = self.ln.forward(&x)?;
+        // 0 where attended, a large negative number at padding.
+        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((b, 1, 1, l))?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &bias)?;
+        }
+        Ok(x)
+    }
+
+    /// The first token's hidden state `[batch, hidden]` (`[CLS]` / `<s>`).
+    pub fn first_token(hidden: &Tensor) -> candle_core::Result<Tensor> {
+        hidden.narrow(D::Minus2, 0, 1)?.squeeze(D::Minus2)
+    }
+}
