@@ -23,6 +23,7 @@ reader, its evidence highlighted in the passage.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["plot", "dense"] }
+:dep serde_json = "1"
 """),
     ("code", """
 use workbench::display::emit;
@@ -80,13 +81,16 @@ let passages = vec![
     Context::new("p1", "The Eiffel Tower was built for the 1889 World's Fair in Paris."),
     Context::new("p2", "Penicillin was discovered in 1928 by Alexander Fleming, a Scottish physician."),
 ];
-let a = reader.read("Who discovered penicillin?", &passages)?;
-let ev = a.evidence.clone().ok_or("no evidence")?;
-let p = passages.iter().find(|p| p.id == ev.passage_id).ok_or("passage")?;
-let chars: Vec<char> = p.text.chars().collect();
-let s: String = chars[..ev.start_char].iter().collect();
-let mid: String = chars[ev.start_char..ev.end_char].iter().collect();
-let e: String = chars[ev.end_char..].iter().collect();
-emit("text/html", &format!("<p><b>{}</b> (passage {})</p><blockquote>{}<mark>{}</mark>{}</blockquote>", a.text, ev.passage_id, s, mid, e));
+// A block: `p` borrows `passages`, and evcxr cannot persist a borrowed value between cells.
+{
+    let a = reader.read("Who discovered penicillin?", &passages)?;
+    let ev = a.evidence.clone().ok_or("no evidence")?;
+    let p = passages.iter().find(|p| p.id == ev.passage_id).ok_or("passage")?;
+    let chars: Vec<char> = p.text.chars().collect();
+    let s: String = chars[..ev.start_char].iter().collect();
+    let mid: String = chars[ev.start_char..ev.end_char].iter().collect();
+    let e: String = chars[ev.end_char..].iter().collect();
+    emit("text/html", &format!("<p><b>{}</b> (passage {})</p><blockquote>{}<mark>{}</mark>{}</blockquote>", a.text, ev.passage_id, s, mid, e));
+}
 """),
 ]
