@@ -214,7 +214,7 @@ impl BertEncoder {
     /// safetensors it is an inference model.
     pub fn new(vb: VarBuilder, config: &EncoderConfig) -> candle_core::Result<Self> {
         let c = config;
-        if c.num_heads == 0 || c.hidden_size % c.num_heads != 0 {
+        if c.num_heads == 0 || !c.hidden_size.is_multiple_of(c.num_heads) {
             candle_core::bail!(
                 "hidden size {} is not a multiple of {} heads",
                 c.hidden_size,
