@@ -60,6 +60,11 @@ struct Args {
     #[arg(long)]
     #[serde(skip)]
     groups_only: bool,
+    /// Train (or find the trained checkpoint), print the timing, then stop (no results
+    /// folder): for a timed run under the quiet lock, the evaluation after it.
+    #[arg(long)]
+    #[serde(skip)]
+    train_only: bool,
     /// TF-IDF candidates re-ranked by the cross-encoder in the held-out evaluation.
     #[arg(long, default_value_t = 20)]
     rerank_depth: usize,
@@ -109,6 +114,24 @@ fn main() -> Result<()> {
         gt.to_markdown()
     );
     if args.groups_only {
+        return Ok(());
+    }
+    if args.train_only {
+        let before = load_average();
+        let t0 = Instant::now();
+        let (t, _) = cross_recipe::train_or_load(&assets, &recipe, &cache_root, &set)?;
+        println!(
+            "`{}` (key {}): {} groups of {}, {:.1} s of updates ({:.1} s wall this run), {:.2} pairs/s; load before {before}, at the end of training {} → {}",
+            recipe.name,
+            t.key,
+            t.groups,
+            recipe.group_size,
+            t.train_seconds,
+            t0.elapsed().as_secs_f64(),
+            t.pairs_per_second,
+            t.load,
+            t.model_dir.display()
+        );
         return Ok(());
     }
 
