@@ -211,10 +211,7 @@ fn tiny_model_overfits_tiny_groups_and_reranks_them() {
     let log = train(&m, &m.vars, &g, &cfg(60, 2e-3), None, Stop::End).unwrap();
     let first = log.steps[0].loss;
     let last = log.running_loss(4);
-    assert!(
-        last < 0.05 && last < first / 10.0,
-        "loss {first} → {last}"
-    );
+    assert!(last < 0.05 && last < first / 10.0, "loss {first} → {last}");
     let after = logits(&m, &g, &[0, 1, 2, 3]);
     for i in 0..4 {
         let row = &after[3 * i..3 * i + 3];
@@ -299,7 +296,9 @@ fn bad_input_is_a_clear_error() {
     )
     .is_err());
     let tok = PairTokenizer::from_file(&src.join("tokenizer.json"), 64).unwrap();
-    let e = encode_groups(&tok, &groups(), 4, 0).unwrap_err().to_string();
+    let e = encode_groups(&tok, &groups(), 4, 0)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("`g1`") && e.contains("2 negatives"), "{e}");
     // A missing tokenizer file names it.
     let e = PairTokenizer::from_file(&tmp.path().join("tokenizer-missing.json"), 64)

@@ -36,6 +36,7 @@ use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::evaluate::{evaluate, significance, Metric};
 use workbench::load::squad;
 use workbench::plot::render;
+use workbench::rerank::cross_encoder::{CrossEncoder, CrossEncoderParams};
 use workbench::rerank::{PassageLookup, RerankedRetriever};
 use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
@@ -65,6 +66,13 @@ struct Args {
     #[arg(long)]
     #[serde(skip)]
     train_only: bool,
+    /// Do not train: evaluate the latest checkpoint of the recipe's unfinished run
+    /// (exported in Hugging Face layout; results under `reranker-<recipe>-partial<updates>`).
+    #[arg(long)]
+    partial: bool,
+    /// Evaluate a seeded sample of this many held-out questions (default: all).
+    #[arg(long)]
+    max_questions: Option<usize>,
     /// TF-IDF candidates re-ranked by the cross-encoder in the held-out evaluation.
     #[arg(long, default_value_t = 20)]
     rerank_depth: usize,
@@ -94,7 +102,12 @@ fn main() -> Result<()> {
 
     let t_groups = Instant::now();
     let set = cross_recipe::recipe_groups(&assets, &recipe)?;
-    let mut gt = Table::new(["source", "questions", "groups", "not grouped (reason: count)"]);
+    let mut gt = Table::new([
+        "source",
+        "questions",
+        "groups",
+        "not grouped (reason: count)",
+    ]);
     for c in &set.counts {
         let why: Vec<String> = c.skipped.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         gt.push([
@@ -156,7 +169,18 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let name = format!("reranker-{}", recipe.name);
+    let mut name = format!("reranker-{}", recipe.name);
+    let partial = if args.partial {
+        let p = cross_recipe::partial_checkpoint(&assets, &recipe, &cache_root, &set)?
+            .context("no checkpoint of this recipe's run to evaluate")?;
+        name = format!("{name}-partial{}", p.1.steps.len());
+        Some(p)
+    } else {
+        None
+    };
+    if let Some(m) = args.max_questions {
+        name = format!("{name}-q{m}");
+    }
     let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.md")? else {
         return Ok(());
     };
@@ -168,7 +192,10 @@ fn main() -> Result<()> {
     }
 
     let t0 = Instant::now();
-    let (trained, log) = cross_recipe::train_or_load(&assets, &recipe, &cache_root, &set)?;
+    let (trained, log) = match partial {
+        Some((t, l)) => (t, Some(l)),
+        None => cross_recipe::train_or_load(&assets, &recipe, &cache_root, &set)?,
+    };
     let wall = t0.elapsed().as_secs_f64();
     println!(
         "trained `{}` ({} groups of {}) in {:.1} s of updates, {:.2} pairs/s, load at the end {} → {}",
@@ -209,6 +236,16 @@ fn main() -> Result<()> {
             qrels.entry(q.id.clone()).or_default().insert(ctx, 1);
         }
     }
+    if let Some(m) = args.max_questions {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+        queries.shuffle(&mut rng);
+        queries.truncate(m);
+        queries.sort_by(|a, b| a.id.cmp(&b.id));
+        let keep: std::collections::HashSet<&str> = queries.iter().map(|q| q.id.as_str()).collect();
+        qrels.retain(|q, _| keep.contains(q.as_str()));
+    }
     println!(
         "held-out: {} answerable questions of {} over {} paragraphs",
         queries.len(),
@@ -231,10 +268,15 @@ fn main() -> Result<()> {
         IndexParams::flat_ip(),
         Some(&EmbeddingCache::project_default()?),
     )?;
-    let ce = cross_recipe::load_cross_encoder(
-        &format!("{}{}", cross_recipe::TRAINED_PREFIX, recipe.name),
-        &assets,
-        &cache_root,
+    let ce = CrossEncoder::load_from_files(
+        &format!("trained-{}", recipe.name),
+        &trained.model_dir.join("config.json"),
+        &trained.model_dir.join("tokenizer.json"),
+        &trained.model_dir.join("model.safetensors"),
+        CrossEncoderParams {
+            max_length: recipe.max_length,
+            ..CrossEncoderParams::default()
+        },
     )?;
     let reranked = RerankedRetriever::new(
         Box::new(tfidf.clone()),
@@ -244,7 +286,12 @@ fn main() -> Result<()> {
     )?;
     let metrics = [Metric::Mrr(10), Metric::Recall(1), Metric::Recall(10)];
     let plan: Vec<(&str, String, &dyn Retriever, usize)> = vec![
-        ("tfidf", "TF-IDF (cosine)".into(), tfidf.as_ref(), args.depth),
+        (
+            "tfidf",
+            "TF-IDF (cosine)".into(),
+            tfidf.as_ref(),
+            args.depth,
+        ),
         (
             "dense",
             format!("dense {} flat IP", recipe.base),
@@ -269,8 +316,22 @@ fn main() -> Result<()> {
         println!("{label}: {} queries in {secs:.1} s", run.len());
         rows.push((k, label, evaluate(&run, &qrels, &metrics)?, secs));
     }
-    let mut mt = Table::new(["system", "MRR@10", "Recall@1", "Recall@10", "queries", "seconds"]);
-    let mut sig = Table::new(["system", "against", "metric", "mean_a", "mean_b", "p_randomization"]);
+    let mut mt = Table::new([
+        "system",
+        "MRR@10",
+        "Recall@1",
+        "Recall@10",
+        "queries",
+        "seconds",
+    ]);
+    let mut sig = Table::new([
+        "system",
+        "against",
+        "metric",
+        "mean_a",
+        "mean_b",
+        "p_randomization",
+    ]);
     let mut pq = Table::new(["system", "query", "mrr@10"]);
     let by_key = |k: &str| rows.iter().find(|r| r.0 == k).map(|r| &r.2);
     for (k, label, res, secs) in &rows {
@@ -281,7 +342,8 @@ fn main() -> Result<()> {
             }
             let b = by_key(against).context("baseline row")?;
             for (ma, mb) in res.iter().zip(b) {
-                let c = significance::compare(&ma.per_query, &mb.per_query, args.trials, args.seed)?;
+                let c =
+                    significance::compare(&ma.per_query, &mb.per_query, args.trials, args.seed)?;
                 sig.push([
                     k.to_string(),
                     against.to_string(),

@@ -222,7 +222,8 @@ impl CrossTrainModel {
                         let v: Vec<f32> = (0..n)
                             .map(|_| {
                                 (crate::read::extractive::sample_normal(&mut rng)
-                                    * config.initializer_range) as f32
+                                    * config.initializer_range)
+                                    as f32
                             })
                             .collect();
                         Tensor::from_vec(v, var.dims(), &Device::Cpu)
