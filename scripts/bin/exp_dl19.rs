@@ -15,6 +15,7 @@
 //! | `hybrid` | min-max fusion 0.5·dense + 0.5·BM25 over `--depth` candidates each (report 001) |
 //! | `rrf` | reciprocal rank fusion of BM25 and dense, k = 60 (report 002) |
 //! | `bm25+maxsim` | BM25 top `--rerank-depth` re-ranked by mean-MaxSim over **raw 384-d MiniLM token embeddings** (not a trained ColBERT; no projection) |
+//! | `bm25+ce` | BM25 top `--rerank-depth` re-ranked by the cross-encoder `--cross-encoder` (default `trained:minilm-ce`: all-MiniLM-L6-v2 fine-tuned by `train_reranker` on SQuAD / RAG Mini / NQ groups, never on DL19; `none` drops the row) |
 //!
 //! Metrics: nDCG@10 (gains = grades), MRR@10 and Recall@100, computed as trec_eval
 //! 9.0.8 computes them (`workbench::evaluate::ranking`: every query in both run and
@@ -50,7 +51,7 @@ use workbench::evaluate::{evaluate_with, significance, trec, EvalOptions, Metric
 use workbench::load::beir;
 use workbench::plot::{render, Bins, Histogram, HistogramGrid, Series};
 use workbench::rerank::late_interaction::{LateInteraction, MaxSimReranker};
-use workbench::rerank::{PassageLookup, RerankedRetriever};
+use workbench::rerank::{PassageLookup, RerankedRetriever, Reranker};
 use workbench::results::Experiment;
 use workbench::retrieve::analyzer::Analyzer;
 use workbench::retrieve::bm25::{Bm25, Bm25Params};
@@ -59,6 +60,7 @@ use workbench::retrieve::faiss::IndexParams;
 use workbench::retrieve::fusion::{Fused, Fusion, RRF_K};
 use workbench::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use workbench::retrieve::Retriever;
+use workbench::train::cross_recipe::{self, CrossRecipe};
 use workbench::{Query, Run};
 
 const NAME: &str = "dl19-retrieval";
@@ -87,6 +89,10 @@ struct Args {
     /// Seed of the randomisation and bootstrap tests.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Cross-encoder re-ranking BM25's top `--rerank-depth`: `trained:<recipe>` (trained by
+    /// `train_reranker`), a checkpoint folder, or `none` (no such row).
+    #[arg(long, default_value = "trained:minilm-ce")]
+    cross_encoder: String,
     /// Sentence and token encoder (asset name).
     #[arg(long, default_value = "all-minilm-l6-v2")]
     model: String,
@@ -105,6 +111,8 @@ struct Config<'a> {
     evaluation: EvalOptions,
     bm25: Bm25Params,
     encoder: EncoderParams,
+    /// The trained cross-encoder's cache key (its recipe and training inputs).
+    cross_encoder_key: Option<String>,
     inputs: Vec<(String, String)>,
     program_sha256: String,
 }
@@ -124,6 +132,17 @@ fn main() -> Result<()> {
     // trec_eval's rules (query set, tie order) with `-l rel_threshold`.
     let evaluation = EvalOptions::with_threshold(args.rel_threshold);
     let inputs = assets.input_checksums([DATA, args.model.as_str()])?;
+    let ce_root = workbench::paths::project_root()?
+        .join("data")
+        .join("cache")
+        .join("cross-encoders");
+    let cross_encoder_key = match args
+        .cross_encoder
+        .strip_prefix(cross_recipe::TRAINED_PREFIX)
+    {
+        Some(name) => Some(CrossRecipe::named(name)?.key(&assets)?),
+        None => None,
+    };
     let config = Config {
         args: &args,
         data: DATA,
@@ -132,6 +151,7 @@ fn main() -> Result<()> {
         evaluation,
         bm25: Bm25Params::default(),
         encoder: EncoderParams::default(),
+        cross_encoder_key,
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
@@ -199,8 +219,34 @@ fn main() -> Result<()> {
         args.rerank_depth,
     )?;
 
+    let ce_reranked = if args.cross_encoder == "none" {
+        None
+    } else {
+        let ce = cross_recipe::load_cross_encoder(&args.cross_encoder, &assets, &ce_root)?;
+        let label = format!(
+            "BM25 top-{} → cross-encoder ({})",
+            args.rerank_depth,
+            match args
+                .cross_encoder
+                .strip_prefix(cross_recipe::TRAINED_PREFIX)
+            {
+                Some(r) => format!("{r}, all-MiniLM-L6-v2 trained on SQuAD / RAG Mini / NQ groups"),
+                None => ce.name(),
+            }
+        );
+        Some((
+            label,
+            RerankedRetriever::new(
+                Box::new(bm25.clone()),
+                Box::new(ce),
+                PassageLookup::from_passages(&passages)?,
+                args.rerank_depth,
+            )?,
+        ))
+    };
+
     let mut systems = Vec::new();
-    let plan: Vec<(&'static str, String, &dyn Retriever, usize)> = vec![
+    let mut plan: Vec<(&'static str, String, &dyn Retriever, usize)> = vec![
         ("tfidf", "TF-IDF (cosine)".into(), &tfidf, args.depth),
         (
             "bm25",
@@ -241,6 +287,9 @@ fn main() -> Result<()> {
             args.rerank_depth,
         ),
     ];
+    if let Some((label, r)) = &ce_reranked {
+        plan.push(("bm25+ce", label.clone(), r, args.rerank_depth));
+    }
     for (key, label, r, k) in plan {
         let t0 = Instant::now();
         let run = r.retrieve_all(&queries, k)?;
@@ -519,6 +568,26 @@ fn main() -> Result<()> {
                     .collect::<BTreeMap<_, _>>(),
                 "seconds": s.seconds,
             }),
+        );
+    }
+    // The goal of issue 11: the cross-encoder against dense on nDCG@10.
+    if let (Some(ce), Some(dense)) = (
+        systems.iter().position(|s| s.key == "bm25+ce"),
+        systems.iter().position(|s| s.key == "dense"),
+    ) {
+        let c = significance::compare(
+            &results[ce][0].per_query,
+            &results[dense][0].per_query,
+            args.trials,
+            args.seed,
+        )?;
+        println!(
+            "cross-encoder vs dense, nDCG@10: {:.4} vs {:.4}, randomisation p = {:.4}",
+            results[ce][0].mean, results[dense][0].mean, c.randomization.p_value
+        );
+        summary.insert(
+            "ce_vs_dense_ndcg10_p_randomization".into(),
+            c.randomization.p_value.into(),
         );
     }
     summary.insert("rel_threshold".into(), t.into());

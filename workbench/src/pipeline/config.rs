@@ -39,7 +39,8 @@
 //!
 //! [rerank]                            # optional                             default: none
 //! kind = "bi-encoder"                 # bi-encoder | late-interaction | cross-encoder
-//! model = "all-minilm-l6-v2"          # encoder asset (or cross-encoder folder)   default "all-minilm-l6-v2"
+//! model = "all-minilm-l6-v2"          # encoder asset; cross-encoder: a folder, or "trained:<recipe>"
+//!                                     # (e.g. "trained:minilm-ce", trained by train_reranker)   default "all-minilm-l6-v2"
 //! depth = 10                          # first-stage candidates re-ranked     default 10
 //!
 //! [reader]
@@ -344,7 +345,8 @@ pub enum RerankKind {
     BiEncoder,
     /// MaxSim over token vectors.
     LateInteraction,
-    /// A `BertForSequenceClassification` checkpoint folder (`model` is the folder).
+    /// A `BertForSequenceClassification` checkpoint: `model` is its folder or
+    /// `trained:<recipe>`.
     CrossEncoder,
 }
 
@@ -354,7 +356,9 @@ pub enum RerankKind {
 pub struct RerankConfig {
     /// Which. Default `bi-encoder`.
     pub kind: RerankKind,
-    /// Encoder asset, or the cross-encoder's folder. Default `all-minilm-l6-v2`.
+    /// Encoder asset, or the cross-encoder's folder, or `trained:<recipe>` for a
+    /// cross-encoder trained by `train_reranker` (`train::cross_recipe`). Default
+    /// `all-minilm-l6-v2`.
     pub model: String,
     /// First-stage candidates re-ranked. Default 10.
     pub depth: usize,

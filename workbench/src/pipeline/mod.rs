@@ -402,9 +402,23 @@ impl Pipeline {
                         crate::rerank::late_interaction::MaxSimReranker::new(Arc::new(li)),
                     ))
                 }
-                config::RerankKind::CrossEncoder => Ok(Box::new(
-                    crate::rerank::cross_encoder::CrossEncoder::load_from_dir(c.resolve(&r.model))?,
-                )),
+                config::RerankKind::CrossEncoder => {
+                    use crate::train::cross_recipe;
+                    if r.model.starts_with(cross_recipe::TRAINED_PREFIX) {
+                        // `trained:<recipe>`: the cross-encoder `train_reranker` trained.
+                        let assets = crate::assets::Assets::load()?;
+                        let root = cross_recipe::default_cache_root()?;
+                        Ok(Box::new(cross_recipe::load_cross_encoder(
+                            &r.model, &assets, &root,
+                        )?))
+                    } else {
+                        Ok(Box::new(
+                            crate::rerank::cross_encoder::CrossEncoder::load_from_dir(
+                                c.resolve(&r.model),
+                            )?,
+                        ))
+                    }
+                }
             }
         }
         #[cfg(not(feature = "dense"))]

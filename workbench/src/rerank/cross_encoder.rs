@@ -58,14 +58,84 @@ impl Default for CrossEncoderParams {
     }
 }
 
+/// A cross-encoder's input: `tokenizer.json` with its own post-processor
+/// (`[CLS] q [SEP] p [SEP]`, token types 0 / 1), truncated to `max_length` tokens cutting
+/// only the passage, or both sides when the query alone does not fit. Training
+/// (`train::cross`) and [`CrossEncoder`] encode pairs with it, so they cut the same way.
+#[derive(Clone)]
+pub struct PairTokenizer {
+    tokenizer: Tokenizer,
+    fallback: Tokenizer,
+    max_length: usize,
+}
+
+impl PairTokenizer {
+    /// Read `tokenizer.json` (padding off) for pairs of at most `max_length` tokens.
+    pub fn from_file(tokenizer_path: &Path, max_length: usize) -> Result<Self> {
+        let tok_err =
+            |e: tokenizers::Error| Error::Tokenizer(format!("{}: {e}", tokenizer_path.display()));
+        if !tokenizer_path.is_file() {
+            return Err(Error::io(
+                tokenizer_path,
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+            ));
+        }
+        let mut tokenizer = Tokenizer::from_file(tokenizer_path).map_err(tok_err)?;
+        tokenizer.with_padding(None);
+        let mut fallback = tokenizer.clone();
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                strategy: TruncationStrategy::OnlySecond,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(tok_err)?;
+        fallback
+            .with_truncation(Some(TruncationParams {
+                max_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+                direction: TruncationDirection::Right,
+            }))
+            .map_err(tok_err)?;
+        Ok(PairTokenizer {
+            tokenizer,
+            fallback,
+            max_length,
+        })
+    }
+
+    /// The longest input in tokens.
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    /// The id of `token` in the vocabulary.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.tokenizer.token_to_id(token)
+    }
+
+    /// Encode one pair (special tokens included).
+    pub fn encode(&self, query: &str, passage: &str) -> Result<Encoding> {
+        match self.tokenizer.encode((query, passage), true) {
+            Ok(e) => Ok(e),
+            // only_second fails when the query alone exceeds max_length: cut both sides.
+            Err(_) => self
+                .fallback
+                .encode((query, passage), true)
+                .map_err(|e| Error::Tokenizer(format!("encoding a query–passage pair: {e}"))),
+        }
+    }
+}
+
 /// A `BertForSequenceClassification` cross-encoder. Implements [`Reranker`].
 pub struct CrossEncoder {
     label: String,
     bert: BertModel,
     pooler: Linear,
     classifier: Linear,
-    tokenizer: Tokenizer,
-    fallback: Tokenizer,
+    pairs: PairTokenizer,
     pad_id: u32,
     num_labels: usize,
     score_index: usize,
@@ -238,28 +308,9 @@ impl CrossEncoder {
         let max_length = params.max_length.min(config.max_position_embeddings);
 
         // tokenizer.json
-        let tok_err =
-            |e: tokenizers::Error| Error::Tokenizer(format!("{}: {e}", tokenizer_path.display()));
-        let mut tokenizer = Tokenizer::from_file(tokenizer_path).map_err(tok_err)?;
-        tokenizer.with_padding(None);
-        let mut fallback = tokenizer.clone();
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length,
-                strategy: TruncationStrategy::OnlySecond,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(tok_err)?;
-        fallback
-            .with_truncation(Some(TruncationParams {
-                max_length,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-                direction: TruncationDirection::Right,
-            }))
-            .map_err(tok_err)?;
-        let pad_id = tokenizer
+        let pairs = PairTokenizer::from_file(tokenizer_path, max_length)?;
+        let pad_id = pairs
+            .tokenizer
             .token_to_id("[PAD]")
             .unwrap_or(config.pad_token_id as u32);
 
@@ -306,8 +357,7 @@ impl CrossEncoder {
             bert,
             pooler,
             classifier,
-            tokenizer,
-            fallback,
+            pairs,
             pad_id,
             num_labels,
             score_index,
@@ -341,14 +391,7 @@ impl CrossEncoder {
     }
 
     fn encoding(&self, query: &str, passage: &str) -> Result<Encoding> {
-        match self.tokenizer.encode((query, passage), true) {
-            Ok(e) => Ok(e),
-            // only_second fails when the query alone exceeds max_length: cut both sides.
-            Err(_) => self
-                .fallback
-                .encode((query, passage), true)
-                .map_err(|e| Error::Tokenizer(format!("encoding a query–passage pair: {e}"))),
-        }
+        self.pairs.encode(query, passage)
     }
 
     /// Score one pair.

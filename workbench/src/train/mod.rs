@@ -11,6 +11,9 @@
 //! | [`encoder`] | [`encoder::BertEncoder`]: the differentiable BERT-family encoder the reader and the rerankers train |
 //! | [`ops`] | fused LayerNorm, softmax and GELU with backward passes |
 //! | [`qa`] | the reader's [`QaModel`](crate::read::extractive::QaModel) as a [`Trainable`], training windows with start/end targets |
+//! | [`cross`] | the cross-encoder (`BertForSequenceClassification`, one logit) as a [`Trainable`], group loss, encoded groups, HF-layout saving |
+//! | [`cross_recipe`] | cross-encoder recipes, train-once cache (`data/cache/cross-encoders/<key>/`), `trained:<recipe>` checkpoints |
+//! | [`groups`] | reranker training groups: (question, positive, BM25 hard negatives) over the reader's supervision |
 //! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
 //! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
 //!
@@ -21,7 +24,10 @@
 
 pub mod batching;
 pub mod checkpoint;
+pub mod cross;
+pub mod cross_recipe;
 pub mod encoder;
+pub mod groups;
 pub mod ops;
 pub mod optim;
 pub mod qa;

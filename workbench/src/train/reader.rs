@@ -101,15 +101,7 @@ impl ReaderRecipe {
 
     /// The asset names the recipe reads.
     pub fn inputs(&self) -> Vec<&str> {
-        let mut v = vec![self.base.as_str(), "squad-v2-dev-half"];
-        if self.supervision.rag_mini {
-            v.push("rag-mini-wikipedia");
-        }
-        if self.supervision.nq {
-            v.push("nq-open");
-            v.extend(WIKIPEDIA_CORPORA);
-        }
-        v
+        supervision_inputs(&self.base, &self.supervision)
     }
 
     /// The cache key: sha256 of [`READER_CACHE_VERSION`], the recipe (its name aside: a
@@ -119,19 +111,44 @@ impl ReaderRecipe {
             name: String::new(),
             ..self.clone()
         };
-        let mut h = Sha256::new();
-        let mut field = |b: &[u8]| {
-            h.update((b.len() as u64).to_le_bytes());
-            h.update(b);
-        };
-        field(READER_CACHE_VERSION.as_bytes());
-        field(serde_json::to_string(&unnamed)?.as_bytes());
-        for (file, sha) in assets.input_checksums(self.inputs())? {
-            field(file.as_bytes());
-            field(sha.as_bytes());
-        }
-        Ok(hex::encode(h.finalize())[..16].to_string())
+        recipe_key(assets, READER_CACHE_VERSION, &unnamed, self.inputs())
     }
+}
+
+/// The asset names whose content a model trained from `base` on `sup` depends on.
+pub fn supervision_inputs<'a>(base: &'a str, sup: &Supervision) -> Vec<&'a str> {
+    let mut v = vec![base, "squad-v2-dev-half"];
+    if sup.rag_mini {
+        v.push("rag-mini-wikipedia");
+    }
+    if sup.nq {
+        v.push("nq-open");
+        v.extend(WIKIPEDIA_CORPORA);
+    }
+    v
+}
+
+/// A trained model's cache key: the first 16 hex digits of the sha256 of `version`, the
+/// JSON of `recipe` (pass it without its name: a label, not configuration) and every
+/// input asset file's name and sha256.
+pub fn recipe_key<T: Serialize>(
+    assets: &Assets,
+    version: &str,
+    recipe: &T,
+    inputs: Vec<&str>,
+) -> Result<String> {
+    let mut h = Sha256::new();
+    let mut field = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    field(version.as_bytes());
+    field(serde_json::to_string(recipe)?.as_bytes());
+    for (file, sha) in assets.input_checksums(inputs)? {
+        field(file.as_bytes());
+        field(sha.as_bytes());
+    }
+    Ok(hex::encode(h.finalize())[..16].to_string())
 }
 
 pub use crate::read::extractive::load_tokenizer;

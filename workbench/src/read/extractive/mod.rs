@@ -20,6 +20,7 @@
 pub mod model;
 pub mod spans;
 
+pub(crate) use model::sample_normal;
 pub use model::{save_pretrained, span_loss, QaArchitecture, QaConfig, QaFiles, QaModel};
 pub use spans::{
     char_slice, decode, make_windows, DecodeParams, Decoded, Span, TokenSource, Window,

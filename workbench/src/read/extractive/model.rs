@@ -36,7 +36,7 @@ use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
 use candle_transformers::models::{bert, xlm_roberta};
 use rand::SeedableRng;
-use rand_distr_normal::sample_normal;
+pub(crate) use rand_distr_normal::sample_normal;
 use std::path::{Path, PathBuf};
 
 /// The encoder family of a QA checkpoint.
@@ -643,7 +643,7 @@ pub fn save_pretrained(
 
 /// A standard normal sample by Box–Muller (rand 0.8 has no normal distribution without
 /// `rand_distr`).
-mod rand_distr_normal {
+pub(crate) mod rand_distr_normal {
     use rand::Rng;
     pub fn sample_normal<R: Rng>(rng: &mut R) -> f64 {
         let u1: f64 = rng.gen_range(f64::EPSILON..1.0);
