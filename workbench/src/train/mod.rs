@@ -11,6 +11,7 @@
 //! | [`encoder`] | [`encoder::BertEncoder`]: the differentiable BERT-family encoder the reader and the rerankers train |
 //! | [`ops`] | fused LayerNorm, softmax and GELU with backward passes |
 //! | [`qa`] | the reader's [`QaModel`](crate::read::extractive::QaModel) as a [`Trainable`], training windows with start/end targets |
+//! | [`colbert`] | ColBERT projection training: report 003's loss on frozen MiniLM token vectors, `[Q]`/`[D]` markers, `[MASK]` padding |
 //! | [`groups`] | reranker training groups: (question, positive, BM25 hard negatives) over the reader's supervision |
 //! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
 //! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
@@ -22,6 +23,7 @@
 
 pub mod batching;
 pub mod checkpoint;
+pub mod colbert;
 pub mod encoder;
 pub mod groups;
 pub mod ops;
