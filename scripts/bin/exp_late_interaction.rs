@@ -30,6 +30,13 @@
 //! misses at rank 1), each with its gold context. The pages and the manifest summary
 //! (`token_relevance_system`) name that system.
 //!
+//! With `--held-out --colbert-dims 24,32,64,128` (as `scripts/reproduce` runs it) only
+//! the questions of the five held-out articles are asked (the trained projections never
+//! saw them; the corpus stays all 646 contexts) and a re-rank row per trained ColBERT
+//! projection (`train::colbert`: frozen MiniLM, `[Q]`/`[D]` markers, `[MASK]` padding,
+//! trained on the other articles, RAG Mini and NQ) is added, with its storage per passage;
+//! results go to `data/results/late-interaction-heldout/`.
+//!
 //! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
 //! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
 //! `recall_at_k.png/.svg` / `.csv` (k = 1…50), `config.json`, `manifest.json`.
@@ -174,7 +181,13 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
+    // The held-out table (with the trained rows) is its own result folder.
+    let name = if args.held_out {
+        format!("{NAME}-heldout")
+    } else {
+        NAME.to_string()
+    };
+    let Some(exp) = Experiment::start(&name, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
     };
     let out = &exp.out;
