@@ -749,9 +749,9 @@ mod tests {
             passages,
             groups,
         };
-        let head = ColbertHead::new(4, h, 1).unwrap();
+        let head = ColbertHead::new(8, h, 1).unwrap();
         let cfg = TrainConfig {
-            epochs: 60,
+            epochs: 100,
             batch_size: 4,
             lr: 0.05,
             warmup_ratio: 0.0,
@@ -771,7 +771,21 @@ mod tests {
             .unwrap()
             .to_scalar()
             .unwrap();
-        assert!(after < 0.05 && after < before / 5.0, "{before} -> {after}");
+        // Scores are sums of 3 cosines, so the loss cannot reach 0 over 16 passages
+        // (ln(1 + 15·e^-3) ≈ 0.56 with every other passage orthogonal): ask for a clear
+        // drop and every positive ranked first.
+        assert!(after < 0.8 * before, "{before} -> {after}");
+        let s: Vec<Vec<f32>> = head
+            .scores(&data.batch(&all).unwrap())
+            .unwrap()
+            .to_vec2()
+            .unwrap();
+        for (g, row) in s.iter().enumerate() {
+            let best = (0..row.len())
+                .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+                .unwrap();
+            assert_eq!(best, 2 * g, "group {g}: {row:?}");
+        }
 
         // Save and load through the Projection path: the same scores.
         let dir = std::env::temp_dir().join(format!("colbert-head-{}", std::process::id()));
@@ -779,14 +793,14 @@ mod tests {
         let path = dir.join("projection.safetensors");
         head.save(&path).unwrap();
         let proj = Projection::load(&path, Some(WEIGHT_NAME)).unwrap();
-        assert_eq!((proj.out_dim, proj.in_dim), (4, h));
+        assert_eq!((proj.out_dim, proj.in_dim), (8, h));
         let b = data.batch(&all).unwrap();
         let s: Vec<Vec<f32>> = head.scores(&b).unwrap().to_vec2().unwrap();
         let dv = |t: &TokenVectors, i: usize| -> Vec<f32> {
             let mut v = vec![0f32; t.rows(i) * h];
             t.copy_into(i, &mut v);
             let mut p = proj.apply(&v);
-            crate::rerank::late_interaction::normalize_rows(&mut p, 4);
+            crate::rerank::late_interaction::normalize_rows(&mut p, 8);
             p
         };
         // Passage order in the batch: p0, n0, p1, n1, ... (first appearance).
@@ -794,7 +808,7 @@ mod tests {
             let q = dv(&data.queries, g);
             for (k, &score) in row.iter().enumerate() {
                 let d = dv(&data.passages, k);
-                let m = crate::rerank::late_interaction::maxsim(&q, &d, 4) * 3.0;
+                let m = crate::rerank::late_interaction::maxsim(&q, &d, 8) * 3.0;
                 assert!((m - score).abs() < 1e-3, "group {g} passage {k}: {m} vs {score}");
             }
         }
