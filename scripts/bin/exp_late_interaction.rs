@@ -205,7 +205,9 @@ fn main() -> Result<()> {
         anyhow::bail!("no context of `{DATA}` belongs to the held-out articles");
     }
     if !args.colbert_dims.is_empty() && !args.held_out {
-        anyhow::bail!("trained rows (--colbert-dims) need --held-out: the other questions are training data");
+        anyhow::bail!(
+            "trained rows (--colbert-dims) need --held-out: the other questions are training data"
+        );
     }
     let answerable: Vec<_> = set
         .examples
@@ -317,8 +319,11 @@ fn main() -> Result<()> {
         let mut recipe = ColbertRecipe::default_minilm(d);
         recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
         let root = workbench::paths::project_root()?;
-        let (trained, _) =
-            colbert::train_or_load(&assets, &recipe, &root.join("data").join("cache").join("colbert"))?;
+        let (trained, _) = colbert::train_or_load(
+            &assets,
+            &recipe,
+            &root.join("data").join("cache").join("colbert"),
+        )?;
         let li = Arc::new(
             colbert::marked_encoder(&assets, &recipe)?.with_projection(trained.projection()?)?,
         );

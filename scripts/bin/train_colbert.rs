@@ -74,7 +74,10 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(inputs.iter().map(String::as_str))?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let name = format!("colbert-{}", recipe.name.trim_start_matches("minilm-colbert-"));
+    let name = format!(
+        "colbert-{}",
+        recipe.name.trim_start_matches("minilm-colbert-")
+    );
     let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.json")? else {
         return Ok(());
     };
@@ -105,9 +108,10 @@ fn main() -> Result<()> {
         ))?;
         fig.save(out.out_dir(), "loss")?;
     }
-    let first = log
-        .as_ref()
-        .map(|l| l.steps.iter().take(20).map(|s| s.loss).sum::<f64>() / 20f64.min(l.steps.len() as f64).max(1.0));
+    let first = log.as_ref().map(|l| {
+        l.steps.iter().take(20).map(|s| s.loss).sum::<f64>()
+            / 20f64.min(l.steps.len() as f64).max(1.0)
+    });
     let last = log.as_ref().map(|l| l.running_loss(20));
     let summary = serde_json::json!({
         "recipe": recipe.name, "key": trained.key, "dim": recipe.dim,
@@ -121,7 +125,10 @@ fn main() -> Result<()> {
         "storage_bytes_per_token_f16": 2 * recipe.dim,
     });
     println!("{}", serde_json::to_string_pretty(&summary)?);
-    std::fs::write(out.path("metrics.json"), serde_json::to_string_pretty(&summary)?)?;
+    std::fs::write(
+        out.path("metrics.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
     exp.finish(summary)?;
     Ok(())
 }

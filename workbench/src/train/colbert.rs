@@ -553,7 +553,11 @@ pub fn group_vectors(
 }
 
 /// Index of `t` among the distinct texts, adding it if new.
-fn text_index<'a>(idx: &mut HashMap<&'a str, usize>, texts: &mut Vec<&'a str>, t: &'a str) -> usize {
+fn text_index<'a>(
+    idx: &mut HashMap<&'a str, usize>,
+    texts: &mut Vec<&'a str>,
+    t: &'a str,
+) -> usize {
     *idx.entry(t).or_insert_with(|| {
         texts.push(t);
         texts.len() - 1
@@ -737,7 +741,8 @@ mod tests {
             let q: Vec<f32> = (0..3 * h).map(|_| rng.gen::<f32>() - 0.5).collect();
             let mut p = q.clone();
             p.extend((0..2 * h).map(|_| rng.gen::<f32>() - 0.5));
-            p.iter_mut().for_each(|x| *x += 0.3 * (rng.gen::<f32>() - 0.5));
+            p.iter_mut()
+                .for_each(|x| *x += 0.3 * (rng.gen::<f32>() - 0.5));
             let n: Vec<f32> = (0..5 * h).map(|_| rng.gen::<f32>() - 0.5).collect();
             queries.push(&q).unwrap();
             passages.push(&p).unwrap();
@@ -809,7 +814,10 @@ mod tests {
             for (k, &score) in row.iter().enumerate() {
                 let d = dv(&data.passages, k);
                 let m = crate::rerank::late_interaction::maxsim(&q, &d, 8) * 3.0;
-                assert!((m - score).abs() < 1e-3, "group {g} passage {k}: {m} vs {score}");
+                assert!(
+                    (m - score).abs() < 1e-3,
+                    "group {g} passage {k}: {m} vs {score}"
+                );
             }
         }
         std::fs::remove_dir_all(&dir).ok();
