@@ -30,6 +30,13 @@
 //! misses at rank 1), each with its gold context. The pages and the manifest summary
 //! (`token_relevance_system`) name that system.
 //!
+//! With `--held-out --colbert-dims 24,32,64,128` (as `scripts/reproduce` runs it) only
+//! the questions of the five held-out articles are asked (the trained projections never
+//! saw them; the corpus stays all 646 contexts) and a re-rank row per trained ColBERT
+//! projection (`train::colbert`: frozen MiniLM, `[Q]`/`[D]` markers, `[MASK]` padding,
+//! trained on the other articles, RAG Mini and NQ) is added, with its storage per passage;
+//! results go to `data/results/late-interaction-heldout/`.
+//!
 //! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
 //! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
 //! `recall_at_k.png/.svg` / `.csv` (k = 1…50), `config.json`, `manifest.json`.
@@ -91,6 +98,17 @@ struct Args {
     /// Use only the first N answerable questions (default: all).
     #[arg(long)]
     max_questions: Option<usize>,
+    /// Only the questions of the five held-out articles (`train::qa_data::HELD_OUT_ARTICLES`,
+    /// never trained on); the corpus stays all 646 contexts. Needed for trained rows.
+    #[arg(long)]
+    held_out: bool,
+    /// Add a re-rank row per trained ColBERT projection of these dimensions
+    /// (`train::colbert`, trained first if not cached; e.g. `24,32,64,128`).
+    #[arg(long, value_delimiter = ',')]
+    colbert_dims: Vec<usize>,
+    /// Training groups of the trained projections (`train_colbert --groups`; 0 = all).
+    #[arg(long, default_value_t = 800)]
+    colbert_groups: usize,
     /// Monte Carlo trials of the randomisation tests.
     #[arg(long, default_value_t = 10_000)]
     trials: usize,
@@ -163,7 +181,13 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
+    // The held-out table (with the trained rows) is its own result folder.
+    let name = if args.held_out {
+        format!("{NAME}-heldout")
+    } else {
+        NAME.to_string()
+    };
+    let Some(exp) = Experiment::start(&name, &config, args.force, SUMMARY_FILE)? else {
         return Ok(());
     };
     let out = &exp.out;
@@ -171,10 +195,30 @@ fn main() -> Result<()> {
     let set = squad::load(&assets.resolve(DATA, "dev-v2.0.json")?)
         .with_context(|| format!("loading `{DATA}`"))?;
     let passages = WholeDocument.chunk_all(&set.contexts)?;
+    let held_ctx: std::collections::HashSet<&str> = set
+        .contexts
+        .iter()
+        .filter(|d| workbench::train::qa_data::HELD_OUT_ARTICLES.contains(&d.title.as_str()))
+        .map(|d| d.id.as_str())
+        .collect();
+    if args.held_out && held_ctx.is_empty() {
+        anyhow::bail!("no context of `{DATA}` belongs to the held-out articles");
+    }
+    if !args.colbert_dims.is_empty() && !args.held_out {
+        anyhow::bail!(
+            "trained rows (--colbert-dims) need --held-out: the other questions are training data"
+        );
+    }
     let answerable: Vec<_> = set
         .examples
         .iter()
         .filter(|q| !q.is_unanswerable())
+        .filter(|q| {
+            !args.held_out
+                || q.context_id
+                    .as_deref()
+                    .is_some_and(|c| held_ctx.contains(c))
+        })
         .take(args.max_questions.unwrap_or(usize::MAX))
         .collect();
     let queries: Vec<Query> = answerable.iter().map(|q| q.to_query()).collect();
@@ -256,6 +300,48 @@ fn main() -> Result<()> {
         )?;
         let mut rr = time(
             format!("TF-IDF top-{} → MaxSim re-rank", args.rerank_depth),
+            &reranked,
+            args.depth.min(args.rerank_depth),
+        )?;
+        rr.scored = args.rerank_depth.to_string();
+        systems.push(rr);
+    }
+    let per_passage_kb = |n_vectors: usize, dim: usize| {
+        n_vectors as f64 / passages.len().max(1) as f64 * dim as f64 * 2.0 / 1024.0
+    };
+    println!(
+        "raw {}-d: {:.1} KB per passage (f16)",
+        late.dim(),
+        per_passage_kb(n_vectors, late.dim())
+    );
+    for &d in &args.colbert_dims {
+        use workbench::train::colbert::{self, ColbertRecipe};
+        let mut recipe = ColbertRecipe::default_minilm(d);
+        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
+        let root = workbench::paths::project_root()?;
+        let (trained, _) = colbert::train_or_load(
+            &assets,
+            &recipe,
+            &root.join("data").join("cache").join("colbert"),
+        )?;
+        let li = Arc::new(
+            colbert::marked_encoder(&assets, &recipe)?.with_projection(trained.projection()?)?,
+        );
+        let path = store_path.with_file_name(format!("{DATA}-{}.tok", li.label()));
+        let st = Arc::new(li.load_or_build_store(&passages, &path)?);
+        let kb = per_passage_kb(st.n_vectors(), st.dim());
+        let reranker = MaxSimReranker::new(li.clone()).with_store(st)?;
+        let reranked = RerankedRetriever::new(
+            Box::new(tfidf.clone()),
+            Box::new(reranker),
+            PassageLookup::from_passages(&passages)?,
+            args.rerank_depth,
+        )?;
+        let mut rr = time(
+            format!(
+                "TF-IDF top-{} → trained MaxSim d = {d} ({kb:.1} KB/passage)",
+                args.rerank_depth
+            ),
             &reranked,
             args.depth.min(args.rerank_depth),
         )?;

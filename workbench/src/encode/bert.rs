@@ -669,6 +669,66 @@ impl BertEncoder {
         })
     }
 
+    /// Per-token vectors of a batch of texts in ColBERT's input format: the marker token
+    /// `marker` (ColBERT's `[Q]` / `[D]`) right after `[CLS]`, and with `pad = Some((id, n))`
+    /// the sequence cut to `n` ids and filled up to `n` with `id` (ColBERT pads queries
+    /// with `[MASK]`, "query augmentation"); see [`colbert_ids`]. The rows returned are the
+    /// text's wordpieces and then the pad positions (token `[MASK]`, offset `(0, 0)`);
+    /// `[CLS]`, the marker and `[SEP]` are dropped. Each row is L2-normalised. The pad
+    /// tokens are attended to (every position of a sequence sees every other).
+    pub fn token_embeddings_marked(
+        &self,
+        texts: &[&str],
+        marker: u32,
+        pad: Option<(u32, usize)>,
+    ) -> Result<Vec<TokenEmbeddings>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.run(|| {
+            let encodings = self.tokenize(texts)?;
+            let max_len = self.params.max_length;
+            let seqs: Vec<(Vec<u32>, usize)> = encodings
+                .iter()
+                .map(|e| colbert_ids(e.get_ids(), marker, pad, max_len))
+                .collect::<Result<_>>()?;
+            let dim = self.dim();
+            let mut out = Vec::with_capacity(texts.len());
+            let idx: Vec<usize> = (0..seqs.len()).collect();
+            for chunk in token_budget(&idx, |i| seqs[i].0.len(), TOKENS_PER_PASS) {
+                let ids: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].0.as_slice()).collect();
+                let hidden = self.hidden(&ids, Threads::Pool)?;
+                let mut row = 0;
+                for &i in chunk {
+                    let (ids, kept) = (&seqs[i].0, seqs[i].1);
+                    let enc = &encodings[i];
+                    let mut te = TokenEmbeddings {
+                        tokens: Vec::new(),
+                        offsets: Vec::new(),
+                        vectors: Vec::new(),
+                    };
+                    // Wordpieces sit at positions 2..2+kept; pad ids after the [SEP].
+                    let rows = (2..2 + kept).chain(3 + kept..ids.len());
+                    for (n, t) in rows.enumerate() {
+                        let mut v = hidden[(row + t) * dim..(row + t + 1) * dim].to_vec();
+                        super::l2_normalize(&mut v);
+                        if n < kept {
+                            te.tokens.push(enc.get_tokens()[1 + n].clone());
+                            te.offsets.push(enc.get_offsets()[1 + n]);
+                        } else {
+                            te.tokens.push("[MASK]".to_string());
+                            te.offsets.push((0, 0));
+                        }
+                        te.vectors.push(v);
+                    }
+                    out.push(te);
+                    row += ids.len();
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// Token count of each text after truncation, `[CLS]`/`[SEP]` included.
     pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>> {
         Ok(self
@@ -742,4 +802,44 @@ mod tests {
         assert_eq!(groups.concat(), items);
         assert_eq!(token_budget(&[], |_| 1, 10).count(), 0);
     }
+}
+
+/// ColBERT's input ids from a `[CLS] w1 … wn [SEP]` encoding: `[CLS] marker w1 … wk [SEP]`,
+/// with `k` cut so the sequence fits `max_len` (and `n` when padding), then with
+/// `pad = Some((id, n))` filled with `id` up to `n` ids. Returns the ids and `k`.
+pub fn colbert_ids(
+    ids: &[u32],
+    marker: u32,
+    pad: Option<(u32, usize)>,
+    max_len: usize,
+) -> Result<(Vec<u32>, usize)> {
+    if ids.len() < 2 {
+        return Err(Error::param(
+            "colbert_ids",
+            "an encoding without [CLS] and [SEP]",
+        ));
+    }
+    let limit = match pad {
+        Some((_, n)) => n.min(max_len),
+        None => max_len,
+    };
+    if limit < 4 {
+        return Err(Error::param(
+            "n_q",
+            format!("{limit} ids leave no room for a wordpiece after [CLS], the marker and [SEP]"),
+        ));
+    }
+    let words = &ids[1..ids.len() - 1];
+    let kept = words.len().min(limit - 3);
+    let mut out = Vec::with_capacity(limit);
+    out.push(ids[0]);
+    out.push(marker);
+    out.extend_from_slice(&words[..kept]);
+    out.push(ids[ids.len() - 1]);
+    if let Some((id, n)) = pad {
+        while out.len() < n.min(max_len) {
+            out.push(id);
+        }
+    }
+    Ok((out, kept))
 }

@@ -22,7 +22,7 @@ pub mod bert;
 pub mod cache;
 pub mod fast_bert;
 
-pub use bert::{Backend, BertConfig, BertEncoder, EncoderParams, TokenEmbeddings};
+pub use bert::{colbert_ids, Backend, BertConfig, BertEncoder, EncoderParams, TokenEmbeddings};
 pub use cache::{CacheStatus, EmbeddingCache};
 
 /// Map a candle error to the crate error, naming the model file and what was being done.

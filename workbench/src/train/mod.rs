@@ -13,6 +13,7 @@
 //! | [`qa`] | the reader's [`QaModel`](crate::read::extractive::QaModel) as a [`Trainable`], training windows with start/end targets |
 //! | [`cross`] | the cross-encoder (`BertForSequenceClassification`, one logit) as a [`Trainable`], group loss, encoded groups, HF-layout saving |
 //! | [`cross_recipe`] | cross-encoder recipes, train-once cache (`data/cache/cross-encoders/<key>/`), `trained:<recipe>` checkpoints |
+//! | [`colbert`] | ColBERT projection training: report 003's loss on frozen MiniLM token vectors, `[Q]`/`[D]` markers, `[MASK]` padding |
 //! | [`groups`] | reranker training groups: (question, positive, BM25 hard negatives) over the reader's supervision |
 //! | [`qa_data`] | supervision: SQuAD article split, RAG Mini Wikipedia located, NQ distant supervision |
 //! | [`reader`] | reader recipes, supervision assembly, train-once cache (`data/cache/readers/<key>/`) |
@@ -24,6 +25,7 @@
 
 pub mod batching;
 pub mod checkpoint;
+pub mod colbert;
 pub mod cross;
 pub mod cross_recipe;
 pub mod encoder;

@@ -27,6 +27,51 @@ pub struct LateInteraction {
     encoder: Arc<BertEncoder>,
     model_label: String,
     projection: Option<Projection>,
+    markers: Option<Markers>,
+}
+
+/// ColBERT's input format: `[Q]` / `[D]` marker tokens after `[CLS]` (ColBERT uses
+/// `[unused0]` / `[unused1]` of the BERT vocabulary) and queries padded with `[MASK]` to
+/// `n_q` ids (query augmentation). See [`BertEncoder::token_embeddings_marked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Markers {
+    /// Query length in ids, `[CLS]`, `[Q]` and `[SEP]` included (ColBERT: 32).
+    pub n_q: usize,
+    /// Id of the query marker.
+    pub q: u32,
+    /// Id of the passage marker.
+    pub d: u32,
+    /// Id of the pad token of queries.
+    pub mask: u32,
+}
+
+impl Markers {
+    /// ColBERT's markers in `encoder`'s vocabulary, queries padded to `n_q` ids.
+    pub fn colbert(encoder: &BertEncoder, n_q: usize) -> Result<Self> {
+        let id = |t: &str| {
+            encoder.tokenizer().token_to_id(t).ok_or_else(|| {
+                Error::param(
+                    "markers",
+                    format!("the vocabulary of {} has no {t}", encoder.name()),
+                )
+            })
+        };
+        if !(4..=encoder.params().max_length).contains(&n_q) {
+            return Err(Error::param(
+                "n_q",
+                format!(
+                    "{n_q} is outside 4..={} (room for [CLS], [Q], a wordpiece, [SEP])",
+                    encoder.params().max_length
+                ),
+            ));
+        }
+        Ok(Markers {
+            n_q,
+            q: id("[unused0]")?,
+            d: id("[unused1]")?,
+            mask: id("[MASK]")?,
+        })
+    }
 }
 
 impl LateInteraction {
@@ -42,6 +87,7 @@ impl LateInteraction {
             encoder,
             model_label,
             projection: None,
+            markers: None,
         }
     }
 
@@ -74,6 +120,18 @@ impl LateInteraction {
         Ok(self)
     }
 
+    /// Encode in ColBERT's input format ([`Markers::colbert`]): `[Q]`/`[D]` markers,
+    /// queries padded with `[MASK]` to `n_q` ids.
+    pub fn with_markers(mut self, n_q: usize) -> Result<Self> {
+        self.markers = Some(Markers::colbert(&self.encoder, n_q)?);
+        Ok(self)
+    }
+
+    /// The ColBERT input format, if on.
+    pub fn markers(&self) -> Option<&Markers> {
+        self.markers.as_ref()
+    }
+
     /// The encoder.
     pub fn encoder(&self) -> &BertEncoder {
         &self.encoder
@@ -92,17 +150,58 @@ impl LateInteraction {
             .unwrap_or_else(|| self.encoder.dim())
     }
 
-    /// `minilm-raw384`, or `minilm-proj{d}-{sha8}` with a projection.
+    /// `minilm-raw384`, or `minilm-proj{d}-{sha8}` with a projection; `-qd{n_q}` is
+    /// appended with ColBERT's markers.
     pub fn label(&self) -> String {
-        match &self.projection {
+        let base = match &self.projection {
             None => format!("{}-raw{}", self.model_label, self.dim()),
             Some(p) => format!("{}-proj{}-{}", self.model_label, p.out_dim, p.short_id()),
+        };
+        match &self.markers {
+            None => base,
+            Some(m) => format!("{base}-qd{}", m.n_q),
         }
     }
 
-    /// Token vectors of a text.
+    /// Token vectors of a passage text (with the `[D]` marker when markers are on).
     pub fn encode(&self, text: &str) -> Result<EncodedTokens> {
-        let te = self.encoder.token_embeddings(text)?;
+        let te = match &self.markers {
+            None => self.encoder.token_embeddings(text)?,
+            Some(m) => self
+                .encoder
+                .token_embeddings_marked(&[text], m.d, None)?
+                .remove(0),
+        };
+        Ok(self.finish(te))
+    }
+
+    /// Token vectors of several passage texts, batched (markers as [`encode`](Self::encode)).
+    pub fn encode_passages(&self, texts: &[&str]) -> Result<Vec<EncodedTokens>> {
+        match &self.markers {
+            None => texts.iter().map(|t| self.encode(t)).collect(),
+            Some(m) => Ok(self
+                .encoder
+                .token_embeddings_marked(texts, m.d, None)?
+                .into_iter()
+                .map(|te| self.finish(te))
+                .collect()),
+        }
+    }
+
+    /// Token vectors of several queries, batched (markers as [`encode_query`](Self::encode_query)).
+    pub fn encode_queries(&self, texts: &[&str]) -> Result<Vec<EncodedTokens>> {
+        match &self.markers {
+            None => texts.iter().map(|t| self.encode_query(t)).collect(),
+            Some(m) => Ok(self
+                .encoder
+                .token_embeddings_marked(texts, m.q, Some((m.mask, m.n_q)))?
+                .into_iter()
+                .map(|te| self.finish(te))
+                .collect()),
+        }
+    }
+
+    fn finish(&self, te: crate::encode::TokenEmbeddings) -> EncodedTokens {
         // The encoder normalises each row already; the projection (if any) needs the rows
         // renormalised after it.
         let mut vectors: Vec<f32> = te.vectors.iter().flatten().copied().collect();
@@ -111,16 +210,29 @@ impl LateInteraction {
         }
         let dim = self.dim();
         normalize_rows(&mut vectors, dim);
-        Ok(EncodedTokens {
+        EncodedTokens {
             tokens: te.tokens,
             offsets: te.offsets,
             vectors,
-        })
+        }
     }
 
-    /// Query token vectors; a query with no tokens is an error.
+    /// Query token vectors (with the `[Q]` marker and `[MASK]` padding when markers are
+    /// on); a query with no tokens is an error.
     pub fn encode_query(&self, query: &str) -> Result<EncodedTokens> {
-        let e = self.encode(query)?;
+        let e = match &self.markers {
+            None => self.encode(query)?,
+            Some(m) => {
+                if query.trim().is_empty() {
+                    return Err(Error::Empty(format!("query {query:?} has no tokens")));
+                }
+                self.finish(
+                    self.encoder
+                        .token_embeddings_marked(&[query], m.q, Some((m.mask, m.n_q)))?
+                        .remove(0),
+                )
+            }
+        };
         if e.tokens.is_empty() {
             return Err(Error::Empty(format!("query {query:?} has no tokens")));
         }
@@ -163,11 +275,22 @@ impl LateInteraction {
     pub fn store_key(&self, passages: &[Passage]) -> StoreKey {
         StoreKey {
             model_sha256: self.encoder.model_sha256().to_string(),
-            encoder: format!(
-                "{} max_length={}",
-                self.encoder.name(),
-                self.encoder.params().max_length
-            ),
+            encoder: match &self.markers {
+                None => format!(
+                    "{} max_length={}",
+                    self.encoder.name(),
+                    self.encoder.params().max_length
+                ),
+                Some(m) => format!(
+                    "{} max_length={} colbert-markers q={} d={} mask={} n_q={}",
+                    self.encoder.name(),
+                    self.encoder.params().max_length,
+                    m.q,
+                    m.d,
+                    m.mask,
+                    m.n_q
+                ),
+            },
             projection: self
                 .projection
                 .as_ref()
@@ -182,10 +305,12 @@ impl LateInteraction {
     pub fn build_store(&self, passages: &[Passage]) -> Result<TokenStore> {
         let mut store = TokenStore::new(self.store_key(passages));
         let mut bar = crate::progress::bar(passages.len(), "token vectors");
-        for p in passages {
-            let e = self.encode(&p.text)?;
-            store.push(&p.id, &p.text, &e.vectors)?;
-            crate::progress::tick(&mut bar, 1);
+        for chunk in passages.chunks(16) {
+            let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
+            for (p, e) in chunk.iter().zip(self.encode_passages(&texts)?) {
+                store.push(&p.id, &p.text, &e.vectors)?;
+            }
+            crate::progress::tick(&mut bar, chunk.len());
         }
         Ok(store)
     }

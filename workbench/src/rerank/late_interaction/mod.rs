@@ -80,7 +80,7 @@ pub mod store;
 
 #[cfg(feature = "faiss")]
 pub use approx::{ApproxSearch, ApproxTokenIndex, CentroidKey, CentroidParams, MaxSimApprox};
-pub use encoder::{EncodedTokens, LateInteraction};
+pub use encoder::{EncodedTokens, LateInteraction, Markers};
 #[cfg(feature = "faiss")]
 pub use end_to_end::{MaxSimEndToEnd, TokenIndex};
 pub use maxsim::{maxsim, maxsim_f16, maxsim_naive, normalize_rows};
