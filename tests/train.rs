@@ -465,3 +465,26 @@ fn every_weight_gets_a_gradient() {
     assert!(missing.is_empty(), "no gradient for {missing:?}");
     assert!(vars.len() > 30, "{} variables", vars.len());
 }
+
+#[test]
+fn named_recipes_differ_in_supervision_and_unknown_names_are_clear_errors() {
+    use workbench::train::reader::ReaderRecipe;
+    let all = ReaderRecipe::named("minilm-all", false).unwrap();
+    assert_eq!(all, ReaderRecipe::default_minilm());
+    let squad = ReaderRecipe::named("minilm-squad", false).unwrap();
+    assert!(squad.supervision.squad_answerable);
+    assert!(!squad.supervision.rag_mini && !squad.supervision.nq);
+    let squad2 = ReaderRecipe::named("minilm-squad2", false).unwrap();
+    assert!(squad2.supervision.squad_unanswerable && squad2.supervision.nq);
+    assert_ne!(squad2.supervision, all.supervision);
+    let full = ReaderRecipe::named("minilm-squad2", true).unwrap();
+    assert_eq!(full.name, "minilm-squad2-full");
+    assert_eq!(full.train.epochs, 2 * squad2.train.epochs);
+    let err = ReaderRecipe::named("minilm-bogus", false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("minilm-bogus") && err.contains("minilm-squad2"),
+        "{err}"
+    );
+}

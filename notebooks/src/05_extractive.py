@@ -35,11 +35,20 @@ emit("text/markdown", &held);
     ("markdown", """
 ## Table 1: our three readers beside report 000's
 
-1. **MiniLM reader**: the five passages concatenated (report 000's way), best span;
-2. **best span per passage**: each passage read alone, the best span over all by raw
-   start + end logits;
-3. **+ null threshold** (SQuAD 2.0-style): abstains when the null score beats the best
-   span by more than a threshold chosen on the SQuAD *training* articles' questions.
+Three trained models (`train_reader` recipes, all from all-MiniLM-L6-v2, none trained on
+the held-out articles), each reading the five passages concatenated (report 000's way):
+
+1. **MiniLM reader** (`minilm-all`, the default recipe): SQuAD training articles + RAG Mini
+   + NQ distant supervision;
+2. **MiniLM reader, SQuAD only** (`minilm-squad`): the second trained variant, the SQuAD
+   training articles' answerable questions only;
+3. **SQuAD 2.0-style reader + null threshold** (`minilm-squad2`): `minilm-all`'s data plus
+   the training articles' unanswerable questions; abstains when the null score beats the
+   best span by more than a threshold chosen on the SQuAD *training* articles' questions.
+
+An extra row reads with the `minilm-all` model **best span per passage** (each passage alone,
+the best span over all by raw start + end logits). If a recipe's training had not finished
+when the table was made, its description below says after how many updates it was read.
 
 Questions 6–8 expect no answer from the corpus (an empty answer scores 1). The honest set
 columns: every question of the five held-out SQuAD articles (gold paragraph given) and

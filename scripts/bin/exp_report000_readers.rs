@@ -1,14 +1,19 @@
 //! Report 000, Table 1 and Figure 3 with readers trained here (issue 9): the ten questions
 //! of its §4 over the Wikipedia corpora, SBERT (all-MiniLM-L6-v2) + FAISS flat top-5
-//! passages, read by three extractive readers built on the `train_reader` default
-//! checkpoint (trained here if not cached):
+//! passages, read by three extractive readers, three models trained by `train_reader`
+//! (each trained here if not cached):
 //!
-//! 1. **MiniLM reader**: the top-5 passages concatenated (report 000's way), best span;
-//! 2. **MiniLM reader, best span per passage** (the second variant): each passage read on
-//!    its own, the best span over all by raw start + end logits;
-//! 3. **MiniLM reader + null threshold** (SQuAD 2.0-style): concatenated, abstaining when
-//!    `null − best > threshold`, the threshold chosen for F1 on the SQuAD *training*
-//!    articles' questions (answerable and unanswerable; never the held-out ones).
+//! 1. **MiniLM reader** (`minilm-all`, the default recipe): the top-5 passages concatenated
+//!    (report 000's way), best span;
+//! 2. **MiniLM reader, SQuAD only** (`minilm-squad`, the second trained variant: the SQuAD
+//!    training articles' answerable questions only), concatenated;
+//! 3. **MiniLM SQuAD 2.0-style reader + null threshold** (`minilm-squad2`: `minilm-all`'s
+//!    supervision plus the training articles' unanswerable questions), concatenated,
+//!    abstaining when `null − best > threshold`, the threshold chosen for F1 on the SQuAD
+//!    *training* articles' questions (answerable and unanswerable; never the held-out ones);
+//!
+//! and an extra row: the `minilm-all` model reading **best span per passage** (each passage
+//! on its own, the best span over all by raw start + end logits).
 //!
 //! Scoring: SQuAD EM/F1 (max over golds); questions 6–8, which report 000 expects no
 //! corpus answer for, are unanswerable (an empty answer scores 1). The honest set: every
@@ -86,8 +91,9 @@ struct Args {
     /// SQuAD training-article questions used to choose the null threshold (the first N).
     #[arg(long, default_value_t = 1000)]
     threshold_questions: usize,
-    /// Read with the latest checkpoint of the default recipe's unfinished run instead of
-    /// waiting for (or doing) the training (see `train_reader --partial`).
+    /// For each recipe whose training has not finished, read with the latest checkpoint of
+    /// its unfinished run instead of waiting for (or doing) the training (see
+    /// `train_reader --partial`); finished recipes read their final checkpoint.
     #[arg(long)]
     partial: bool,
     /// Redo even when fresh.
@@ -101,21 +107,95 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The three readers: (name, multi-passage mode, null threshold).
-fn readers(thr: f32) -> [(&'static str, MultiPassage, Option<f32>); 3] {
+/// One row of Table 1: a trained recipe read in one way.
+struct ReaderRow {
+    name: &'static str,
+    /// Index into the trained models ([`RECIPES`]).
+    model: usize,
+    mode: MultiPassage,
+    /// Abstain with the null threshold chosen on the training articles.
+    null_threshold: bool,
+}
+
+/// The recipes Table 1 reads with (`ReaderRecipe::named`).
+const RECIPES: [&str; 3] = ["minilm-all", "minilm-squad", "minilm-squad2"];
+
+/// The three readers of Table 1, then the extra reading mode.
+fn readers() -> [ReaderRow; 4] {
     [
-        ("MiniLM reader", MultiPassage::Concatenate, None),
-        (
-            "MiniLM reader, best span per passage",
-            MultiPassage::BestPerPassage,
-            None,
-        ),
-        (
-            "MiniLM reader + null threshold",
-            MultiPassage::Concatenate,
-            Some(thr),
-        ),
+        ReaderRow {
+            name: "MiniLM reader (minilm-all)",
+            model: 0,
+            mode: MultiPassage::Concatenate,
+            null_threshold: false,
+        },
+        ReaderRow {
+            name: "MiniLM reader, SQuAD only (minilm-squad)",
+            model: 1,
+            mode: MultiPassage::Concatenate,
+            null_threshold: false,
+        },
+        ReaderRow {
+            name: "MiniLM SQuAD 2.0-style reader + null threshold (minilm-squad2)",
+            model: 2,
+            mode: MultiPassage::Concatenate,
+            null_threshold: true,
+        },
+        ReaderRow {
+            name: "extra: minilm-all, best span per passage",
+            model: 0,
+            mode: MultiPassage::BestPerPassage,
+            null_threshold: false,
+        },
     ]
+}
+
+/// The null threshold maximising mean F1 on `set` (gold paragraph given) for `qa`, with
+/// that F1 and the F1 without abstaining.
+fn choose_threshold(
+    qa: &ExtractiveReader,
+    set: &[workbench::train::qa::SpanExample],
+) -> Result<(f32, f64, f64)> {
+    let decoded = reader::read_gold(qa, set)?;
+    let diffs: Vec<f32> = decoded
+        .iter()
+        .map(|d| {
+            d.nbest
+                .first()
+                .map(|s| d.null_score - s.score)
+                .unwrap_or(f32::INFINITY)
+        })
+        .collect();
+    let texts: Vec<String> = set
+        .iter()
+        .zip(&decoded)
+        .map(|(e, d)| {
+            d.nbest
+                .first()
+                .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
+                .unwrap_or_default()
+        })
+        .collect();
+    let score_at = |t: f32| -> f64 {
+        set.iter()
+            .zip(&texts)
+            .zip(&diffs)
+            .map(|((e, a), &d)| f1(if d > t { "" } else { a.as_str() }, &e.golds))
+            .sum::<f64>()
+            / set.len().max(1) as f64
+    };
+    let mut cands: Vec<f32> = diffs.iter().copied().filter(|d| d.is_finite()).collect();
+    cands.push(f32::INFINITY);
+    cands.sort_by(f32::total_cmp);
+    let (mut thr, mut best) = (f32::INFINITY, f64::MIN);
+    for &t in &cands {
+        let s = score_at(t);
+        if s > best {
+            best = s;
+            thr = t;
+        }
+    }
+    Ok((thr, best, score_at(f32::INFINITY)))
 }
 
 /// A dense retriever over `passages` (title + text embedded; the embedding cache reused).
@@ -148,23 +228,36 @@ fn read(r: &ExtractiveReader, q: &str, ctx: &[ReadContext]) -> Result<Read> {
 fn main() -> Result<()> {
     let args = Args::parse();
     let assets = Assets::load()?;
-    let recipe = ReaderRecipe::default_minilm();
+    let recipes: Vec<ReaderRecipe> = RECIPES
+        .iter()
+        .map(|n| ReaderRecipe::named(n, false))
+        .collect::<workbench::Result<_>>()?;
     let encoder_name = "all-minilm-l6-v2";
-    let mut inputs = assets.input_checksums(recipe.inputs())?;
+    let mut inputs = Vec::new();
+    for r in &recipes {
+        for x in assets.input_checksums(r.inputs())? {
+            if !inputs.contains(&x) {
+                inputs.push(x);
+            }
+        }
+    }
     inputs.extend(assets.input_checksums([encoder_name])?);
     #[derive(Serialize)]
     struct Config<'a> {
         args: &'a Args,
-        recipe: &'a ReaderRecipe,
-        key: String,
+        recipes: &'a [ReaderRecipe],
+        keys: Vec<String>,
         retrieval: &'static str,
         inputs: Vec<(String, String)>,
         program_sha256: String,
     }
     let config = Config {
         args: &args,
-        recipe: &recipe,
-        key: recipe.key(&assets)?,
+        recipes: &recipes,
+        keys: recipes
+            .iter()
+            .map(|r| r.key(&assets))
+            .collect::<workbench::Result<_>>()?,
         retrieval: "all-minilm-l6-v2 sentence embeddings, FAISS flat inner product; the ten questions over 100-word windows (title + window) of the three Wikipedia corpora, the RAG Mini test questions over the RAG Mini passages",
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
@@ -174,24 +267,47 @@ fn main() -> Result<()> {
     };
     let out = &exp.out;
     let root = workbench::paths::project_root()?;
-    let data = reader::supervision(&assets, &recipe.supervision)?;
     let cache_root = root.join("data/cache/readers");
-    let (trained, _) = if args.partial {
-        let (t, l) = reader::partial_checkpoint(&assets, &recipe, &cache_root, &data)?
-            .context("no checkpoint of the default recipe's run")?;
-        println!(
-            "reading with the checkpoint after {} updates",
-            l.steps.len()
-        );
-        (t, None)
-    } else {
-        reader::train_or_load(&assets, &recipe, &cache_root, &data)?
-    };
+    // Each recipe's final checkpoint (trained here if missing), or with --partial the
+    // latest checkpoint of a run still going.
+    let mut trained = Vec::new();
+    let mut data = None;
+    for recipe in &recipes {
+        let d = reader::supervision(&assets, &recipe.supervision)?;
+        let t = if args.partial && !reader::is_trained(&assets, recipe, &cache_root)? {
+            let (t, l) = reader::partial_checkpoint(&assets, recipe, &cache_root, &d)?
+                .with_context(|| {
+                    format!(
+                        "no checkpoint of recipe `{}` yet: run `train_reader --recipe {}`",
+                        recipe.name, recipe.name
+                    )
+                })?;
+            println!(
+                "{}: reading with the checkpoint after {} updates (training unfinished)",
+                recipe.name,
+                l.steps.len()
+            );
+            (t, Some(l.steps.len()))
+        } else {
+            (
+                reader::train_or_load(&assets, recipe, &cache_root, &d)?.0,
+                None,
+            )
+        };
+        trained.push(t);
+        // The evaluation sets (held-out SQuAD, RAG Mini test, training-article questions
+        // for the threshold) do not depend on the recipe; the default recipe's are used.
+        data.get_or_insert(d);
+    }
+    let data = data.context("no recipe")?;
     let base = ReaderParams {
-        window: recipe.windows,
+        window: recipes[0].windows,
         ..ReaderParams::default()
     };
-    let mut qa = ExtractiveReader::load_dir(&trained.model_dir, base.clone())?;
+    let mut models = trained
+        .iter()
+        .map(|(t, _)| ExtractiveReader::load_dir(&t.model_dir, base.clone()))
+        .collect::<workbench::Result<Vec<_>>>()?;
     let with = |mode: MultiPassage, thr: Option<f32>| ReaderParams {
         mode,
         decode: DecodeParams {
@@ -201,67 +317,38 @@ fn main() -> Result<()> {
         ..base.clone()
     };
 
-    // Null threshold on training-article questions (answerable and unanswerable).
+    // Null threshold of the SQuAD 2.0-style reader, on training-article questions
+    // (answerable and unanswerable).
     let thr_set: Vec<_> = data
         .squad_train_all
         .iter()
         .take(args.threshold_questions)
         .cloned()
         .collect();
-    let decoded = reader::read_gold(&qa, &thr_set)?;
-    let diffs: Vec<f32> = decoded
+    let readers = readers();
+    let thr_model = readers
         .iter()
-        .map(|d| {
-            d.nbest
-                .first()
-                .map(|s| d.null_score - s.score)
-                .unwrap_or(f32::INFINITY)
-        })
-        .collect();
-    let texts: Vec<String> = thr_set
-        .iter()
-        .zip(&decoded)
-        .map(|(e, d)| {
-            d.nbest
-                .first()
-                .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
-                .unwrap_or_default()
-        })
-        .collect();
-    let score_at = |t: f32| -> f64 {
-        thr_set
-            .iter()
-            .zip(&texts)
-            .zip(&diffs)
-            .map(|((e, a), &d)| f1(if d > t { "" } else { a.as_str() }, &e.golds))
-            .sum::<f64>()
-            / thr_set.len().max(1) as f64
-    };
-    let mut cands: Vec<f32> = diffs.iter().copied().filter(|d| d.is_finite()).collect();
-    cands.push(f32::INFINITY);
-    cands.sort_by(f32::total_cmp);
-    let (mut thr, mut best) = (f32::INFINITY, f64::MIN);
-    for &t in &cands {
-        let s = score_at(t);
-        if s > best {
-            best = s;
-            thr = t;
-        }
-    }
+        .find(|r| r.null_threshold)
+        .map(|r| r.model)
+        .context("a reader with a null threshold")?;
+    let (thr, best, without) = choose_threshold(&models[thr_model], &thr_set)?;
     println!(
-        "null threshold {thr} (training-article F1 {:.1} with it, {:.1} without, {} questions)",
+        "null threshold {thr} for {} (training-article F1 {:.1} with it, {:.1} without, {} questions)",
+        recipes[thr_model].name,
         100.0 * best,
-        100.0 * score_at(f32::INFINITY),
+        100.0 * without,
         thr_set.len()
     );
-    let readers = readers(thr);
+    let params_of = |r: &ReaderRow| with(r.mode, r.null_threshold.then_some(thr));
 
     // Honest set 1: every question of the five held-out articles, gold paragraph given.
     let mut honest = Table::new(["reader", "set", "questions", "EM", "F1"]);
-    let mut honest_scores = vec![[0.0f64; 4]; 3];
-    for (ri, (name, mode, t)) in readers.iter().enumerate() {
-        qa.set_params(with(*mode, *t))?;
-        let preds = reader::predict_gold(&qa, &data.held_out)?;
+    let mut honest_scores = vec![[0.0f64; 4]; readers.len()];
+    for (ri, r) in readers.iter().enumerate() {
+        let name = r.name;
+        let qa = &mut models[r.model];
+        qa.set_params(params_of(r))?;
+        let preds = reader::predict_gold(qa, &data.held_out)?;
         let (em, f) = reader::em_f1(&data.held_out, &preds);
         honest_scores[ri][0] = em;
         honest_scores[ri][1] = f;
@@ -313,13 +400,13 @@ fn main() -> Result<()> {
             .collect();
         rag_ctx.push(ctx);
     }
-    for (ri, (name, mode, t)) in readers.iter().enumerate() {
-        qa.set_params(with(*mode, *t))?;
+    for (ri, r) in readers.iter().enumerate() {
+        let name = r.name;
+        let qa = &mut models[r.model];
+        qa.set_params(params_of(r))?;
         let (mut em, mut fs) = (0.0, 0.0);
         for (q, ctx) in data.rag_test.iter().zip(&rag_ctx) {
-            let a = read(&qa, &q.question, ctx)?
-                .map(|x| x.0)
-                .unwrap_or_default();
+            let a = read(qa, &q.question, ctx)?.map(|x| x.0).unwrap_or_default();
             em += exact_match(&a, &q.answers);
             fs += f1(&a, &q.answers);
         }
@@ -355,7 +442,7 @@ fn main() -> Result<()> {
     ]);
     let mut html =
         String::from("<div class=\"report000\"><style>mark{background:#ffe066}</style>\n");
-    let mut sums = [[0.0f64; 2]; 3];
+    let mut sums = vec![[0.0f64; 2]; readers.len()];
     for (qi, (q, golds)) in QUESTIONS.iter().enumerate() {
         let hits = dense.retrieve(q, args.k)?;
         let mut ctx = Vec::new();
@@ -373,9 +460,11 @@ fn main() -> Result<()> {
                 golds.join(" | ")
             })
         ));
-        for (ri, (name, mode, t)) in readers.iter().enumerate() {
-            qa.set_params(with(*mode, *t))?;
-            let r = read(&qa, q, &ctx)?;
+        for (ri, row) in readers.iter().enumerate() {
+            let name = row.name;
+            let qa = &mut models[row.model];
+            qa.set_params(params_of(row))?;
+            let r = read(qa, q, &ctx)?;
             let text = r.as_ref().map(|x| x.0.clone()).unwrap_or_default();
             let (em, fs) = (exact_match(&text, golds), f1(&text, golds));
             sums[ri][0] += em;
@@ -440,7 +529,8 @@ fn main() -> Result<()> {
             "report 000 Table 1".into(),
         ])?;
     }
-    for (ri, (name, _, _)) in readers.iter().enumerate() {
+    for (ri, r) in readers.iter().enumerate() {
+        let name = r.name;
         let h = honest_scores[ri];
         t.push([
             name.to_string(),
@@ -453,13 +543,28 @@ fn main() -> Result<()> {
             format!("this run, top-{}", args.k),
         ])?;
     }
+    let models_desc: Vec<String> = trained
+        .iter()
+        .map(|(t, partial)| {
+            format!(
+                "`{}` ({} training windows, key {}{})",
+                t.recipe.name,
+                t.features,
+                t.key,
+                match partial {
+                    Some(u) => format!(", UNFINISHED: checkpoint after {u} updates"),
+                    None => String::new(),
+                }
+            )
+        })
+        .collect();
     let md = format!(
-        "{}\n\nReport 000's ten questions (§4) over {} Wikipedia windows, top-{} SBERT + FAISS passages; questions 6–8 expect no answer (empty = correct). Readers: the `train_reader` default checkpoint ({} windows of SQuAD training articles + RAG Mini + NQ distant supervision, key {}); null threshold {thr:.3} chosen on {} SQuAD training-article questions. Honest set: {} questions of the five held-out SQuAD articles (gold paragraph, unanswerable included), {} RAG Mini test questions.\n",
+        "{}\n\nReport 000's ten questions (§4) over {} Wikipedia windows, top-{} SBERT + FAISS passages; questions 6–8 expect no answer (empty = correct). Readers trained by `train_reader`: {}; null threshold {thr:.3} of `{}` chosen on {} SQuAD training-article questions. Honest set: {} questions of the five held-out SQuAD articles (gold paragraph, unanswerable included), {} RAG Mini test questions.\n",
         t.to_markdown(),
         passages.len(),
         args.k,
-        trained.features,
-        trained.key,
+        models_desc.join("; "),
+        recipes[thr_model].name,
         thr_set.len(),
         data.held_out.len(),
         data.rag_test.len()
@@ -475,7 +580,7 @@ fn main() -> Result<()> {
         .iter()
         .map(|(n, _)| format!("{n} (report 000)"))
         .collect();
-    cats.extend(readers.iter().map(|(n, _, _)| n.to_string()));
+    cats.extend(readers.iter().map(|r| r.name.to_string()));
     let mut em: Vec<f64> = REPORT.iter().map(|(_, v)| *v).collect();
     let mut f1s = em.clone();
     for s in &sums {
@@ -494,11 +599,13 @@ fn main() -> Result<()> {
     fig.save(out.out_dir(), "figure3")?;
     exp.finish(serde_json::json!({
         "threshold": thr,
-        "readers": readers.iter().map(|r| r.0).collect::<Vec<_>>(),
+        "readers": readers.iter().map(|r| r.name).collect::<Vec<_>>(),
         "ten_em": sums.iter().map(|s| 100.0 * s[0] / n).collect::<Vec<_>>(),
         "ten_f1": sums.iter().map(|s| 100.0 * s[1] / n).collect::<Vec<_>>(),
         "honest": honest_scores,
-        "reader_key": trained.key,
+        "reader_keys": trained.iter().map(|(t, _)| t.key.clone()).collect::<Vec<_>>(),
+        "partial_updates": trained.iter().map(|(_, p)| *p).collect::<Vec<_>>(),
+        "recipes": RECIPES,
         "load": reader::load_average(),
     }))?;
     Ok(())

@@ -64,26 +64,6 @@ struct Args {
     python: Option<PathBuf>,
 }
 
-/// The named recipe (with `--full`: twice the epochs).
-fn recipe(name: &str, full: bool) -> Result<ReaderRecipe> {
-    let mut r = ReaderRecipe::default_minilm();
-    match name {
-        "minilm-all" => {}
-        "minilm-squad" => {
-            r.supervision.rag_mini = false;
-            r.supervision.nq = false;
-        }
-        "minilm-squad2" => r.supervision.squad_unanswerable = true,
-        other => bail!("unknown recipe `{other}` (minilm-all, minilm-squad, minilm-squad2)"),
-    }
-    r.name = name.to_string();
-    if full {
-        r.name.push_str("-full");
-        r.train.epochs = 4;
-    }
-    Ok(r)
-}
-
 fn peers_python(arg: &Option<PathBuf>) -> PathBuf {
     arg.clone().unwrap_or_else(|| {
         let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
@@ -94,7 +74,7 @@ fn peers_python(arg: &Option<PathBuf>) -> PathBuf {
 fn main() -> Result<()> {
     let args = Args::parse();
     let assets = Assets::load()?;
-    let recipe = recipe(&args.recipe, args.full)?;
+    let recipe = ReaderRecipe::named(&args.recipe, args.full)?;
     if let Some(steps) = args.bench {
         return bench(
             &assets,
@@ -392,12 +372,33 @@ fn bench(
             reader::load_average()
         );
     }
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let ratio = mean(&ours_all) / mean(&peer_all);
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            f64::NAN
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        }
+    };
+    let (ours_med, peer_med) = (median(&ours_all), median(&peer_all));
+    let ratio = ours_med / peer_med;
     let md = format!(
-        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (mean of {rounds} interleaved rounds; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}).\n",
-        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len
+        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {rounds} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} features/s; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}; load {} at the end).\n",
+        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len, reader::load_average()
     );
+    std::fs::write(
+        dir.join("bench.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
+            "candle": ours_all, "pytorch": peer_all, "updates": steps, "rounds": rounds,
+            "threads": recipe.train.threads, "batch_size": recipe.train.batch_size,
+            "load_at_end": reader::load_average(),
+        }))?,
+    )?;
     println!("{md}");
     rows.write_csv(&dir.join("bench.csv"))?;
     std::fs::write(dir.join("bench.md"), md)?;

@@ -47,6 +47,29 @@ use std::time::Instant;
 pub use optim::{AdamW, AdamWParams};
 pub use schedule::LinearSchedule;
 
+/// Keep freed memory in the process instead of returning it to the kernel (glibc
+/// only; a no-op elsewhere). Every training step allocates and frees the same large
+/// activation and gradient buffers; with glibc's defaults each buffer above the mmap
+/// threshold is a fresh `mmap`, so every step pays page faults and the kernel's page
+/// zeroing (`perf` on the default reader run: `clear_page_erms` 14 % of samples, 40 M
+/// minor faults and 16 % of CPU time in the kernel over 106 updates). With one arena, no
+/// mmap'd chunks and no trimming, the buffers are reused from the heap. Called once by
+/// [`train`]; the process keeps its peak heap until it exits.
+pub fn keep_freed_memory() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: mallopt only changes allocator parameters; it is called before the
+        // loop's threads allocate (and glibc serialises it against malloc anyway).
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+            libc::mallopt(libc::M_MMAP_MAX, 0);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+            libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        }
+    });
+}
+
 /// Wrap a candle error with what was being done.
 pub(crate) fn candle_err(what: &'static str) -> impl Fn(candle_core::Error) -> Error {
     move |e| Error::param("training", format!("{what}: {e}"))
@@ -285,6 +308,7 @@ where
     if data.is_empty() {
         return Err(Error::Empty("training data".into()));
     }
+    keep_freed_memory();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cfg.threads)
         .build()

@@ -99,6 +99,44 @@ impl ReaderRecipe {
         }
     }
 
+    /// The recipe names [`ReaderRecipe::named`] knows.
+    pub const NAMES: [&'static str; 3] = ["minilm-all", "minilm-squad", "minilm-squad2"];
+
+    /// A named recipe, all from `all-minilm-l6-v2` and none seeing the held-out articles:
+    /// * `minilm-all` ([`ReaderRecipe::default_minilm`]): SQuAD training articles'
+    ///   answerable questions + RAG Mini Wikipedia + NQ-open distant supervision;
+    /// * `minilm-squad`: the SQuAD training articles' answerable questions only;
+    /// * `minilm-squad2`: `minilm-all` plus the training articles' unanswerable questions
+    ///   (target `[CLS]`), for the SQuAD 2.0-style reader with a null threshold.
+    ///
+    /// `full` doubles the epochs (four) and appends `-full` to the name.
+    pub fn named(name: &str, full: bool) -> Result<Self> {
+        let mut r = ReaderRecipe::default_minilm();
+        match name {
+            "minilm-all" => {}
+            "minilm-squad" => {
+                r.supervision.rag_mini = false;
+                r.supervision.nq = false;
+            }
+            "minilm-squad2" => r.supervision.squad_unanswerable = true,
+            other => {
+                return Err(Error::param(
+                    "recipe",
+                    format!(
+                        "unknown recipe `{other}` (one of {})",
+                        Self::NAMES.join(", ")
+                    ),
+                ))
+            }
+        }
+        r.name = name.to_string();
+        if full {
+            r.name.push_str("-full");
+            r.train.epochs = 4;
+        }
+        Ok(r)
+    }
+
     /// The asset names the recipe reads.
     pub fn inputs(&self) -> Vec<&str> {
         supervision_inputs(&self.base, &self.supervision)
@@ -361,6 +399,14 @@ pub fn train_or_load(
     };
     std::fs::write(&done, serde_json::to_vec_pretty(&t)?).map_err(|e| Error::io(&done, e))?;
     Ok((t, Some(log)))
+}
+
+/// True when `recipe`'s training has finished (`cache_root/<key>/done.json` exists).
+pub fn is_trained(assets: &Assets, recipe: &ReaderRecipe, cache_root: &Path) -> Result<bool> {
+    Ok(cache_root
+        .join(recipe.key(assets)?)
+        .join("done.json")
+        .exists())
 }
 
 /// The latest checkpoint of an unfinished run of `recipe` (training interrupted, or
