@@ -123,7 +123,8 @@ pub fn study_configs(
 }
 
 /// Open `data/results/<name>/` for a study: its resolved config is the binary's `args`,
-/// every config by `<reader>/<system>` and the executable's sha256. `None` when the
+/// every config by `<reader>/<system>` and the executable's sha256 as `program_sha256`
+/// (the key `grade` checks, as in every other binary's config). `None` when the
 /// result is fresh and `force` is false (the summary file is printed instead).
 pub fn start_study(
     name: &str,
@@ -138,7 +139,7 @@ pub fn start_study(
             .iter()
             .map(|c| (format!("{}/{}", short_name(&c.reader), c.system), &c.config))
             .collect::<BTreeMap<_, _>>(),
-        "executable_sha256": executable_sha256()?,
+        "program_sha256": executable_sha256()?,
     });
     Experiment::start(name, &resolved, force, summary_file)
 }
