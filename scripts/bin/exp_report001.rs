@@ -23,38 +23,25 @@ use clap::Parser;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use workbench::display::Table;
-use workbench::evaluate::{groups, significance};
+use workbench::evaluate::groups;
 use workbench::pipeline::study::{
-    load_average, run_config, scaled, side_by_side, Compared, ModelPool,
+    finish_study, load_average, push_comparisons, question_count, run_study, short_name as short,
+    side_by_side, significance_table, start_study, study_configs, Compared, FullScale, ModelPool,
+    StudyArgs,
 };
-use workbench::pipeline::{PipelineConfig, PipelineRun};
-use workbench::results::{executable_sha256, Experiment};
 
 const NAME: &str = "report001";
-const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 001's Tables 2-4 and significance tests")]
 struct Args {
-    /// Seeded sample of this many questions (default scale; 0 = all 918).
+    /// Seeded sample of this many questions (default scale; 0 = all 918; `--full`: the
+    /// configs' 150, the report's test-set size).
     #[arg(long, default_value_t = 40)]
     questions: usize,
-    /// The configs' 150 questions (the report's test-set size).
-    #[arg(long)]
-    full: bool,
-    /// Reader model asset(s); one set of systems each.
-    #[arg(long = "reader", default_values_t = [MAIN_READER.to_string()])]
-    readers: Vec<String>,
-    /// Trials of the randomisation and bootstrap tests.
-    #[arg(long, default_value_t = 10_000)]
-    trials: usize,
-    /// Seed of the significance tests.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Redo a fresh result.
-    #[arg(long)]
-    #[serde(skip)]
-    force: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    study: StudyArgs,
 }
 
 /// (system, config file, report EM, F1): Table 2.
@@ -159,58 +146,20 @@ const PAIRS: [(&str, &str); 5] = [
     ("hybrid", "closed-book"),
 ];
 
-fn short(reader: &str) -> String {
-    reader
-        .trim_end_matches("-gguf")
-        .trim_end_matches("-instruct")
-        .to_string()
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
+    let study = &args.study;
     let root = workbench::paths::project_root()?;
-    let mut configs: Vec<(String, String, PipelineConfig)> = Vec::new();
-    for reader in &args.readers {
-        for (system, file, ..) in SYSTEMS {
-            let c = PipelineConfig::from_file(&root.join(file))
-                .with_context(|| format!("reading {file}"))?;
-            let n = if args.full {
-                c.questions.limit
-            } else {
-                args.questions
-            };
-            configs.push((
-                reader.clone(),
-                system.to_string(),
-                scaled(c, Some(n), Some(reader)),
-            ));
-        }
-    }
-    let resolved = serde_json::json!({
-        "args": &args,
-        "configs": configs.iter().map(|(r, s, c)| (format!("{}/{s}", short(r)), c)).collect::<BTreeMap<_, _>>(),
-        "executable_sha256": executable_sha256()?,
-    });
-    let Some(exp) = Experiment::start(NAME, &resolved, args.force, "table2.md")? else {
+    let files: Vec<(&str, &str)> = SYSTEMS.iter().map(|s| (s.0, s.1)).collect();
+    let configs = study_configs(&root, &files, study, args.questions, FullScale::ConfigLimit)?;
+    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table2.md")? else {
         return Ok(());
     };
     let out = &exp.out;
     let mut pool = ModelPool::default();
-    let mut runs: BTreeMap<String, BTreeMap<String, PipelineRun>> = BTreeMap::new();
-    for (reader, system, config) in configs {
-        println!(
-            "== {} / {system}: {} questions (load {})",
-            short(&reader),
-            config.questions.limit,
-            load_average()
-        );
-        let run = run_config(&mut pool, config).with_context(|| format!("{reader} / {system}"))?;
-        run.write(&out.path(&format!("{}/{system}", short(&reader))))?;
-        println!("{}", run.summary().to_table().to_markdown());
-        runs.entry(reader.clone()).or_default().insert(system, run);
-    }
+    let runs = run_study(&mut pool, configs, out, |_, _| Ok(()))?;
     let label = |reader: &str, system: &str| {
-        if args.readers.len() == 1 {
+        if study.readers.len() == 1 {
             system.to_string()
         } else {
             format!("{system} ({})", short(reader))
@@ -224,11 +173,7 @@ fn main() -> Result<()> {
         }
     }
     let df = groups::per_question_frame(&scores)?;
-    let n = runs
-        .values()
-        .next()
-        .and_then(|m| m.values().next())
-        .map_or(0, |r| r.records.len());
+    let n = question_count(&runs);
 
     // Table 2.
     let overall = groups::overall(&df)?;
@@ -259,7 +204,7 @@ fn main() -> Result<()> {
         &BTreeMap::new(),
         &format!(
             "Table 2 of report 001 on RAG Mini Wikipedia: {n} questions (seeded sample, seed 42), readers {}; report: 150 questions on a scraped Pittsburgh/CMU corpus, Llama 3.1 8B. Load {}",
-            args.readers.iter().map(|r| short(r)).collect::<Vec<_>>().join(", "),
+            study.readers.iter().map(|r| short(r)).collect::<Vec<_>>().join(", "),
             load_average()
         ),
     );
@@ -280,7 +225,7 @@ fn main() -> Result<()> {
             ])?;
         }
     }
-    let t3 = join_report_t3(&ours_t3, &report_t3, args.readers.len() == 1)?;
+    let t3 = join_report_t3(&ours_t3, &report_t3, study.readers.len() == 1)?;
 
     // Table 4: winners.
     let winners = groups::winners(&df)?;
@@ -310,57 +255,44 @@ fn main() -> Result<()> {
     }
 
     // Significance.
-    let mut sig = Table::new(
-        ["reader", "metric", "system", "baseline"]
-            .into_iter()
-            .map(String::from)
-            .chain(significance::Comparison::COLUMNS.iter().map(|s| s.to_string())),
-    )
-    .caption(format!(
+    let mut sig = significance_table().caption(format!(
         "Paired tests per question (EM 0/1, F1 0–1); randomisation and bootstrap {} trials, seed {}. Report 001: dense vs sparse significant, hybrid vs dense not",
-        args.trials, args.seed
+        study.trials, study.seed
     ));
     for (reader, by_system) in &runs {
         for (a, b) in PAIRS {
             let (Some(ra), Some(rb)) = (by_system.get(a), by_system.get(b)) else {
                 continue;
             };
-            for metric in ["em", "f1"] {
-                let c = significance::compare(
-                    &ra.per_query(metric)?,
-                    &rb.per_query(metric)?,
-                    args.trials,
-                    args.seed,
-                )?;
-                let mut row = vec![short(reader), metric.into(), a.into(), b.into()];
-                row.extend(c.cells());
-                sig.push(row)?;
-            }
+            push_comparisons(&mut sig, reader, (a, ra), (b, rb), study.trials, study.seed)?;
         }
     }
 
-    let subs = substitutions(n, &args.readers);
-    table2.write_csv(&out.path("table2.csv"))?;
-    overall_t.write_csv(&out.path("overall.csv"))?;
-    t3.write_csv(&out.path("table3.csv"))?;
-    t4.write_csv(&out.path("table4.csv"))?;
-    sig.write_csv(&out.path("significance.csv"))?;
-    groups::to_table(&df, 4)?.write_csv(&out.path("per_question.csv"))?;
+    let subs = substitutions(n, &study.readers);
+    let per_question = groups::to_table(&df, 4)?;
     let t2md = format!("{}\n{}", table2.to_markdown(), overall_t.to_markdown());
-    std::fs::write(out.path("table2.md"), &t2md)?;
-    std::fs::write(out.path("table3.md"), t3.to_markdown())?;
-    std::fs::write(out.path("table4.md"), t4.to_markdown())?;
-    std::fs::write(out.path("significance.md"), sig.to_markdown())?;
-    std::fs::write(out.path("substitutions.md"), &subs)?;
-    println!(
-        "{t2md}\n{}\n{}\n{}\n{subs}",
-        t3.to_markdown(),
-        t4.to_markdown(),
-        sig.to_markdown()
-    );
-    println!("load: {}", load_average());
-    exp.finish(
-        serde_json::json!({"questions": n, "readers": args.readers, "load": load_average()}),
+    let (t3md, t4md, sigmd) = (t3.to_markdown(), t4.to_markdown(), sig.to_markdown());
+    let printed = format!("{t2md}\n{t3md}\n{t4md}\n{sigmd}\n{subs}");
+    finish_study(
+        exp,
+        &[
+            ("table2.csv", &table2),
+            ("overall.csv", &overall_t),
+            ("table3.csv", &t3),
+            ("table4.csv", &t4),
+            ("significance.csv", &sig),
+            ("per_question.csv", &per_question),
+        ],
+        &[
+            ("table2.md", &t2md),
+            ("table3.md", &t3md),
+            ("table4.md", &t4md),
+            ("significance.md", &sigmd),
+            ("substitutions.md", &subs),
+        ],
+        &printed,
+        n,
+        &study.readers,
     )?;
     Ok(())
 }

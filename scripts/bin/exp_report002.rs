@@ -18,46 +18,33 @@
 //! `substitutions.md`, and per reader and system the traces (with every paraphrase and the
 //! model's raw output), SQuAD predictions and resolved config.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use workbench::display::Table;
-use workbench::evaluate::significance;
 use workbench::pipeline::study::{
-    load_average, run_config, scaled, side_by_side, Compared, ModelPool,
+    answered_cells, finish_study, load_average, push_comparisons, question_count, run_study,
+    short_name as short, side_by_side, significance_table, start_study, study_configs, Compared,
+    FullScale, ModelPool, StudyArgs, ANSWERED_COLUMNS,
 };
-use workbench::pipeline::{PipelineConfig, PipelineRun};
-use workbench::results::{executable_sha256, Experiment};
+use workbench::pipeline::PipelineConfig;
 
 const NAME: &str = "report002";
-const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 002's baseline RAG vs RAG-Fusion table")]
 struct Args {
-    /// Seeded sample of this many questions (default scale).
+    /// Seeded sample of this many questions (default scale; `--full`: the report's 100,
+    /// the configs' seeded sample).
     #[arg(long, default_value_t = 50)]
     questions: usize,
-    /// The report's 100 questions (the configs' seeded sample).
-    #[arg(long)]
-    full: bool,
-    /// Reader model asset(s); one set of rows each.
-    #[arg(long = "reader", default_values_t = [MAIN_READER.to_string()])]
-    readers: Vec<String>,
     /// Also run RAG-Fusion with report 002's own prompt, one sampled call per paraphrase.
     #[arg(long)]
     each: bool,
-    /// Trials of the randomisation and bootstrap tests.
-    #[arg(long, default_value_t = 10_000)]
-    trials: usize,
-    /// Seed of the significance tests.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Redo a fresh result.
-    #[arg(long)]
-    #[serde(skip)]
-    force: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    study: StudyArgs,
 }
 
 /// (system, config file, report F1, EM).
@@ -82,89 +69,39 @@ const SYSTEMS: [(&str, &str, Option<f64>, Option<f64>); 3] = [
     ),
 ];
 
-fn short(reader: &str) -> String {
-    reader
-        .trim_end_matches("-gguf")
-        .trim_end_matches("-instruct")
-        .to_string()
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
+    let study = &args.study;
     let root = workbench::paths::project_root()?;
-    let mut configs: Vec<(String, String, PipelineConfig)> = Vec::new();
-    for reader in &args.readers {
-        for (system, file, ..) in SYSTEMS {
-            if system == "fusion-each" && !args.each {
-                continue;
-            }
-            let c = PipelineConfig::from_file(&root.join(file))
-                .with_context(|| format!("reading {file}"))?;
-            let n = if args.full {
-                c.questions.limit
-            } else {
-                args.questions
-            };
-            configs.push((
-                reader.clone(),
-                system.to_string(),
-                scaled(c, Some(n), Some(reader)),
-            ));
-        }
-    }
-    let resolved = serde_json::json!({
-        "args": &args,
-        "configs": configs.iter().map(|(r, s, c)| (format!("{}/{s}", short(r)), c)).collect::<BTreeMap<_, _>>(),
-        "executable_sha256": executable_sha256()?,
-    });
-    let Some(exp) = Experiment::start(NAME, &resolved, args.force, "table.md")? else {
+    let files: Vec<(&str, &str)> = SYSTEMS
+        .iter()
+        .filter(|s| args.each || s.0 != "fusion-each")
+        .map(|s| (s.0, s.1))
+        .collect();
+    let configs = study_configs(&root, &files, study, args.questions, FullScale::ConfigLimit)?;
+    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table.md")? else {
         return Ok(());
     };
     let mut pool = ModelPool::default();
     let mut rows = Vec::new();
-    let mut details = Table::new([
-        "system",
-        "questions",
-        "answered",
-        "abstained",
-        "EM (answered)",
-        "F1 (answered)",
+    let mut details = Table::new(ANSWERED_COLUMNS.into_iter().chain([
         "gold passage retrieved (%)",
         "mean queries",
         "questions short of 5 paraphrases",
         "s/q transform",
         "s/q retrieve",
         "s/q read",
-    ])
+    ]))
     .caption("Abstentions counted apart; gold passage = the question's own SQuAD paragraph among the reader's passages; paraphrase counts; mean seconds per question by stage");
-    let mut sig = Table::new(
-        ["reader", "metric", "system", "baseline"]
-            .into_iter()
-            .map(String::from)
-            .chain(
-                significance::Comparison::COLUMNS
-                    .iter()
-                    .map(|s| s.to_string()),
-            ),
-    );
-    let mut runs: BTreeMap<String, BTreeMap<String, PipelineRun>> = BTreeMap::new();
-    for (reader, system, config) in configs {
-        println!(
-            "== {} / {system}: {} questions (load {})",
-            short(&reader),
-            config.questions.limit,
-            load_average()
-        );
-        let gold = gold_paragraphs(&config)?;
-        let run = run_config(&mut pool, config).with_context(|| format!("{reader} / {system}"))?;
-        run.write(&exp.out.path(&format!("{}/{system}", short(&reader))))?;
+    let runs = run_study(&mut pool, configs, &exp.out, |c, run| {
+        let gold = gold_paragraphs(&c.config)?;
         let s = run.summary();
         let (.., f1, em) = SYSTEMS
             .iter()
-            .find(|x| x.0 == system)
+            .find(|x| x.0 == c.system)
             .copied()
             .expect("known");
-        let label = format!("{system} ({})", short(&reader));
+        let label = format!("{} ({})", c.system, short(&c.reader));
         rows.push(Compared {
             system: label.clone(),
             metric: "F1".into(),
@@ -186,14 +123,8 @@ fn main() -> Result<()> {
             })
             .count();
         let nq = run.records.len().max(1) as f64;
-        let o = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
-        details.push([
-            label,
-            s.questions.to_string(),
-            s.answered.to_string(),
-            s.abstained.to_string(),
-            o(s.em_answered),
-            o(s.f1_answered),
+        let mut cells = answered_cells(&label, &s);
+        cells.extend([
             format!("{:.1}", 100.0 * found as f64 / nq),
             format!(
                 "{:.2}",
@@ -207,35 +138,25 @@ fn main() -> Result<()> {
             format!("{:.2}", s.mean_times.transform),
             format!("{:.3}", s.mean_times.retrieve),
             format!("{:.2}", s.mean_times.read),
-        ])?;
-        runs.entry(reader.clone()).or_default().insert(system, run);
-    }
+        ]);
+        details.push(cells)?;
+        Ok(())
+    })?;
+    let mut sig = significance_table();
     for (reader, by_system) in &runs {
         let base = &by_system["baseline"];
         for (system, run) in by_system.iter().filter(|(s, _)| *s != "baseline") {
-            for metric in ["em", "f1"] {
-                let c = significance::compare(
-                    &run.per_query(metric)?,
-                    &base.per_query(metric)?,
-                    args.trials,
-                    args.seed,
-                )?;
-                let mut row = vec![
-                    short(reader),
-                    metric.to_string(),
-                    system.clone(),
-                    "baseline".into(),
-                ];
-                row.extend(c.cells());
-                sig.push(row)?;
-            }
+            push_comparisons(
+                &mut sig,
+                reader,
+                (system, run),
+                ("baseline", base),
+                study.trials,
+                study.seed,
+            )?;
         }
     }
-    let n = runs
-        .values()
-        .next()
-        .and_then(|m| m.values().next())
-        .map_or(0, |r| r.records.len());
+    let n = question_count(&runs);
     let table = side_by_side(
         &rows,
         &BTreeMap::new(),
@@ -244,30 +165,31 @@ fn main() -> Result<()> {
             load_average()
         ),
     );
-    let subs = substitutions(n, &args.readers);
-    let out = &exp.out;
-    table.write_csv(&out.path("table.csv"))?;
-    details.write_csv(&out.path("details.csv"))?;
-    sig.write_csv(&out.path("significance.csv"))?;
+    let subs = substitutions(n, &study.readers);
     let md = format!(
         "{}\n{}\n{}\n{subs}",
         table.to_markdown(),
         details.to_markdown(),
         sig.to_markdown()
     );
-    std::fs::write(out.path("table.md"), &md)?;
-    std::fs::write(out.path("substitutions.md"), &subs)?;
-    println!("{md}");
-    println!("load: {}", load_average());
-    exp.finish(
-        serde_json::json!({"questions": n, "readers": args.readers, "load": load_average()}),
+    finish_study(
+        exp,
+        &[
+            ("table.csv", &table),
+            ("details.csv", &details),
+            ("significance.csv", &sig),
+        ],
+        &[("table.md", &md), ("substitutions.md", &subs)],
+        &md,
+        n,
+        &study.readers,
     )?;
     Ok(())
 }
 
 /// Question id → the id of its own SQuAD paragraph (as the pipeline's `squad` corpus
 /// names paragraphs), to count how often the reader saw it.
-fn gold_paragraphs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
+fn gold_paragraphs(config: &PipelineConfig) -> workbench::Result<BTreeMap<String, String>> {
     let assets = workbench::assets::Assets::load()?;
     let path = if config.questions.path.is_empty() {
         let asset = if config.questions.asset.is_empty() {

@@ -24,43 +24,28 @@
 //! The context-precision figures are the seed report's (naive 0.74, enhanced 0.87):
 //! issue 10 lists them the other way round.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use workbench::display::Table;
-use workbench::evaluate::significance;
 use workbench::pipeline::study::{
-    load_average, run_config, scaled, side_by_side, Compared, ModelPool,
+    answered_cells, finish_study, push_comparisons, question_count, run_study, short_name as short,
+    side_by_side, significance_table, start_study, study_configs, Compared, FullScale, ModelPool,
+    StudyArgs, ANSWERED_COLUMNS,
 };
-use workbench::pipeline::PipelineConfig;
-use workbench::results::{executable_sha256, Experiment};
 
 const NAME: &str = "report004";
-const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 004's naive vs enhanced RAG table")]
 struct Args {
-    /// Seeded sample of this many questions (default scale).
+    /// Seeded sample of this many questions (default scale; `--full`: all 918).
     #[arg(long, default_value_t = 120)]
     questions: usize,
-    /// Every question (918).
-    #[arg(long)]
-    full: bool,
-    /// Reader model asset(s); one pair of rows each.
-    #[arg(long = "reader", default_values_t = [MAIN_READER.to_string()])]
-    readers: Vec<String>,
-    /// Trials of the randomisation and bootstrap tests.
-    #[arg(long, default_value_t = 10_000)]
-    trials: usize,
-    /// Seed of the significance tests.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Redo a fresh result.
-    #[arg(long)]
-    #[serde(skip)]
-    force: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    study: StudyArgs,
 }
 
 /// (system, config file, report EM, F1, s/query, context precision): report 004's table;
@@ -84,82 +69,34 @@ const SYSTEMS: [(&str, &str, f64, f64, f64, f64); 2] = [
     ),
 ];
 
-fn short(reader: &str) -> String {
-    reader
-        .trim_end_matches("-gguf")
-        .trim_end_matches("-instruct")
-        .to_string()
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
+    let study = &args.study;
     let root = workbench::paths::project_root()?;
-    let questions = if args.full { 0 } else { args.questions };
-    let mut configs: Vec<(String, String, PipelineConfig)> = Vec::new();
-    for reader in &args.readers {
-        for (system, file, ..) in SYSTEMS {
-            let c = PipelineConfig::from_file(&root.join(file))
-                .with_context(|| format!("reading {file}"))?;
-            configs.push((
-                reader.clone(),
-                system.to_string(),
-                scaled(c, Some(questions), Some(reader)),
-            ));
-        }
-    }
-    let resolved = serde_json::json!({
-        "args": &args,
-        "configs": configs.iter().map(|(r, s, c)| (format!("{}/{s}", short(r)), c)).collect::<BTreeMap<_, _>>(),
-        "executable_sha256": executable_sha256()?,
-    });
-    let Some(exp) = Experiment::start(NAME, &resolved, args.force, "table.md")? else {
+    let files: Vec<(&str, &str)> = SYSTEMS.iter().map(|s| (s.0, s.1)).collect();
+    let configs = study_configs(&root, &files, study, args.questions, FullScale::All)?;
+    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table.md")? else {
         return Ok(());
     };
     let mut pool = ModelPool::default();
     let mut rows = Vec::new();
-    let mut extra = Table::new([
-        "system",
-        "questions",
-        "answered",
-        "abstained",
-        "EM (answered)",
-        "F1 (answered)",
+    let mut extra = Table::new(ANSWERED_COLUMNS.into_iter().chain([
         "context precision (rank-aware)",
         "s/q transform",
         "s/q retrieve",
         "s/q rerank",
         "s/q read",
         "rewrites repaired",
-    ])
+    ]))
     .caption("Abstentions counted apart, rank-aware context precision (average precision), mean seconds per question by stage");
-    let mut sig = Table::new(
-        ["reader", "metric", "system", "baseline"]
-            .into_iter()
-            .map(String::from)
-            .chain(
-                significance::Comparison::COLUMNS
-                    .iter()
-                    .map(|s| s.to_string()),
-            ),
-    );
-    let mut per_reader: BTreeMap<String, BTreeMap<String, workbench::pipeline::PipelineRun>> =
-        BTreeMap::new();
-    for (reader, system, config) in configs {
-        println!(
-            "== {} / {system}: {} questions (load {})",
-            short(&reader),
-            config.questions.limit,
-            load_average()
-        );
-        let run = run_config(&mut pool, config).with_context(|| format!("{reader} / {system}"))?;
-        run.write(&exp.out.path(&format!("{}/{system}", short(&reader))))?;
+    let runs = run_study(&mut pool, configs, &exp.out, |c, run| {
         let s = run.summary();
         let (.., em, f1, secs, cp) = SYSTEMS
             .iter()
-            .find(|x| x.0 == system)
+            .find(|x| x.0 == c.system)
             .copied()
             .expect("known");
-        let label = format!("{system} ({})", short(&reader));
+        let label = format!("{} ({})", c.system, short(&c.reader));
         for (metric, ours, report) in [
             ("EM", Some(s.em), em),
             ("F1", Some(s.f1), f1),
@@ -173,83 +110,58 @@ fn main() -> Result<()> {
                 report: Some(report),
             });
         }
-        let o = |x: Option<f64>, d: usize| x.map_or("–".into(), |v| format!("{v:.d$}"));
-        extra.push([
-            label.clone(),
-            s.questions.to_string(),
-            s.answered.to_string(),
-            s.abstained.to_string(),
-            o(s.em_answered, 2),
-            o(s.f1_answered, 2),
-            o(s.context_average_precision, 3),
+        let mut cells = answered_cells(&label, &s);
+        cells.extend([
+            s.context_average_precision
+                .map_or("–".into(), |v| format!("{v:.3}")),
             format!("{:.2}", s.mean_times.transform),
             format!("{:.3}", s.mean_times.retrieve),
             format!("{:.3}", s.mean_times.rerank),
             format!("{:.2}", s.mean_times.read),
             s.transform_repaired.to_string(),
-        ])?;
-        per_reader
-            .entry(reader.clone())
-            .or_default()
-            .insert(system.to_string(), run);
+        ]);
+        extra.push(cells)?;
+        Ok(())
+    })?;
+    let mut sig = significance_table();
+    for (reader, by_system) in &runs {
+        push_comparisons(
+            &mut sig,
+            reader,
+            ("enhanced", &by_system["enhanced"]),
+            ("naive", &by_system["naive"]),
+            study.trials,
+            study.seed,
+        )?;
     }
-    for (reader, runs) in &per_reader {
-        let (a, b) = (&runs["enhanced"], &runs["naive"]);
-        for metric in ["em", "f1"] {
-            let c = significance::compare(
-                &a.per_query(metric)?,
-                &b.per_query(metric)?,
-                args.trials,
-                args.seed,
-            )?;
-            let mut row = vec![
-                short(reader),
-                metric.to_string(),
-                "enhanced".into(),
-                "naive".into(),
-            ];
-            row.extend(c.cells());
-            sig.push(row)?;
-        }
-    }
-    let n = per_reader
-        .values()
-        .next()
-        .and_then(|m| m.values().next())
-        .map_or(0, |r| r.records.len());
+    let n = question_count(&runs);
     let table = side_by_side(
         &rows,
         &BTreeMap::from([("context precision", 3)]),
         &format!(
             "Report 004 on RAG Mini Wikipedia: {n} questions (seeded sample, seed 42{}); report: 918 questions, Flan-T5-base. s/query measured at load {}",
-            if args.full { ", all" } else { "" },
-            load_average()
+            if study.full { ", all" } else { "" },
+            workbench::pipeline::study::load_average()
         ),
     );
-    let subs = substitutions(n, &args.readers);
-    let out = &exp.out;
-    table.write_csv(&out.path("table.csv"))?;
-    extra.write_csv(&out.path("details.csv"))?;
-    sig.write_csv(&out.path("significance.csv"))?;
-    std::fs::write(
-        out.path("table.md"),
-        format!(
-            "{}\n{}\n{}\n{subs}",
-            table.to_markdown(),
-            extra.to_markdown(),
-            sig.to_markdown()
-        ),
-    )?;
-    std::fs::write(out.path("substitutions.md"), &subs)?;
-    println!(
+    let subs = substitutions(n, &study.readers);
+    let md = format!(
         "{}\n{}\n{}\n{subs}",
         table.to_markdown(),
         extra.to_markdown(),
         sig.to_markdown()
     );
-    println!("load: {}", load_average());
-    exp.finish(
-        serde_json::json!({"questions": n, "readers": args.readers, "load": load_average()}),
+    finish_study(
+        exp,
+        &[
+            ("table.csv", &table),
+            ("details.csv", &extra),
+            ("significance.csv", &sig),
+        ],
+        &[("table.md", &md), ("substitutions.md", &subs)],
+        &md,
+        n,
+        &study.readers,
     )?;
     Ok(())
 }
