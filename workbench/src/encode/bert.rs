@@ -788,22 +788,6 @@ fn candle_forward(
     Ok(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::token_budget;
-
-    #[test]
-    fn token_budget_groups_consecutive_items_within_the_budget() {
-        let lens = [5usize, 4, 3, 9, 1, 1, 12, 2];
-        let items: Vec<usize> = (0..lens.len()).collect();
-        let groups: Vec<&[usize]> = token_budget(&items, |i| lens[i], 10).collect();
-        assert_eq!(groups, vec![&[0, 1][..], &[2], &[3, 4], &[5], &[6], &[7]]);
-        // Every item exactly once, in order.
-        assert_eq!(groups.concat(), items);
-        assert_eq!(token_budget(&[], |_| 1, 10).count(), 0);
-    }
-}
-
 /// ColBERT's input ids from a `[CLS] w1 … wn [SEP]` encoding: `[CLS] marker w1 … wk [SEP]`,
 /// with `k` cut so the sequence fits `max_len` (and `n` when padding), then with
 /// `pad = Some((id, n))` filled with `id` up to `n` ids. Returns the ids and `k`.
@@ -842,4 +826,20 @@ pub fn colbert_ids(
         }
     }
     Ok((out, kept))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::token_budget;
+
+    #[test]
+    fn token_budget_groups_consecutive_items_within_the_budget() {
+        let lens = [5usize, 4, 3, 9, 1, 1, 12, 2];
+        let items: Vec<usize> = (0..lens.len()).collect();
+        let groups: Vec<&[usize]> = token_budget(&items, |i| lens[i], 10).collect();
+        assert_eq!(groups, vec![&[0, 1][..], &[2], &[3, 4], &[5], &[6], &[7]]);
+        // Every item exactly once, in order.
+        assert_eq!(groups.concat(), items);
+        assert_eq!(token_budget(&[], |_| 1, 10).count(), 0);
+    }
 }

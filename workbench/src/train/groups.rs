@@ -428,7 +428,8 @@ mod tests {
         };
         let (both, _) =
             hard_negative_groups("squad", &[a.clone(), b.clone()], &pool, &params).unwrap();
-        let (alone, _) = hard_negative_groups("squad", &[a.clone()], &pool, &params).unwrap();
+        let (alone, _) =
+            hard_negative_groups("squad", std::slice::from_ref(&a), &pool, &params).unwrap();
         assert_eq!(both[0], alone[0]);
         let (again, _) = hard_negative_groups("squad", &[b, a.clone()], &pool, &params).unwrap();
         assert_eq!(again[1], alone[0]);
@@ -438,7 +439,7 @@ mod tests {
                 seed: s,
                 ..params.clone()
             };
-            hard_negative_groups("squad", &[a.clone()], &pool, &p)
+            hard_negative_groups("squad", std::slice::from_ref(&a), &pool, &p)
                 .unwrap()
                 .0[0]
                 .negatives
@@ -482,24 +483,33 @@ mod tests {
             negatives: 0,
             ..Default::default()
         };
-        assert!(hard_negative_groups("s", &[ex.clone()], &pool, &zero)
-            .unwrap_err()
-            .to_string()
-            .contains("negatives"));
+        assert!(
+            hard_negative_groups("s", std::slice::from_ref(&ex), &pool, &zero)
+                .unwrap_err()
+                .to_string()
+                .contains("negatives")
+        );
         let shallow = GroupParams {
             negatives: 5,
             depth: 3,
             seed: 0,
         };
-        assert!(hard_negative_groups("s", &[ex.clone()], &pool, &shallow)
-            .unwrap_err()
-            .to_string()
-            .contains("depth"));
+        assert!(
+            hard_negative_groups("s", std::slice::from_ref(&ex), &pool, &shallow)
+                .unwrap_err()
+                .to_string()
+                .contains("depth")
+        );
         let mut dup = pool.clone();
         dup.push(passage("p0", "again"));
-        let e = hard_negative_groups("s", &[ex.clone()], &dup, &GroupParams::default())
-            .unwrap_err()
-            .to_string();
+        let e = hard_negative_groups(
+            "s",
+            std::slice::from_ref(&ex),
+            &dup,
+            &GroupParams::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("`p0`") && e.contains("twice"), "{e}");
         assert!(hard_negative_groups("s", &[ex], &[], &GroupParams::default()).is_err());
     }
