@@ -12,6 +12,7 @@
 use super::{candle_err, AdamW, TrainConfig, TrainLog};
 use crate::{Error, Result};
 use candle_nn::VarMap;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -82,12 +83,9 @@ pub fn load(
     examples: usize,
 ) -> Result<Option<TrainState>> {
     let state_path = dir.join("state.json");
-    if !state_path.exists() {
+    let Some(state) = read_state(dir)? else {
         return Ok(None);
-    }
-    let raw = std::fs::read(&state_path).map_err(|e| Error::io(&state_path, e))?;
-    let state: TrainState = serde_json::from_slice(&raw)
-        .map_err(|e| Error::bad_input(&state_path, format!("not a training state: {e}")))?;
+    };
     if &state.config != cfg {
         return Err(Error::bad_input(
             &state_path,
@@ -124,4 +122,65 @@ pub fn load(
     opt.load(&dir.join("optimizer.safetensors"))?;
     opt.step_t = state.step;
     Ok(Some(state))
+}
+
+/// The training state saved in `dir` (its `state.json`) without loading any weights;
+/// `None` when there is none.
+pub fn read_state(dir: &Path) -> Result<Option<TrainState>> {
+    let state_path = dir.join("state.json");
+    if !state_path.exists() {
+        return Ok(None);
+    }
+    let raw = std::fs::read(&state_path).map_err(|e| Error::io(&state_path, e))?;
+    serde_json::from_slice(&raw)
+        .map(Some)
+        .map_err(|e| Error::bad_input(&state_path, format!("not a training state: {e}")))
+}
+
+/// A finished run of a train-once cache: the record in `run_dir/done.json` and, when the
+/// run's training state is still there and readable, its log (the log is informative
+/// only: a missing or unreadable one is `None`). `None` when the run has not finished.
+pub fn read_done<T: DeserializeOwned>(run_dir: &Path) -> Result<Option<(T, Option<TrainLog>)>> {
+    let done = run_dir.join("done.json");
+    if !done.exists() {
+        return Ok(None);
+    }
+    let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
+    let record: T =
+        serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
+    let log = read_state(&run_dir.join("state"))
+        .ok()
+        .flatten()
+        .map(|s| s.log);
+    Ok(Some((record, log)))
+}
+
+/// Write a checkpoint folder in Hugging Face layout: `model.safetensors` (every variable
+/// of `vars`, under its name), `config.json` (`config`) and a copy of `tokenizer`.
+/// Creates `dir` if needed.
+pub fn save_hf_layout(
+    vars: &VarMap,
+    config: &serde_json::Value,
+    tokenizer: &Path,
+    dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let weights = dir.join("model.safetensors");
+    let tensors: std::collections::HashMap<String, candle_core::Tensor> = vars
+        .data()
+        .lock()
+        .map_err(|_| Error::bad_input(&weights, "variable map lock poisoned"))?
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
+        .collect();
+    candle_core::safetensors::save(&tensors, &weights)
+        .map_err(|e| Error::bad_input(&weights, format!("writing safetensors: {e}")))?;
+    let cfg = dir.join("config.json");
+    let text = serde_json::to_string_pretty(config)?;
+    std::fs::write(&cfg, text).map_err(|e| Error::io(&cfg, e))?;
+    let tok = dir.join("tokenizer.json");
+    if tokenizer != tok {
+        std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
+    }
+    Ok(())
 }

@@ -622,16 +622,8 @@ pub fn train_or_load(
     recipe.check()?;
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
-    let done = dir.join("done.json");
-    if done.exists() {
-        let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
-        let t: TrainedColbert =
-            serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
-        let log = std::fs::read(dir.join("state").join("state.json"))
-            .ok()
-            .and_then(|r| serde_json::from_slice::<super::checkpoint::TrainState>(&r).ok())
-            .map(|s| s.log);
-        return Ok((t, log));
+    if let Some(found) = super::checkpoint::read_done::<TrainedColbert>(&dir)? {
+        return Ok(found);
     }
     let mut set = training_groups(assets, &recipe.supervision, &recipe.groups)?;
     if let Some(m) = recipe.max_groups {
@@ -667,6 +659,7 @@ pub fn train_or_load(
         examples_per_second: log.examples_per_second(),
         load: load_average(),
     };
+    let done = dir.join("done.json");
     std::fs::write(&done, serde_json::to_vec_pretty(&t)?).map_err(|e| Error::io(&done, e))?;
     Ok((t, Some(log)))
 }

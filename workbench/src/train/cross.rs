@@ -275,25 +275,7 @@ pub fn save_pretrained(
     tokenizer: &Path,
     dir: &Path,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let weights = dir.join("model.safetensors");
-    let tensors: HashMap<String, Tensor> = vars
-        .data()
-        .lock()
-        .map_err(|_| bad(&weights, "variable map lock poisoned"))?
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
-        .collect();
-    candle_core::safetensors::save(&tensors, &weights)
-        .map_err(|e| bad(&weights, format!("writing safetensors: {e}")))?;
-    let cfg = dir.join("config.json");
-    let text = serde_json::to_string_pretty(&config.classifier_json())?;
-    std::fs::write(&cfg, text).map_err(|e| Error::io(&cfg, e))?;
-    let tok = dir.join("tokenizer.json");
-    if tokenizer != tok {
-        std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
-    }
-    Ok(())
+    super::checkpoint::save_hf_layout(vars, &config.classifier_json(), tokenizer, dir)
 }
 
 /// One encoded pair.

@@ -170,19 +170,7 @@ pub fn load_trained(
     recipe: &CrossRecipe,
     cache_root: &Path,
 ) -> Result<Option<(TrainedCrossEncoder, Option<TrainLog>)>> {
-    let dir = cache_dir(assets, recipe, cache_root)?;
-    let done = dir.join("done.json");
-    if !done.exists() {
-        return Ok(None);
-    }
-    let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
-    let t: TrainedCrossEncoder =
-        serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
-    let log = std::fs::read(dir.join("state").join("state.json"))
-        .ok()
-        .and_then(|r| serde_json::from_slice::<super::checkpoint::TrainState>(&r).ok())
-        .map(|s| s.log);
-    Ok(Some((t, log)))
+    super::checkpoint::read_done(&cache_dir(assets, recipe, cache_root)?)
 }
 
 /// The groups of a recipe (its supervision and [`GroupParams`]).
@@ -265,13 +253,9 @@ pub fn partial_checkpoint(
 ) -> Result<Option<(TrainedCrossEncoder, TrainLog)>> {
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
-    let state = dir.join("state").join("state.json");
-    if !state.exists() {
+    let Some(st) = super::checkpoint::read_state(&dir.join("state"))? else {
         return Ok(None);
-    }
-    let raw = std::fs::read(&state).map_err(|e| Error::io(&state, e))?;
-    let st: super::checkpoint::TrainState =
-        serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&state, e.to_string()))?;
+    };
     let steps = st.log.steps.len();
     let model = CrossTrainModel::from_checkpoint(
         &assets.resolve(&recipe.base, "config.json")?,

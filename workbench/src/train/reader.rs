@@ -347,17 +347,8 @@ pub fn train_or_load(
 ) -> Result<(TrainedReader, Option<TrainLog>)> {
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
-    let done = dir.join("done.json");
-    if done.exists() {
-        let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
-        let t: TrainedReader =
-            serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
-        let log_path = dir.join("state").join("state.json");
-        let log = std::fs::read(&log_path)
-            .ok()
-            .and_then(|r| serde_json::from_slice::<super::checkpoint::TrainState>(&r).ok())
-            .map(|s| s.log);
-        return Ok((t, log));
+    if let Some(found) = super::checkpoint::read_done::<TrainedReader>(&dir)? {
+        return Ok(found);
     }
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = load_tokenizer(&tok_path)?;
@@ -397,6 +388,7 @@ pub fn train_or_load(
         nq_used: data.nq_used.clone(),
         load: load_average(),
     };
+    let done = dir.join("done.json");
     std::fs::write(&done, serde_json::to_vec_pretty(&t)?).map_err(|e| Error::io(&done, e))?;
     Ok((t, Some(log)))
 }
@@ -421,13 +413,9 @@ pub fn partial_checkpoint(
 ) -> Result<Option<(TrainedReader, TrainLog)>> {
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
-    let state = dir.join("state").join("state.json");
-    if !state.exists() {
+    let Some(st) = super::checkpoint::read_state(&dir.join("state"))? else {
         return Ok(None);
-    }
-    let raw = std::fs::read(&state).map_err(|e| Error::io(&state, e))?;
-    let st: super::checkpoint::TrainState =
-        serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&state, e.to_string()))?;
+    };
     let steps = st.log.steps.len();
     let config = crate::read::extractive::QaConfig::from_base_file(
         &assets.resolve(&recipe.base, "config.json")?,

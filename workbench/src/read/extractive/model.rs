@@ -620,25 +620,7 @@ pub fn save_pretrained(
     tokenizer: &Path,
     dir: &Path,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let weights = dir.join("model.safetensors");
-    let tensors: std::collections::HashMap<String, Tensor> = varmap
-        .data()
-        .lock()
-        .map_err(|_| bad(&weights, "variable map lock poisoned"))?
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
-        .collect();
-    candle_core::safetensors::save(&tensors, &weights)
-        .map_err(|e| bad(&weights, format!("writing safetensors: {e}")))?;
-    let cfg = dir.join("config.json");
-    let text = serde_json::to_string_pretty(&config.qa_json())?;
-    std::fs::write(&cfg, text).map_err(|e| Error::io(&cfg, e))?;
-    let tok = dir.join("tokenizer.json");
-    if tokenizer != tok {
-        std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
-    }
-    Ok(())
+    crate::train::checkpoint::save_hf_layout(varmap, &config.qa_json(), tokenizer, dir)
 }
 
 /// A standard normal sample by Box–Muller (rand 0.8 has no normal distribution without
