@@ -371,17 +371,7 @@ fn main() -> Result<()> {
         &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
         &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
     )?;
-    let rag_passages: Vec<Passage> = docs
-        .iter()
-        .map(|d| Passage {
-            id: d.id.clone(),
-            doc_id: d.id.clone(),
-            title: d.title.clone(),
-            text: d.text.clone(),
-            start: 0,
-            end: d.text.len(),
-        })
-        .collect();
+    let rag_passages: Vec<Passage> = docs.iter().map(Passage::whole).collect();
     let rag_dense = dense_over(&encoder, &rag_passages)?;
     let rag_pos: std::collections::HashMap<&str, usize> = rag_passages
         .iter()

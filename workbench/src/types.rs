@@ -56,6 +56,21 @@ pub struct Passage {
     pub end: usize,
 }
 
+impl Passage {
+    /// A whole document as one passage, keeping the document's id (corpora whose
+    /// documents are already passages, such as RAG Mini Wikipedia's).
+    pub fn whole(d: &Document) -> Self {
+        Passage {
+            id: d.id.clone(),
+            doc_id: d.id.clone(),
+            title: d.title.clone(),
+            text: d.text.clone(),
+            start: 0,
+            end: d.text.len(),
+        }
+    }
+}
+
 /// A query (a question, or a BEIR query).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Query {

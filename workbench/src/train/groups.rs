@@ -314,17 +314,7 @@ pub fn training_groups(
             &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
             &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
         )?;
-        let pool: Vec<Passage> = docs
-            .iter()
-            .map(|d| Passage {
-                id: d.id.clone(),
-                doc_id: d.id.clone(),
-                title: d.title.clone(),
-                text: d.text.clone(),
-                start: 0,
-                end: d.text.len(),
-            })
-            .collect();
+        let pool: Vec<Passage> = docs.iter().map(Passage::whole).collect();
         let (g, c) = hard_negative_groups("rag-mini", &by_source("rag-mini"), &pool, params)?;
         set.groups.extend(g);
         set.counts.push(merge(sup_counts("rag-mini"), c));

@@ -179,17 +179,7 @@ pub fn locate_rag_mini(
     test_percent: u8,
     k: usize,
 ) -> Result<RagMiniSplit> {
-    let ps: Vec<Passage> = passages
-        .iter()
-        .map(|d| Passage {
-            id: d.id.clone(),
-            doc_id: d.id.clone(),
-            title: d.title.clone(),
-            text: d.text.clone(),
-            start: 0,
-            end: d.text.len(),
-        })
-        .collect();
+    let ps: Vec<Passage> = passages.iter().map(Passage::whole).collect();
     let by_id: HashMap<&str, &Document> = passages.iter().map(|d| (d.id.as_str(), d)).collect();
     let bm25 = Bm25::build(&ps, &Analyzer::default(), Bm25Params::default())?;
     let mut out = RagMiniSplit {
