@@ -112,6 +112,11 @@ fn ask(llm: &mut Llm, q: &str, params: &GenerateParams) -> workbench::read::gene
     llm.generate(&prompt, params).unwrap()
 }
 
+/// Greedy decoding completes a fact. The prompt is a plain completion whose first token
+/// (" Paris") leads llama.cpp's second choice by 2.5 nats (`tests/data/llamacpp_reference.json`),
+/// so the check holds on any CPU. The chat-template question "What is the capital of France?"
+/// is not used: its first token is a near-tie ("The" vs "L'") that flips with the CPU's
+/// SIMD kernels (earlier machines answered "Paris"; an AVX2-only EPYC "L'Étoile, …").
 #[test]
 fn greedy_answers_a_simple_question() {
     let mut llm = smol();
@@ -119,9 +124,9 @@ fn greedy_answers_a_simple_question() {
         max_new_tokens: 24,
         ..GenerateParams::default()
     };
-    let g = ask(&mut llm, "What is the capital of France?", &params);
-    assert!(g.text.contains("Paris"), "{:?}", g.text);
-    assert!(g.prompt_tokens > 10);
+    let g = llm.generate("The capital of France is", &params).unwrap();
+    assert!(g.text.trim_start().starts_with("Paris"), "{:?}", g.text);
+    assert!(g.prompt_tokens >= 5, "{}", g.prompt_tokens);
     assert_eq!(g.generated_tokens, g.token_ids.len());
     assert!(g.generated_tokens <= 24);
     assert!(g.prefill_secs > 0.0 && g.decode_secs > 0.0);
