@@ -15,6 +15,17 @@ export VENV="${WORKBENCH_VENV:-$WORKBENCH_HOME/venv}"
 export PATH="$HOME/.cargo/bin:$VENV/bin:$PATH"
 export WORKBENCH_ROOT="$ROOT"
 export WORKBENCH_PROGRESS="${WORKBENCH_PROGRESS:-0}"
+
+# data/cache (hub cache, wheels, embeddings, trained readers, cross-encoders, ColBERT heads)
+# is machine-wide: a checkout without one gets a link to $WORKBENCH_HOME/data-cache, so a
+# fresh clone (CI, a new work tree) reuses what an earlier checkout fetched, embedded or
+# trained. Every entry is keyed by its inputs, so a reused entry is never a stale one. A
+# checkout that already has a real data/cache folder keeps it.
+export WORKBENCH_DATA_CACHE="${WORKBENCH_DATA_CACHE:-$WORKBENCH_HOME/data-cache}"
+if [ ! -e "$ROOT/data/cache" ] && [ ! -L "$ROOT/data/cache" ]; then
+  mkdir -p "$WORKBENCH_DATA_CACHE"
+  ln -s "$WORKBENCH_DATA_CACHE" "$ROOT/data/cache"
+fi
 EVCXR_VERSION=0.22.0
 
 # `step NAME` prints a header and closes the previous step with its duration;
