@@ -468,7 +468,7 @@ fn every_weight_gets_a_gradient() {
 
 #[test]
 fn named_recipes_differ_in_supervision_and_unknown_names_are_clear_errors() {
-    use workbench::train::reader::ReaderRecipe;
+    use workbench::train::reader::{self, ReaderRecipe};
     let all = ReaderRecipe::named("minilm-all", false).unwrap();
     assert_eq!(all, ReaderRecipe::default_minilm());
     let squad = ReaderRecipe::named("minilm-squad", false).unwrap();
@@ -480,6 +480,8 @@ fn named_recipes_differ_in_supervision_and_unknown_names_are_clear_errors() {
     let full = ReaderRecipe::named("minilm-squad2", true).unwrap();
     assert_eq!(full.name, "minilm-squad2-full");
     assert_eq!(full.train.epochs, 2 * squad2.train.epochs);
+    assert_eq!(squad2.max_features, Some(reader::SQUAD2_DEFAULT_FEATURES));
+    assert_eq!(full.max_features, None);
     let err = ReaderRecipe::named("minilm-bogus", false)
         .unwrap_err()
         .to_string();

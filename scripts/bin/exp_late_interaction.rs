@@ -339,8 +339,8 @@ fn main() -> Result<()> {
         )?;
         let mut rr = time(
             format!(
-                "TF-IDF top-{} → trained MaxSim d = {d} ({kb:.1} KB/passage)",
-                args.rerank_depth
+                "TF-IDF top-{} → trained MaxSim d = {d}, {:?} init ({kb:.1} KB/passage)",
+                args.rerank_depth, recipe.init
             ),
             &reranked,
             args.depth.min(args.rerank_depth),

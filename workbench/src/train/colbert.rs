@@ -80,11 +80,28 @@ pub struct ColbertRecipe {
     pub max_length: usize,
     /// Keep only this many groups (a seeded sample), for a run that fits the budget.
     pub max_groups: Option<usize>,
-    /// Seed of `W`'s initialisation.
+    /// How `W` starts.
+    pub init: HeadInit,
+    /// Seed of `W`'s initialisation (used by [`HeadInit::Random`]).
     pub init_seed: u64,
     /// The training loop's configuration.
     pub train: TrainConfig,
 }
+
+/// How the head's weight `W` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeadInit {
+    /// Seeded Gaussian, std `1/√h`: a random projection, which roughly keeps cosines.
+    Random,
+    /// The top-`d` eigenvectors of the training token vectors' uncentred second-moment
+    /// matrix: the rank-`d` projection that best keeps their inner products, so training
+    /// starts close to raw MaxSim instead of from a random one.
+    Pca,
+}
+
+/// Rows of the token vectors [`HeadInit::Pca`] reads (evenly strided when there are more).
+pub const PCA_MAX_ROWS: usize = 65_536;
 
 impl ColbertRecipe {
     /// The default recipe at dimension `dim`: the reader's supervision (SQuAD training
@@ -101,6 +118,7 @@ impl ColbertRecipe {
             n_q: 32,
             max_length: EncoderParams::default().max_length,
             max_groups: Some(2000),
+            init: HeadInit::Pca,
             init_seed: 42,
             train: TrainConfig {
                 epochs: 3,
@@ -136,6 +154,7 @@ impl ColbertRecipe {
         if self.max_groups == Some(0) {
             return Err(Error::param("max_groups", "must be at least 1"));
         }
+
         Ok(())
     }
 
@@ -422,6 +441,58 @@ impl ColbertHead {
         Self::from_weight(w, dim, in_dim)
     }
 
+    /// A head whose rows are the top-`dim` eigenvectors of the uncentred second-moment
+    /// matrix `XᵀX` of the token vectors `sets` hold (at most [`PCA_MAX_ROWS`] rows, evenly
+    /// strided over all of them), largest eigenvalue first.
+    pub fn pca(dim: usize, sets: &[&TokenVectors]) -> Result<Self> {
+        let h = sets.first().map_or(0, |s| s.dim);
+        if sets.iter().any(|s| s.dim != h) || h == 0 {
+            return Err(Error::param(
+                "token vectors",
+                "PCA needs token vectors of one non-zero width",
+            ));
+        }
+        if dim == 0 || dim > h {
+            return Err(Error::param(
+                "dim",
+                format!("{dim} is not in 1..={h} (PCA of {h}-d token vectors)"),
+            ));
+        }
+        let total: usize = sets.iter().map(|s| s.data.len() / h).sum();
+        if total == 0 {
+            return Err(Error::param("token vectors", "no rows to take a PCA of"));
+        }
+        let step = total.div_ceil(PCA_MAX_ROWS);
+        let mut x = Vec::with_capacity(total.div_ceil(step) * h);
+        let mut i = 0usize;
+        for s in sets {
+            for row in s.data.chunks_exact(h) {
+                if i.is_multiple_of(step) {
+                    x.extend(row.iter().map(|v| v.to_f32()));
+                }
+                i += 1;
+            }
+        }
+        let n = x.len() / h;
+        let t = candle_err("pca");
+        let xt = Tensor::from_vec(x, (n, h), &Device::Cpu).map_err(&t)?;
+        let m: Vec<f32> = xt
+            .t()
+            .and_then(|a| a.matmul(&xt))
+            .and_then(|m| m.flatten_all())
+            .and_then(|m| m.to_vec1())
+            .map_err(&t)?;
+        let m = nalgebra::DMatrix::from_row_iterator(h, h, m.into_iter().map(f64::from));
+        let eig = nalgebra::SymmetricEigen::new(m);
+        let mut order: Vec<usize> = (0..h).collect();
+        order.sort_by(|&a, &b| eig.eigenvalues[b].total_cmp(&eig.eigenvalues[a]));
+        let mut w = Vec::with_capacity(dim * h);
+        for &k in &order[..dim] {
+            w.extend(eig.eigenvectors.column(k).iter().map(|&v| v as f32));
+        }
+        Self::from_weight(w, dim, h)
+    }
+
     /// A head with an explicit row-major `dim × in_dim` weight.
     pub fn from_weight(w: Vec<f32>, dim: usize, in_dim: usize) -> Result<Self> {
         let vars = VarMap::new();
@@ -634,10 +705,23 @@ pub fn train_or_load(
         set.groups.truncate(m);
     }
     let li = marked_encoder(assets, recipe)?;
+    if recipe.init == HeadInit::Pca && recipe.dim > li.dim() {
+        return Err(Error::param(
+            "dim",
+            format!(
+                "{} is more than the encoder's {} dimensions (PCA initialisation)",
+                recipe.dim,
+                li.dim()
+            ),
+        ));
+    }
     let t0 = std::time::Instant::now();
     let data = group_vectors(&li, &set.groups, recipe.negatives, cache_root)?;
     let encode_seconds = t0.elapsed().as_secs_f64();
-    let head = ColbertHead::new(recipe.dim, li.dim(), recipe.init_seed)?;
+    let head = match recipe.init {
+        HeadInit::Random => ColbertHead::new(recipe.dim, li.dim(), recipe.init_seed)?,
+        HeadInit::Pca => ColbertHead::pca(recipe.dim, &[&data.queries, &data.passages])?,
+    };
     let log = super::train(
         &head,
         &head.vars,
@@ -674,6 +758,28 @@ mod tests {
             t.push(r).unwrap();
         }
         t
+    }
+
+    #[test]
+    fn pca_head_spans_the_vectors_subspace_largest_first() {
+        // Rows in the plane of axes 0 and 2 of a 4-d space, spread more along axis 2.
+        let q = tv(4, &[&[1.0, 0.0, 3.0, 0.0, -1.0, 0.0, 2.0, 0.0]]);
+        let p = tv(4, &[&[0.5, 0.0, -4.0, 0.0], &[0.0, 0.0, 1.0, 0.0]]);
+        let head = ColbertHead::pca(2, &[&q, &p]).unwrap();
+        let w: Vec<Vec<f32>> = head.weight.to_vec2().unwrap();
+        assert_eq!(w.len(), 2);
+        for r in &w {
+            let norm: f32 = r.iter().map(|x| x * x).sum();
+            assert!((norm - 1.0).abs() < 1e-5, "{r:?}");
+            assert!(r[1].abs() < 1e-5 && r[3].abs() < 1e-5, "{r:?}");
+        }
+        let dot: f32 = w[0].iter().zip(&w[1]).map(|(a, b)| a * b).sum();
+        assert!(dot.abs() < 1e-5);
+        // The first component is the direction of most energy: mostly axis 2.
+        assert!(w[0][2].abs() > w[0][0].abs(), "{:?}", w[0]);
+        let err = ColbertHead::pca(5, &[&q]).err().unwrap().to_string();
+        assert!(err.contains("dim") && err.contains("1..=4"), "{err}");
+        assert!(ColbertHead::pca(2, &[&TokenVectors::new(4)]).is_err());
     }
 
     /// q = [(1,0), (-0.6,-0.8)], A = [(1,0)] (padded to 2 rows in the batch),

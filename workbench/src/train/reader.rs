@@ -41,6 +41,10 @@ pub struct Supervision {
     pub nq_max: Option<usize>,
 }
 
+/// Training windows of the default `minilm-squad2` run: 416 updates of 16 over two epochs,
+/// the budget of `minilm-all` (the `-full` run trains on every window).
+pub const SQUAD2_DEFAULT_FEATURES: usize = 416 * 16 / 2;
+
 /// A complete training recipe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReaderRecipe {
@@ -107,9 +111,11 @@ impl ReaderRecipe {
     ///   answerable questions + RAG Mini Wikipedia + NQ-open distant supervision;
     /// * `minilm-squad`: the SQuAD training articles' answerable questions only;
     /// * `minilm-squad2`: `minilm-all` plus the training articles' unanswerable questions
-    ///   (target `[CLS]`), for the SQuAD 2.0-style reader with a null threshold.
+    ///   (target `[CLS]`), for the SQuAD 2.0-style reader with a null threshold; the default
+    ///   run trains on a seeded sample of [`SQUAD2_DEFAULT_FEATURES`] windows.
     ///
-    /// `full` doubles the epochs (four) and appends `-full` to the name.
+    /// `full` doubles the epochs (four), trains on every window and appends `-full` to the
+    /// name.
     pub fn named(name: &str, full: bool) -> Result<Self> {
         let mut r = ReaderRecipe::default_minilm();
         match name {
@@ -118,7 +124,12 @@ impl ReaderRecipe {
                 r.supervision.rag_mini = false;
                 r.supervision.nq = false;
             }
-            "minilm-squad2" => r.supervision.squad_unanswerable = true,
+            "minilm-squad2" => {
+                r.supervision.squad_unanswerable = true;
+                // The unanswerable questions add ~2,200 windows; a seeded sample keeps the
+                // default run on minilm-all's budget (416 updates of 16 over two epochs).
+                r.max_features = Some(SQUAD2_DEFAULT_FEATURES);
+            }
             other => {
                 return Err(Error::param(
                     "recipe",
@@ -133,6 +144,7 @@ impl ReaderRecipe {
         if full {
             r.name.push_str("-full");
             r.train.epochs = 4;
+            r.max_features = None;
         }
         Ok(r)
     }
