@@ -452,6 +452,31 @@ fn config_errors_name_the_field_or_file() {
         .unwrap()
         .to_string();
     assert!(e.contains("bad.txt") && e.contains("{query}"), "{e}");
+    // A trained cross-encoder on questions of the sets it trained on needs `split = "test"`;
+    // `split = "test"` is not defined for a JSONL file.
+    let enhanced = std::fs::read_to_string(root().join("configs/report004_enhanced.toml")).unwrap();
+    assert!(enhanced.contains("split = \"test\"") && enhanced.contains("trained:minilm-ce"));
+    let e = config(&enhanced.replace("split = \"test\"", "")).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidParam {
+                name: "questions.split",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("RAG Mini Wikipedia training"), "{e}");
+    let squad = enhanced
+        .replace("split = \"test\"", "")
+        .replace("kind = \"rag-mini\"\nasset = \"rag-mini-wikipedia\"\nlimit", "kind = \"squad\"\nasset = \"squad-v2-dev-half\"\nlimit");
+    let e = config(&squad).unwrap_err().to_string();
+    assert!(e.contains("questions.split") && e.contains("SQuAD"), "{e}");
+    let e = config(&base.replace("[evaluation]", "split = \"test\"\n\n[evaluation]"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("questions.split") && e.contains("JSONL"), "{e}");
     // Every example config in configs/ parses (assets are not needed to parse).
     for entry in std::fs::read_dir(root().join("configs")).unwrap() {
         let path = entry.unwrap().path();

@@ -339,8 +339,9 @@ fn main() -> Result<()> {
         )?;
         let mut rr = time(
             format!(
-                "TF-IDF top-{} → trained MaxSim d = {d}, {:?} init ({kb:.1} KB/passage)",
-                args.rerank_depth, recipe.init
+                "TF-IDF top-{} → trained MaxSim d = {d}, {} init ({kb:.1} KB/passage)",
+                args.rerank_depth,
+                format!("{:?}", recipe.init).to_lowercase()
             ),
             &reranked,
             args.depth.min(args.rerank_depth),
@@ -504,7 +505,12 @@ fn main() -> Result<()> {
     }
     let figure = Lines {
         title: format!(
-            "SQuAD 2.0 dev half: Recall@k, {} questions, {} passages",
+            "{}: Recall@k, {} questions, {} passages",
+            if args.held_out {
+                "SQuAD 2.0 dev half, five held-out articles' questions"
+            } else {
+                "SQuAD 2.0 dev half"
+            },
             queries.len(),
             passages.len()
         ),

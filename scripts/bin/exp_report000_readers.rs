@@ -583,6 +583,7 @@ fn main() -> Result<()> {
     }
     let fig = render(&Bars {
         title: "Figure 3: reader EM / F1 on report 000's ten questions (top-5 SBERT passages; ours trained from MiniLM)".into(),
+        x_label: "reader (report 000's three, then ours)".into(),
         y_label: "score (%)".into(),
         categories: cats,
         series: vec!["EM".into(), "F1".into()],

@@ -65,6 +65,9 @@
 //! limit = 0                           # 0 = all; else a seeded sample        default 0
 //! seed = 42                           # of the sample                        default 42
 //! answerable_only = true              # squad: drop unanswerable questions   default true
+//! split = "all"                       # all | test: only questions no trained  default "all"
+//!                                     # model saw (rag-mini: the training recipes' seeded
+//!                                     # hash split; squad: the five held-out articles)
 //!
 //! [evaluation]
 //! answer_match = "dpr"                # dpr | dpr-regex | squad (context precision)   default "dpr"
@@ -84,6 +87,10 @@ use crate::read::AbstentionRule;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Prefix of a cross-encoder trained by `train_reranker` in `rerank.model`
+/// (`trained:<recipe>`).
+pub const TRAINED_PREFIX: &str = "trained:";
 
 /// A whole pipeline. See the [module docs](self) for the schema and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -461,6 +468,23 @@ pub struct QuestionsConfig {
     pub seed: u64,
     /// SQuAD: keep only answerable questions. Default true.
     pub answerable_only: bool,
+    /// `all`, or `test`: only the questions the workbench's trained models never saw.
+    /// Required with a `trained:` re-ranker on RAG Mini or SQuAD questions. Default `all`.
+    pub split: QuestionSplit,
+}
+
+/// Which questions of a set to run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QuestionSplit {
+    /// Every question.
+    #[default]
+    All,
+    /// The test side of the training recipes' split: RAG Mini questions whose seeded id
+    /// hash puts them on the test side (`train::qa_data::hash_test_side`, the recipes'
+    /// `split_seed` and `rag_test_percent`); SQuAD questions of the five held-out articles
+    /// (`train::qa_data::HELD_OUT_ARTICLES`). Not defined for JSONL sets.
+    Test,
 }
 
 impl Default for QuestionsConfig {
@@ -473,6 +497,7 @@ impl Default for QuestionsConfig {
             limit: 0,
             seed: 42,
             answerable_only: true,
+            split: QuestionSplit::All,
         }
     }
 }
@@ -586,6 +611,28 @@ impl PipelineConfig {
             if r.depth == 0 {
                 return Err(Error::param("rerank.depth", "k = 0: must be at least 1"));
             }
+            let trained = r.kind == RerankKind::CrossEncoder && r.model.starts_with(TRAINED_PREFIX);
+            if trained
+                && self.questions.split != QuestionSplit::Test
+                && matches!(
+                    self.questions.kind,
+                    QuestionsKind::RagMini | QuestionsKind::Squad
+                )
+            {
+                return Err(Error::param(
+                    "questions.split",
+                    format!(
+                        "rerank.model = {:?} was trained on {} questions: set \
+                         questions.split = \"test\" to run only the questions it never saw",
+                        r.model,
+                        if self.questions.kind == QuestionsKind::RagMini {
+                            "RAG Mini Wikipedia training"
+                        } else {
+                            "SQuAD training-article"
+                        }
+                    ),
+                ));
+            }
             if r.depth > self.retrieval.depth {
                 return Err(Error::param(
                     "rerank.depth",
@@ -662,6 +709,15 @@ impl PipelineConfig {
             }
         }
         self.require_source("questions", &self.questions.path, &self.questions.asset)?;
+        if self.questions.split == QuestionSplit::Test
+            && self.questions.kind == QuestionsKind::Jsonl
+        {
+            return Err(Error::param(
+                "questions.split",
+                "\"test\" is defined for rag-mini and squad questions (the training recipes' \
+                 held-out sides), not for a JSONL file",
+            ));
+        }
         if self.questions.kind == QuestionsKind::RagMini
             && self.questions.asset.is_empty()
             && self.questions.path.is_empty()

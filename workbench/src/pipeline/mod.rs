@@ -483,6 +483,16 @@ impl Pipeline {
                 }
             }
         };
+        if q.split == config::QuestionSplit::Test {
+            let before = set.questions.len();
+            set.questions = Self::test_side(c, std::mem::take(&mut set.questions))?;
+            if set.questions.is_empty() {
+                return Err(Error::param(
+                    "questions.split",
+                    format!("\"test\" leaves none of the {before} questions"),
+                ));
+            }
+        }
         if q.limit > 0 && q.limit < set.questions.len() {
             use rand::seq::index::sample;
             use rand::SeedableRng;
@@ -495,6 +505,56 @@ impl Pipeline {
             return Err(Error::param("questions", "no question to run"));
         }
         Ok(set)
+    }
+
+    /// The questions of `questions` no trained model of the workbench saw
+    /// ([`config::QuestionSplit::Test`]): RAG Mini ids on the test side of the training
+    /// recipe's seeded hash split (the `trained:` re-ranker's recipe, else the default
+    /// reader recipe: both use the same split), SQuAD questions of the held-out articles.
+    #[cfg(feature = "dense")]
+    fn test_side(c: &PipelineConfig, questions: Vec<QaExample>) -> Result<Vec<QaExample>> {
+        use crate::train::{cross_recipe::CrossRecipe, qa_data, reader::ReaderRecipe};
+        Ok(match c.questions.kind {
+            QuestionsKind::RagMini => {
+                let trained = c.rerank.as_ref().and_then(|r| {
+                    r.model
+                        .strip_prefix(config::TRAINED_PREFIX)
+                        .filter(|_| r.kind == config::RerankKind::CrossEncoder)
+                });
+                let sup = match trained {
+                    Some(name) => CrossRecipe::named(name)?.supervision,
+                    None => ReaderRecipe::default_minilm().supervision,
+                };
+                questions
+                    .into_iter()
+                    .filter(|q| {
+                        qa_data::hash_test_side(&q.id, sup.split_seed, sup.rag_test_percent)
+                    })
+                    .collect()
+            }
+            QuestionsKind::Squad => questions
+                .into_iter()
+                .filter(|q| {
+                    q.title
+                        .as_deref()
+                        .is_some_and(|t| qa_data::HELD_OUT_ARTICLES.contains(&t))
+                })
+                .collect(),
+            QuestionsKind::Jsonl => {
+                return Err(Error::param(
+                    "questions.split",
+                    "\"test\" is not defined for a JSONL question set",
+                ))
+            }
+        })
+    }
+
+    #[cfg(not(feature = "dense"))]
+    fn test_side(_: &PipelineConfig, _: Vec<QaExample>) -> Result<Vec<QaExample>> {
+        Err(Error::param(
+            "questions.split",
+            "\"test\" needs the crate feature `dense` (the training recipes' splits)",
+        ))
     }
 
     /// Retrieval for one list of queries: fused first stage, optional re-rank.

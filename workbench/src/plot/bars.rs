@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 pub struct Bars {
     /// Title.
     pub title: String,
+    /// x-axis title (under the category labels; empty: none).
+    pub x_label: String,
     /// y-axis label.
     pub y_label: String,
     /// Category labels (x axis).
@@ -48,6 +50,7 @@ impl Plot for Bars {
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .x_desc(&self.x_label)
             .y_desc(&self.y_label)
             .x_labels(n_cat * 2 + 1)
             .x_label_formatter(&|x: &f64| {
@@ -109,6 +112,7 @@ mod tests {
     fn renders_categories_series_and_values() {
         let b = Bars {
             title: "t".into(),
+            x_label: "reader".into(),
             y_label: "score (%)".into(),
             categories: vec!["reader A".into(), "reader B".into()],
             series: vec!["EM".into(), "F1".into()],
@@ -118,7 +122,7 @@ mod tests {
         };
         let fig = render(&b).unwrap();
         assert!(fig.png.starts_with(b"\x89PNG"));
-        for s in ["reader A", "reader B", "EM", "F1", "66.7", "40.5"] {
+        for s in ["reader A", "reader B", "reader", "EM", "F1", "66.7", "40.5"] {
             assert!(fig.svg.contains(s), "{s} missing from the SVG");
         }
     }

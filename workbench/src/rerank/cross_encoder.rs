@@ -22,15 +22,16 @@
 //! **Input.** `tokenizer.encode((query, passage), true)` with the tokenizer's own
 //! post-processor; truncation to `max_length` tokens cuts only the passage
 //! (`only_second`). If the query alone does not fit, both sides are cut (`longest_first`).
-//! Pairs are scored in batches of [`CrossEncoderParams::batch_size`], grouped by length and
-//! padded with an attention mask, so a pair's score does not depend on its batch.
+//! Pairs are scored in batches of [`CrossEncoderParams::batch_size`] through the fused,
+//! padding-free BERT pass ([`FastBert`]), so a pair's score does not depend on its batch.
 
 use super::{finish, resolve_candidates, PassageLookup, Reranker};
 use crate::assets::Assets;
+use crate::encode::fast_bert::{FastBert, Threads};
+use crate::encode::BertConfig;
 use crate::{Error, Hit, Result};
 use candle_core::{DType, Device, Tensor};
-use candle_nn::{Linear, Module, VarBuilder};
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_nn::VarBuilder;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use tokenizers::{Encoding, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
@@ -132,17 +133,17 @@ impl PairTokenizer {
 /// A `BertForSequenceClassification` cross-encoder. Implements [`Reranker`].
 pub struct CrossEncoder {
     label: String,
-    bert: BertModel,
-    pooler: Linear,
-    classifier: Linear,
+    bert: FastBert,
+    /// `bert.pooler.dense.weight`, `(hidden, hidden)` row-major (out × in), and its bias.
+    pooler: (Vec<f32>, Vec<f32>),
+    /// `classifier.weight`, `(num_labels, hidden)` row-major, and its bias.
+    classifier: (Vec<f32>, Vec<f32>),
     pairs: PairTokenizer,
-    pad_id: u32,
     num_labels: usize,
     score_index: usize,
     score_label: String,
     max_length: usize,
     batch_size: usize,
-    device: Device,
     weights_path: PathBuf,
 }
 
@@ -279,10 +280,8 @@ impl CrossEncoder {
                 ));
             }
         }
-        let mut config: BertConfig = serde_json::from_value(raw.clone())
-            .map_err(|e| Error::bad_input(config_path, format!("not a BERT config: {e}")))?;
-        // The weights are addressed below the `bert.` prefix explicitly.
-        config.model_type = None;
+        // The workbench's own BERT config reader (sizes, activation, position type).
+        let config = BertConfig::from_file(config_path)?;
         let num_labels = num_labels(&raw);
         let score_index = match (params.label_index, num_labels) {
             (Some(i), n) if i < n => i,
@@ -309,10 +308,6 @@ impl CrossEncoder {
 
         // tokenizer.json
         let pairs = PairTokenizer::from_file(tokenizer_path, max_length)?;
-        let pad_id = pairs
-            .tokenizer
-            .token_to_id("[PAD]")
-            .unwrap_or(config.pad_token_id as u32);
 
         // model.safetensors
         let device = Device::Cpu;
@@ -343,28 +338,33 @@ impl CrossEncoder {
         }
         let vb = VarBuilder::from_tensors(tensors, DType::F32, &device);
         let load_err = |e: candle_core::Error| Error::bad_input(weights_path, e.to_string());
-        let bert = BertModel::load(vb.pp("bert"), &config).map_err(load_err)?;
-        let pooler = candle_nn::linear(
-            config.hidden_size,
-            config.hidden_size,
-            vb.pp("bert.pooler.dense"),
-        )
-        .map_err(load_err)?;
-        let classifier = candle_nn::linear(config.hidden_size, num_labels, vb.pp("classifier"))
-            .map_err(load_err)?;
+        let bert = FastBert::load(vb.pp("bert"), config.shape()).map_err(load_err)?;
+        let h = config.hidden_size;
+        let flat = |name: &str, shape: (usize, usize)| -> Result<(Vec<f32>, Vec<f32>)> {
+            let w = vb
+                .get(shape, &format!("{name}.weight"))
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(load_err)?;
+            let b = vb
+                .get(shape.0, &format!("{name}.bias"))
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(load_err)?;
+            Ok((w, b))
+        };
+        let pooler = flat("bert.pooler.dense", (h, h))?;
+        let classifier = flat("classifier", (num_labels, h))?;
         Ok(CrossEncoder {
             label: label.to_string(),
             bert,
             pooler,
             classifier,
             pairs,
-            pad_id,
             num_labels,
             score_index,
             score_label,
             max_length,
             batch_size: params.batch_size,
-            device,
             weights_path: weights_path.to_path_buf(),
         })
     }
@@ -418,50 +418,37 @@ impl CrossEncoder {
         Ok(scores)
     }
 
-    /// One padded batch → the chosen logit per row.
+    /// One batch → the chosen logit per pair: the fused pass over the packed tokens, then
+    /// `[CLS]` (each pair's first row) → pooler (`tanh(W_p h + b_p)`) → classifier.
     fn forward(&self, batch: &[&Encoding]) -> Result<Vec<f32>> {
-        let err = |e: candle_core::Error| {
-            Error::bad_input(
-                &self.weights_path,
-                format!("cross-encoder forward pass: {e}"),
-            )
-        };
-        let n = batch.len();
-        let len = batch.iter().map(|e| e.get_ids().len()).max().unwrap_or(0);
-        let mut ids = vec![self.pad_id; n * len];
-        let mut types = vec![0u32; n * len];
-        let mut mask = vec![0u32; n * len];
-        for (r, e) in batch.iter().enumerate() {
-            for (c, ((&id, &ty), &m)) in e
-                .get_ids()
-                .iter()
-                .zip(e.get_type_ids())
-                .zip(e.get_attention_mask())
-                .enumerate()
-            {
-                ids[r * len + c] = id;
-                types[r * len + c] = ty;
-                mask[r * len + c] = m;
-            }
+        let seqs: Vec<&[u32]> = batch.iter().map(|e| e.get_ids()).collect();
+        let types: Vec<&[u32]> = batch.iter().map(|e| e.get_type_ids()).collect();
+        let hidden = self
+            .bert
+            .forward_typed(&seqs, Some(&types), Threads::Pool)
+            .map_err(|e| {
+                Error::bad_input(
+                    &self.weights_path,
+                    format!("cross-encoder forward pass: {e}"),
+                )
+            })?;
+        let h = self.pooler.1.len();
+        let (pw, pb) = &self.pooler;
+        let (cw, cb) = &self.classifier;
+        let mut out = Vec::with_capacity(batch.len());
+        let mut row = 0;
+        for s in &seqs {
+            let cls = &hidden[row * h..(row + 1) * h];
+            row += s.len();
+            let pooled: Vec<f32> = pw
+                .chunks_exact(h)
+                .zip(pb)
+                .map(|(w, b)| (b + crate::encode::dot(w, cls)).tanh())
+                .collect();
+            let i = self.score_index;
+            out.push(cb[i] + crate::encode::dot(&cw[i * h..(i + 1) * h], &pooled));
         }
-        let t = |v: Vec<u32>| Tensor::from_vec(v, (n, len), &self.device).map_err(err);
-        let (ids, types, mask) = (t(ids)?, t(types)?, t(mask)?);
-        let hidden = self.bert.forward(&ids, &types, Some(&mask)).map_err(err)?;
-        let cls = hidden
-            .narrow(1, 0, 1)
-            .and_then(|h| h.squeeze(1))
-            .map_err(err)?;
-        let pooled = self
-            .pooler
-            .forward(&cls)
-            .and_then(|p| p.tanh())
-            .map_err(err)?;
-        let logits = self.classifier.forward(&pooled).map_err(err)?;
-        logits
-            .narrow(1, self.score_index, 1)
-            .and_then(|l| l.squeeze(1))
-            .and_then(|l| l.to_vec1::<f32>())
-            .map_err(err)
+        Ok(out)
     }
 }
 
@@ -502,6 +489,7 @@ mod tests {
     //! an independent plain-Rust forward pass) live in `tests/rerank.rs`. Here: agreement
     //! with candle's own `BertModel` plus a pooler and classifier applied by hand.
     use super::*;
+    use candle_transformers::models::bert::{BertModel, Config as CandleBertConfig};
     use rand::{Rng, SeedableRng};
 
     const H: usize = 32;
@@ -620,7 +608,7 @@ mod tests {
             .iter()
             .filter_map(|(k, v)| k.strip_prefix("bert.").map(|k| (k.to_string(), v.clone())))
             .collect();
-        let config: BertConfig =
+        let config: CandleBertConfig =
             serde_json::from_str(&std::fs::read_to_string(dir.path().join("config.json")).unwrap())
                 .unwrap();
         let vb = VarBuilder::from_tensors(stripped, DType::F32, &Device::Cpu);

@@ -154,7 +154,6 @@ impl ColbertRecipe {
         if self.max_groups == Some(0) {
             return Err(Error::param("max_groups", "must be at least 1"));
         }
-
         Ok(())
     }
 
