@@ -468,9 +468,10 @@ fn config_errors_name_the_field_or_file() {
         "{e}"
     );
     assert!(e.to_string().contains("RAG Mini Wikipedia training"), "{e}");
-    let squad = enhanced
-        .replace("split = \"test\"", "")
-        .replace("kind = \"rag-mini\"\nasset = \"rag-mini-wikipedia\"\nlimit", "kind = \"squad\"\nasset = \"squad-v2-dev-half\"\nlimit");
+    let squad = enhanced.replace("split = \"test\"", "").replace(
+        "kind = \"rag-mini\"\nasset = \"rag-mini-wikipedia\"\nlimit",
+        "kind = \"squad\"\nasset = \"squad-v2-dev-half\"\nlimit",
+    );
     let e = config(&squad).unwrap_err().to_string();
     assert!(e.contains("questions.split") && e.contains("SQuAD"), "{e}");
     let e = config(&base.replace("[evaluation]", "split = \"test\"\n\n[evaluation]"))
@@ -741,4 +742,55 @@ fn side_by_side_pairs_columns_and_marks_missing() {
         "{md}"
     );
     assert!(md.contains("| enhanced | 41.50 | – | – | – |"), "{md}");
+}
+
+/// `questions.split = "test"` keeps exactly the questions the trained models never saw:
+/// RAG Mini ids on the test side of the recipes' hash split (seed 13, 30 %), SQuAD
+/// questions of the five held-out articles; a sample is drawn from those only.
+#[test]
+fn test_split_keeps_only_the_questions_no_trained_model_saw() {
+    use workbench::train::qa_data::{hash_test_side, HELD_OUT_ARTICLES};
+    use workbench::train::reader::ReaderRecipe;
+    let sup = ReaderRecipe::default_minilm().supervision;
+    let rag = |extra: &str| {
+        let text = format!(
+            "[reader]\nprompt = \"data/prompts/closed_book_001.txt\"\n\
+             [questions]\nkind = \"rag-mini\"\nasset = \"rag-mini-wikipedia\"\n{extra}"
+        );
+        Pipeline::build(config(&text).unwrap()).unwrap()
+    };
+    let all = rag("").questions().questions.clone();
+    let test = rag("split = \"test\"\n").questions().questions.clone();
+    let want: Vec<&str> = all
+        .iter()
+        .filter(|q| hash_test_side(&q.id, sup.split_seed, sup.rag_test_percent))
+        .map(|q| q.id.as_str())
+        .collect();
+    let got: Vec<&str> = test.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(got, want);
+    assert!(
+        got.len() > all.len() / 5 && got.len() < all.len() * 2 / 5,
+        "{} of {}",
+        got.len(),
+        all.len()
+    );
+    let sample = rag("split = \"test\"\nlimit = 40\n");
+    let sample = &sample.questions().questions;
+    assert_eq!(sample.len(), 40);
+    assert!(sample.iter().all(|q| got.contains(&q.id.as_str())));
+
+    let squad = Pipeline::build(
+        config(
+            "[reader]\nprompt = \"data/prompts/closed_book_001.txt\"\n\
+             [questions]\nkind = \"squad\"\nasset = \"squad-v2-dev-half\"\nsplit = \"test\"\n",
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let qs = &squad.questions().questions;
+    assert!(!qs.is_empty());
+    assert!(qs.iter().all(|q| q
+        .title
+        .as_deref()
+        .is_some_and(|t| HELD_OUT_ARTICLES.contains(&t))));
 }

@@ -173,8 +173,11 @@ Table::read_csv(&results("report002")?.join("significance.csv"))?
 ## Report 004: naive vs enhanced RAG
 
 Naive: dense top 3. Enhanced: the reader's model rewrites the question (report 004's prompt),
-dense top 10 for the rewrite, re-ranked to the top 3 with the workbench's bi-encoder
-re-ranker (the report's cross-encoder is not available offline yet). **Context precision** is
+dense top 10 for the rewrite, re-ranked to the top 3 with the workbench's own cross-encoder
+(`trained:minilm-ce`, all-MiniLM-L6-v2 fine-tuned on this CPU by `train_reranker`; the
+report's ms-marco-MiniLM-L-6-v2 is not available offline). It trained on RAG Mini's
+training-side questions, so both systems answer only test-side ones
+(`questions.split = "test"`). **Context precision** is
 the share of the passages given to the reader that contain a gold answer; the rank-aware
 variant is their average precision (`workbench::evaluate::context`).
 """),

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Configs: `configs/report001_{dense,sparse,hybrid,closed_book}.toml`. Default scale: a
-//! seeded sample of `--questions` (default 40) of the 918 questions; `--full` runs the
+//! seeded sample of `--questions` (default 25) of the 918 questions; `--full` runs the
 //! configs' 150 (the report's test-set size; `--questions 0` runs all 918). Writes
 //! `data/results/report001/`: `table2.md` (overall EM/F1 beside the report's, abstentions
 //! apart), `table3.md` (per question group, polars group-bys, beside the report's),
@@ -37,7 +37,7 @@ const NAME: &str = "report001";
 struct Args {
     /// Seeded sample of this many questions (default scale; 0 = all 918; `--full`: the
     /// configs' 150, the report's test-set size).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 25)]
     questions: usize,
     #[command(flatten)]
     #[serde(flatten)]

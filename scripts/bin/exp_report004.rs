@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Configs: `configs/report004_naive.toml`, `configs/report004_enhanced.toml`. Default
-//! scale: a seeded sample of `--questions` (default 120) of the test-side questions (the
+//! scale: a seeded sample of `--questions` (default 60) of the test-side questions (the
 //! ~30 % of the 918 that the trained cross-encoder never saw: `questions.split = "test"`);
 //! `--full` runs all of them. Each `--reader` (default the 1.5B Qwen) adds a pair of rows. Writes
 //! `data/results/report004/`: `table.md` / `.csv` (ours beside the report's),
@@ -42,7 +42,7 @@ const NAME: &str = "report004";
 #[command(about = "Reproduce report 004's naive vs enhanced RAG table")]
 struct Args {
     /// Seeded sample of this many test-side questions (default scale; `--full`: all of them).
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 60)]
     questions: usize,
     #[command(flatten)]
     #[serde(flatten)]
