@@ -15,6 +15,7 @@
 //! | `hybrid` | min-max fusion 0.5·dense + 0.5·BM25 over `--depth` candidates each (report 001) |
 //! | `rrf` | reciprocal rank fusion of BM25 and dense, k = 60 (report 002) |
 //! | `bm25+maxsim` | BM25 top `--rerank-depth` re-ranked by mean-MaxSim over **raw 384-d MiniLM token embeddings** (not a trained ColBERT; no projection) |
+//! | `bm25+colbert` | BM25 top `--rerank-depth` re-ranked by mean-MaxSim over a **trained ColBERT projection** of the same token embeddings (`--colbert-dim`, default 128; `train::colbert`: frozen MiniLM, no markers, trained on SQuAD / RAG Mini / NQ groups, never on DL19; 0 drops the row) |
 //! | `bm25+ce` | BM25 top `--rerank-depth` re-ranked by the cross-encoder `--cross-encoder` (default `trained:minilm-ce`: all-MiniLM-L6-v2 fine-tuned by `train_reranker` on SQuAD / RAG Mini / NQ groups, never on DL19; `none` drops the row) |
 //!
 //! Metrics: nDCG@10 (gains = grades), MRR@10 and Recall@100, computed as trec_eval
@@ -93,6 +94,14 @@ struct Args {
     /// `train_reranker`), a checkpoint folder, or `none` (no such row).
     #[arg(long, default_value = "trained:minilm-ce")]
     cross_encoder: String,
+    /// Dimension of a trained ColBERT projection (`train_colbert --dim D --groups
+    /// --colbert-groups`: frozen MiniLM, no markers) re-ranking BM25's top
+    /// `--rerank-depth`; trained first if not cached; 0: no such row.
+    #[arg(long, default_value_t = 128)]
+    colbert_dim: usize,
+    /// Training groups of that projection (`train_colbert --groups`).
+    #[arg(long, default_value_t = 800)]
+    colbert_groups: usize,
     /// Sentence and token encoder (asset name).
     #[arg(long, default_value = "all-minilm-l6-v2")]
     model: String,
@@ -123,6 +132,28 @@ struct System {
     name: String,
     run: Run,
     seconds: f64,
+}
+
+/// A figure-panel title short enough for a 640-pixel panel (the tables keep the long label).
+fn panel_title(s: &System, args: &Args) -> String {
+    match s.key {
+        "dense" => "dense (bi-encoder)".into(),
+        "hybrid" => format!("hybrid min-max (w_dense = {})", args.hybrid_weight),
+        "rrf" => format!("RRF (BM25 + dense, k = {RRF_K})"),
+        "bm25+maxsim" => format!("BM25 top-{} → MaxSim raw tokens", args.rerank_depth),
+        "bm25+colbert" => format!(
+            "BM25 top-{} → trained MaxSim d = {}",
+            args.rerank_depth, args.colbert_dim
+        ),
+        "bm25+ce" => format!(
+            "BM25 top-{} → cross-encoder {}",
+            args.rerank_depth,
+            args.cross_encoder
+                .strip_prefix(cross_recipe::TRAINED_PREFIX)
+                .unwrap_or(&args.cross_encoder)
+        ),
+        _ => s.label.clone(),
+    }
 }
 
 fn main() -> Result<()> {
@@ -212,6 +243,34 @@ fn main() -> Result<()> {
         args.depth,
     )?;
     let late = Arc::new(LateInteraction::new(encoder.clone()));
+    let colbert_reranked = if args.colbert_dim == 0 {
+        None
+    } else {
+        use workbench::train::colbert::{self, ColbertRecipe};
+        let mut recipe = ColbertRecipe::default_minilm(args.colbert_dim);
+        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
+        let root = workbench::paths::project_root()?;
+        let (trained, _) = colbert::train_or_load(
+            &assets,
+            &recipe,
+            &root.join("data").join("cache").join("colbert"),
+        )?;
+        let li = trained.late_interaction(encoder.clone())?;
+        Some((
+            format!(
+                "BM25 top-{} → trained MaxSim d = {} ({}, frozen all-MiniLM-L6-v2 trained on SQuAD / RAG Mini / NQ groups)",
+                args.rerank_depth,
+                args.colbert_dim,
+                li.label()
+            ),
+            RerankedRetriever::new(
+                Box::new(bm25.clone()),
+                Box::new(MaxSimReranker::new(Arc::new(li))),
+                PassageLookup::from_passages(&passages)?,
+                args.rerank_depth,
+            )?,
+        ))
+    };
     let reranked = RerankedRetriever::new(
         Box::new(bm25.clone()),
         Box::new(MaxSimReranker::new(late)),
@@ -287,6 +346,9 @@ fn main() -> Result<()> {
             args.rerank_depth,
         ),
     ];
+    if let Some((label, r)) = &colbert_reranked {
+        plan.push(("bm25+colbert", label.clone(), r, args.rerank_depth));
+    }
     if let Some((label, r)) = &ce_reranked {
         plan.push(("bm25+ce", label.clone(), r, args.rerank_depth));
     }
@@ -511,7 +573,7 @@ fn main() -> Result<()> {
         let losses = diffs.iter().filter(|&&d| d < -1e-9).count();
         let c = workbench::plot::palette(si);
         panels.push(Histogram {
-            title: format!("{} − BM25", s.label),
+            title: format!("{} − BM25", panel_title(s, &args)),
             x_label: "per-query nDCG@10 difference".into(),
             y_label: "queries".into(),
             bins,

@@ -33,9 +33,11 @@
 //! With `--held-out --colbert-dims 24,32,64,128` (as `scripts/reproduce` runs it) only
 //! the questions of the five held-out articles are asked (the trained projections never
 //! saw them; the corpus stays all 646 contexts) and a re-rank row per trained ColBERT
-//! projection (`train::colbert`: frozen MiniLM, `[Q]`/`[D]` markers, `[MASK]` padding,
-//! trained on the other articles, RAG Mini and NQ) is added, with its storage per passage;
-//! results go to `data/results/late-interaction-heldout/`.
+//! projection (`train::colbert`: frozen MiniLM, no markers, trained on the other
+//! articles, RAG Mini and NQ) is added, with its storage per passage;
+//! `--colbert-ablation` adds diagnostic rows (the markers on raw vectors, the untrained
+//! PCA head, a head trained with the markers). Results go to
+//! `data/results/late-interaction-heldout/`.
 //!
 //! Writes `data/results/late-interaction/`: `metrics.csv`, `metrics.md`,
 //! `significance.csv`, `per_query.csv`, `token_relevance_{1,2}.html`,
@@ -54,7 +56,7 @@ use workbench::load::squad;
 use workbench::plot::{render, Line, Lines};
 use workbench::rerank::late_interaction::{
     ApproxSearch, ApproxTokenIndex, CentroidParams, LateInteraction, MaxSimApprox, MaxSimEndToEnd,
-    MaxSimReranker, RelevanceParams, TokenIndex,
+    MaxSimReranker, Projection, RelevanceParams, TokenIndex,
 };
 use workbench::rerank::{PassageLookup, RerankedRetriever};
 use workbench::results::Experiment;
@@ -106,6 +108,12 @@ struct Args {
     /// (`train::colbert`, trained first if not cached; e.g. `24,32,64,128`).
     #[arg(long, value_delimiter = ',')]
     colbert_dims: Vec<usize>,
+    /// Add diagnostic re-rank rows that separate the parts of the trained projection
+    /// (needs `--held-out`): raw 384-d vectors encoded with ColBERT's markers and
+    /// `[MASK]` padding, and the d = 128 PCA head before any update, with and without
+    /// the markers.
+    #[arg(long)]
+    colbert_ablation: bool,
     /// Training groups of the trained projections (`train_colbert --groups`; 0 = all).
     #[arg(long, default_value_t = 800)]
     colbert_groups: usize,
@@ -138,6 +146,68 @@ struct System {
     name: String,
     run: Run,
     seconds: f64,
+}
+
+/// Diagnostic rows for the trained projection (`--colbert-ablation`): what ColBERT's
+/// markers and `[MASK]` padding do to raw MiniLM vectors, the d = 128 PCA head before any
+/// update (computed exactly as `train::colbert::train_or_load` starts it: same seeded
+/// sample of groups, same cached token vectors), and a d = 128 head trained with the
+/// markers (the recipe's switch on, trained and cached like the others).
+fn ablation_rows(
+    assets: &Assets,
+    groups: usize,
+    mut row: impl FnMut(Arc<LateInteraction>, String) -> Result<System>,
+) -> Result<Vec<System>> {
+    use workbench::train::colbert::{self, ColbertHead, ColbertRecipe, WEIGHT_NAME};
+    let mut recipe = ColbertRecipe::default_minilm(128);
+    recipe.max_groups = (groups > 0).then_some(groups);
+    let cache = workbench::paths::project_root()?
+        .join("data")
+        .join("cache")
+        .join("colbert");
+    let plain = colbert::recipe_encoder(assets, &recipe)?;
+    let mut set =
+        workbench::train::groups::training_groups(assets, &recipe.supervision, &recipe.groups)?;
+    if let Some(m) = recipe.max_groups {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
+        set.groups.shuffle(&mut rng);
+        set.groups.truncate(m);
+    }
+    let data = colbert::group_vectors(&plain, &set.groups, recipe.negatives, &cache)?;
+    let head = ColbertHead::pca(recipe.dim, &[&data.queries, &data.passages])?;
+    let path = cache.join(format!(
+        "pca-untrained-d{}-{}.safetensors",
+        recipe.dim,
+        recipe.key(assets)?
+    ));
+    head.save(&path)?;
+    let pca = Projection::load(&path, Some(WEIGHT_NAME))?;
+    let mut marked = recipe.clone();
+    marked.markers = true;
+    marked.name.push_str("-markers");
+    let (trained_marked, _) = colbert::train_or_load(assets, &marked, &cache)?;
+    Ok(vec![
+        row(
+            Arc::new(LateInteraction::load_minilm(assets)?.with_markers(recipe.n_q)?),
+            format!(
+                "MaxSim raw 384-d with [Q]/[D] markers and [MASK] padding to {} (no projection)",
+                recipe.n_q
+            ),
+        )?,
+        row(
+            Arc::new(plain.with_projection(pca)?),
+            "MaxSim d = 128 PCA head, no update".into(),
+        )?,
+        row(
+            Arc::new(
+                colbert::recipe_encoder(assets, &marked)?
+                    .with_projection(trained_marked.projection()?)?,
+            ),
+            "trained MaxSim d = 128 with markers, pca init".into(),
+        )?,
+    ])
 }
 
 /// A legend-sized label: `MaxSim end-to-end (k = 100, λ = 2, k̂ = 50)` → `MaxSim end-to-end (λ = 2)`.
@@ -204,9 +274,9 @@ fn main() -> Result<()> {
     if args.held_out && held_ctx.is_empty() {
         anyhow::bail!("no context of `{DATA}` belongs to the held-out articles");
     }
-    if !args.colbert_dims.is_empty() && !args.held_out {
+    if (!args.colbert_dims.is_empty() || args.colbert_ablation) && !args.held_out {
         anyhow::bail!(
-            "trained rows (--colbert-dims) need --held-out: the other questions are training data"
+            "trained rows (--colbert-dims, --colbert-ablation) need --held-out: the other questions are training data"
         );
     }
     let answerable: Vec<_> = set
@@ -290,22 +360,35 @@ fn main() -> Result<()> {
     let mut tf = time("TF-IDF (cosine)".into(), tfidf.as_ref(), args.depth)?;
     tf.scored = "every passage with a query term".into();
     systems.push(tf);
-    {
-        let reranker = MaxSimReranker::new(late.clone()).with_store(store.clone())?;
+    // TF-IDF top-`rerank_depth` re-ranked by MaxSim with `li` over its store at `path`
+    // (built if absent or stale).
+    let rerank_row = |li: Arc<LateInteraction>,
+                      store: Option<Arc<workbench::rerank::late_interaction::TokenStore>>,
+                      label: String|
+     -> Result<System> {
+        let st = match store {
+            Some(st) => st,
+            None => {
+                let path = store_path.with_file_name(format!("{DATA}-{}.tok", li.label()));
+                Arc::new(li.load_or_build_store(&passages, &path)?)
+            }
+        };
+        let reranker = MaxSimReranker::new(li).with_store(st)?;
         let reranked = RerankedRetriever::new(
             Box::new(tfidf.clone()),
             Box::new(reranker),
             PassageLookup::from_passages(&passages)?,
             args.rerank_depth,
         )?;
-        let mut rr = time(
-            format!("TF-IDF top-{} → MaxSim re-rank", args.rerank_depth),
-            &reranked,
-            args.depth.min(args.rerank_depth),
-        )?;
+        let mut rr = time(label, &reranked, args.depth.min(args.rerank_depth))?;
         rr.scored = args.rerank_depth.to_string();
-        systems.push(rr);
-    }
+        Ok(rr)
+    };
+    systems.push(rerank_row(
+        late.clone(),
+        Some(store.clone()),
+        format!("TF-IDF top-{} → MaxSim re-rank", args.rerank_depth),
+    )?);
     let per_passage_kb = |n_vectors: usize, dim: usize| {
         n_vectors as f64 / passages.len().max(1) as f64 * dim as f64 * 2.0 / 1024.0
     };
@@ -325,29 +408,30 @@ fn main() -> Result<()> {
             &root.join("data").join("cache").join("colbert"),
         )?;
         let li = Arc::new(
-            colbert::marked_encoder(&assets, &recipe)?.with_projection(trained.projection()?)?,
+            colbert::recipe_encoder(&assets, &recipe)?.with_projection(trained.projection()?)?,
         );
         let path = store_path.with_file_name(format!("{DATA}-{}.tok", li.label()));
         let st = Arc::new(li.load_or_build_store(&passages, &path)?);
         let kb = per_passage_kb(st.n_vectors(), st.dim());
-        let reranker = MaxSimReranker::new(li.clone()).with_store(st)?;
-        let reranked = RerankedRetriever::new(
-            Box::new(tfidf.clone()),
-            Box::new(reranker),
-            PassageLookup::from_passages(&passages)?,
-            args.rerank_depth,
-        )?;
-        let mut rr = time(
+        systems.push(rerank_row(
+            li,
+            Some(st),
             format!(
-                "TF-IDF top-{} → trained MaxSim d = {d}, {} init ({kb:.1} KB/passage)",
+                "TF-IDF top-{} → trained MaxSim d = {d}, {} init{} ({kb:.1} KB/passage)",
                 args.rerank_depth,
-                format!("{:?}", recipe.init).to_lowercase()
+                format!("{:?}", recipe.init).to_lowercase(),
+                if recipe.markers { ", markers" } else { "" }
             ),
-            &reranked,
-            args.depth.min(args.rerank_depth),
-        )?;
-        rr.scored = args.rerank_depth.to_string();
-        systems.push(rr);
+        )?);
+    }
+    if args.colbert_ablation {
+        systems.extend(ablation_rows(&assets, args.colbert_groups, |li, label| {
+            rerank_row(
+                li,
+                None,
+                format!("TF-IDF top-{} → {label}", args.rerank_depth),
+            )
+        })?);
     }
     let t0 = Instant::now();
     let store = Arc::try_unwrap(store).unwrap_or_else(|shared| (*shared).clone());

@@ -39,6 +39,10 @@ struct Args {
     /// Epochs.
     #[arg(long)]
     epochs: Option<usize>,
+    /// ColBERT's `[Q]`/`[D]` markers and `[MASK]` query padding (off by default: the
+    /// frozen encoder never saw them; see `train::colbert`).
+    #[arg(long)]
+    markers: bool,
     /// Redo the result folder (the trained projection is still reused while its key holds).
     #[arg(long)]
     force: bool,
@@ -51,6 +55,10 @@ fn main() -> Result<()> {
     if let Some(g) = args.groups {
         recipe.max_groups = (g > 0).then_some(g);
         recipe.name.push_str(&format!("-g{g}"));
+    }
+    if args.markers {
+        recipe.markers = true;
+        recipe.name.push_str("-markers");
     }
     if let Some(e) = args.epochs {
         recipe.train.epochs = e;
