@@ -92,6 +92,16 @@ struct Args {
     /// Sentence encoder (asset name).
     #[arg(long, default_value = "all-minilm-l6-v2")]
     model: String,
+    /// Add a row re-ranking BM25's top `--depth` by MaxSim through the trained ColBERT
+    /// projection of this dimension (`train_colbert --dim D --groups --colbert-groups`:
+    /// frozen MiniLM, no markers, trained on SQuAD / RAG Mini / NQ groups; trained first if
+    /// not cached). Its token store over every passage is cached in
+    /// `data/cache/late-interaction/`. 0: no such row.
+    #[arg(long, default_value_t = 128)]
+    colbert_dim: usize,
+    /// Training groups of that projection.
+    #[arg(long, default_value_t = 800)]
+    colbert_groups: usize,
     /// How a passage is found to hold a gold answer: `dpr` (DPR's has_answer string
     /// match), `dpr-regex` (answers are regular expressions) or `squad`
     /// (SQuAD-normalised tokens).
@@ -226,7 +236,11 @@ fn main() -> Result<()> {
     // Retrieval.
     let depth = args.depth.max(*TOP_K.iter().max().unwrap_or(&100));
     let t0 = Instant::now();
-    let bm25 = Bm25::build(&passages, &Analyzer::default(), Bm25Params::default())?;
+    let bm25 = Arc::new(Bm25::build(
+        &passages,
+        &Analyzer::default(),
+        Bm25Params::default(),
+    )?);
     let bm25_run = bm25.retrieve_all(&queries, depth)?;
     let bm25_s = t0.elapsed().as_secs_f64();
     println!("BM25: index + {} queries in {bm25_s:.1} s", queries.len());
@@ -272,8 +286,54 @@ fn main() -> Result<()> {
         hybrid_run.insert(q.id.clone(), fused);
     }
 
+    // BM25's top `depth` re-ranked by the trained ColBERT projection (issue 11).
+    let colbert = if args.colbert_dim == 0 {
+        None
+    } else {
+        use workbench::rerank::late_interaction::MaxSimReranker;
+        use workbench::rerank::{PassageLookup, RerankedRetriever};
+        use workbench::train::colbert::{self, ColbertRecipe};
+        let mut recipe = ColbertRecipe::default_minilm(args.colbert_dim);
+        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
+        let root = workbench::paths::project_root()?;
+        let (trained, _) = colbert::train_or_load(
+            &assets,
+            &recipe,
+            &root.join("data").join("cache").join("colbert"),
+        )?;
+        let li = Arc::new(trained.late_interaction(encoder.clone())?);
+        let t0 = Instant::now();
+        let dir = root.join("data").join("cache").join("late-interaction");
+        std::fs::create_dir_all(&dir)?;
+        let store = li.load_or_build_store(
+            &passages,
+            &dir.join(format!("nq-wikipedia-{}.tok", li.label())),
+        )?;
+        println!(
+            "token store ({}, {} vectors × {}) in {:.1} s",
+            li.label(),
+            store.n_vectors(),
+            store.dim(),
+            t0.elapsed().as_secs_f64()
+        );
+        let reranked = RerankedRetriever::new(
+            Box::new(bm25.clone()),
+            Box::new(MaxSimReranker::new(li.clone()).with_store(Arc::new(store))?),
+            PassageLookup::from_passages(&passages)?,
+            depth,
+        )?;
+        let t0 = Instant::now();
+        let run = reranked.retrieve_all(&queries, depth)?;
+        println!(
+            "BM25 top-{depth} → trained MaxSim: {} queries in {:.1} s",
+            queries.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        Some((li.label(), run))
+    };
+
     // Answer recall.
-    let systems: [(&str, String, &Run); 3] = [
+    let mut systems: Vec<(&str, String, &Run)> = vec![
         ("BM25", bm25.name(), &bm25_run),
         ("dense", dense.name(), &dense_run),
         (
@@ -282,6 +342,13 @@ fn main() -> Result<()> {
             &hybrid_run,
         ),
     ];
+    if let Some((label, run)) = &colbert {
+        systems.push((
+            "BM25+ColBERT",
+            format!("bm25-top{depth}-maxsim-{label}"),
+            run,
+        ));
+    }
     // Questions without an answer usable under the rule cannot be scored (with
     // `dpr` none in NQ-open dev; with `squad`, answers such as `)` normalise to nothing).
     let evaluated = golds.iter().filter(|g| !g.is_empty()).count();
@@ -300,6 +367,7 @@ fn main() -> Result<()> {
         model: args.model.clone(),
         hybrid_weight: args.hybrid_weight,
         depth,
+        colbert_dim: colbert.as_ref().map(|_| args.colbert_dim),
         trials: args.trials,
         seed: args.seed,
     };
@@ -503,6 +571,8 @@ struct Facts {
     hybrid_weight: f32,
     /// Hits per question and per side of the hybrid (after raising to max k).
     depth: usize,
+    /// Dimension of the trained ColBERT projection re-ranking BM25, if that row is on.
+    colbert_dim: Option<usize>,
     trials: usize,
     seed: u64,
 }
@@ -539,8 +609,15 @@ impl Facts {
              the top k passages. Answer match `{rule}`: {desc}. Passages: {passages} windows of at most \
              {window} words (overlap {overlap}; {mean:.1} words on average) from {nc} Wikipedia corpora \
              ({corpora}){titles}. Retrievers: BM25 (k1 {k1}, b {b}); dense {model}, exact inner product; \
-             hybrid min-max {w}·dense + (1 − {w})·BM25 over the top {depth} of each. For scale, DPR on 21M \
+             hybrid min-max {w}·dense + (1 − {w})·BM25 over the top {depth} of each{colbert}. For scale, DPR on 21M \
              passages with {dpr_note}: BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4.",
+            colbert = match self.colbert_dim {
+                Some(d) => format!(
+                    "; BM25+ColBERT: BM25's top {} re-ranked by MaxSim through a d = {d} projection trained on this CPU (frozen {}, no markers)",
+                    self.depth, self.model
+                ),
+                None => String::new(),
+            },
             rule = self.rule,
             desc = self.rule.description(),
             passages = thousands(self.passages),
