@@ -696,6 +696,7 @@ mod tests {
             model: "all-minilm-l6-v2".into(),
             hybrid_weight: 0.5,
             depth: 100,
+            colbert_dim: None,
             trials: 10_000,
             seed: 42,
         }
