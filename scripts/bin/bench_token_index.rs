@@ -209,10 +209,7 @@ fn main() -> Result<()> {
 
     // Token store (shared with exp_late_interaction).
     let late = LateInteraction::load_minilm(&assets)?;
-    let store_path = workbench::paths::project_root()?
-        .join("data")
-        .join("cache")
-        .join("late-interaction")
+    let store_path = workbench::paths::project_cache_dir("late-interaction")?
         .join(format!("{DATA}-{}.tok", late.label()));
     let t0 = Instant::now();
     let store: TokenStore = late.load_or_build_store(&passages, &store_path)?;

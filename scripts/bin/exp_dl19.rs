@@ -163,10 +163,7 @@ fn main() -> Result<()> {
     // trec_eval's rules (query set, tie order) with `-l rel_threshold`.
     let evaluation = EvalOptions::with_threshold(args.rel_threshold);
     let inputs = assets.input_checksums([DATA, args.model.as_str()])?;
-    let ce_root = workbench::paths::project_root()?
-        .join("data")
-        .join("cache")
-        .join("cross-encoders");
+    let ce_root = workbench::train::cross_recipe::default_cache_root()?;
     let cross_encoder_key = match args
         .cross_encoder
         .strip_prefix(cross_recipe::TRAINED_PREFIX)
@@ -246,14 +243,10 @@ fn main() -> Result<()> {
     let colbert_reranked = if args.colbert_dim == 0 {
         None
     } else {
-        use workbench::train::colbert::{self, ColbertRecipe};
-        let mut recipe = ColbertRecipe::default_minilm(args.colbert_dim);
-        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
-        let root = workbench::paths::project_root()?;
-        let (trained, _) = colbert::train_or_load(
+        let trained = workbench::train::colbert::default_trained(
             &assets,
-            &recipe,
-            &root.join("data").join("cache").join("colbert"),
+            args.colbert_dim,
+            args.colbert_groups,
         )?;
         let li = trained.late_interaction(encoder.clone())?;
         Some((

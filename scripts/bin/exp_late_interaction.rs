@@ -161,20 +161,9 @@ fn ablation_rows(
     use workbench::train::colbert::{self, ColbertHead, ColbertRecipe, WEIGHT_NAME};
     let mut recipe = ColbertRecipe::default_minilm(128);
     recipe.max_groups = (groups > 0).then_some(groups);
-    let cache = workbench::paths::project_root()?
-        .join("data")
-        .join("cache")
-        .join("colbert");
+    let cache = colbert::default_cache_root()?;
     let plain = colbert::recipe_encoder(assets, &recipe)?;
-    let mut set =
-        workbench::train::groups::training_groups(assets, &recipe.supervision, &recipe.groups)?;
-    if let Some(m) = recipe.max_groups {
-        use rand::seq::SliceRandom;
-        use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
-        set.groups.shuffle(&mut rng);
-        set.groups.truncate(m);
-    }
+    let set = colbert::sampled_groups(assets, &recipe)?;
     let data = colbert::group_vectors(&plain, &set.groups, recipe.negatives, &cache)?;
     let head = ColbertHead::pca(recipe.dim, &[&data.queries, &data.passages])?;
     let path = cache.join(format!(
@@ -314,10 +303,7 @@ fn main() -> Result<()> {
         late.dim()
     );
     let t0 = Instant::now();
-    let store_path = workbench::paths::project_root()?
-        .join("data")
-        .join("cache")
-        .join("late-interaction")
+    let store_path = workbench::paths::project_cache_dir("late-interaction")?
         .join(format!("{DATA}-{}.tok", late.label()));
     std::fs::create_dir_all(store_path.parent().expect("has a parent"))?;
     let store = late.load_or_build_store(&passages, &store_path)?;
@@ -398,17 +384,11 @@ fn main() -> Result<()> {
         per_passage_kb(n_vectors, late.dim())
     );
     for &d in &args.colbert_dims {
-        use workbench::train::colbert::{self, ColbertRecipe};
-        let mut recipe = ColbertRecipe::default_minilm(d);
-        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
-        let root = workbench::paths::project_root()?;
-        let (trained, _) = colbert::train_or_load(
-            &assets,
-            &recipe,
-            &root.join("data").join("cache").join("colbert"),
-        )?;
+        use workbench::train::colbert;
+        let trained = colbert::default_trained(&assets, d, args.colbert_groups)?;
+        let recipe = &trained.recipe;
         let li = Arc::new(
-            colbert::recipe_encoder(&assets, &recipe)?.with_projection(trained.projection()?)?,
+            colbert::recipe_encoder(&assets, recipe)?.with_projection(trained.projection()?)?,
         );
         let path = store_path.with_file_name(format!("{DATA}-{}.tok", li.label()));
         let st = Arc::new(li.load_or_build_store(&passages, &path)?);

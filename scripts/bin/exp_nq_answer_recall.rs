@@ -292,18 +292,14 @@ fn main() -> Result<()> {
     } else {
         use workbench::rerank::late_interaction::MaxSimReranker;
         use workbench::rerank::{PassageLookup, RerankedRetriever};
-        use workbench::train::colbert::{self, ColbertRecipe};
-        let mut recipe = ColbertRecipe::default_minilm(args.colbert_dim);
-        recipe.max_groups = (args.colbert_groups > 0).then_some(args.colbert_groups);
-        let root = workbench::paths::project_root()?;
-        let (trained, _) = colbert::train_or_load(
+        let trained = workbench::train::colbert::default_trained(
             &assets,
-            &recipe,
-            &root.join("data").join("cache").join("colbert"),
+            args.colbert_dim,
+            args.colbert_groups,
         )?;
         let li = Arc::new(trained.late_interaction(encoder.clone())?);
         let t0 = Instant::now();
-        let dir = root.join("data").join("cache").join("late-interaction");
+        let dir = workbench::paths::project_cache_dir("late-interaction")?;
         std::fs::create_dir_all(&dir)?;
         let store = li.load_or_build_store(
             &passages,

@@ -274,7 +274,7 @@ fn main() -> Result<()> {
     };
     let out = &exp.out;
     let root = workbench::paths::project_root()?;
-    let cache_root = root.join("data/cache/readers");
+    let cache_root = workbench::paths::cache_dir(&root, "readers");
     // Each recipe's final checkpoint (trained here if missing), or with --partial the
     // latest checkpoint of a run still going.
     let mut trained = Vec::new();

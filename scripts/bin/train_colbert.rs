@@ -90,7 +90,7 @@ fn main() -> Result<()> {
         return Ok(());
     };
     let out = &exp.out;
-    let cache_root = root.join("data").join("cache").join("colbert");
+    let cache_root = workbench::paths::cache_dir(&root, "colbert");
     let t0 = Instant::now();
     let (trained, log) = colbert::train_or_load(&assets, &recipe, &cache_root)?;
     let wall = t0.elapsed().as_secs_f64();

@@ -100,7 +100,7 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(recipe.inputs())?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let cache_root = root.join("data").join("cache").join("readers");
+    let cache_root = workbench::paths::cache_dir(&root, "readers");
     let mut name = format!("reader-{}", recipe.name);
     let t_sup = Instant::now();
     let data = reader::supervision(&assets, &recipe.supervision)?;

@@ -97,7 +97,7 @@ fn main() -> Result<()> {
     let recipe = CrossRecipe::named(&args.recipe)?;
     recipe.check()?;
     let root = workbench::paths::project_root()?;
-    let cache_root = root.join("data").join("cache").join("cross-encoders");
+    let cache_root = workbench::paths::cache_dir(&root, "cross-encoders");
     let key = recipe.key(&assets)?;
 
     let t_groups = Instant::now();

@@ -6,6 +6,7 @@
 //! | Hugging Face cache (hf-hub layout) | `<root>/data/cache/huggingface/hub` | `WORKBENCH_HF_CACHE`, then `HF_HUB_CACHE` |
 //! | local mirror | `<root>/../shared/mirror` | `WORKBENCH_MIRROR` |
 //! | downloaded wheels | `<root>/data/cache/wheels` | – |
+//! | derived caches (embeddings, token stores, trained checkpoints) | `<root>/data/cache/<what>` | – |
 //! | results | `<root>/data/results/<name>/` | – |
 
 use crate::{Error, Result};
@@ -40,12 +41,7 @@ pub fn project_root() -> Result<PathBuf> {
 pub fn hf_cache_dir(root: &Path) -> PathBuf {
     env_path("WORKBENCH_HF_CACHE")
         .or_else(|| env_path("HF_HUB_CACHE"))
-        .unwrap_or_else(|| {
-            root.join("data")
-                .join("cache")
-                .join("huggingface")
-                .join("hub")
-        })
+        .unwrap_or_else(|| cache_dir(root, "huggingface").join("hub"))
 }
 
 /// The local mirror of data files (`../shared/mirror` beside the checkout by default).
@@ -53,9 +49,20 @@ pub fn mirror_dir(root: &Path) -> PathBuf {
     env_path("WORKBENCH_MIRROR").unwrap_or_else(|| root.join("..").join("shared").join("mirror"))
 }
 
+/// `<root>/data/cache/<what>`: a cache the workbench derives itself (embeddings, token
+/// stores, trained checkpoints). Every entry is keyed by what produced it.
+pub fn cache_dir(root: &Path, what: &str) -> PathBuf {
+    root.join("data").join("cache").join(what)
+}
+
+/// [`cache_dir`] under the [`project_root`].
+pub fn project_cache_dir(what: &str) -> Result<PathBuf> {
+    Ok(cache_dir(&project_root()?, what))
+}
+
 /// Where registry packages (wheels) that carry assets are downloaded to.
 pub fn wheel_dir(root: &Path) -> PathBuf {
-    root.join("data").join("cache").join("wheels")
+    cache_dir(root, "wheels")
 }
 
 /// `<root>/data/results/<name>`.

@@ -80,10 +80,7 @@ impl EmbeddingCache {
 
     /// The project's cache, `<root>/data/cache/embeddings`.
     pub fn project_default() -> Result<Self> {
-        let root = crate::paths::project_root()?;
-        Ok(Self::new(
-            root.join("data").join("cache").join("embeddings"),
-        ))
+        Ok(Self::new(crate::paths::project_cache_dir("embeddings")?))
     }
 
     /// The folder.

@@ -211,7 +211,7 @@ impl Histogram {
             .y_desc(&self.y_label)
             .x_label_formatter(&|x| match overflow_at {
                 Some(o) if *x >= o => format!("≥{hi}"),
-                _ => format!("{x:.decimals$}"),
+                _ => tick_label(*x, decimals),
             })
             .y_label_formatter(&|y| format!("{y:.0}"))
             .label_style(("sans-serif", 14))
@@ -286,9 +286,27 @@ impl Plot for HistogramGrid {
     }
 }
 
+/// `x` with `decimals` decimals; a value that rounds to zero prints without a sign
+/// ("0.00", never "-0.00").
+fn tick_label(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_never_print_negative_zero() {
+        assert_eq!(tick_label(-0.0001, 2), "0.00");
+        assert_eq!(tick_label(-0.0, 0), "0");
+        assert_eq!(tick_label(-0.25, 2), "-0.25");
+        assert_eq!(tick_label(1.5, 1), "1.5");
+    }
 
     #[test]
     fn binning_with_overflow() {

@@ -46,7 +46,7 @@
 //!
 //! [`late_interaction`]: crate::rerank::late_interaction
 
-use super::groups::{training_groups, Group, GroupParams};
+use super::groups::{training_groups, Group, GroupParams, GroupSet};
 use super::reader::{load_average, ReaderRecipe, Supervision};
 use super::{candle_err, Stop, TrainConfig, TrainData, TrainLog, Trainable};
 use crate::assets::Assets;
@@ -709,6 +709,35 @@ pub fn recipe_encoder(assets: &Assets, recipe: &ColbertRecipe) -> Result<LateInt
     }
 }
 
+/// The recipe's training groups: all of them, or the seeded sample of `max_groups`
+/// (shuffled with `train.seed`) that [`train_or_load`] trains on.
+pub fn sampled_groups(assets: &Assets, recipe: &ColbertRecipe) -> Result<GroupSet> {
+    let mut set = training_groups(assets, &recipe.supervision, &recipe.groups)?;
+    if let Some(m) = recipe.max_groups {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
+        set.groups.shuffle(&mut rng);
+        set.groups.truncate(m);
+    }
+    Ok(set)
+}
+
+/// The project's cache of ColBERT heads and their training token vectors:
+/// `<root>/data/cache/colbert`.
+pub fn default_cache_root() -> Result<PathBuf> {
+    crate::paths::project_cache_dir("colbert")
+}
+
+/// The default recipe ([`ColbertRecipe::default_minilm`]) at `dim`, on `groups` sampled
+/// training groups (0 = all), trained into [`default_cache_root`] unless already there:
+/// what the experiments re-rank with when they name a trained ColBERT dimension.
+pub fn default_trained(assets: &Assets, dim: usize, groups: usize) -> Result<TrainedColbert> {
+    let mut recipe = ColbertRecipe::default_minilm(dim);
+    recipe.max_groups = (groups > 0).then_some(groups);
+    Ok(train_or_load(assets, &recipe, &default_cache_root()?)?.0)
+}
+
 /// Train `recipe` unless `cache_root/<key>/done.json` exists (then load it); an
 /// interrupted run resumes from `cache_root/<key>/state/`. Token vectors of the
 /// training texts are cached in `cache_root` (shared by every `d`).
@@ -723,14 +752,7 @@ pub fn train_or_load(
     if let Some(found) = super::checkpoint::read_done::<TrainedColbert>(&dir)? {
         return Ok(found);
     }
-    let mut set = training_groups(assets, &recipe.supervision, &recipe.groups)?;
-    if let Some(m) = recipe.max_groups {
-        use rand::seq::SliceRandom;
-        use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
-        set.groups.shuffle(&mut rng);
-        set.groups.truncate(m);
-    }
+    let set = sampled_groups(assets, recipe)?;
     let li = recipe_encoder(assets, recipe)?;
     if recipe.init == HeadInit::Pca && recipe.dim > li.dim() {
         return Err(Error::param(

@@ -153,10 +153,7 @@ pub struct TrainedCrossEncoder {
 
 /// The project's cache of trained cross-encoders: `<root>/data/cache/cross-encoders`.
 pub fn default_cache_root() -> Result<PathBuf> {
-    Ok(crate::paths::project_root()?
-        .join("data")
-        .join("cache")
-        .join("cross-encoders"))
+    crate::paths::project_cache_dir("cross-encoders")
 }
 
 /// The cache folder of a recipe: `cache_root/<key>`.
