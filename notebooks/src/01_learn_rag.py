@@ -424,7 +424,10 @@ let contexts: Vec<Context> = reranked.iter().take(3).map(|h| {
     Context { id: p.id.clone(), title: p.title.clone(), text: p.text.clone(), score: h.score }
 }).collect();
 let t0 = std::time::Instant::now();
-let mut reader = GenerativeReader::new(Llm::from_asset("smollm2-135m-instruct-gguf", &LoadOptions::default())?, ReaderOptions::default())?;
+// f32_prefill: the prompt goes through f32 copies of the weights (gemm), 3-4x faster than the
+// quantised kernels for this small model, at 0.4 GB more memory; decoding stays quantised.
+let load = LoadOptions { f32_prefill: true, ..LoadOptions::default() };
+let mut reader = GenerativeReader::new(Llm::from_asset("smollm2-135m-instruct-gguf", &load)?, ReaderOptions::default())?;
 let load_secs = t0.elapsed().as_secs_f64();
 let built = reader.build_prompt(&question.question, &contexts)?;
 let (prompt, prompt_ids) = (built.text.clone(), built.ids.len());

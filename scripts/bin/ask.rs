@@ -39,6 +39,9 @@ struct Args {
     /// Requantise Q4_1/Q5_0/Q5_1 weights to Q8_0: auto, never, always.
     #[arg(long, default_value = "auto")]
     requantize: String,
+    /// Prefill through f32 copies of the matmul weights (LoadOptions::f32_prefill).
+    #[arg(long)]
+    f32_prefill: bool,
 }
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -62,6 +65,7 @@ fn main() -> Result<()> {
     let opts = LoadOptions {
         requantize,
         context_len: args.context_len,
+        f32_prefill: args.f32_prefill,
     };
     let llm = match &args.gguf {
         Some(p) => Llm::load(p, &opts)?,

@@ -89,6 +89,15 @@ pub struct LoadOptions {
     /// capped at [`DEFAULT_CONTEXT_CAP`] (the KV cache grows with use, the rotary tables
     /// are sized by this).
     pub context_len: Option<usize>,
+    /// Also keep f32 copies of the layers' matmul weights, dequantised from the file's own
+    /// type, and multiply prompts of 16 tokens or more with them (gemm) instead of candle's
+    /// quantised dot products; decoding keeps the quantised weights. Worth it for small
+    /// models whose rows are short (SmolLM2-135M: `k` = 576, where the Q8_0 dot products'
+    /// per-row overhead dominates prefill), at 4 bytes per weight more memory (SmolLM2:
+    /// +0.42 GB). Off by default: prefill logits then differ from llama.cpp's by the
+    /// activation quantisation that llama.cpp and the quantised path share.
+    #[serde(default)]
+    pub f32_prefill: bool,
 }
 
 /// Default cap on the context window when [`LoadOptions::context_len`] is `None`.
@@ -320,7 +329,13 @@ impl Llm {
             Some(_) => Some(g.str("tokenizer.chat_template")?.to_string()),
             None => None,
         };
-        let model = model::Model::load(&mut g, cfg, context_len, opts.requantize.resolve())?;
+        let model = model::Model::load(
+            &mut g,
+            cfg,
+            context_len,
+            opts.requantize.resolve(),
+            opts.f32_prefill,
+        )?;
         Ok(Llm {
             path: path.to_path_buf(),
             name,
@@ -888,6 +903,66 @@ impl Reader for GenerativeReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The f32-copy prefill (`LoadOptions::f32_prefill`) and the quantised one give the same
+    /// next token and close logits on a prompt long enough to take the f32 path; decoding
+    /// after it (quantised weights on both) continues the same way.
+    #[test]
+    fn f32_prefill_matches_quantised_prefill() {
+        let path = crate::assets::Assets::load()
+            .and_then(|a| {
+                a.resolve(
+                    "smollm2-135m-instruct-gguf",
+                    "SmolLM2-135M-Instruct.Q4_1.gguf",
+                )
+            })
+            .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)");
+        let mut quant = Llm::load(&path, &LoadOptions::default()).unwrap();
+        let mut f32 = Llm::load(
+            &path,
+            &LoadOptions {
+                f32_prefill: true,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        // Every layer weight has its f32 copy on top (4 bytes each).
+        assert!(f32.model.weight_bytes > quant.model.weight_bytes * 3);
+        let ids = quant
+            .tokenize(
+                &"The quick brown fox jumps over the lazy dog near the river bank. ".repeat(3),
+                false,
+            )
+            .unwrap();
+        assert!(ids.len() >= model::F32_MIN_ROWS, "{} tokens", ids.len());
+        let (a, b) = (
+            quant.model.forward(&ids).unwrap(),
+            f32.model.forward(&ids).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        eprintln!("f32 vs quantised prefill: max |Δlogit| {diff}");
+        assert_eq!(
+            sample::argmax(&a),
+            sample::argmax(&b),
+            "max |Δlogit| {diff}"
+        );
+        // They differ by the quantised path's Q8_0 requantisation and activation
+        // quantisation only: measured 0.74 of logits ~±20 (AVX2 EPYC, 2026-11-25); the
+        // quantised path's own one-pass vs chunked prefill differs by 0.50. A wrong f32
+        // product (layout, transpose) moves logits by whole units and the argmax.
+        assert!(diff < 1.5, "max |Δlogit| {diff}");
+        assert!(diff > 0.0, "the f32 path was not taken");
+        let next = [sample::argmax(&a)];
+        let (a2, b2) = (
+            quant.model.forward(&next).unwrap(),
+            f32.model.forward(&next).unwrap(),
+        );
+        assert_eq!(sample::argmax(&a2), sample::argmax(&b2));
+    }
 
     /// Prefill in one pass, in chunks, and token by token: the same last logits.
     #[test]

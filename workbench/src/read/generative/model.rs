@@ -41,17 +41,38 @@ struct Layer {
     qkv_t: [Arc<QTensor>; 3],
     gate_up_t: [Arc<QTensor>; 2],
     attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
+    wq: Weight,
+    wk: Weight,
+    wv: Weight,
     bq: Option<Tensor>,
     bk: Option<Tensor>,
     bv: Option<Tensor>,
-    wo: QMatMul,
+    wo: Weight,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Weight,
+    up: Weight,
+    down: Weight,
+}
+
+/// A layer's matmul weight: candle's quantised form, and optionally an f32 copy that
+/// prefill multiplies with gemm (see [`super::LoadOptions::f32_prefill`]).
+struct Weight {
+    q: QMatMul,
+    f32: Option<Tensor>,
+}
+
+/// Rows from which a matmul uses the f32 copy (when there is one): one or a few rows are
+/// memory-bound, where the quantised weights (a quarter of the bytes) win.
+pub(crate) const F32_MIN_ROWS: usize = 16;
+
+impl Weight {
+    /// `x · Wᵀ` for `x: [t, k]`.
+    fn forward(&self, x: &Tensor, t: usize) -> candle_core::Result<Tensor> {
+        match &self.f32 {
+            Some(w) if t >= F32_MIN_ROWS => x.matmul(&w.t()?),
+            _ => self.q.forward(x),
+        }
+    }
 }
 
 /// Per-layer key and value caches, `[n_kv_head, capacity, head_dim]`, grown on demand.
@@ -145,22 +166,43 @@ impl Config {
 
 impl Model {
     /// Load the weights of `g`; requantise Q4_1/Q5_0/Q5_1 matmul weights to Q8_0 when
-    /// `requant`. `max_ctx` bounds the KV cache and the rotary tables.
-    pub fn load(g: &mut GgufFile, cfg: Config, max_ctx: usize, requant: bool) -> Result<Self> {
+    /// `requant`; keep f32 copies of the layers' matmul weights for prefill when
+    /// `f32_prefill`. `max_ctx` bounds the KV cache and the rotary tables.
+    pub fn load(
+        g: &mut GgufFile,
+        cfg: Config,
+        max_ctx: usize,
+        requant: bool,
+        f32_prefill: bool,
+    ) -> Result<Self> {
         let path = g.path.clone();
         let cpu = Device::Cpu;
         let mut requantized = 0usize;
         let mut weight_bytes = 0usize;
-        let mut qmm_arc = |g: &mut GgufFile, name: &str| -> Result<(QMatMul, Arc<QTensor>)> {
-            let before = g.tensor_dtype(name);
-            let t = g.tensor(name, requant)?;
-            if before != Some(t.dtype()) {
-                requantized += 1;
-            }
-            weight_bytes += t.storage_size_in_bytes();
-            let t = Arc::new(t);
-            Ok((QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?, t))
-        };
+        // `copy`: also keep the f32 copy for prefill (when `f32_prefill`).
+        let mut qmm =
+            |g: &mut GgufFile, name: &str, copy: bool| -> Result<(Weight, Arc<QTensor>)> {
+                let before = g.tensor_dtype(name);
+                let t = g.tensor(name, requant)?;
+                if before != Some(t.dtype()) {
+                    requantized += 1;
+                }
+                weight_bytes += t.storage_size_in_bytes();
+                let f32 = if f32_prefill && copy {
+                    // From the file's own type, not the Q8_0 requantisation.
+                    let w = g
+                        .tensor(name, false)?
+                        .dequantize(&cpu)
+                        .map_err(ce(&path, name))?;
+                    weight_bytes += w.elem_count() * 4;
+                    Some(w)
+                } else {
+                    None
+                };
+                let t = Arc::new(t);
+                let q = QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?;
+                Ok((Weight { q, f32 }, t))
+            };
         let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
             g.tensor(name, false)?
                 .dequantize(&cpu)
@@ -176,7 +218,8 @@ impl Model {
         let embd = Arc::new(g.tensor("token_embd.weight", false)?);
         let embd_bytes = embd.storage_size_in_bytes();
         let output = if g.has_tensor("output.weight") {
-            qmm_arc(g, "output.weight")?.0
+            // The head runs on the last position only: no f32 copy.
+            qmm(g, "output.weight", false)?.0.q
         } else {
             QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?
         };
@@ -196,11 +239,11 @@ impl Model {
                     opt_vec(g, &p("attn_v.bias"))?,
                 ),
             };
-            let (wq, q_t) = qmm_arc(g, &p("attn_q.weight"))?;
-            let (wk, k_t) = qmm_arc(g, &p("attn_k.weight"))?;
-            let (wv, v_t) = qmm_arc(g, &p("attn_v.weight"))?;
-            let (gate, gate_t) = qmm_arc(g, &p("ffn_gate.weight"))?;
-            let (up, up_t) = qmm_arc(g, &p("ffn_up.weight"))?;
+            let (wq, q_t) = qmm(g, &p("attn_q.weight"), true)?;
+            let (wk, k_t) = qmm(g, &p("attn_k.weight"), true)?;
+            let (wv, v_t) = qmm(g, &p("attn_v.weight"), true)?;
+            let (gate, gate_t) = qmm(g, &p("ffn_gate.weight"), true)?;
+            let (up, up_t) = qmm(g, &p("ffn_up.weight"), true)?;
             layers.push(Layer {
                 qkv_t: [q_t, k_t, v_t],
                 gate_up_t: [gate_t, up_t],
@@ -211,11 +254,11 @@ impl Model {
                 bq,
                 bk,
                 bv,
-                wo: qmm_arc(g, &p("attn_output.weight"))?.0,
+                wo: qmm(g, &p("attn_output.weight"), true)?.0,
                 ffn_norm: vec(g, &p("ffn_norm.weight"))?,
                 gate,
                 up,
-                down: qmm_arc(g, &p("ffn_down.weight"))?.0,
+                down: qmm(g, &p("ffn_down.weight"), true)?.0,
             });
         }
         let (cos, sin) = rope_tables(cfg.head_dim, cfg.rope_base, max_ctx)
@@ -331,7 +374,11 @@ impl Model {
             };
             let (mut q, mut k, mut v) = match fused.and_then(|v| <[Tensor; 3]>::try_from(v).ok()) {
                 Some([q, k, v]) => (q, k, v),
-                None => (l.wq.forward(&h)?, l.wk.forward(&h)?, l.wv.forward(&h)?),
+                None => (
+                    l.wq.forward(&h, t)?,
+                    l.wk.forward(&h, t)?,
+                    l.wv.forward(&h, t)?,
+                ),
             };
             if let Some(b) = &l.bq {
                 q = q.broadcast_add(b)?;
@@ -375,7 +422,7 @@ impl Model {
                 .transpose(0, 1)?
                 .contiguous()?
                 .reshape((t, nh * hd))?;
-            let o = l.wo.forward(&y)?;
+            let o = l.wo.forward(&y, t)?;
             x = (x + o)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
             let fused = if t == 1 && self.fuse {
@@ -386,9 +433,9 @@ impl Model {
             };
             let (gt, up) = match fused.and_then(|v| <[Tensor; 2]>::try_from(v).ok()) {
                 Some([gt, up]) => (gt.silu()?, up),
-                None => (l.gate.forward(&h)?.silu()?, l.up.forward(&h)?),
+                None => (l.gate.forward(&h, t)?.silu()?, l.up.forward(&h, t)?),
             };
-            let ff = l.down.forward(&(gt * up)?)?;
+            let ff = l.down.forward(&(gt * up)?, t)?;
             x = (x + ff)?;
         }
         self.cache.len = kv_len;
