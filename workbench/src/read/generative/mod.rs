@@ -904,19 +904,24 @@ impl Reader for GenerativeReader {
 mod tests {
     use super::*;
 
-    /// The f32-copy prefill (`LoadOptions::f32_prefill`) and the quantised one give the same
-    /// next token and close logits on a prompt long enough to take the f32 path; decoding
-    /// after it (quantised weights on both) continues the same way.
-    #[test]
-    fn f32_prefill_matches_quantised_prefill() {
-        let path = crate::assets::Assets::load()
+    /// The SmolLM2 test fixture. scripts/test fetches it; a missing one fails, never skips.
+    fn smol_path() -> std::path::PathBuf {
+        crate::assets::Assets::load()
             .and_then(|a| {
                 a.resolve(
                     "smollm2-135m-instruct-gguf",
                     "SmolLM2-135M-Instruct.Q4_1.gguf",
                 )
             })
-            .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)");
+            .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)")
+    }
+
+    /// The f32-copy prefill (`LoadOptions::f32_prefill`) and the quantised one give the same
+    /// next token and close logits on a prompt long enough to take the f32 path; decoding
+    /// after it (quantised weights on both) continues the same way.
+    #[test]
+    fn f32_prefill_matches_quantised_prefill() {
+        let path = smol_path();
         let mut quant = Llm::load(&path, &LoadOptions::default()).unwrap();
         let mut f32 = Llm::load(
             &path,
@@ -967,15 +972,7 @@ mod tests {
     /// Prefill in one pass, in chunks, and token by token: the same last logits.
     #[test]
     fn chunked_prefill_matches_one_pass() {
-        // scripts/test fetches the fixture; a missing one fails here, never skips.
-        let path = crate::assets::Assets::load()
-            .and_then(|a| {
-                a.resolve(
-                    "smollm2-135m-instruct-gguf",
-                    "SmolLM2-135M-Instruct.Q4_1.gguf",
-                )
-            })
-            .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)");
+        let path = smol_path();
         let mut llm = Llm::load(&path, &LoadOptions::default()).unwrap();
         let ids = llm
             .tokenize(
