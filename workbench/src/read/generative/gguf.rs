@@ -182,11 +182,6 @@ impl GgufFile {
         self.content.tensor_infos.contains_key(name)
     }
 
-    /// Storage type of a tensor, if present.
-    pub fn tensor_dtype(&self, name: &str) -> Option<GgmlDType> {
-        self.content.tensor_infos.get(name).map(|i| i.ggml_dtype)
-    }
-
     /// Read a tensor; when `requantize` and its type is Q4_1/Q5_0/Q5_1, requantise it to
     /// Q8_0 (those types have no AVX2/AVX-512 matmul kernel in candle).
     pub fn tensor(&mut self, name: &str, requantize: bool) -> Result<QTensor> {
@@ -201,19 +196,25 @@ impl GgufFile {
             .content
             .tensor(&mut self.reader, name, &Device::Cpu)
             .map_err(|e| Error::bad_input(&path, format!("tensor `{name}`: {e}")))?;
-        if requantize && needs_requant(t.dtype()) {
-            let cols = t.shape().dims().last().copied().unwrap_or(0);
-            if cols % GgmlDType::Q8_0.block_size() == 0 {
-                let f = t
-                    .dequantize(&Device::Cpu)
-                    .and_then(|f| QTensor::quantize(&f, GgmlDType::Q8_0))
-                    .map_err(|e| {
-                        Error::bad_input(&path, format!("tensor `{name}`: requantising: {e}"))
-                    })?;
-                return Ok(f);
-            }
+        if requantize {
+            self.requantize(name, t)
+        } else {
+            Ok(t)
         }
-        Ok(t)
+    }
+
+    /// `t` (the tensor `name` as read) requantised to Q8_0 when its type has no fast CPU
+    /// kernel ([`needs_requant`]) and its rows split into Q8_0 blocks; otherwise `t` itself.
+    pub fn requantize(&self, name: &str, t: QTensor) -> Result<QTensor> {
+        let cols = t.shape().dims().last().copied().unwrap_or(0);
+        if !needs_requant(t.dtype()) || cols % GgmlDType::Q8_0.block_size() != 0 {
+            return Ok(t);
+        }
+        t.dequantize(&Device::Cpu)
+            .and_then(|f| QTensor::quantize(&f, GgmlDType::Q8_0))
+            .map_err(|e| {
+                Error::bad_input(&self.path, format!("tensor `{name}`: requantising: {e}"))
+            })
     }
 }
 

@@ -66,10 +66,10 @@ struct Weight {
 pub(crate) const F32_MIN_ROWS: usize = 16;
 
 impl Weight {
-    /// `x · Wᵀ` for `x: [t, k]`.
-    fn forward(&self, x: &Tensor, t: usize) -> candle_core::Result<Tensor> {
+    /// `x · Wᵀ` for `x: [rows, k]`.
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match &self.f32 {
-            Some(w) if t >= F32_MIN_ROWS => x.matmul(&w.t()?),
+            Some(w) if x.dim(0)? >= F32_MIN_ROWS => x.matmul(&w.t()?),
             _ => self.q.forward(x),
         }
     }
@@ -182,23 +182,26 @@ impl Model {
         // `copy`: also keep the f32 copy for prefill (when `f32_prefill`).
         let mut qmm =
             |g: &mut GgufFile, name: &str, copy: bool| -> Result<(Weight, Arc<QTensor>)> {
-                let before = g.tensor_dtype(name);
-                let t = g.tensor(name, requant)?;
-                if before != Some(t.dtype()) {
-                    requantized += 1;
-                }
-                weight_bytes += t.storage_size_in_bytes();
+                // Read once; the f32 copy comes from the file's own type, not the Q8_0
+                // requantisation.
+                let raw = g.tensor(name, false)?;
+                let before = raw.dtype();
                 let f32 = if f32_prefill && copy {
-                    // From the file's own type, not the Q8_0 requantisation.
-                    let w = g
-                        .tensor(name, false)?
-                        .dequantize(&cpu)
-                        .map_err(ce(&path, name))?;
+                    let w = raw.dequantize(&cpu).map_err(ce(&path, name))?;
                     weight_bytes += w.elem_count() * 4;
                     Some(w)
                 } else {
                     None
                 };
+                let t = if requant {
+                    g.requantize(name, raw)?
+                } else {
+                    raw
+                };
+                if before != t.dtype() {
+                    requantized += 1;
+                }
+                weight_bytes += t.storage_size_in_bytes();
                 let t = Arc::new(t);
                 let q = QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?;
                 Ok((Weight { q, f32 }, t))
@@ -374,11 +377,7 @@ impl Model {
             };
             let (mut q, mut k, mut v) = match fused.and_then(|v| <[Tensor; 3]>::try_from(v).ok()) {
                 Some([q, k, v]) => (q, k, v),
-                None => (
-                    l.wq.forward(&h, t)?,
-                    l.wk.forward(&h, t)?,
-                    l.wv.forward(&h, t)?,
-                ),
+                None => (l.wq.forward(&h)?, l.wk.forward(&h)?, l.wv.forward(&h)?),
             };
             if let Some(b) = &l.bq {
                 q = q.broadcast_add(b)?;
@@ -422,7 +421,7 @@ impl Model {
                 .transpose(0, 1)?
                 .contiguous()?
                 .reshape((t, nh * hd))?;
-            let o = l.wo.forward(&y, t)?;
+            let o = l.wo.forward(&y)?;
             x = (x + o)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
             let fused = if t == 1 && self.fuse {
@@ -433,9 +432,9 @@ impl Model {
             };
             let (gt, up) = match fused.and_then(|v| <[Tensor; 2]>::try_from(v).ok()) {
                 Some([gt, up]) => (gt.silu()?, up),
-                None => (l.gate.forward(&h, t)?.silu()?, l.up.forward(&h, t)?),
+                None => (l.gate.forward(&h)?.silu()?, l.up.forward(&h)?),
             };
-            let ff = l.down.forward(&(gt * up)?, t)?;
+            let ff = l.down.forward(&(gt * up)?)?;
             x = (x + ff)?;
         }
         self.cache.len = kv_len;
