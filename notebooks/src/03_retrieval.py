@@ -6,13 +6,14 @@ CELLS = [
 
 One section per experiment of `scripts/reproduce`. Each reproduction binary writes its
 CSVs, figures, resolved `config.json` and `manifest.json` to `data/results/<name>/`;
-this notebook reads those files and recomputes a few small pieces to check them.
+this notebook reads those files and recomputes a few small pieces to check them. Section (a)
+runs its study live instead.
 
 | section | binary | result folder |
 |---|---|---|
 | (d) Figure 2: t-SNE of paragraph embeddings by topic | `fig2_tsne` | `data/results/fig2-tsne/` |
 | (e) Figure 4: per-query retrieval latency | `fig4_latency` | `data/results/fig4-latency/` |
-| (a) MS MARCO DL19 subset: six systems, significance against BM25 | `exp_dl19` | `data/results/dl19-retrieval/` |
+| (a) MS MARCO DL19 subset: eight systems, significance against BM25 (run live, quick scale) | `exp_dl19` | `data/results/dl19-retrieval/` |
 | (b) NQ-open answer recall@{1, 5, 20, 100} | `exp_nq_answer_recall` | `data/results/nq-answer-recall/` |
 | (c) Report 003's table: TF-IDF, MaxSim re-rank, MaxSim end-to-end | `exp_late_interaction` | `data/results/late-interaction/` |
 
@@ -122,68 +123,69 @@ short
 png(&result_dir("fig4-latency", "fig4_latency")?.join("fig4.png"))?
 """, "figure"),
     ("markdown", """
-## (a) MS MARCO passage, TREC DL19 subset
+## (a) MS MARCO passage, TREC DL19 subset: the study, run live
+
+This section runs the study itself (`workbench::study::dl19`) at the **quick** scale instead
+of reading a result folder: the same code as `scripts/reproduce`, whose quick scale differs
+only in the trained re-rankers' recipe sizes (a cross-encoder on 160 groups and a ColBERT
+projection on 200, each trained on first use in a few minutes and cached in `data/cache/`).
+The systems are data: `configs/studies/dl19.toml`, one `[[system]]` table each.
 
 5,000 passages, 43 judged queries, grades 1–3 (no grade 0). nDCG@10 uses the grades as gains;
 MRR@10 and Recall@100 count grade ≥ 2 as relevant (TREC DL's convention, `trec_eval -l 2`).
-Three re-rankers score BM25's top 100: MaxSim over **raw 384-d MiniLM token vectors**, MaxSim
-through the **trained d = 128 ColBERT projection** (frozen MiniLM, see section (c′)) and the
-**trained cross-encoder** `minilm-ce`; none saw DL19. They reorder BM25's top 100 (their
-Recall@100 differs from BM25's only where a score tie straddles rank 100). † / †† : randomisation test against BM25,
-p < 0.05 / 0.01. Note how easy this subset is: 4,102 of its 5,000 passages are judged, so
-almost every retrieved passage is at least "related" (with grade ≥ 1, MRR@10 is ≈ 1 for every system).
+Three re-rankers score BM25's top 100: MaxSim over raw 384-d MiniLM token vectors, MaxSim
+through a trained ColBERT projection, and a trained cross-encoder; none saw DL19.
+† / †† : randomisation test against BM25, p < 0.05 / 0.01.
 """),
     ("code", """
-let dir = result_dir("dl19-retrieval", "exp_dl19")?;
-Table::read_csv(&dir.join("metrics.csv"))?.caption("DL19 subset, 43 queries (grade ≥ 2 relevant for MRR and Recall)")
+use workbench::study::{dl19, Env, Scale};
+let env = Env::project()?;
+let params = dl19::Dl19Params::at_scale(&env, Scale::Quick)?;
+params.systems.iter().map(|s| format!("{}: {}", s.key, s.label())).collect::<Vec<_>>()
 """),
     ("code", """
-let dir = result_dir("dl19-retrieval", "exp_dl19")?;
-let t = Table::read_csv(&dir.join("significance.csv"))?;
-let keep = ["system", "metric", "diff", "p_paired_t", "p_randomization", "p_bootstrap", "p_studentized_bootstrap", "bootstrap_ci95_lo", "bootstrap_ci95_hi"];
+let study = dl19::run(&env, &params.clone().check()?)?;
+study.table()
+"""),
+    ("code", """
+render(&study.figure()?)?
+""", "figure"),
+    ("code", """
+let t = study.significance()?;
+let keep = ["system", "metric", "diff", "p_paired_t", "p_randomization", "p_bootstrap", "bootstrap_ci95_lo", "bootstrap_ci95_hi"];
 let cols: Vec<usize> = keep.iter().filter_map(|k| t.header.iter().position(|h| h == k)).collect();
 let mut short = Table::new(cols.iter().map(|&c| t.header[c].clone()))
-    .caption("Against BM25: paired t, randomisation, bootstrap and studentised bootstrap p-values (trials and seed in config.json); bootstrap 95% CI of the difference");
+    .caption("Against BM25: paired t, randomisation and bootstrap p-values; bootstrap 95% CI of the difference");
 for r in &t.rows {
     short.push(cols.iter().map(|&c| r[c].clone()))?;
 }
 short
 """),
-    ("code", """
-png(&result_dir("dl19-retrieval", "exp_dl19")?.join("ndcg10.png"))?
-""", "figure"),
     ("markdown", """
-The TREC run files are what `trec_eval` would read. Scoring them again here (and BM25 from
-scratch) must give the table's numbers:
+The returned value holds every run and every per-query score, so a question about the
+table is a few lines away. Which queries does the cross-encoder lose most on, against BM25?
 """),
     ("code", """
-use workbench::assets::Assets;
-use workbench::chunk::{Chunker, WholeDocument};
-use workbench::evaluate::{evaluate_with_threshold, trec, Metric};
-use workbench::retrieve::{analyzer::Analyzer, bm25::{Bm25, Bm25Params}, Retriever};
-
-let dir = result_dir("dl19-retrieval", "exp_dl19")?;
-let metrics = [Metric::Ndcg(10), Metric::Mrr(10), Metric::Recall(100)];
-let qrels = trec::read_qrels(dir.join("qrels.dl19.trec"))?;
-let table = Table::read_csv(&dir.join("metrics.csv"))?;
-let mut check = Table::new(["system", "source", "nDCG@10", "MRR@10", "Recall@100", "max |Δ| vs metrics.csv"]);
-for row in &table.rows {
-    let file = dir.join(format!("run.{}.trec", row[0].replace('+', "_")));
-    let m = evaluate_with_threshold(&trec::read_run(&file)?, &qrels, &metrics, 2)?;
-    let delta = (0..3).map(|i| (m[i].mean - num(&row[2 + i])).abs()).fold(0.0, f64::max);
-    check.push([row[0].clone(), "TREC run file".into(), format!("{:.4}", m[0].mean), format!("{:.4}", m[1].mean),
-                format!("{:.4}", m[2].mean), format!("{delta:.5}")])?;
+let ce = &study.scored.get("bm25+ce", 0)?.per_query;
+let bm25 = &study.scored.get("bm25", 0)?.per_query;
+let mut worst: Vec<(String, f64)> = ce.iter().map(|(q, v)| (q.clone(), v - bm25[q])).collect();
+worst.sort_by(|a, b| a.1.total_cmp(&b.1));
+let mut t = Table::new(["query", "nDCG@10 cross-encoder − BM25"]);
+for (q, d) in worst.iter().take(5) {
+    t.push([q.clone(), format!("{d:+.3}")])?;
 }
-let assets = Assets::load()?;
-let set = workbench::load::beir::load(&assets.resolve_all("msmarco-dl19-subset")?, "test")?;
-let bm25 = Bm25::build(&WholeDocument.chunk_all(&set.corpus)?, &Analyzer::default(), Bm25Params::default())?;
-let queries: Vec<workbench::Query> = set.judged_queries().into_iter().cloned().collect();
-let m = evaluate_with_threshold(&bm25.retrieve_all(&queries, 1000)?, &set.qrels, &metrics, 2)?;
-let row = table.rows.iter().find(|r| r[0] == "bm25").cloned().ok_or(workbench::Error::Empty("no bm25 row".into()))?;
-let delta = (0..3).map(|i| (m[i].mean - num(&row[2 + i])).abs()).fold(0.0, f64::max);
-check.push(["bm25".to_string(), "recomputed now".into(), format!("{:.4}", m[0].mean), format!("{:.4}", m[1].mean),
-            format!("{:.4}", m[2].mean), format!("{delta:.5}")])?;
-check
+t
+"""),
+    ("markdown", """
+Change a parameter and run again. Here: only BM25, dense and the cross-encoder, with
+grade ≥ 1 counted as relevant (almost every passage of this subset is judged at least
+"related", so MRR@10 is close to 1 for every system):
+"""),
+    ("code", """
+let mut p = params.clone();
+p.rel_threshold = 1;
+p.systems.retain(|s| ["bm25", "dense", "bm25+ce"].contains(&s.key.as_str()));
+dl19::run(&env, &p.check()?)?.table()
 """),
     ("markdown", """
 ## (b) NQ-open dev: answer recall, the shape of DPR's table

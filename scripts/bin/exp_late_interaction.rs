@@ -73,6 +73,10 @@ const DATA: &str = "squad-v2-dev-half";
 #[derive(Parser, Serialize, Debug)]
 #[command(about = "Experiment (c): report 003's table — TF-IDF, MaxSim re-rank, MaxSim end-to-end")]
 struct Args {
+    /// quick: the first 300 questions (unless `--max-questions` says otherwise) and
+    /// results in `<name>-quick/`; default and paper: every question.
+    #[arg(long, default_value = "default")]
+    scale: workbench::study::Scale,
     /// Passages ranked per query (the `k` of k̂ = k/λ for end-to-end).
     #[arg(long, default_value_t = 100)]
     depth: usize,
@@ -223,7 +227,10 @@ fn escape(s: &str) -> String {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if args.scale == workbench::study::Scale::Quick && args.max_questions.is_none() {
+        args.max_questions = Some(300);
+    }
     let assets = Assets::load()?;
     let metrics = [
         Metric::Mrr(10),
@@ -246,7 +253,13 @@ fn main() -> Result<()> {
     } else {
         NAME.to_string()
     };
-    let Some(exp) = Experiment::start(&name, &config, args.force, SUMMARY_FILE)? else {
+    let Some(exp) = Experiment::start(
+        &args.scale.result_name(&name),
+        &config,
+        args.force,
+        SUMMARY_FILE,
+    )?
+    else {
         return Ok(());
     };
     let out = &exp.out;

@@ -4,11 +4,11 @@
 //! 001's Appendix A prompts, temperature 0.4.
 //!
 //! ```text
-//! cargo run --release --bin exp_report001 -- [--questions N | --full] [--reader ASSET]... [--force]
+//! cargo run --release --bin exp_report001 -- [--scale quick|default|paper] [--questions N] [--reader ASSET]... [--force]
 //! ```
 //!
 //! Configs: `configs/report001_{dense,sparse,hybrid,closed_book}.toml`. Default scale: a
-//! seeded sample of `--questions` (default 25) of the 918 questions; `--full` runs the
+//! seeded sample of `--questions` (default 25) of the 918 questions; `--scale paper` runs the
 //! configs' 150 (the report's test-set size; `--questions 0` runs all 918). Writes
 //! `data/results/report001/`: `table2.md` (overall EM/F1 beside the report's, abstentions
 //! apart), `table3.md` (per question group, polars group-bys, beside the report's),
@@ -35,7 +35,7 @@ const NAME: &str = "report001";
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 001's Tables 2-4 and significance tests")]
 struct Args {
-    /// Seeded sample of this many questions (default scale; 0 = all 918; `--full`: the
+    /// Seeded sample of this many questions (default scale; 0 = all 918; `--scale paper`: the
     /// configs' 150, the report's test-set size).
     #[arg(long, default_value_t = 25)]
     questions: usize,
@@ -152,7 +152,8 @@ fn main() -> Result<()> {
     let root = workbench::paths::project_root()?;
     let files: Vec<(&str, &str)> = SYSTEMS.iter().map(|s| (s.0, s.1)).collect();
     let configs = study_configs(&root, &files, study, args.questions, FullScale::ConfigLimit)?;
-    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table2.md")? else {
+    let Some(exp) = start_study(NAME, study.scale, &args, &configs, study.force, "table2.md")?
+    else {
         return Ok(());
     };
     let out = &exp.out;

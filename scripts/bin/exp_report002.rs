@@ -4,14 +4,14 @@
 //! (baseline 63.55 / 55, fusion 59.23 / 52).
 //!
 //! ```text
-//! cargo run --release --bin exp_report002 -- [--questions N | --full] [--reader ASSET]... [--each] [--force]
+//! cargo run --release --bin exp_report002 -- [--scale quick|default|paper] [--questions N] [--reader ASSET]... [--each] [--force]
 //! ```
 //!
 //! Configs: `configs/report002_baseline.toml`, `configs/report002_fusion.toml` (the 5
 //! paraphrases asked for in one call as a numbered list) and, with `--each`,
 //! `configs/report002_fusion_each.toml` (report 002's own `paraphrase: {question}` input,
 //! 5 calls sampled at temperature 0.5, as the report sampled T5). Default scale: a seeded
-//! sample of `--questions` (default 24: about 27 min on 2 cores) of the 100 the report used (`--full`: 100, seed
+//! sample of `--questions` (default 24: about 27 min on 2 cores) of the 100 the report used (`--scale paper`: 100, seed
 //! 42, the configs' `limit`). Writes `data/results/report002/`: `table.md` / `.csv`,
 //! `details.csv` (abstentions apart, paraphrase counts, seconds per stage),
 //! `significance.csv` (fusion against baseline, paired tests on EM and F1),
@@ -35,7 +35,7 @@ const NAME: &str = "report002";
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 002's baseline RAG vs RAG-Fusion table")]
 struct Args {
-    /// Seeded sample of this many questions (default scale; `--full`: the report's 100,
+    /// Seeded sample of this many questions (default scale; `--scale paper`: the report's 100,
     /// the configs' seeded sample).
     #[arg(long, default_value_t = 24)]
     questions: usize,
@@ -79,7 +79,8 @@ fn main() -> Result<()> {
         .map(|s| (s.0, s.1))
         .collect();
     let configs = study_configs(&root, &files, study, args.questions, FullScale::ConfigLimit)?;
-    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table.md")? else {
+    let Some(exp) = start_study(NAME, study.scale, &args, &configs, study.force, "table.md")?
+    else {
         return Ok(());
     };
     let mut pool = ModelPool::default();

@@ -3,13 +3,13 @@
 //! query, context precision, with the report's numbers beside ours.
 //!
 //! ```text
-//! cargo run --release --bin exp_report004 -- [--questions N | --full] [--reader ASSET]... [--force]
+//! cargo run --release --bin exp_report004 -- [--scale quick|default|paper] [--questions N] [--reader ASSET]... [--force]
 //! ```
 //!
 //! Configs: `configs/report004_naive.toml`, `configs/report004_enhanced.toml`. Default
 //! scale: a seeded sample of `--questions` (default 60) of the test-side questions (the
 //! ~30 % of the 918 that the trained cross-encoder never saw: `questions.split = "test"`);
-//! `--full` runs all of them. Each `--reader` (default the 1.5B Qwen) adds a pair of rows. Writes
+//! `--scale paper` runs all of them. Each `--reader` (default the 1.5B Qwen) adds a pair of rows. Writes
 //! `data/results/report004/`: `table.md` / `.csv` (ours beside the report's),
 //! `significance.csv` (enhanced against naive, paired tests on EM and F1),
 //! `substitutions.md`, and per reader and system the pipeline's traces, SQuAD predictions,
@@ -41,7 +41,7 @@ const NAME: &str = "report004";
 #[derive(Parser, Serialize)]
 #[command(about = "Reproduce report 004's naive vs enhanced RAG table")]
 struct Args {
-    /// Seeded sample of this many test-side questions (default scale; `--full`: all of them).
+    /// Seeded sample of this many test-side questions (default scale; `--scale paper`: all of them).
     #[arg(long, default_value_t = 60)]
     questions: usize,
     #[command(flatten)]
@@ -76,7 +76,8 @@ fn main() -> Result<()> {
     let root = workbench::paths::project_root()?;
     let files: Vec<(&str, &str)> = SYSTEMS.iter().map(|s| (s.0, s.1)).collect();
     let configs = study_configs(&root, &files, study, args.questions, FullScale::All)?;
-    let Some(exp) = start_study(NAME, &args, &configs, study.force, "table.md")? else {
+    let Some(exp) = start_study(NAME, study.scale, &args, &configs, study.force, "table.md")?
+    else {
         return Ok(());
     };
     let mut pool = ModelPool::default();
@@ -141,7 +142,7 @@ fn main() -> Result<()> {
         &BTreeMap::from([("context precision", 3)]),
         &format!(
             "Report 004 on RAG Mini Wikipedia: {n} test-side questions (seeded sample, seed 42{}); report: 918 questions, Flan-T5-base. s/query measured at load {}",
-            if study.full { ", all" } else { "" },
+            if study.scale == workbench::study::Scale::Paper { ", all" } else { "" },
             workbench::pipeline::study::load_average()
         ),
     );
@@ -174,7 +175,7 @@ fn substitutions(n: usize, readers: &[String]) -> String {
          - re-ranker: cross-encoder ms-marco-MiniLM-L-6-v2 → the workbench's cross-encoder `trained:minilm-ce` (all-MiniLM-L6-v2 fine-tuned on this CPU by `train_reranker` on SQuAD training-article, RAG Mini training-side and NQ distant-supervision groups; never on these questions), over the 10 candidates;\n\
          - vector search: Milvus cosine → FAISS flat inner product over normalised all-MiniLM-L6-v2 vectors (the same model as the report);\n\
          - generation prompt: not printed in the report → report 001's RAG prompt (`data/prompts/rag_001.txt`); rewrite prompt: report 004's, byte for byte (`data/prompts/rewrite_004.txt`), sent as the chat user message;\n\
-         - questions: {n} of the test side of RAG Mini's seeded id-hash split (~30 % of 918, the questions the cross-encoder never trained on; seeded sample, seed 42, unless `--full`);\n\
+         - questions: {n} of the test side of RAG Mini's seeded id-hash split (~30 % of 918, the questions the cross-encoder never trained on; seeded sample, seed 42, unless `--scale paper`);\n\
          - context precision: share of the passages given to the reader that contain a gold answer (SQuAD-normalised substring match); the report does not define its measure (RAGAS-style). The report's figures are the seed report's: naive 0.74, enhanced 0.87 (issue 10 lists them reversed);\n\
          - time per query: wall-clock seconds on this machine's 2 shared cores, all stages (transform + retrieve + re-rank + read); the report's machine is not named.\n",
         readers.join(", ")

@@ -53,6 +53,7 @@ use workbench::QaExample;
 const NAME: &str = "fig4-latency";
 /// Printed when the result is fresh and the run is skipped.
 const SUMMARY_FILE: &str = "latency_summary.md";
+/// The corpus at the default and paper scales (the quick scale's is `wikitext-2-raw`).
 const CORPUS: &str = "wiki-leads-en";
 /// Report 000's FAISS latency: mean over its queries, 184,051 paragraph vectors.
 const REPORT_FAISS_MEAN_MS: f64 = 32.2;
@@ -60,7 +61,12 @@ const REPORT_FAISS_MEAN_MS: f64 = 32.2;
 #[derive(Parser, Serialize, Debug)]
 #[command(about = "Report 000 Figure 4: per-query retrieval latency histograms")]
 struct Args {
-    /// Number of NQ-open dev questions (the first ones, in file order).
+    /// quick: 100 questions over the `wikitext-2-raw` paragraphs (no 10k-paragraph
+    /// embedding run); default and paper: `--queries` over `wiki-leads-en`.
+    #[arg(long, default_value = "default")]
+    scale: workbench::study::Scale,
+    /// Number of NQ-open dev questions (the first ones, in file order; the quick scale
+    /// asks 100).
     #[arg(long, default_value_t = 500)]
     queries: usize,
     /// Unmeasured queries run through each retriever first.
@@ -90,7 +96,7 @@ struct Args {
 #[derive(Serialize)]
 struct Config<'a> {
     args: &'a Args,
-    corpus: &'static str,
+    corpus: &'a str,
     filter: ParagraphParams,
     encoder: EncoderParams,
     bm25: Bm25Params,
@@ -150,15 +156,22 @@ struct Measured {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    let corpus = match args.scale {
+        workbench::study::Scale::Quick => {
+            args.queries = args.queries.min(100);
+            "wikitext-2-raw"
+        }
+        _ => CORPUS,
+    };
     let assets = Assets::load()?;
     let filter = ParagraphParams::default();
     let encoder_params = EncoderParams::default();
     let hnsw = IndexKind::hnsw();
-    let inputs = assets.input_checksums([CORPUS, "nq-open", args.model.as_str()])?;
+    let inputs = assets.input_checksums([corpus, "nq-open", args.model.as_str()])?;
     let config = Config {
         args: &args,
-        corpus: CORPUS,
+        corpus,
         filter: filter.clone(),
         encoder: encoder_params.clone(),
         bm25: Bm25Params::default(),
@@ -166,7 +179,13 @@ fn main() -> Result<()> {
         inputs,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, args.force, SUMMARY_FILE)? else {
+    let Some(exp) = Experiment::start(
+        &args.scale.result_name(NAME),
+        &config,
+        args.force,
+        SUMMARY_FILE,
+    )?
+    else {
         return Ok(());
     };
     let out = &exp.out;
@@ -174,7 +193,7 @@ fn main() -> Result<()> {
     let cores = cores_available();
 
     let docs =
-        wikipedia_corpus(&assets, CORPUS).with_context(|| format!("loading corpus `{CORPUS}`"))?;
+        wikipedia_corpus(&assets, corpus).with_context(|| format!("loading corpus `{corpus}`"))?;
     let passages = filter.clone().check()?.chunk_all(&docs)?;
     let questions: Vec<QaExample> =
         nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?
@@ -183,7 +202,7 @@ fn main() -> Result<()> {
             .collect();
     let warm: Vec<&QaExample> = questions.iter().take(args.warmup).collect();
     println!(
-        "{CORPUS}: {} passages; {} NQ-open dev questions (+{} warm-up)",
+        "{corpus}: {} passages; {} NQ-open dev questions (+{} warm-up)",
         passages.len(),
         questions.len(),
         warm.len()
@@ -311,7 +330,7 @@ fn main() -> Result<()> {
         "encode_median_ms", "search_median_ms",
     ])
     .caption(format!(
-        "Per-query latency, {} NQ-open dev questions over {} {CORPUS} paragraphs, top {k}, one query at a time \
+        "Per-query latency, {} NQ-open dev questions over {} {corpus} paragraphs, top {k}, one query at a time \
          after {} warm-up queries; {cores} CPU cores available to the process, load average (1/5/15 min) \
          {load_start} at the start and {load_end} at the end. Report 000: FAISS mean {REPORT_FAISS_MEAN_MS} ms \
          over 184,051 vectors.",

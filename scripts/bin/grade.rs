@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --bin grade                      # grade data/results/ against data/expected.toml
+//! cargo run --release --bin grade -- --scale quick     # the quick scale's results
 //! cargo run --release --bin grade -- readme --check    # fail if the README's generated tables are out of date
 //! cargo run --release --bin grade -- readme --write    # regenerate them
 //! ```
@@ -36,6 +37,10 @@ struct Args {
     /// current build (default: this program's folder; `none` skips the check).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
+    /// Grade only the results of this scale (quick, default, paper); `data/expected.toml`
+    /// gives each result's scale.
+    #[arg(long, default_value = "default")]
+    scale: workbench::study::Scale,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -109,10 +114,12 @@ fn run(out: &mut String) -> Result<bool> {
                     .parent()
                     .map(PathBuf::from),
             };
+            let conditions = conditions.at_scale(args.scale);
             writeln!(
                 out,
-                "grading {} values from {} against {}",
+                "grading {} values of the {} scale from {} against {}",
                 conditions.conditions().len(),
+                args.scale,
                 conditions_path.display(),
                 results.display()
             )?;

@@ -64,6 +64,14 @@ pub struct ResultSpec {
     /// JSON pointers into `config.json` that must be null or absent.
     #[serde(default)]
     pub unset: Vec<String>,
+    /// The scales whose runs produce this folder (`quick`, `default`, `paper`; a
+    /// result that is the same at every scale lists them all). Default `["default"]`.
+    #[serde(default = "default_scales")]
+    pub scales: Vec<crate::env::Scale>,
+}
+
+fn default_scales() -> Vec<crate::env::Scale> {
+    vec![crate::env::Scale::Default]
 }
 
 /// Expected values in a CSV file: rows named by the `key` column, one value per column.
@@ -862,6 +870,36 @@ fn measure(
         },
         (Loaded::Csv(_), Locator::Json { .. }) => Err(format!("{file} is CSV, not JSON")),
         (Loaded::Json(_), Locator::Csv { .. }) => Err(format!("{file} is JSON, not CSV")),
+    }
+}
+
+impl Conditions {
+    /// Only the results of `scale`, with their expected values (README tables are kept).
+    pub fn at_scale(&self, scale: crate::env::Scale) -> Conditions {
+        let result: Vec<ResultSpec> = self
+            .result
+            .iter()
+            .filter(|r| r.scales.contains(&scale))
+            .cloned()
+            .collect();
+        let keep = |name: &str| result.iter().any(|r| r.name == name);
+        Conditions {
+            csv: self
+                .csv
+                .iter()
+                .filter(|b| keep(&b.result))
+                .cloned()
+                .collect(),
+            json: self
+                .json
+                .iter()
+                .filter(|b| keep(&b.result))
+                .cloned()
+                .collect(),
+            readme: self.readme.clone(),
+            path: self.path.clone(),
+            result,
+        }
     }
 }
 

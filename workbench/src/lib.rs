@@ -21,6 +21,8 @@
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
 //! | [`pipeline`] | TOML-configured RAG pipelines (retrieve → rerank → read → evaluate), query transforms, traces, SQuAD predictions, retrieval cache |
 //! | `train` (feature `dense`) | a generic candle training loop (AdamW, warm-up + decay, clipping, length-grouped batches, resumable checkpoints) and extractive-QA supervision |
+//! | [`env`] | where the project lives ([`env::Env`]: assets, caches, results, passed in) and how much of a study runs ([`env::Scale`]) |
+//! | [`study`] | the reports' experiments as library code: parameters per scale (quick / default / paper) → checked → run → typed results, tables, figures, result folders |
 //! | [`evaluate`] | ranking and QA metrics (aggregate + per query), significance tests, TREC files |
 //! | [`analysis`] | embedding-space analyses (t-SNE, feature `tsne`) |
 //! | `plot` (feature `plot`) | figures with plotters, shown inline in evcxr notebooks |
@@ -47,6 +49,7 @@ pub mod chunk;
 pub mod display;
 #[cfg(feature = "dense")]
 pub mod encode;
+pub mod env;
 pub mod error;
 pub mod evaluate;
 pub mod grade;
@@ -60,6 +63,7 @@ pub mod read;
 pub mod rerank;
 pub mod results;
 pub mod retrieve;
+pub mod study;
 pub mod text;
 #[cfg(feature = "dense")]
 pub mod train;

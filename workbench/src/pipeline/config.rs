@@ -42,6 +42,8 @@
 //! model = "all-minilm-l6-v2"          # encoder asset; cross-encoder: a folder, or "trained:<recipe>"
 //!                                     # (e.g. "trained:minilm-ce", trained by train_reranker)   default "all-minilm-l6-v2"
 //! depth = 10                          # first-stage candidates re-ranked     default 10
+//! head_dim = 0                        # late-interaction: trained ColBERT projection d (0 = raw)   default 0
+//! head_groups = 800                   # late-interaction: its training groups  default 800
 //!
 //! [reader]
 //! kind = "generative"                 # generative                           default "generative"
@@ -369,6 +371,13 @@ pub struct RerankConfig {
     pub model: String,
     /// First-stage candidates re-ranked. Default 10.
     pub depth: usize,
+    /// Late interaction: the dimension of a trained ColBERT projection of the token
+    /// vectors (`train::colbert`, trained on first use and cached); 0 scores the raw
+    /// token vectors. Default 0.
+    pub head_dim: usize,
+    /// Late interaction with `head_dim > 0`: training groups of the projection (a
+    /// seeded sample; 0 = all). Default 800.
+    pub head_groups: usize,
 }
 
 impl Default for RerankConfig {
@@ -377,6 +386,8 @@ impl Default for RerankConfig {
             kind: RerankKind::BiEncoder,
             model: "all-minilm-l6-v2".into(),
             depth: 10,
+            head_dim: 0,
+            head_groups: 800,
         }
     }
 }
@@ -610,6 +621,15 @@ impl PipelineConfig {
             }
             if r.depth == 0 {
                 return Err(Error::param("rerank.depth", "k = 0: must be at least 1"));
+            }
+            if r.head_dim > 0 && r.kind != RerankKind::LateInteraction {
+                return Err(Error::param(
+                    "rerank.head_dim",
+                    format!(
+                        "a trained projection is for late-interaction, not {:?}",
+                        r.kind
+                    ),
+                ));
             }
             let trained = r.kind == RerankKind::CrossEncoder && r.model.starts_with(TRAINED_PREFIX);
             if trained

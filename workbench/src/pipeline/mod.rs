@@ -9,8 +9,10 @@
 //! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse), lenient parsing of LLM output, RRF over the variants' runs |
 //! | `llm_transform` (feature `llm`) | the LLM rewrite / paraphrase transform on the reader's shared model |
 //! | `study` (feature `llm`) | several configs on one loaded model each; our numbers beside a report's |
+//! | [`system_spec`] | a retrieval system as data ([`SystemSpec`]): retrievers, fusion, re-ranker; a TOML list of them |
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
+//! | `systems` (feature `dense`) | builds retriever / fusion / re-rank specs into stages, sharing first stages and encoders; trained re-rankers from the cache |
 //! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
 //! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
 //!
@@ -60,11 +62,15 @@ pub mod prompt;
 pub mod reader;
 #[cfg(feature = "llm")]
 pub mod study;
+pub mod system_spec;
+#[cfg(feature = "dense")]
+pub mod systems;
 pub mod trace;
 pub mod transform;
 
 pub use config::PipelineConfig;
 pub use prompt::PromptTemplate;
+pub use system_spec::SystemSpec;
 pub use trace::{PipelineRun, StageTimes, Summary, TraceRecord};
 pub use transform::{FnTransform, QueryTransform, Transformed};
 
@@ -382,44 +388,16 @@ impl Pipeline {
     fn build_reranker(c: &PipelineConfig, r: &config::RerankConfig) -> Result<Box<dyn Reranker>> {
         #[cfg(feature = "dense")]
         {
-            use crate::encode::{BertEncoder, EncoderParams};
-            use std::sync::Arc;
-            let encoder = || -> Result<Arc<BertEncoder>> {
-                let assets = crate::assets::Assets::load()?;
-                Ok(Arc::new(BertEncoder::load(
-                    &assets,
-                    &r.model,
-                    EncoderParams::default(),
-                )?))
-            };
-            match r.kind {
-                config::RerankKind::BiEncoder => Ok(Box::new(
-                    crate::rerank::bi_encoder::BiEncoderReranker::new(encoder()?),
-                )),
-                config::RerankKind::LateInteraction => {
-                    let li = crate::rerank::late_interaction::LateInteraction::new(encoder()?);
-                    Ok(Box::new(
-                        crate::rerank::late_interaction::MaxSimReranker::new(Arc::new(li)),
-                    ))
-                }
-                config::RerankKind::CrossEncoder => {
-                    use crate::train::cross_recipe;
-                    if r.model.starts_with(cross_recipe::TRAINED_PREFIX) {
-                        // `trained:<recipe>`: the cross-encoder `train_reranker` trained.
-                        let assets = crate::assets::Assets::load()?;
-                        let root = cross_recipe::default_cache_root()?;
-                        Ok(Box::new(cross_recipe::load_cross_encoder(
-                            &r.model, &assets, &root,
-                        )?))
-                    } else {
-                        Ok(Box::new(
-                            crate::rerank::cross_encoder::CrossEncoder::load_from_dir(
-                                c.resolve(&r.model),
-                            )?,
-                        ))
-                    }
-                }
-            }
+            // The same construction as the retrieval studies' systems, at the published
+            // recipe sizes.
+            let env = crate::env::Env::project()?;
+            systems::reranker(
+                &env,
+                crate::env::Scale::Default,
+                r,
+                &c.resolve(&r.model),
+                &mut systems::EncoderPool::default(),
+            )
         }
         #[cfg(not(feature = "dense"))]
         Err(Error::param(

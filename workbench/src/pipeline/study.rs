@@ -29,6 +29,7 @@ use super::reader::generative_reader_on;
 use super::trace::Summary;
 use super::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
 use crate::display::Table;
+use crate::env::Scale;
 use crate::evaluate::significance;
 use crate::read::generative::{Llm, LoadOptions, SharedLlm};
 use crate::results::{executable_sha256, Experiment, ResultDir};
@@ -45,9 +46,10 @@ pub const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 /// default scale is the binary's own option (each has its own default).
 #[derive(Debug, Clone, clap::Args, Serialize)]
 pub struct StudyArgs {
-    /// The report's question count instead of the default scale.
-    #[arg(long)]
-    pub full: bool,
+    /// quick: a handful of questions ([`QUICK_QUESTIONS`]) and the quick trained
+    /// re-ranker; default: `--questions`; paper: the report's question count.
+    #[arg(long, default_value = "default")]
+    pub scale: Scale,
     /// Reader model asset(s); one set of systems each.
     #[arg(long = "reader", default_values_t = [MAIN_READER.to_string()])]
     pub readers: Vec<String>,
@@ -63,7 +65,10 @@ pub struct StudyArgs {
     pub force: bool,
 }
 
-/// What `--full` runs.
+/// Questions per config at the quick scale.
+pub const QUICK_QUESTIONS: usize = 5;
+
+/// What the paper scale runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FullScale {
     /// The config file's own `questions.limit` (the report's question count).
@@ -95,7 +100,9 @@ pub fn short_name(reader: &str) -> String {
 }
 
 /// `systems` (name, config file relative to `root`) for every reader of `args`, each
-/// [`scaled`] to `questions` (or to `full` with `--full`), in reader-then-system order.
+/// [`scaled`] to `args.scale`: [`QUICK_QUESTIONS`] questions and the quick recipes of
+/// trained re-rankers ([`quick_models`]) at the quick scale, `questions` at the default
+/// scale, `full` at the paper scale; in reader-then-system order.
 pub fn study_configs(
     root: &Path,
     systems: &[(&str, &str)],
@@ -107,27 +114,45 @@ pub fn study_configs(
     for reader in &args.readers {
         for (system, file) in systems {
             let c = PipelineConfig::from_file(&root.join(file))?;
-            let n = match (args.full, full) {
-                (false, _) => questions,
-                (true, FullScale::ConfigLimit) => c.questions.limit,
-                (true, FullScale::All) => 0,
+            let n = match (args.scale, full) {
+                (Scale::Quick, _) => QUICK_QUESTIONS,
+                (Scale::Default, _) => questions,
+                (Scale::Paper, FullScale::ConfigLimit) => c.questions.limit,
+                (Scale::Paper, FullScale::All) => 0,
             };
+            let mut config = scaled(c, Some(n), Some(reader));
+            if args.scale == Scale::Quick {
+                config = quick_models(config);
+            }
             out.push(StudyConfig {
                 reader: reader.clone(),
                 system: system.to_string(),
-                config: scaled(c, Some(n), Some(reader)),
+                config,
             });
         }
     }
     Ok(out)
 }
 
-/// Open `data/results/<name>/` for a study: its resolved config is the binary's `args`,
+/// `config` with every trained re-ranker (`trained:<recipe>`) replaced by its quick
+/// recipe (`trained:<recipe>-quick`, [`super::systems::cross_recipe_at`]).
+pub fn quick_models(mut config: PipelineConfig) -> PipelineConfig {
+    if let Some(r) = config.rerank.as_mut() {
+        if r.model.starts_with(super::config::TRAINED_PREFIX) && !r.model.ends_with("-quick") {
+            r.model.push_str("-quick");
+        }
+    }
+    config
+}
+
+/// Open `data/results/<name>/` for a study (`<name>-quick` / `-paper` at those scales,
+/// [`Scale::result_name`]): its resolved config is the binary's `args`,
 /// every config by `<reader>/<system>` and the executable's sha256 as `program_sha256`
 /// (the key `grade` checks, as in every other binary's config). `None` when the
 /// result is fresh and `force` is false (the summary file is printed instead).
 pub fn start_study(
     name: &str,
+    scale: Scale,
     args: &impl Serialize,
     configs: &[StudyConfig],
     force: bool,
@@ -141,7 +166,7 @@ pub fn start_study(
             .collect::<BTreeMap<_, _>>(),
         "program_sha256": executable_sha256()?,
     });
-    Experiment::start(name, &resolved, force, summary_file)
+    Experiment::start(&scale.result_name(name), &resolved, force, summary_file)
 }
 
 /// Run every config on `pool`'s models, writing each run to `out`'s
@@ -386,9 +411,9 @@ pub fn load_average() -> String {
 mod tests {
     use super::*;
 
-    fn args(full: bool, readers: &[&str]) -> StudyArgs {
+    fn args(paper: bool, readers: &[&str]) -> StudyArgs {
         StudyArgs {
-            full,
+            scale: if paper { Scale::Paper } else { Scale::Default },
             readers: readers.iter().map(|r| r.to_string()).collect(),
             trials: 10,
             seed: 1,
@@ -433,6 +458,16 @@ mod tests {
         let own = PipelineConfig::from_file(&root.join(systems[0].1)).unwrap();
         let limit = study_configs(&root, &systems[..1], &full, 7, FullScale::ConfigLimit).unwrap();
         assert_eq!(limit[0].config.questions.limit, own.questions.limit);
+        // Quick: a handful of questions, the quick recipe of a trained re-ranker.
+        let mut q = args(false, &["r"]);
+        q.scale = Scale::Quick;
+        let quick = study_configs(&root, &systems, &q, 7, FullScale::All).unwrap();
+        assert!(quick
+            .iter()
+            .all(|c| c.config.questions.limit == QUICK_QUESTIONS));
+        let enhanced = quick[1].config.rerank.as_ref().unwrap();
+        assert_eq!(enhanced.model, "trained:minilm-ce-quick");
+        assert!(quick[0].config.rerank.is_none());
         // A missing config file is an error naming it.
         let err = study_configs(&root, &[("x", "configs/nope.toml")], &a, 1, FullScale::All)
             .unwrap_err()

@@ -1,0 +1,410 @@
+//! Building a [`SystemSpec`] into a retriever (feature `dense`; dense first stages also
+//! need `faiss`), for the
+//! retrieval studies and the pipeline alike.
+//!
+//! A [`SystemBuilder`] holds one corpus's passages and builds each distinct first-stage
+//! retriever and each encoder once, however many systems share it (BM25 is the first
+//! stage of four DL19 systems; dense, hybrid, RRF and the MaxSim re-ranker share one
+//! MiniLM). Trained re-rankers (`trained:<recipe>` cross-encoders, ColBERT projections
+//! with `head_dim > 0`) are loaded from the cache in [`Env::cache`], and trained there
+//! first when missing, at the recipe size of the builder's [`Scale`]:
+//!
+//! | trained model | quick | default, paper |
+//! |---|---|---|
+//! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 160 groups (40 updates) | 1,500 groups (375 updates) |
+//! | ColBERT projection | 200 groups | `head_groups` of the spec (800 in the studies) |
+
+use super::system_spec::SystemSpec;
+#[cfg(feature = "faiss")]
+use crate::encode::EmbeddingCache;
+use crate::encode::{BertEncoder, EncoderParams};
+use crate::env::{Env, Scale};
+use crate::pipeline::config::{
+    FusionKind, RerankConfig, RerankKind, RetrieverConfig, RetrieverKind, TRAINED_PREFIX,
+};
+use crate::rerank::late_interaction::{LateInteraction, MaxSimReranker};
+use crate::rerank::{PassageLookup, RerankedRetriever, Reranker};
+use crate::retrieve::analyzer::Analyzer;
+use crate::retrieve::bm25::{Bm25, Bm25Params};
+#[cfg(feature = "faiss")]
+use crate::retrieve::dense::DenseRetriever;
+#[cfg(feature = "faiss")]
+use crate::retrieve::faiss::IndexParams;
+use crate::retrieve::fusion::{Fused, Fusion, FusionMethod};
+use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
+use crate::retrieve::Retriever;
+use crate::train::cross_recipe::{self, CrossRecipe};
+use crate::{Passage, Result};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// ColBERT projections at the quick scale train on this many groups.
+pub const QUICK_COLBERT_GROUPS: usize = 200;
+
+/// Builds systems over one corpus, sharing first stages and encoders.
+pub struct SystemBuilder<'e> {
+    env: &'e Env,
+    scale: Scale,
+    passages: Vec<Passage>,
+    lookup: PassageLookup,
+    first_stages: HashMap<String, Arc<dyn Retriever>>,
+    encoders: EncoderPool,
+    token_store: Option<String>,
+}
+
+/// Sentence / token encoders by asset name, each loaded once.
+#[derive(Default)]
+pub struct EncoderPool {
+    loaded: HashMap<String, Arc<BertEncoder>>,
+}
+
+impl EncoderPool {
+    /// The encoder of asset `model` with the default parameters (loaded on first use).
+    pub fn get(&mut self, assets: &crate::assets::Assets, model: &str) -> Result<Arc<BertEncoder>> {
+        if let Some(e) = self.loaded.get(model) {
+            return Ok(e.clone());
+        }
+        let e = Arc::new(BertEncoder::load(assets, model, EncoderParams::default())?);
+        self.loaded.insert(model.to_string(), e.clone());
+        Ok(e)
+    }
+}
+
+/// The re-ranker `spec` names: a bi-encoder or late-interaction model over an encoder
+/// of `encoders` (a trained ColBERT projection when `head_dim > 0`), or a cross-encoder
+/// (`trained:<recipe>`, or the checkpoint folder `model_path`). Trained models come
+/// from `env`'s cache at `scale`'s recipe size, trained first when missing.
+pub fn reranker(
+    env: &Env,
+    scale: Scale,
+    spec: &RerankConfig,
+    model_path: &Path,
+    encoders: &mut EncoderPool,
+) -> Result<Box<dyn Reranker>> {
+    match spec.kind {
+        RerankKind::BiEncoder => Ok(Box::new(crate::rerank::bi_encoder::BiEncoderReranker::new(
+            encoders.get(&env.assets, &spec.model)?,
+        ))),
+        RerankKind::LateInteraction => Ok(Box::new(MaxSimReranker::new(Arc::new(
+            late_interaction(env, scale, spec, encoders)?,
+        )))),
+        RerankKind::CrossEncoder => Ok(Box::new(cross_encoder(
+            env,
+            &spec.model,
+            scale,
+            model_path,
+        )?)),
+    }
+}
+
+impl<'e> SystemBuilder<'e> {
+    /// A builder over `passages`; trained re-rankers at `scale`'s recipe sizes.
+    pub fn new(env: &'e Env, scale: Scale, passages: Vec<Passage>) -> Result<Self> {
+        let lookup = PassageLookup::from_passages(&passages)?;
+        Ok(SystemBuilder {
+            env,
+            scale,
+            passages,
+            lookup,
+            first_stages: HashMap::new(),
+            encoders: EncoderPool::default(),
+            token_store: None,
+        })
+    }
+
+    /// Late-interaction re-rankers read the corpus' token vectors from a store built once
+    /// and cached as `<cache>/late-interaction/<tag>-<model label>.tok` (keyed by the
+    /// passages and the model), instead of encoding every candidate per query: worth it
+    /// when the queries' candidates cover the corpus many times over.
+    pub fn with_token_store(mut self, tag: &str) -> Self {
+        self.token_store = Some(tag.to_string());
+        self
+    }
+
+    /// The corpus.
+    pub fn passages(&self) -> &[Passage] {
+        &self.passages
+    }
+
+    /// The encoder of asset `model` (loaded once).
+    pub fn encoder(&mut self, model: &str) -> Result<Arc<BertEncoder>> {
+        self.encoders.get(&self.env.assets, model)
+    }
+
+    /// The first-stage retriever of `spec` (built once per distinct spec).
+    pub fn first_stage(&mut self, spec: &RetrieverConfig) -> Result<Arc<dyn Retriever>> {
+        let key = serde_json::to_string(spec)?;
+        if let Some(r) = self.first_stages.get(&key) {
+            return Ok(r.clone());
+        }
+        let r: Arc<dyn Retriever> = match spec.kind {
+            RetrieverKind::Bm25 => Arc::new(Bm25::build(
+                &self.passages,
+                &Analyzer::default(),
+                Bm25Params::new().k1(spec.k1).b(spec.b),
+            )?),
+            RetrieverKind::Tfidf => Arc::new(TfIdf::build(
+                &self.passages,
+                &Analyzer::default(),
+                TfIdfVariant::cosine(),
+            )?),
+            #[cfg(not(feature = "faiss"))]
+            RetrieverKind::Dense => {
+                return Err(crate::Error::param(
+                    "retrievers.kind",
+                    "`dense` needs the crate feature `faiss`",
+                ))
+            }
+            #[cfg(feature = "faiss")]
+            RetrieverKind::Dense => {
+                let enc = self.encoder(&spec.model)?;
+                let cache = EmbeddingCache::new(self.env.cache_dir("embeddings"));
+                Arc::new(DenseRetriever::build(
+                    enc,
+                    &self.passages,
+                    IndexParams::flat_ip(),
+                    Some(&cache),
+                )?)
+            }
+        };
+        self.first_stages.insert(key, r.clone());
+        Ok(r)
+    }
+
+    /// The re-ranker of `spec`; a relative checkpoint folder resolves against `base_dir`.
+    pub fn reranker(&mut self, spec: &RerankConfig, base_dir: &Path) -> Result<Box<dyn Reranker>> {
+        if let (RerankKind::LateInteraction, Some(tag)) = (spec.kind, &self.token_store) {
+            let li = Arc::new(late_interaction(
+                self.env,
+                self.scale,
+                spec,
+                &mut self.encoders,
+            )?);
+            let dir = self.env.cache_dir("late-interaction");
+            std::fs::create_dir_all(&dir).map_err(|e| crate::Error::io(&dir, e))?;
+            let t0 = std::time::Instant::now();
+            let store = li.load_or_build_store(
+                &self.passages,
+                &dir.join(format!("{tag}-{}.tok", li.label())),
+            )?;
+            eprintln!(
+                "token store ({}, {} vectors × {}) in {:.1} s",
+                li.label(),
+                store.n_vectors(),
+                store.dim(),
+                t0.elapsed().as_secs_f64()
+            );
+            return Ok(Box::new(
+                MaxSimReranker::new(li).with_store(Arc::new(store))?,
+            ));
+        }
+        let path = if Path::new(&spec.model).is_absolute() {
+            Path::new(&spec.model).to_path_buf()
+        } else {
+            base_dir.join(&spec.model)
+        };
+        reranker(self.env, self.scale, spec, &path, &mut self.encoders)
+    }
+
+    /// The whole system: its first stage (fused when it has several retrievers, each
+    /// asked for `depth` candidates), then its re-ranker over the top `rerank.depth`.
+    pub fn build(
+        &mut self,
+        spec: &SystemSpec,
+        depth: usize,
+        base_dir: &Path,
+    ) -> Result<Box<dyn Retriever>> {
+        spec.check()?;
+        let mut firsts = Vec::with_capacity(spec.retrievers.len());
+        for r in &spec.retrievers {
+            firsts.push(self.first_stage(r)?);
+        }
+        let first: Box<dyn Retriever> = if firsts.len() == 1 {
+            Box::new(firsts.remove(0))
+        } else {
+            let weights = (!spec.weights.is_empty()).then(|| spec.weights.clone());
+            let fusion = Fusion::new(fusion_method(spec.fusion, spec.rank_constant), weights)?;
+            Box::new(Fused::new(
+                firsts
+                    .into_iter()
+                    .map(|r| Box::new(r) as Box<dyn Retriever>)
+                    .collect(),
+                fusion,
+                depth,
+            )?)
+        };
+        match &spec.rerank {
+            None => Ok(first),
+            Some(r) => {
+                let reranker = self.reranker(r, base_dir)?;
+                Ok(Box::new(RerankedRetriever::new(
+                    first,
+                    reranker,
+                    self.lookup.clone(),
+                    r.depth,
+                )?))
+            }
+        }
+    }
+}
+
+/// The fusion method of the pipeline schema's [`FusionKind`].
+pub fn fusion_method(kind: FusionKind, rank_constant: f32) -> FusionMethod {
+    match kind {
+        FusionKind::Rrf => FusionMethod::Rrf { rank_constant },
+        FusionKind::Minmax => FusionMethod::MinMax,
+        FusionKind::Zscore => FusionMethod::ZScore,
+        FusionKind::Combsum => FusionMethod::CombSum,
+        FusionKind::Combmnz => FusionMethod::CombMnz,
+    }
+}
+
+/// The late-interaction model of `spec`: the encoder's raw token vectors, or through a
+/// trained ColBERT projection when `head_dim > 0` (trained first when missing).
+pub fn late_interaction(
+    env: &Env,
+    scale: Scale,
+    spec: &RerankConfig,
+    encoders: &mut EncoderPool,
+) -> Result<LateInteraction> {
+    let enc = encoders.get(&env.assets, &spec.model)?;
+    if spec.head_dim == 0 {
+        Ok(LateInteraction::new(enc))
+    } else {
+        let groups = colbert_groups_at(spec.head_groups, scale);
+        trained_colbert(env, &spec.model, spec.head_dim, groups)?.late_interaction(enc)
+    }
+}
+
+/// Training groups of a ColBERT projection at `scale`: [`QUICK_COLBERT_GROUPS`] (or
+/// fewer, when `groups` asks for fewer) at the quick scale, `groups` otherwise (0 = all).
+pub fn colbert_groups_at(groups: usize, scale: Scale) -> usize {
+    match scale {
+        Scale::Quick if groups == 0 => QUICK_COLBERT_GROUPS,
+        Scale::Quick => groups.min(QUICK_COLBERT_GROUPS),
+        _ => groups,
+    }
+}
+
+/// The default ColBERT recipe at `dim` over the frozen encoder `base`, on `groups`
+/// sampled groups (0 = all).
+pub fn colbert_recipe(
+    base: &str,
+    dim: usize,
+    groups: usize,
+) -> crate::train::colbert::ColbertRecipe {
+    let mut recipe = crate::train::colbert::ColbertRecipe::default_minilm(dim);
+    recipe.base = base.to_string();
+    recipe.max_groups = (groups > 0).then_some(groups);
+    recipe
+}
+
+/// The ColBERT projection of `dim` over the frozen encoder `base`, trained on `groups`
+/// sampled groups (0 = all) into `<cache>/colbert` unless already there.
+pub fn trained_colbert(
+    env: &Env,
+    base: &str,
+    dim: usize,
+    groups: usize,
+) -> Result<crate::train::colbert::TrainedColbert> {
+    let recipe = colbert_recipe(base, dim, groups);
+    Ok(crate::train::colbert::train_or_load(&env.assets, &recipe, &env.cache_dir("colbert"))?.0)
+}
+
+/// Cross-encoders at the quick scale train on this many groups.
+pub const QUICK_CROSS_GROUPS: usize = 160;
+
+/// The cross-encoder recipe `name` at `scale`: the quick scale trains on
+/// [`QUICK_CROSS_GROUPS`] groups (and says so in the recipe's name, `<name>-quick`);
+/// default and paper train the recipe as it is. `<name>-quick` is the quick recipe at
+/// every scale.
+pub fn cross_recipe_at(name: &str, scale: Scale) -> Result<CrossRecipe> {
+    // `<recipe>-quick` names the quick recipe at any scale (what a quick study writes
+    // into its pipeline configs).
+    let (name, scale) = match name.strip_suffix("-quick") {
+        Some(base) => (base, Scale::Quick),
+        None => (name, scale),
+    };
+    let mut recipe = CrossRecipe::named(name)?;
+    if scale == Scale::Quick {
+        recipe.max_groups = Some(QUICK_CROSS_GROUPS);
+        recipe.name = format!("{}-quick", recipe.name);
+    }
+    Ok(recipe)
+}
+
+/// The cross-encoder `model` names: `trained:<recipe>` at `scale`'s recipe size (trained
+/// into `<cache>/cross-encoders` first when missing), or else the checkpoint folder
+/// `model_path`.
+pub fn cross_encoder(
+    env: &Env,
+    model: &str,
+    scale: Scale,
+    model_path: &Path,
+) -> Result<crate::rerank::cross_encoder::CrossEncoder> {
+    let root = env.cache_dir("cross-encoders");
+    match model.strip_prefix(TRAINED_PREFIX) {
+        Some(name) => {
+            let recipe = cross_recipe_at(name, scale)?;
+            let trained = match cross_recipe::load_trained(&env.assets, &recipe, &root)? {
+                Some((t, _)) => t,
+                None => {
+                    eprintln!(
+                        "cross-encoder `{}` is not in {}: training it ({} groups)",
+                        recipe.name,
+                        root.display(),
+                        recipe.max_groups.map_or("all".into(), |g| g.to_string())
+                    );
+                    let set = cross_recipe::recipe_groups(&env.assets, &recipe)?;
+                    cross_recipe::train_or_load(&env.assets, &recipe, &root, &set)?.0
+                }
+            };
+            crate::rerank::cross_encoder::CrossEncoder::load_from_files(
+                &format!("trained-{}", trained.recipe.name),
+                &trained.model_dir.join("config.json"),
+                &trained.model_dir.join("tokenizer.json"),
+                &trained.model_dir.join("model.safetensors"),
+                crate::rerank::cross_encoder::CrossEncoderParams {
+                    max_length: trained.recipe.max_length,
+                    ..Default::default()
+                },
+            )
+        }
+        None => crate::rerank::cross_encoder::CrossEncoder::load_from_dir(model_path),
+    }
+}
+
+/// The cache keys of every trained model `systems` re-rank with at `scale`
+/// (`system key → recipe key`): part of a result's identity, so a retrained model makes
+/// the result stale.
+pub fn trained_keys(
+    env: &Env,
+    scale: Scale,
+    systems: &[SystemSpec],
+) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for s in systems {
+        let Some(r) = &s.rerank else { continue };
+        match r.kind {
+            RerankKind::CrossEncoder => {
+                if let Some(name) = r.model.strip_prefix(TRAINED_PREFIX) {
+                    out.insert(
+                        s.key.clone(),
+                        cross_recipe_at(name, scale)?.key(&env.assets)?,
+                    );
+                }
+            }
+            RerankKind::LateInteraction if r.head_dim > 0 => {
+                let recipe = colbert_recipe(
+                    &r.model,
+                    r.head_dim,
+                    colbert_groups_at(r.head_groups, scale),
+                );
+                out.insert(s.key.clone(), recipe.key(&env.assets)?);
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}

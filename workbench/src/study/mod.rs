@@ -1,0 +1,36 @@
+//! Studies: the reports' experiments as library code.
+//!
+//! A study is parameters with defaults ([`serde`], one set per [`Scale`]), a `check()`
+//! that validates them once, and a `run(&Env, &Valid)` that returns numbers (runs,
+//! metric results, comparisons). Tables, figures and files are made from the returned
+//! value at the edge (`table()`, `figure()`, `write(dir)`), so a notebook can run a
+//! study in one call, change a parameter and run it again, and a binary is a few lines
+//! of flag parsing around the same calls.
+//!
+//! | module | what |
+//! |---|---|
+//! | (this module) | re-exports [`Scale`] (quick / default / paper) and [`Env`] (where the project's assets, caches and results live) from [`crate::env`] |
+//! | [`retrieval`] | the shared retrieval study: systems as data ([`retrieval::SystemSpec`], a TOML list), scored runs, comparisons against a baseline, tables |
+//! | `pipeline::systems` (feature `dense`) | builds a [`retrieval::SystemSpec`] into a retriever (shared first stages, encoders and trained re-rankers) |
+//! | `dl19` (features `dense` + `faiss`) | MS MARCO passage, TREC DL19 subset: eight systems, significance against BM25 |
+//! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
+//!
+//! ```no_run
+//! # #[cfg(all(feature = "dense", feature = "faiss"))]
+//! # fn main() -> workbench::Result<()> {
+//! use workbench::study::{dl19, Env, Scale};
+//! let env = Env::project()?;
+//! let params = dl19::Dl19Params::at_scale(&env, Scale::Quick)?.check()?;
+//! let study = dl19::run(&env, &params)?;
+//! println!("{}", study.table().to_markdown());
+//! # Ok(()) }
+//! # #[cfg(not(all(feature = "dense", feature = "faiss")))] fn main() {}
+//! ```
+
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod dl19;
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod nq;
+pub mod retrieval;
+
+pub use crate::env::{execute, start, Env, Outputs, Resolved, Scale};
