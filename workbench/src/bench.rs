@@ -7,6 +7,7 @@
 //! | [`process_cpu_seconds`] | user + system CPU seconds of this process so far |
 //! | [`PythonPeers`] | runs `scripts/python/<script>` with the peers venv's Python, returns its [`PeerOutput`] |
 //! | [`PeerOutput::json`] | the last JSON line a peer printed, decoded into a type |
+//! | `set_omp_threads`, `omp_threads` (feature `faiss`) | FAISS' OpenMP thread count, through libgomp |
 //!
 //! The machine a benchmark ran on is recorded with [`crate::machine::Machine`].
 //!
@@ -92,6 +93,32 @@ fn cpu_seconds_from_stat(stat: &str) -> f64 {
             .unwrap_or(f64::NAN)
     };
     (tick(11) + tick(12)) / 100.0
+}
+
+// libgomp, linked by faiss-sys for FAISS' OpenMP loops (the faiss crate does not
+// expose the thread count).
+#[cfg(feature = "faiss")]
+extern "C" {
+    fn omp_set_num_threads(n: std::os::raw::c_int);
+    fn omp_get_max_threads() -> std::os::raw::c_int;
+}
+
+/// Set the OpenMP threads FAISS' parallel loops use from now on (libgomp's
+/// `omp_set_num_threads`; 0 counts as 1); returns the count OpenMP then reports. BLAS threads (used
+/// by IVF training) are not affected. Call it while no FAISS operation runs.
+#[cfg(feature = "faiss")]
+pub fn set_omp_threads(n: usize) -> usize {
+    let n = std::os::raw::c_int::try_from(n.max(1)).unwrap_or(std::os::raw::c_int::MAX);
+    // SAFETY: plain libgomp calls without pointers; the caller runs no FAISS call concurrently.
+    unsafe { omp_set_num_threads(n) };
+    omp_threads()
+}
+
+/// The OpenMP threads FAISS' parallel loops use (libgomp's `omp_get_max_threads`).
+#[cfg(feature = "faiss")]
+pub fn omp_threads() -> usize {
+    // SAFETY: a read-only libgomp query.
+    unsafe { omp_get_max_threads() as usize }
 }
 
 /// The Python peers of the benchmarks: scripts in `scripts/python/`, run with the
@@ -353,6 +380,17 @@ mod tests {
         }
         let t1 = process_cpu_seconds();
         assert!(t0.is_finite() && t1 > t0, "{t0} -> {t1}");
+    }
+
+    #[cfg(feature = "faiss")]
+    #[test]
+    fn omp_threads_follow_set_omp_threads() {
+        let before = omp_threads();
+        assert_eq!(set_omp_threads(1), 1);
+        assert_eq!(omp_threads(), 1);
+        assert_eq!(set_omp_threads(3), 3);
+        assert_eq!(set_omp_threads(0), 1, "0 means 1");
+        set_omp_threads(before);
     }
 
     /// Peers written as shell scripts, run by `/bin/sh` in place of Python.

@@ -4,6 +4,7 @@
 //! | item | what it holds |
 //! |---|---|
 //! | [`load_average`] | the three numbers of `/proc/loadavg` (`"unknown"` where unreadable) |
+//! | [`load_average_1min`] | its first number (NaN where unreadable) |
 //! | [`Machine`] | the record benchmarks write into their `config.json`, with a one-line [`Machine::summary`] |
 //! | [`CpuInfo`] | what [`CpuInfo::parse`] reads from `/proc/cpuinfo` text |
 //!
@@ -42,6 +43,19 @@ pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| parse_loadavg(&s))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The 1-minute load average (the first number of [`load_average`]), NaN when unknown.
+pub fn load_average_1min() -> f64 {
+    first_number(&load_average())
+}
+
+/// The first whitespace-separated field of `s` as a number, NaN when it is not one.
+fn first_number(s: &str) -> f64 {
+    s.split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(f64::NAN)
 }
 
 /// The first three fields of `/proc/loadavg` text, or `"unknown"` when it has fewer.
@@ -269,11 +283,19 @@ mod tests {
     }
 
     #[test]
+    fn first_number_of_a_load_line() {
+        assert_eq!(first_number("0.41 0.11 0.03"), 0.41);
+        assert!(first_number("unknown").is_nan());
+        assert!(first_number("").is_nan());
+    }
+
+    #[test]
     fn load_average_reads_proc_loadavg_here() {
         let l = load_average();
         if std::path::Path::new("/proc/loadavg").exists() {
             let nums: Vec<f64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
             assert_eq!(nums.len(), 3, "{l}");
+            assert!(load_average_1min() >= 0.0);
         } else {
             assert_eq!(l, "unknown");
         }
