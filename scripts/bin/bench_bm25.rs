@@ -26,12 +26,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use workbench::assets::Assets;
-use workbench::bench::{median, process_cpu_seconds, PythonPeers};
+use workbench::bench::{median, process_cpu_seconds, BenchRun, PythonPeers};
 use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::load::beir;
-use workbench::machine::{load_average_1min, Machine};
-use workbench::results::ResultDir;
+use workbench::machine::load_average_1min;
 use workbench::retrieve::analyzer::AnalyzerParams;
 use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
 use workbench::retrieve::impact::Scratch;
@@ -66,13 +65,6 @@ struct Args {
     #[arg(long)]
     #[serde(skip)]
     force: bool,
-}
-
-/// What `config.json` records.
-#[derive(Serialize)]
-struct Config<'a> {
-    args: &'a Args,
-    machine: &'a Machine,
 }
 
 /// One bm25s backend's results in one peer run.
@@ -199,21 +191,15 @@ fn main() -> Result<()> {
     );
     let root = workbench::paths::project_root()?;
     let peers = PythonPeers::new(&root, args.python.clone());
-    let machine = Machine::detect();
     let assets = Assets::load()?;
     let dir = assets.resolve_all("msmarco-dl19-subset")?;
     let set = beir::load(&dir, "test")?;
     let passages = WholeDocument.chunk_all(&set.corpus)?;
 
     // One query set for both sides: the DL19 queries plus seeded pseudo-queries, written as JSONL.
-    let out = ResultDir::new(
-        NAME,
-        &Config {
-            args: &args,
-            machine: &machine,
-        },
-    )?;
-    out.begin()?;
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &args, "bench.md")?;
+    let out = &exp.out;
+    println!("{}", machine.summary());
     let qpath: PathBuf = out.path("pseudo_queries.jsonl");
     peers
         .run(
@@ -467,7 +453,7 @@ fn main() -> Result<()> {
         pruned,
         queries.len()
     );
-    out.finish(serde_json::json!({
+    exp.finish(serde_json::json!({
         "ours_qps": ours,
         "ours_exhaustive_qps": exh,
         "ours_qps_rounds": ours_rounds,

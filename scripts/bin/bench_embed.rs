@@ -43,12 +43,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use workbench::assets::{sha256_file, Assets};
-use workbench::bench::{median, process_cpu_seconds, PythonPeers};
+use workbench::bench::{median, process_cpu_seconds, BenchRun, PythonPeers};
 use workbench::display::Table;
 use workbench::encode::{dot, Backend, BertEncoder, EncoderParams};
 use workbench::load::wikipedia_corpus;
-use workbench::machine::{load_average, Machine};
-use workbench::results::Experiment;
+use workbench::machine::load_average;
 
 const NAME: &str = "bench-embed";
 const CORPUS: &str = "wiki-leads-en";
@@ -137,7 +136,6 @@ struct Config<'a> {
     max_length: usize,
     inputs: Vec<(String, String)>,
     program_sha256: String,
-    machine: Machine,
 }
 
 /// What one peer process (`--runs 1`) prints: the fields used here (the rest is kept raw).
@@ -271,14 +269,11 @@ fn main() -> Result<()> {
         max_length: MAX_LENGTH,
         inputs: assets.input_checksums([CORPUS, MODEL])?,
         program_sha256: workbench::results::executable_sha256()?,
-        machine: Machine::detect(),
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = config.machine.load_before.clone();
-    println!("{}", config.machine.summary());
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     // The texts the peer scripts document: first N non-empty extracts, file order, whole.
     let corpus_file = assets.resolve(CORPUS, "summaries_en-us.json")?;
@@ -569,7 +564,7 @@ fn main() -> Result<()> {
     ];
     let md = format!(
         "{}\n{}\n\n{}\n{}\n",
-        config.machine.summary(),
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown(),
         notes.iter().map(|l| format!("\n{l}")).collect::<String>()

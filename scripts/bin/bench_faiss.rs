@@ -36,13 +36,12 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::time::Instant;
 use workbench::assets::Assets;
-use workbench::bench::{median, median_p95, omp_threads, set_omp_threads};
+use workbench::bench::{median, median_p95, omp_threads, set_omp_threads, BenchRun};
 use workbench::chunk::{Chunker, ParagraphParams};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
 use workbench::load::{nq_open, wikipedia_corpus};
-use workbench::machine::{load_average, Machine};
-use workbench::results::Experiment;
+use workbench::machine::load_average;
 use workbench::retrieve::faiss::{IndexKind, IndexParams, VectorIndex};
 
 const NAME: &str = "bench-faiss";
@@ -97,7 +96,6 @@ struct Config<'a> {
     encoder: EncoderParams,
     inputs: Vec<(String, String)>,
     program_sha256: String,
-    machine: Machine,
 }
 
 struct Bench {
@@ -126,14 +124,11 @@ fn main() -> Result<()> {
         encoder: encoder_params.clone(),
         inputs: assets.input_checksums([CORPUS, QUESTIONS, args.model.as_str()])?,
         program_sha256: workbench::results::executable_sha256()?,
-        machine: Machine::detect(),
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = config.machine.load_before.clone();
-    println!("{}", config.machine.summary());
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
     let omp_default = omp_threads();
 
     // Base vectors: fig4_latency's passages and encoder, through the embedding cache.
@@ -308,7 +303,7 @@ fn main() -> Result<()> {
         "{}\n{}\n\n{}\nOpenMP threads: {omp_default} by default, {build_omp} building, {search_omp} searching (set with libgomp's \
          omp_set_num_threads; BLAS threads, used by IVF training, are not controlled). Embeddings: {status:?}. \
          Load average (1/5/15 min): start {load_start}, end {load_end}.\n",
-        config.machine.summary(),
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown()
     );

@@ -53,13 +53,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 use workbench::assets::Assets;
-use workbench::bench::{median, PythonPeers};
+use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
-use workbench::machine::{load_average, Machine};
+use workbench::machine::load_average;
 use workbench::read::generative::{
     ChatMessage, GenerateParams, Llm, LoadOptions, Requantize, Sampling,
 };
-use workbench::results::Experiment;
 
 const NAME: &str = "bench_llm";
 const SUMMARY_FILE: &str = "bench.md";
@@ -129,7 +128,6 @@ struct Config<'a> {
     args: &'a Args,
     inputs: Vec<(String, String)>,
     program_sha256: String,
-    machine: Machine,
 }
 
 /// The median of the finite values of `v`: a generation that decoded no token has a
@@ -469,14 +467,11 @@ fn main() -> Result<()> {
         args: &args,
         inputs: assets.input_checksums(inputs_for)?,
         program_sha256: workbench::results::executable_sha256()?,
-        machine: Machine::detect(),
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let up_start = config.machine.load_before.clone();
-    println!("{}", config.machine.summary());
+    let up_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     let bw = bandwidth(512 << 20, args.threads);
     println!(
@@ -649,7 +644,7 @@ fn main() -> Result<()> {
     }
     let md = format!(
         "{}\n{}\n\n{}",
-        config.machine.summary(),
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown()
     );

@@ -39,16 +39,15 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 use workbench::assets::Assets;
-use workbench::bench::{median_p95, set_omp_threads};
+use workbench::bench::{median_p95, set_omp_threads, BenchRun};
 use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::evaluate::{evaluate, Metric};
 use workbench::load::squad;
-use workbench::machine::{load_average, Machine};
+use workbench::machine::load_average;
 use workbench::rerank::late_interaction::{
     ApproxSearch, ApproxTokenIndex, CentroidParams, LateInteraction, TokenIndex, TokenStore,
 };
-use workbench::results::Experiment;
 use workbench::{Hit, Qrels, Run};
 
 const NAME: &str = "bench-token-index";
@@ -107,7 +106,6 @@ struct Config<'a> {
     token_encoder: &'static str,
     inputs: Vec<(String, String)>,
     program_sha256: String,
-    machine: Machine,
 }
 
 type SearchFn<'a> = Box<dyn Fn(&[f32]) -> workbench::Result<Vec<Hit>> + 'a>;
@@ -146,14 +144,11 @@ fn main() -> Result<()> {
             "all-minilm-l6-v2 last hidden states, raw 384-d, L2-normalised (LateInteraction::load_minilm)",
         inputs: assets.input_checksums([DATA, "all-minilm-l6-v2"])?,
         program_sha256: workbench::results::executable_sha256()?,
-        machine: Machine::detect(),
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = config.machine.load_before.clone();
-    println!("{}", config.machine.summary());
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     let set = squad::load(&assets.resolve(DATA, "dev-v2.0.json")?)
         .with_context(|| format!("loading `{DATA}`"))?;
@@ -461,7 +456,7 @@ fn main() -> Result<()> {
     let md = format!(
         "{}\n{}\n\n{}\nGoal (issue 11): total under 20 ms per query with Recall@10 within 0.01 of exact. \
          FAISS OpenMP threads: {build_omp}. Centroid indexes: {}.\n",
-        config.machine.summary(),
+        machine.summary(),
         table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         serde_json::to_string(&builds)?

@@ -27,9 +27,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use workbench::assets::Assets;
-use workbench::bench::{median, PythonPeers};
+use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
-use workbench::machine::{load_average, Machine};
+use workbench::machine::load_average;
 use workbench::plot::render;
 use workbench::read::extractive::{ExtractiveReader, ReaderParams};
 use workbench::results::Experiment;
@@ -235,7 +235,9 @@ fn main() -> Result<()> {
 const PEER: &str = "train_qa_torch_peer.py";
 
 /// candle vs the PyTorch peer on the same features and the same batches, interleaved.
-/// Writes `data/results/bench-train-reader/` (`bench.json` records the machine).
+/// Writes `data/results/bench-train-reader/`: `bench.md`, `bench.csv`, `bench.json`, the
+/// shared inputs `features.jsonl` and `batches.json`, `config.json` (recipe, updates,
+/// rounds and the machine), `manifest.json`.
 fn bench(
     assets: &Assets,
     recipe: &ReaderRecipe,
@@ -243,11 +245,12 @@ fn bench(
     rounds: usize,
     peers: &PythonPeers,
 ) -> Result<()> {
-    let machine = Machine::detect();
+    let config = serde_json::json!({
+        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": PEER,
+    });
+    let BenchRun { exp, machine } = BenchRun::start("bench-train-reader", &config, "bench.md")?;
     println!("{}", machine.summary());
-    let root = workbench::paths::project_root()?;
-    let dir = root.join("data").join("results").join("bench-train-reader");
-    std::fs::create_dir_all(&dir)?;
+    let dir = exp.out.out_dir().to_path_buf();
     let data = reader::supervision(assets, &recipe.supervision)?;
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = reader::load_tokenizer(&tok_path)?;
@@ -370,11 +373,12 @@ fn bench(
             "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
             "candle": ours_all, "pytorch": peer_all, "updates": steps, "rounds": rounds,
             "threads": recipe.train.threads, "batch_size": recipe.train.batch_size,
-            "load_at_end": load_average(), "machine": machine,
+            "load_at_end": load_average(),
         }))?,
     )?;
     println!("{md}");
     rows.write_csv(&dir.join("bench.csv"))?;
     std::fs::write(dir.join("bench.md"), md)?;
+    exp.finish(serde_json::json!({ "ratio": ratio }))?;
     Ok(())
 }

@@ -3,13 +3,13 @@
 //!
 //! | item | what it does |
 //! |---|---|
+//! | [`BenchRun`] | a benchmark's result folder, with the [`Machine`] in its `config.json` |
 //! | [`median`], [`percentile`], [`median_p95`] | order statistics of timings (rule below) |
 //! | [`process_cpu_seconds`] | user + system CPU seconds of this process so far |
 //! | [`PythonPeers`] | runs `scripts/python/<script>` with the peers venv's Python, returns its [`PeerOutput`] |
 //! | [`PeerOutput::json`] | the last JSON line a peer printed, decoded into a type |
 //! | `set_omp_threads`, `omp_threads` (feature `faiss`) | FAISS' OpenMP thread count, through libgomp |
 //!
-//! The machine a benchmark ran on is recorded with [`crate::machine::Machine`].
 //!
 //! ## Percentile rule
 //!
@@ -21,11 +21,75 @@
 //! values for an even count. An empty slice, a NaN among the values or `p` outside
 //! `0..=100` gives NaN, so a bad timing shows in the table instead of being dropped.
 
-use crate::{Error, Result};
+use crate::machine::Machine;
+use crate::results::{Experiment, ResultDir};
+use crate::{paths, Error, Result};
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// A running benchmark: its result folder, begun with the machine recorded, and that
+/// machine. Benchmarks always re-run (timings are not reproducible outputs), so a fresh
+/// earlier result is replaced, never skipped.
+#[derive(Debug)]
+pub struct BenchRun {
+    /// The result folder being written; `finish` it with the summary.
+    pub exp: Experiment,
+    /// What [`Machine::detect`] found before the run began.
+    pub machine: Machine,
+}
+
+impl BenchRun {
+    /// Detect the machine, then begin `data/results/<name>/` with
+    /// [`config_with_machine`] as its `config.json`.
+    pub fn start(name: &str, config: &impl Serialize, summary_file: &str) -> Result<BenchRun> {
+        let root = paths::project_root()?;
+        Self::start_at(paths::results_dir(&root, name), name, config, summary_file)
+    }
+
+    /// [`BenchRun::start`] with an explicit result folder.
+    pub fn start_at(
+        dir: PathBuf,
+        name: &str,
+        config: &impl Serialize,
+        summary_file: &str,
+    ) -> Result<BenchRun> {
+        let machine = Machine::detect();
+        let out = ResultDir::at(dir.clone(), name, &config_with_machine(config, &machine)?)?;
+        let Some(exp) = Experiment::start_in(out, true, summary_file)? else {
+            return Err(Error::bad_input(
+                dir,
+                "the result folder was skipped although benchmarks always re-run",
+            ));
+        };
+        Ok(BenchRun { exp, machine })
+    }
+}
+
+/// `config` (which must serialise to a JSON object) with the entry `"machine"` added.
+/// An error when `config` is not an object or already has a `machine` entry.
+pub fn config_with_machine(
+    config: &impl Serialize,
+    machine: &Machine,
+) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(config)?;
+    let Some(obj) = v.as_object_mut() else {
+        return Err(Error::param(
+            "config",
+            format!("a benchmark configuration must be a JSON object, got {v}"),
+        ));
+    };
+    if obj.contains_key("machine") {
+        return Err(Error::param(
+            "config",
+            "has its own `machine` entry; the benchmark records the detected machine there",
+        ));
+    }
+    obj.insert("machine".into(), serde_json::to_value(machine)?);
+    Ok(v)
+}
 
 /// The `p`-th percentile (`0..=100`) of `v` by linear interpolation between the closest
 /// ranks (see the [module docs](self#percentile-rule)). NaN when `v` is empty, holds a
@@ -299,6 +363,46 @@ fn tail(s: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_gets_the_machine_entry() {
+        let m = Machine::detect();
+        let v = config_with_machine(&serde_json::json!({"k": 10}), &m).unwrap();
+        assert_eq!(v["k"], 10);
+        assert_eq!(
+            serde_json::from_value::<Machine>(v["machine"].clone()).unwrap(),
+            m
+        );
+        let e = config_with_machine(&[1, 2], &m).unwrap_err().to_string();
+        assert!(e.contains("must be a JSON object"), "{e}");
+        let e = config_with_machine(&serde_json::json!({"machine": "mine"}), &m)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("own `machine` entry"), "{e}");
+    }
+
+    #[test]
+    fn bench_run_writes_the_machine_into_config_json_and_always_reruns() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("bench-x");
+        let config = serde_json::json!({"repeats": 3});
+        for round in 0..2 {
+            let run = BenchRun::start_at(dir.clone(), "bench-x", &config, "bench.md").unwrap();
+            std::fs::write(run.exp.out.path("bench.md"), format!("round {round}\n")).unwrap();
+            let written: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(run.exp.out.path("config.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(written["repeats"], 3);
+            assert_eq!(written["machine"]["cores"], run.machine.cores);
+            run.exp.finish(serde_json::json!({})).unwrap();
+            // The second round is not skipped although its result is fresh.
+            assert_eq!(
+                std::fs::read_to_string(dir.join("bench.md")).unwrap(),
+                format!("round {round}\n")
+            );
+        }
+    }
 
     #[test]
     fn percentile_interpolates_between_closest_ranks() {
