@@ -24,7 +24,7 @@ use clap::Parser;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::bench::{median, BenchRun, PythonPeers};
