@@ -191,6 +191,7 @@ fn main() -> Result<()> {
     );
     let root = workbench::paths::project_root()?;
     let peers = PythonPeers::new(&root, args.python.clone());
+    peers.command(PEER)?; // a missing peers venv stops the run before any work
     let assets = Assets::load()?;
     let dir = assets.resolve_all("msmarco-dl19-subset")?;
     let set = beir::load(&dir, "test")?;

@@ -261,6 +261,12 @@ fn main() -> Result<()> {
 
     let root = workbench::paths::project_root()?;
     let peers = PythonPeers::new(&root, args.python.clone());
+    // A missing peers venv stops the run before any work.
+    for &(key, _, script, _) in PEERS {
+        if args.peers.iter().any(|p| p == key) {
+            peers.command(script)?;
+        }
+    }
     let assets = Assets::load()?;
     let config = Config {
         args: &args,

@@ -460,6 +460,7 @@ fn main() -> Result<()> {
 
     let root = workbench::paths::project_root()?;
     let peers = PythonPeers::new(&root, args.python.clone());
+    peers.command(PEER)?; // a missing peers venv stops the run before any work
     let assets = Assets::load()?;
     let mut inputs_for: Vec<&str> = args.models.iter().map(|s| s.as_str()).collect();
     inputs_for.push(PASSAGES);

@@ -74,6 +74,7 @@ fn main() -> Result<()> {
     let recipe = ReaderRecipe::named(&args.recipe, args.full)?;
     if let Some(steps) = args.bench {
         let peers = PythonPeers::new(&workbench::paths::project_root()?, args.python.clone());
+        peers.command(PEER)?; // a missing peers venv stops the run before any work
         return bench(&assets, &recipe, steps, args.rounds, &peers);
     }
     let root = workbench::paths::project_root()?;
