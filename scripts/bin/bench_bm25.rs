@@ -6,8 +6,9 @@
 //! ```text
 //! cargo run --release --bin bench_bm25 [-- --pseudo-queries 1000 --repeats 20 --rounds 3]
 //! ```
-//! Needs the peers venv (`scripts/bench` makes it; `PEERS_PYTHON` or `--python` picks
-//! another Python with bm25s and numba). Writes `data/results/bench-bm25/`.
+//! Needs the peers venv (`bash scripts/bench` makes it; `PEERS_PYTHON` or `--python` picks
+//! another Python with bm25s and numba). Writes `data/results/bench-bm25/`; its
+//! `config.json` records the arguments and the machine (`workbench::machine::Machine`).
 //!
 //! Protocol: `--rounds` rounds; each runs the peer script (both bm25s backends,
 //! passes interleaved, see `scripts/python/bench_bm25s.py`) and then this side
@@ -21,14 +22,15 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 use workbench::assets::Assets;
+use workbench::bench::{median, process_cpu_seconds, BenchRun, PythonPeers};
 use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
 use workbench::load::beir;
-use workbench::results::ResultDir;
+use workbench::machine::load_average_1min;
 use workbench::retrieve::analyzer::AnalyzerParams;
 use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
 use workbench::retrieve::impact::Scratch;
@@ -55,14 +57,10 @@ struct Args {
     /// BM25 b.
     #[arg(long, default_value_t = 0.4)]
     b: f32,
-    /// Python of the peers venv.
-    #[arg(
-        long,
-        env = "PEERS_PYTHON",
-        default_value = "~/.cache/rag-workbench/peers-venv/bin/python"
-    )]
+    /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
+    #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
-    python: String,
+    python: Option<PathBuf>,
     /// Recompute even if fresh (benchmarks are always re-run; kept for symmetry).
     #[arg(long)]
     #[serde(skip)]
@@ -87,50 +85,6 @@ struct PeerOut {
     loadavg_1min: Vec<f64>,
     backends_top10_agree: Option<serde_json::Value>,
     peers: Vec<PeerBackend>,
-}
-
-/// Median (mean of the two middle values for an even count); NaN when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len() / 2;
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[m],
-        _ => (s[m - 1] + s[m]) / 2.0,
-    }
-}
-
-fn load_avg_1min() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(f64::NAN)
-}
-
-/// CPU seconds (user + system) of this process so far, from `/proc/self/stat`
-/// (clock ticks of 1/100 s, Linux' USER_HZ); NaN elsewhere.
-fn process_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    let rest: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    let tick = |i: usize| {
-        rest.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (tick(11) + tick(12)) / 100.0
-}
-
-fn expand_home(p: &str) -> String {
-    match p.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", std::env::var("HOME").unwrap_or_default()),
-        None => p.to_string(),
-    }
 }
 
 /// Queries `(_id, text)` from BEIR JSONL text read from `path`. A line that is not a
@@ -169,18 +123,23 @@ fn parse_queries(path: &Path, text: &str) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+const PEER: &str = "bench_bm25s.py";
+
+/// One peer round: both bm25s backends on `queries`; the parsed output and its JSON line.
 fn run_peer(
-    python: &str,
-    root: &Path,
+    peers: &PythonPeers,
     corpus: &Path,
     queries: &Path,
     args: &Args,
 ) -> Result<(PeerOut, String)> {
-    let out = Command::new(python)
-        .arg(root.join("scripts/python/bench_bm25s.py"))
-        .args(["--corpus".as_ref(), corpus.as_os_str()])
-        .args(["--queries".as_ref(), queries.as_os_str()])
-        .args([
+    let mut argv: Vec<OsString> = vec![
+        "--corpus".into(),
+        corpus.into(),
+        "--queries".into(),
+        queries.into(),
+    ];
+    argv.extend(
+        [
             "--k1",
             &args.k1.to_string(),
             "--b",
@@ -191,27 +150,15 @@ fn run_peer(
             "10",
             "--backends",
             "numba,numpy",
-        ])
-        .args(["--repeats", &args.repeats.to_string()])
-        .output()
-        .with_context(|| {
-            format!("running the bm25s peer with {python} (make it with scripts/bench)")
-        })?;
-    if !out.status.success() {
-        bail!(
-            "bm25s peer failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .context("no JSON line from the peer")?;
-    let parsed: PeerOut = serde_json::from_str(last).context("reading the peer's JSON line")?;
+            "--repeats",
+            &args.repeats.to_string(),
+        ]
+        .map(OsString::from),
+    );
+    let out = peers.run(PEER, argv)?;
+    let parsed: PeerOut = out.json()?;
     ensure!(!parsed.peers.is_empty(), "the peer reported no backend");
-    Ok((parsed, last.to_string()))
+    Ok((parsed, out.json_line()?.to_string()))
 }
 
 /// Mean over queries of |ours ∩ theirs| / max(|ours|, |theirs|) (queries where both
@@ -243,35 +190,33 @@ fn main() -> Result<()> {
         "--repeats and --rounds must be at least 1"
     );
     let root = workbench::paths::project_root()?;
-    let python = expand_home(&args.python);
+    let peers = PythonPeers::new(&root, args.python.clone());
+    peers.command(PEER)?; // a missing peers venv stops the run before any work
     let assets = Assets::load()?;
     let dir = assets.resolve_all("msmarco-dl19-subset")?;
     let set = beir::load(&dir, "test")?;
     let passages = WholeDocument.chunk_all(&set.corpus)?;
 
     // One query set for both sides: the DL19 queries plus seeded pseudo-queries, written as JSONL.
-    let out = ResultDir::new(NAME, &args)?;
-    out.begin()?;
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &args, "bench.md")?;
+    let out = &exp.out;
+    println!("{}", machine.summary());
     let qpath: PathBuf = out.path("pseudo_queries.jsonl");
-    let made = Command::new(&python)
-        .arg(root.join("scripts/python/bench_bm25s.py"))
-        .args(["--corpus".as_ref(), dir.join("corpus.jsonl").as_os_str()])
-        .args([
-            "--queries-from-corpus",
-            &args.pseudo_queries.to_string(),
-            "--repeats",
-            "0",
-            "--write-queries",
-        ])
-        .arg(&qpath)
-        .output()
-        .with_context(|| format!("writing pseudo-queries with the peer script ({python})"))?;
-    if !made.status.success() {
-        bail!(
-            "pseudo-query generation failed: {}",
-            String::from_utf8_lossy(&made.stderr)
-        );
-    }
+    peers
+        .run(
+            PEER,
+            [
+                OsString::from("--corpus"),
+                dir.join("corpus.jsonl").into_os_string(),
+                "--queries-from-corpus".into(),
+                args.pseudo_queries.to_string().into(),
+                "--repeats".into(),
+                "0".into(),
+                "--write-queries".into(),
+                qpath.clone().into_os_string(),
+            ],
+        )
+        .context("writing the pseudo-queries with the peer script")?;
     let mut queries: Vec<(String, String)> = set
         .queries
         .iter()
@@ -346,8 +291,8 @@ fn main() -> Result<()> {
     let (mut ours_rounds, mut exh_rounds, mut ours_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let mut loads = Vec::new();
     for round in 0..args.rounds {
-        loads.push(load_avg_1min());
-        let (peer, line) = run_peer(&python, &root, &dir.join("corpus.jsonl"), &all_q, &args)?;
+        loads.push(load_average_1min());
+        let (peer, line) = run_peer(&peers, &dir.join("corpus.jsonl"), &all_q, &args)?;
         if round == 0 {
             std::fs::write(out.path("peer_round1.json"), line + "\n")?;
         }
@@ -361,7 +306,7 @@ fn main() -> Result<()> {
         for pass in 0..2 * args.repeats {
             // Alternate: pruned, exhaustive, exhaustive, pruned, ...
             let pruned_pass = matches!(pass % 4, 0 | 3);
-            let c0 = process_cpu_s();
+            let c0 = process_cpu_seconds();
             let t = Instant::now();
             for (_, q) in &queries {
                 let hits = if pruned_pass {
@@ -374,7 +319,7 @@ fn main() -> Result<()> {
             let rate = nq / t.elapsed().as_secs_f64();
             if pruned_pass {
                 rates.push(rate);
-                cpu += process_cpu_s() - c0;
+                cpu += process_cpu_seconds() - c0;
             } else {
                 exh_rates.push(rate);
             }
@@ -382,7 +327,7 @@ fn main() -> Result<()> {
         ours_rounds.push(median(&rates));
         exh_rounds.push(median(&exh_rates));
         ours_cpu.push(nq * args.repeats as f64 / cpu);
-        loads.push(load_avg_1min());
+        loads.push(load_average_1min());
         eprintln!(
             "round {}: {} | workbench {:.0} q/s (exhaustive {:.0}) | load {:.2}",
             round + 1,
@@ -496,7 +441,10 @@ fn main() -> Result<()> {
         format!("{:.3}", overlaps[fastest]),
     ])?;
     t.write_csv(&out.path("bench.csv"))?;
-    std::fs::write(out.path("bench.md"), t.to_markdown())?;
+    std::fs::write(
+        out.path("bench.md"),
+        format!("{}\n\n{}", machine.summary(), t.to_markdown()),
+    )?;
     let work = format!(
         "Pruned search: {:.0} of {:.0} postings per query scored as whole lists ({:.1}%), {:.0} candidate look-ups per query, pruning ran on {} of {} queries; its hits equal exhaustive scoring's (ids and score bits) on every query.",
         scored as f64 / nq,
@@ -506,7 +454,7 @@ fn main() -> Result<()> {
         pruned,
         queries.len()
     );
-    out.finish(serde_json::json!({
+    exp.finish(serde_json::json!({
         "ours_qps": ours,
         "ours_exhaustive_qps": exh,
         "ours_qps_rounds": ours_rounds,
@@ -529,7 +477,8 @@ fn main() -> Result<()> {
         "index_s": index_s,
     }))?;
     println!(
-        "{}\n\n{}\n{work}\nRatio per round: {}",
+        "{}\n{}\n\n{}\n{work}\nRatio per round: {}",
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown(),
         round_ratios

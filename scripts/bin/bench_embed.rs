@@ -33,19 +33,21 @@
 //! median), and the median of the per-round ratios; CPU use (process CPU seconds / wall
 //! seconds over the timed encodes, a system's own process only); and the cosine between each
 //! system's vectors and the fused encoder's, text by text (minimum over the texts).
-//! Needs the peers venv (`scripts/bench` makes it). Writes `data/results/bench-embed/`.
+//! Needs the peers venv (`bash scripts/bench` makes it). Writes `data/results/bench-embed/`;
+//! its `config.json` records the arguments and the machine (`workbench::machine::Machine`).
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 use workbench::assets::{sha256_file, Assets};
+use workbench::bench::{median, process_cpu_seconds, BenchRun, PythonPeers};
 use workbench::display::Table;
 use workbench::encode::{dot, Backend, BertEncoder, EncoderParams};
 use workbench::load::wikipedia_corpus;
-use workbench::results::Experiment;
+use workbench::machine::load_average;
 
 const NAME: &str = "bench-embed";
 const CORPUS: &str = "wiki-leads-en";
@@ -116,14 +118,10 @@ struct Args {
         default_value = "onnxruntime,onnxruntime-per-thread,openvino-latency,openvino-throughput,sentence-transformers"
     )]
     peers: Vec<String>,
-    /// Python of the peers venv.
-    #[arg(
-        long,
-        env = "PEERS_PYTHON",
-        default_value = "~/.cache/rag-workbench/peers-venv/bin/python"
-    )]
+    /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
+    #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
-    python: String,
+    python: Option<PathBuf>,
     /// Accepted for symmetry with the experiments; benchmarks always re-run.
     #[arg(long)]
     #[serde(skip)]
@@ -151,81 +149,31 @@ struct PeerOut {
     cpu_s: Vec<f64>,
 }
 
-/// Median (mean of the two middle values for an even count); NaN when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    workbench::evaluate::quantile(&s, 0.5)
-}
-
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-/// CPU seconds (user + system, all threads) of this process so far, from
-/// `/proc/self/stat` (clock ticks of 1/100 s, Linux' USER_HZ); NaN elsewhere.
-fn process_cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the parenthesised command name start at field 3 (state).
-    let rest: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    let tick = |i: usize| {
-        rest.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (tick(11) + tick(12)) / 100.0 // utime (field 14) + stime (field 15)
-}
-
-fn expand_home(p: &str) -> String {
-    if let Some(rest) = p.strip_prefix('~') {
-        format!("{}{rest}", std::env::var("HOME").unwrap_or_default())
-    } else {
-        p.to_string()
-    }
-}
-
-/// Run one peer script with `args` (plus the common ones); its last JSON line.
+/// Run one peer script with `extra` arguments, the common ones and `more`; its last JSON line.
 fn run_python(
+    peers: &PythonPeers,
     args: &Args,
-    root: &Path,
     script: &str,
     extra: &[&str],
     corpus: &Path,
-    more: &[std::ffi::OsString],
+    more: &[OsString],
 ) -> Result<serde_json::Value> {
-    let python = expand_home(&args.python);
-    let o = Command::new(&python)
-        .arg(root.join("scripts/python").join(script))
-        .args(extra)
-        .args(["--corpus".as_ref(), corpus.as_os_str()])
-        .args(["--n", &args.n.to_string()])
-        .args(["--batch-size", &args.batch_size.to_string()])
-        .args(["--threads", &args.threads.to_string()])
-        .args(more)
-        .output()
-        .with_context(|| {
-            format!("running the peer {script} {extra:?} with {python} (make the venv with scripts/bench)")
-        })?;
-    if !o.status.success() {
-        bail!(
-            "peer {script} {extra:?} failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("no JSON line from the peer {script} {extra:?}"))?;
-    Ok(serde_json::from_str(line)?)
+    let mut argv: Vec<OsString> = extra.iter().map(OsString::from).collect();
+    argv.extend([
+        "--corpus".into(),
+        corpus.into(),
+        "--n".into(),
+        args.n.to_string().into(),
+        "--batch-size".into(),
+        args.batch_size.to_string().into(),
+        "--threads".into(),
+        args.threads.to_string().into(),
+    ]);
+    argv.extend_from_slice(more);
+    let out = peers
+        .run(script, argv)
+        .with_context(|| format!("peer {script} {extra:?}"))?;
+    Ok(out.json()?)
 }
 
 /// Little-endian float32 vectors, `n × dim` row-major, as the peer scripts write them.
@@ -312,6 +260,13 @@ fn main() -> Result<()> {
     std::env::set_var("WORKBENCH_PROGRESS", "0");
 
     let root = workbench::paths::project_root()?;
+    let peers = PythonPeers::new(&root, args.python.clone());
+    // A missing peers venv stops the run before any work.
+    for &(key, _, script, _) in PEERS {
+        if args.peers.iter().any(|p| p == key) {
+            peers.command(script)?;
+        }
+    }
     let assets = Assets::load()?;
     let config = Config {
         args: &args,
@@ -321,11 +276,10 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums([CORPUS, MODEL])?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = load_avg();
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     // The texts the peer scripts document: first N non-empty extracts, file order, whole.
     let corpus_file = assets.resolve(CORPUS, "summaries_en-us.json")?;
@@ -385,8 +339,8 @@ fn main() -> Result<()> {
     {
         let t = Instant::now();
         let v = run_python(
+            &peers,
             &args,
-            &root,
             "bench_onnx.py",
             &["--engine", "onnxruntime", "--export-only"],
             &corpus_file,
@@ -443,18 +397,18 @@ fn main() -> Result<()> {
             let sys = &mut systems[s];
             match sys.runner {
                 Runner::Ours(enc) => {
-                    let (c0, t) = (process_cpu_s(), Instant::now());
+                    let (c0, t) = (process_cpu_seconds(), Instant::now());
                     std::hint::black_box(enc.embed(&texts)?);
                     sys.wall_s.push(t.elapsed().as_secs_f64());
-                    sys.cpu_s.push(process_cpu_s() - c0);
+                    sys.cpu_s.push(process_cpu_seconds() - c0);
                 }
                 Runner::Peer { key, script, extra } => {
                     let vectors: PathBuf = out.path(&format!("vectors_{key}.f32"));
-                    let mut more: Vec<std::ffi::OsString> = vec!["--runs".into(), "1".into()];
+                    let mut more: Vec<OsString> = vec!["--runs".into(), "1".into()];
                     if round == 0 {
                         more.extend(["--vectors".into(), vectors.clone().into_os_string()]);
                     }
-                    let raw = run_python(&args, &root, script, extra, &corpus_file, &more)?;
+                    let raw = run_python(&peers, &args, script, extra, &corpus_file, &more)?;
                     let p: PeerOut = serde_json::from_value(raw.clone())
                         .with_context(|| format!("output of the peer {key}"))?;
                     if p.texts_sha256 != texts_sha256 || p.num_texts != texts.len() {
@@ -494,7 +448,7 @@ fn main() -> Result<()> {
             );
         }
     }
-    let load_end = load_avg();
+    let load_end = load_average();
 
     // The fastest peer (smallest median wall time) is the ratios' denominator.
     let n = texts.len() as f64;
@@ -615,7 +569,8 @@ fn main() -> Result<()> {
         format!("Load average (1/5/15 min): start {load_start}, end {load_end}."),
     ];
     let md = format!(
-        "{}\n\n{}\n{}\n",
+        "{}\n{}\n\n{}\n{}\n",
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown(),
         notes.iter().map(|l| format!("\n{l}")).collect::<String>()

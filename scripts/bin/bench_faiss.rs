@@ -26,47 +26,28 @@
 //! median to each index's median, and recall@k against the flat top-k.
 //!
 //! Writes `data/results/bench-faiss/`: `bench.md`, `bench.csv`, `latency_per_query.csv`,
-//! `config.json`, `manifest.json`.
+//! `config.json` (arguments, inputs and the machine, `workbench::machine::Machine`),
+//! `manifest.json`.
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
 use serde::Serialize;
 use std::collections::HashSet;
-use std::os::raw::c_int;
 use std::time::Instant;
 use workbench::assets::Assets;
+use workbench::bench::{median, median_p95, omp_threads, set_omp_threads, BenchRun};
 use workbench::chunk::{Chunker, ParagraphParams};
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-use workbench::evaluate::quantile;
 use workbench::load::{nq_open, wikipedia_corpus};
-use workbench::results::Experiment;
+use workbench::machine::load_average;
 use workbench::retrieve::faiss::{IndexKind, IndexParams, VectorIndex};
 
 const NAME: &str = "bench-faiss";
 const CORPUS: &str = "wiki-leads-en";
 const QUESTIONS: &str = "nq-open";
 const SUMMARY_FILE: &str = "bench.md";
-
-// libgomp (linked by faiss-sys for FAISS' OpenMP loops).
-extern "C" {
-    fn omp_set_num_threads(n: c_int);
-    fn omp_get_max_threads() -> c_int;
-}
-
-fn set_omp_threads(n: usize) -> usize {
-    // SAFETY: plain libgomp calls; no FAISS call runs concurrently.
-    unsafe {
-        omp_set_num_threads(n as c_int);
-        omp_get_max_threads() as usize
-    }
-}
-
-fn omp_threads() -> usize {
-    // SAFETY: as above.
-    unsafe { omp_get_max_threads() as usize }
-}
 
 #[derive(Parser, Serialize, Debug)]
 #[command(about = "FAISS flat vs HNSW vs IVF-Flat: per-query latency and recall@10 vs exact")]
@@ -117,12 +98,6 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 struct Bench {
     label: String,
     params: IndexParams,
@@ -150,11 +125,10 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums([CORPUS, QUESTIONS, args.model.as_str()])?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = load_avg();
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
     let omp_default = omp_threads();
 
     // Base vectors: fig4_latency's passages and encoder, through the embedding cache.
@@ -256,7 +230,7 @@ fn main() -> Result<()> {
             }
         }
     }
-    let load_end = load_avg();
+    let load_end = load_average();
 
     // Recall@k against the flat top-k, latency statistics.
     let truth: Vec<HashSet<usize>> = benches[0]
@@ -264,11 +238,7 @@ fn main() -> Result<()> {
         .iter()
         .map(|h| h.iter().copied().collect())
         .collect();
-    let flat_median = {
-        let mut v = benches[0].ms.clone();
-        v.sort_by(f64::total_cmp);
-        quantile(&v, 0.5)
-    };
+    let flat_median = median(&benches[0].ms);
     let mut t = Table::new([
         "index",
         "factory",
@@ -294,9 +264,7 @@ fn main() -> Result<()> {
     let mut per_query = Table::new(["index", "query_id", "ms", "recall"]);
     let mut summary = serde_json::Map::new();
     for b in &benches {
-        let mut sorted = b.ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        let (med, p95) = (quantile(&sorted, 0.5), quantile(&sorted, 0.95));
+        let (med, p95) = median_p95(&b.ms);
         let recalls: Vec<f64> = b
             .hits
             .iter()
@@ -332,9 +300,10 @@ fn main() -> Result<()> {
     t.write_csv(&out.path("bench.csv"))?;
     per_query.write_csv(&out.path("latency_per_query.csv"))?;
     let md = format!(
-        "{}\n\n{}\nOpenMP threads: {omp_default} by default, {build_omp} building, {search_omp} searching (set with libgomp's \
+        "{}\n{}\n\n{}\nOpenMP threads: {omp_default} by default, {build_omp} building, {search_omp} searching (set with libgomp's \
          omp_set_num_threads; BLAS threads, used by IVF training, are not controlled). Embeddings: {status:?}. \
          Load average (1/5/15 min): start {load_start}, end {load_end}.\n",
+        machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown()
     );

@@ -30,7 +30,7 @@
 //! agree between the two (same greedy ids expected up to quantised-arithmetic differences),
 //! the in-process memory bandwidth (a `--threads`-thread sequential read and a memcpy of
 //! 512 MiB, best of 3) and the decode bound it implies, bandwidth / GGUF file bytes (decode
-//! streams every weight once per token), and the load average (`uptime`) before and after.
+//! streams every weight once per token), and the load average before and after.
 //!
 //! llama.cpp's configuration is its fastest documented one for one CPU sequence (see
 //! `scripts/python/llamacpp_peer.py`): `--threads` threads for prompt and generation (= the
@@ -40,23 +40,25 @@
 //! CANDLE_NUM_THREADS), prefill batch `--prefill-batch` (512, llama.cpp's ubatch),
 //! `--requantize` as [`LoadOptions`] (default: the library's).
 //!
-//! Needs the peers venv (`scripts/bench` makes it). Writes `data/results/bench_llm/`:
-//! `config.json`, `rounds.csv` (every timed generation), `bench.md` / `bench.csv` (the
-//! table), `summary.json`.
+//! Needs the peers venv (`bash scripts/bench` makes it). Writes `data/results/bench_llm/`:
+//! `config.json` (arguments, inputs and the machine, `workbench::machine::Machine`),
+//! `rounds.csv` (every timed generation), `bench.md` / `bench.csv` (the table),
+//! `summary.json`.
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 use workbench::assets::Assets;
+use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
+use workbench::machine::load_average;
 use workbench::read::generative::{
     ChatMessage, GenerateParams, Llm, LoadOptions, Requantize, Sampling,
 };
-use workbench::results::Experiment;
 
 const NAME: &str = "bench_llm";
 const SUMMARY_FILE: &str = "bench.md";
@@ -102,14 +104,10 @@ struct Args {
     /// llama.cpp's flash attention: auto, on, off.
     #[arg(long, default_value = "auto")]
     flash_attn: String,
-    /// Python of the peers venv.
-    #[arg(
-        long,
-        env = "PEERS_PYTHON",
-        default_value = "~/.cache/rag-workbench/peers-venv/bin/python"
-    )]
+    /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
+    #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
-    python: String,
+    python: Option<PathBuf>,
     /// Accepted for symmetry with the experiments; benchmarks always re-run.
     #[arg(long)]
     #[serde(skip)]
@@ -132,32 +130,15 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-/// Median (mean of the two middle values for an even count); NaN when empty.
-fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    s.sort_by(f64::total_cmp);
-    workbench::evaluate::quantile(&s, 0.5)
-}
-
-/// `uptime`'s line, or /proc/loadavg when the command is missing.
-fn uptime() -> String {
-    Command::new("uptime")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/loadavg")
-                .map(|s| format!("load average: {}", s.trim()))
-                .unwrap_or_default()
-        })
-}
-
-fn expand_home(p: &str) -> String {
-    match p.strip_prefix('~') {
-        Some(rest) => format!("{}{rest}", std::env::var("HOME").unwrap_or_default()),
-        None => p.to_string(),
-    }
+/// The median of the finite values of `v`: a generation that decoded no token has a
+/// NaN decode rate, which says nothing about speed and is left out of the median.
+fn median_finite(v: &[f64]) -> f64 {
+    median(
+        &v.iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .collect::<Vec<_>>(),
+    )
 }
 
 // ---------------------------------------------------------------- memory bandwidth
@@ -207,6 +188,8 @@ fn bandwidth(bytes: usize, threads: usize) -> Bandwidth {
 
 // ---------------------------------------------------------------- llama.cpp peer
 
+const PEER: &str = "bench_llamacpp.py";
+
 /// The long-lived `bench_llamacpp.py` process.
 struct Peer {
     child: Child,
@@ -228,10 +211,9 @@ struct PeerGen {
 }
 
 impl Peer {
-    fn start(args: &Args, root: &Path, model: &Path) -> Result<Self> {
-        let python = expand_home(&args.python);
-        let mut child = Command::new(&python)
-            .arg(root.join("scripts/python/bench_llamacpp.py"))
+    fn start(args: &Args, peers: &PythonPeers, model: &Path) -> Result<Self> {
+        let mut child = peers
+            .command(PEER)?
             .arg("--model")
             .arg(model)
             .args(["--threads", &args.threads.to_string()])
@@ -242,7 +224,8 @@ impl Peer {
             .spawn()
             .with_context(|| {
                 format!(
-                    "starting the llama.cpp peer with {python} (make the venv with scripts/bench)"
+                    "starting the llama.cpp peer {PEER} with {} (make the venv with `bash scripts/bench`)",
+                    peers.python().display()
                 )
             })?;
         let stdin = child.stdin.take().context("peer stdin")?;
@@ -476,6 +459,8 @@ fn main() -> Result<()> {
     std::env::set_var("WORKBENCH_PROGRESS", "0");
 
     let root = workbench::paths::project_root()?;
+    let peers = PythonPeers::new(&root, args.python.clone());
+    peers.command(PEER)?; // a missing peers venv stops the run before any work
     let assets = Assets::load()?;
     let mut inputs_for: Vec<&str> = args.models.iter().map(|s| s.as_str()).collect();
     inputs_for.push(PASSAGES);
@@ -484,12 +469,10 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(inputs_for)?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let up_start = uptime();
-    println!("start: {up_start}");
+    let up_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     let bw = bandwidth(512 << 20, args.threads);
     println!(
@@ -524,7 +507,7 @@ fn main() -> Result<()> {
         let file_bytes = std::fs::metadata(&path)?.len();
         let mut llm = Llm::from_asset(key, &opts)?;
         let info = llm.info();
-        let mut peer = Peer::start(&args, &root, &path)?;
+        let mut peer = Peer::start(&args, &peers, &path)?;
         println!(
             "\n{key}: {} ({} layers, {} MB file), ours loaded in {:.1} s ({} tensors requantised); llama.cpp {}",
             info.architecture,
@@ -578,7 +561,7 @@ fn main() -> Result<()> {
                 }
                 runs.extend(pair.into_iter().map(|(r, _)| r));
             }
-            println!("  round {} done ({})", round + 1, uptime());
+            println!("  round {} done (load {})", round + 1, load_average());
         }
         peer.stop()?;
         drop(llm);
@@ -596,10 +579,10 @@ fn main() -> Result<()> {
                     .max()
                     .unwrap_or(0)
             };
-            let op = median(&sel(OURS, |r| r.prefill_tok_s));
-            let lp = median(&sel(LLAMA, |r| r.prefill_tok_s));
-            let od = median(&sel(OURS, |r| r.decode_tok_s));
-            let ld = median(&sel(LLAMA, |r| r.decode_tok_s));
+            let op = median_finite(&sel(OURS, |r| r.prefill_tok_s));
+            let lp = median_finite(&sel(LLAMA, |r| r.prefill_tok_s));
+            let od = median_finite(&sel(OURS, |r| r.decode_tok_s));
+            let ld = median_finite(&sel(LLAMA, |r| r.decode_tok_s));
             lines.push(Line {
                 model: key.clone(),
                 prompt: pname.clone(),
@@ -618,8 +601,8 @@ fn main() -> Result<()> {
             });
         }
     }
-    let up_end = uptime();
-    println!("\nend: {up_end}");
+    let up_end = load_average();
+    println!("\nload at the end: {up_end}");
 
     let mut t = Table::new([
         "model",
@@ -641,8 +624,8 @@ fn main() -> Result<()> {
         args.rounds,
         args.new_tokens,
         bw.read_bytes_per_s / 1e9,
-        up_start.split("load average:").nth(1).unwrap_or("?").trim(),
-        up_end.split("load average:").nth(1).unwrap_or("?").trim()
+        up_start,
+        up_end
     ));
     for l in &lines {
         t.push([
@@ -660,7 +643,12 @@ fn main() -> Result<()> {
             format!("{:.1}", l.decode_bound_tok_s),
         ])?;
     }
-    let md = t.to_markdown();
+    let md = format!(
+        "{}\n{}\n\n{}",
+        machine.summary(),
+        t.caption.as_deref().unwrap_or(""),
+        t.to_markdown()
+    );
     println!("\n{md}");
     std::fs::write(out.path(SUMMARY_FILE), &md)?;
     t.write_csv(&out.path("bench.csv"))?;
@@ -700,8 +688,8 @@ fn main() -> Result<()> {
     exp.finish(serde_json::json!({
         "lines": lines,
         "bandwidth": bw,
-        "uptime_start": up_start,
-        "uptime_end": up_end,
+        "load_start": up_start,
+        "load_end": up_end,
         "models": models_info,
     }))?;
     Ok(())

@@ -30,42 +30,29 @@
 //! top 10 each system returns. The load average is printed and saved at start and end.
 //!
 //! Writes `data/results/bench-token-index/`: `bench.md`, `bench.csv`, `per_query.csv`,
-//! `config.json`, `manifest.json`.
+//! `config.json` (arguments, inputs and the machine, `workbench::machine::Machine`),
+//! `manifest.json`.
 
 use anyhow::{ensure, Context, Result};
 use clap::Parser;
 use serde::Serialize;
-use std::os::raw::c_int;
 use std::sync::Arc;
 use std::time::Instant;
 use workbench::assets::Assets;
+use workbench::bench::{median_p95, set_omp_threads, BenchRun};
 use workbench::chunk::{Chunker, WholeDocument};
 use workbench::display::Table;
-use workbench::evaluate::{evaluate, quantile, Metric};
+use workbench::evaluate::{evaluate, Metric};
 use workbench::load::squad;
+use workbench::machine::load_average;
 use workbench::rerank::late_interaction::{
     ApproxSearch, ApproxTokenIndex, CentroidParams, LateInteraction, TokenIndex, TokenStore,
 };
-use workbench::results::Experiment;
 use workbench::{Hit, Qrels, Run};
 
 const NAME: &str = "bench-token-index";
 const SUMMARY_FILE: &str = "bench.md";
 const DATA: &str = "squad-v2-dev-half";
-
-// libgomp (linked by faiss-sys for FAISS' OpenMP loops).
-extern "C" {
-    fn omp_set_num_threads(n: c_int);
-    fn omp_get_max_threads() -> c_int;
-}
-
-fn set_omp_threads(n: usize) -> usize {
-    // SAFETY: plain libgomp calls; no FAISS call runs concurrently.
-    unsafe {
-        omp_set_num_threads(n as c_int);
-        omp_get_max_threads() as usize
-    }
-}
 
 #[derive(Parser, Serialize, Debug)]
 #[command(about = "Approximate vs exact end-to-end late interaction: ms/query, Recall@10, MRR@10")]
@@ -121,19 +108,6 @@ struct Config<'a> {
     program_sha256: String,
 }
 
-fn uptime() -> String {
-    std::process::Command::new("uptime")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/loadavg")
-                .map(|s| format!("load average: {}", s.trim()))
-                .unwrap_or_default()
-        })
-}
-
 type SearchFn<'a> = Box<dyn Fn(&[f32]) -> workbench::Result<Vec<Hit>> + 'a>;
 type CountFn<'a> = Box<dyn Fn(&[f32]) -> workbench::Result<usize> + 'a>;
 
@@ -146,12 +120,6 @@ struct System<'a> {
     ms: Vec<f64>,
     scored: Vec<usize>,
     hits: Vec<Vec<Hit>>,
-}
-
-fn median_p95(v: &[f64]) -> (f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (quantile(&s, 0.5), quantile(&s, 0.95))
 }
 
 fn main() -> Result<()> {
@@ -177,12 +145,10 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums([DATA, "all-minilm-l6-v2"])?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let Some(exp) = Experiment::start(NAME, &config, true, SUMMARY_FILE)? else {
-        return Ok(());
-    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
     let out = &exp.out;
-    let load_start = uptime();
-    println!("load at start: {load_start}");
+    let load_start = machine.load_before.clone();
+    println!("{}", machine.summary());
 
     let set = squad::load(&assets.resolve(DATA, "dev-v2.0.json")?)
         .with_context(|| format!("loading `{DATA}`"))?;
@@ -354,7 +320,7 @@ fn main() -> Result<()> {
         eprint!("\rblock {}/{}", bi + 1, qvecs.len().div_ceil(args.block));
     }
     eprintln!();
-    let load_end = uptime();
+    let load_end = load_average();
     println!("load at end: {load_end}");
 
     // Metrics.
@@ -386,7 +352,7 @@ fn main() -> Result<()> {
         "SQuAD 2.0 dev half: {} answerable questions, {} passages, {n_vectors} token vectors × {} \
          (raw all-MiniLM-L6-v2, `{}`). total = query encoding (median {enc_med:.2} ms, p95 {enc_p95:.2}) + search, per query; \
          one thread; systems interleaved in blocks of {} after {} warm-up queries. Δ: this − exact. \
-         Load (uptime): start `{load_start}`, end `{load_end}`.",
+         Load average (1/5/15 min): start {load_start}, end {load_end}.",
         qvecs.len(),
         passages.len(),
         store.dim(),
@@ -488,8 +454,9 @@ fn main() -> Result<()> {
     csv.write_csv(&out.path("bench.csv"))?;
     per_query.write_csv(&out.path("per_query.csv"))?;
     let md = format!(
-        "{}\n\n{}\nGoal (issue 11): total under 20 ms per query with Recall@10 within 0.01 of exact. \
+        "{}\n{}\n\n{}\nGoal (issue 11): total under 20 ms per query with Recall@10 within 0.01 of exact. \
          FAISS OpenMP threads: {build_omp}. Centroid indexes: {}.\n",
+        machine.summary(),
         table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         serde_json::to_string(&builds)?

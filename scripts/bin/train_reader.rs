@@ -22,11 +22,14 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
+use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 use workbench::assets::Assets;
+use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
+use workbench::machine::load_average;
 use workbench::plot::render;
 use workbench::read::extractive::{ExtractiveReader, ReaderParams};
 use workbench::results::Experiment;
@@ -58,17 +61,11 @@ struct Args {
     #[arg(long, default_value_t = 2)]
     #[serde(skip)]
     rounds: usize,
-    /// Python of the peers venv.
+    /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
+    /// see `PythonPeers::default_python`).
     #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
     #[serde(skip)]
     python: Option<PathBuf>,
-}
-
-fn peers_python(arg: &Option<PathBuf>) -> PathBuf {
-    arg.clone().unwrap_or_else(|| {
-        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
-        PathBuf::from(home).join(".cache/rag-workbench/peers-venv/bin/python")
-    })
 }
 
 fn main() -> Result<()> {
@@ -76,13 +73,9 @@ fn main() -> Result<()> {
     let assets = Assets::load()?;
     let recipe = ReaderRecipe::named(&args.recipe, args.full)?;
     if let Some(steps) = args.bench {
-        return bench(
-            &assets,
-            &recipe,
-            steps,
-            args.rounds,
-            &peers_python(&args.python),
-        );
+        let peers = PythonPeers::new(&workbench::paths::project_root()?, args.python.clone());
+        peers.command(PEER)?; // a missing peers venv stops the run before any work
+        return bench(&assets, &recipe, steps, args.rounds, &peers);
     }
     let root = workbench::paths::project_root()?;
     #[derive(Serialize)]
@@ -228,7 +221,7 @@ fn main() -> Result<()> {
         "em": em, "f1": f1, "train_features": trained.features,
         "train_seconds": trained.train_seconds, "features_per_second": trained.examples_per_second,
         "train_wall_seconds_this_run": wall, "load_at_training_end": trained.load,
-        "load_now": reader::load_average(), "nq_used": data.nq_used.len(),
+        "load_now": load_average(), "nq_used": data.nq_used.len(),
         "model_dir": trained.model_dir, "counts": trained.counts,
     });
     std::fs::write(
@@ -239,17 +232,26 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+/// The PyTorch peer of `--bench`.
+const PEER: &str = "train_qa_torch_peer.py";
+
 /// candle vs the PyTorch peer on the same features and the same batches, interleaved.
+/// Writes `data/results/bench-train-reader/`: `bench.md`, `bench.csv`, `bench.json`, the
+/// shared inputs `features.jsonl` and `batches.json`, `config.json` (recipe, updates,
+/// rounds and the machine), `manifest.json`.
 fn bench(
     assets: &Assets,
     recipe: &ReaderRecipe,
     steps: usize,
     rounds: usize,
-    python: &Path,
+    peers: &PythonPeers,
 ) -> Result<()> {
-    let root = workbench::paths::project_root()?;
-    let dir = root.join("data").join("results").join("bench-train-reader");
-    std::fs::create_dir_all(&dir)?;
+    let config = serde_json::json!({
+        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": PEER,
+    });
+    let BenchRun { exp, machine } = BenchRun::start("bench-train-reader", &config, "bench.md")?;
+    println!("{}", machine.summary());
+    let dir = exp.out.out_dir().to_path_buf();
     let data = reader::supervision(assets, &recipe.supervision)?;
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = reader::load_tokenizer(&tok_path)?;
@@ -323,37 +325,25 @@ fn bench(
             total_feats.to_string(),
             format!("{:.1}", log.seconds()),
             format!("{ours:.2}"),
-            reader::load_average(),
+            load_average(),
         ])?;
         println!(
             "round {round}: candle {ours:.2} features/s (load {})",
-            reader::load_average()
+            load_average()
         );
-        let o = std::process::Command::new(python)
-            .arg(root.join("scripts/python/train_qa_torch_peer.py"))
-            .args([
-                "--features",
-                &fpath.to_string_lossy(),
-                "--batches",
-                &bpath.to_string_lossy(),
-                "--model",
-                &base_dir.to_string_lossy(),
-            ])
-            .args([
-                "--threads",
-                &recipe.train.threads.to_string(),
-                "--lr",
-                &recipe.train.lr.to_string(),
-            ])
-            .output()
-            .with_context(|| format!("running the PyTorch peer with {}", python.display()))?;
-        if !o.status.success() {
-            bail!(
-                "PyTorch peer failed: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        let r: serde_json::Value = serde_json::from_slice(&o.stdout).context("peer output")?;
+        let argv: [OsString; 10] = [
+            "--features".into(),
+            fpath.clone().into(),
+            "--batches".into(),
+            bpath.clone().into(),
+            "--model".into(),
+            base_dir.clone().into(),
+            "--threads".into(),
+            recipe.train.threads.to_string().into(),
+            "--lr".into(),
+            recipe.train.lr.to_string().into(),
+        ];
+        let r: serde_json::Value = peers.run(PEER, argv)?.json()?;
         let peer = r["features_per_second"]
             .as_f64()
             .context("peer features_per_second")?;
@@ -365,30 +355,18 @@ fn bench(
             total_feats.to_string(),
             format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)),
             format!("{peer:.2}"),
-            reader::load_average(),
+            load_average(),
         ])?;
         println!(
             "round {round}: PyTorch {peer:.2} features/s (load {})",
-            reader::load_average()
+            load_average()
         );
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n == 0 {
-            f64::NAN
-        } else if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            0.5 * (v[n / 2 - 1] + v[n / 2])
-        }
-    };
     let (ours_med, peer_med) = (median(&ours_all), median(&peer_all));
     let ratio = ours_med / peer_med;
     let md = format!(
-        "{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {rounds} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} features/s; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}; load {} at the end).\n",
-        rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len, reader::load_average()
+        "{}\n\n{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {rounds} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} features/s; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}; load {} at the end).\n",
+        machine.summary(), rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len, load_average()
     );
     std::fs::write(
         dir.join("bench.json"),
@@ -396,11 +374,12 @@ fn bench(
             "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
             "candle": ours_all, "pytorch": peer_all, "updates": steps, "rounds": rounds,
             "threads": recipe.train.threads, "batch_size": recipe.train.batch_size,
-            "load_at_end": reader::load_average(),
+            "load_at_end": load_average(),
         }))?,
     )?;
     println!("{md}");
     rows.write_csv(&dir.join("bench.csv"))?;
     std::fs::write(dir.join("bench.md"), md)?;
+    exp.finish(serde_json::json!({ "ratio": ratio }))?;
     Ok(())
 }

@@ -133,6 +133,16 @@ pub enum Error {
     #[error("faiss: {0}")]
     Faiss(String),
 
+    /// A Python peer of a benchmark (`scripts/python/<script>`) is missing, failed or
+    /// printed something unexpected; the message says which and how to fix it.
+    #[error("python peer {script}: {message}")]
+    Peer {
+        /// The peer script.
+        script: PathBuf,
+        /// What went wrong, with the peer's stderr where it failed.
+        message: String,
+    },
+
     /// A polars failure while reading a table.
     #[error("table {path}: {message}")]
     Table {

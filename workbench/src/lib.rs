@@ -29,6 +29,8 @@
 //! | [`results`] | `data/results/<name>/` folders with the resolved config and a manifest |
 //! | [`grade`] | expected values (`data/expected.toml`) graded against the result folders; README tables generated from them |
 //! | [`display`] | tables and figures that render inline in Jupyter (evcxr) |
+//! | [`machine`] | the machine a measurement ran on (CPU model, cores, AVX/AMX flags, load average) |
+//! | [`bench`] | benchmark statistics (median, percentiles), process CPU time, the Python peers runner |
 //!
 //! ## Crate features
 //!
@@ -45,6 +47,7 @@
 
 pub mod analysis;
 pub mod assets;
+pub mod bench;
 pub mod chunk;
 pub mod display;
 #[cfg(feature = "dense")]
@@ -54,6 +57,7 @@ pub mod error;
 pub mod evaluate;
 pub mod grade;
 pub mod load;
+pub mod machine;
 pub mod paths;
 pub mod pipeline;
 #[cfg(feature = "plot")]

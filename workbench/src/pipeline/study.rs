@@ -401,11 +401,7 @@ pub fn side_by_side(rows: &[Compared], decimals: &BTreeMap<&str, usize>, caption
 }
 
 /// `/proc/loadavg`'s first three numbers (the load the timings were measured under).
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
+pub use crate::machine::load_average;
 
 #[cfg(test)]
 mod tests {

@@ -334,11 +334,7 @@ pub struct TrainedReader {
 }
 
 /// The load average (`/proc/loadavg`), for numbers measured on a shared machine.
-pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
-}
+pub use crate::machine::load_average;
 
 /// Features of the recipe's training examples.
 pub fn training_features(
