@@ -117,15 +117,6 @@ fn nice_ceil(x: f64) -> f64 {
     10.0 * base
 }
 
-/// The 1, 5 and 15 minute load averages from `/proc/loadavg`, or `"unknown"`.
-fn load_avg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// CPU cores this process may use (`available_parallelism`: affinity mask and cgroup
 /// quota), or `"unknown"`.
 fn cores_available() -> String {
@@ -189,7 +180,7 @@ fn main() -> Result<()> {
         return Ok(());
     };
     let out = &exp.out;
-    let load_start = load_avg();
+    let load_start = workbench::machine::load_average();
     let cores = cores_available();
 
     let docs =
@@ -322,7 +313,7 @@ fn main() -> Result<()> {
         name: format!("{}:search-only", flat.name()),
         times: flat_times.iter().map(|t| (t.2, nan, t.2)).collect(),
     });
-    let load_end = load_avg();
+    let load_end = workbench::machine::load_average();
 
     // Tables.
     let mut summary_t = Table::new([

@@ -82,13 +82,7 @@ fn main() -> Result<()> {
     let summary = run.summary();
     println!("{}", summary.to_table().to_markdown());
     println!("{}", by_group.to_markdown());
-    println!("load: {}", uptime());
+    println!("load: {}", workbench::machine::load_average());
     exp.finish(serde_json::to_value(&summary)?)?;
     Ok(())
-}
-
-fn uptime() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
 }
