@@ -537,7 +537,7 @@ impl super::Outputs for Dl19Study {
         Dl19Study::markdown(self)
     }
     fn summary(&self) -> Result<serde_json::Value> {
-        Ok(Dl19Study::summary(self)?)
+        Dl19Study::summary(self)
     }
 }
 
