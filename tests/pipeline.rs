@@ -372,6 +372,26 @@ fn paraphrase_fuse_and_rewrite_with_a_fake_transform() {
     assert_eq!(q2.retrieved, want);
     assert!(q2.retrieved.iter().any(|h| h.id == "paris"));
 
+    // include_original: the question first, and a paraphrase that is the question
+    // (case and spacing aside) is not retrieved a second time.
+    let with_q = base.replace(
+        "[reader]",
+        "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_002.txt\"\nvariants = 2\ninclude_original = true\n\n[reader]",
+    );
+    let po = Pipeline::build(config(&with_q).unwrap()).unwrap();
+    let mut t = FnTransform::new("echo", |q: &str| {
+        vec![
+            q.to_uppercase().replace(' ', "  "),
+            "Eiffel Tower museum".to_string(),
+        ]
+    });
+    let run = po.run(&mut FirstSentence::new(&po), Some(&mut t)).unwrap();
+    assert_eq!(
+        run.records[1].queries,
+        ["Who wrote Hamlet?", "Eiffel Tower museum"]
+    );
+    assert_eq!(run.records[1].retrieved, want);
+
     // A config with a transform refuses to run without one, and the reverse.
     let e = p
         .run(&mut FirstSentence::new(&p), None)

@@ -376,6 +376,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "parquet")]
     fn row(system: &str, q: &str, group: &str, em: f64, f1: f64, abst: bool) -> QuestionScore {
         QuestionScore {
             system: system.into(),
@@ -388,6 +389,7 @@ mod tests {
     }
 
     /// Two systems, five questions in three groups, worked by hand in the comments.
+    #[cfg(feature = "parquet")]
     fn rows() -> Vec<QuestionScore> {
         vec![
             // dense: Who q1 (1, 1), Who q2 (0, 0.5), What q3 abstained (0, 0),
