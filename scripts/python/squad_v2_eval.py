@@ -6,9 +6,11 @@ distributed from https://rajpurkar.github.io/SQuAD-explorer/). The functions
 `normalize_answer`, `get_tokens`, `compute_exact`, `compute_f1`,
 `get_raw_scores`, `apply_no_ans_threshold`, `make_eval_dict`, `merge_eval`,
 `make_qid_to_has_ans` and `find_best_thresh` are the script's, statement for
-statement. Left out: the precision-recall plots and `find_all_best_thresh`'s
-printing (matplotlib). One change: "Missing prediction for ..." goes to stderr
-so that stdout stays JSON.
+statement (4-space indents instead of 2). Left out: the precision-recall curves
+and histograms (`run_precision_recall_analysis`, `histogram_na_prob`, numpy and
+matplotlib) with their options `--out-image-dir` and `--verbose`, and the help
+printed when no argument is given. One change: "Missing prediction for ..." goes
+to stderr so that stdout stays JSON.
 
 Usage, as the official script:
 

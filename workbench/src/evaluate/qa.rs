@@ -259,6 +259,11 @@ pub struct NullThreshold {
 /// when the running score is **strictly** higher than the best so far (so among equal
 /// scores the lowest threshold, the most abstentions, wins, and all-null wins ties).
 ///
+/// A question's gain when answered is `answered - null`: the script's `scores[qid]` for
+/// an answerable question, and for an unanswerable one `-1` when the prediction is a
+/// non-empty string, else `0`; here the prediction's own score decides, so a prediction
+/// that normalises to nothing (`"the"`) counts as empty.
+///
 /// Two differences from the script, neither changing its choice on distinct margins:
 /// questions with equal margins are answered together (a threshold cannot separate
 /// them, so the returned score is always the score at the returned threshold), and the
