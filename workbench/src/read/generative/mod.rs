@@ -847,7 +847,7 @@ impl GenerativeReader {
         let mut err = None;
         let (mut kept, _) = fit_passages(passages, room - overhead, |p| {
             rank += 1;
-            match llm.tokenize(&self.format_passage(rank, p), false) {
+            match llm.tokenize(&format_passage(&self.opts.passage, rank, p), false) {
                 Ok(ids) => ids.len() + sep,
                 Err(e) => {
                     err = Some(e);
