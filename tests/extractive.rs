@@ -201,21 +201,41 @@ fn candle_and_fused_passes_both_match_transformers() {
     assert!(d < 1e-4, "fused: max |Δlogit| {d}");
 }
 
+/// A short window batched with a longer one gives the logits it gives alone. On the
+/// candle path the short window is padded to the longer one's length with an attention
+/// mask, so this checks that padding changes nothing; the fused path packs windows
+/// without padding and is checked the same way.
 #[test]
 fn padding_does_not_change_logits() {
-    let reader = tiny_reader("tiny_qa");
-    let short = reader.windows("who wrote hamlet?", &["hamlet ."]).unwrap();
-    let long = reader
-        .windows(
-            "who wrote hamlet?",
-            &["the first king of france was born in paris"],
-        )
-        .unwrap();
-    let (alone, _) = reader.logits(&short).unwrap();
-    let both: Vec<_> = short.iter().chain(&long).cloned().collect();
-    let (batched, _) = reader.logits(&both).unwrap();
-    for (a, b) in alone[0].iter().zip(&batched[0]) {
-        assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    for backend in [Backend::Candle, Backend::Fused] {
+        let mut reader = tiny_reader("tiny_qa");
+        let mut p = reader.params().clone();
+        p.backend = backend;
+        p.batch_size = 2;
+        reader.set_params(p).unwrap();
+        assert_eq!(reader.is_fused(), backend == Backend::Fused, "{backend:?}");
+        let short = reader.windows("who wrote hamlet?", &["hamlet ."]).unwrap();
+        let long = reader
+            .windows(
+                "who wrote hamlet?",
+                &["the first king of france was born in paris"],
+            )
+            .unwrap();
+        assert_eq!((short.len(), long.len()), (1, 1));
+        // The short window is padded by this many positions in the batch of two.
+        let pad = long[0].len() - short[0].len();
+        assert!(pad >= 5, "{backend:?}: only {pad} padding positions");
+        let (alone, _) = reader.logits(&short).unwrap();
+        let (long_alone, _) = reader.logits(&long).unwrap();
+        let both: Vec<_> = short.iter().chain(&long).cloned().collect();
+        let (batched, _) = reader.logits(&both).unwrap();
+        assert_eq!(batched[0].len(), short[0].len(), "{backend:?}");
+        for (a, b) in alone[0].iter().zip(&batched[0]) {
+            assert!((a - b).abs() < 1e-5, "{backend:?} short window: {a} vs {b}");
+        }
+        for (a, b) in long_alone[0].iter().zip(&batched[1]) {
+            assert!((a - b).abs() < 1e-5, "{backend:?} long window: {a} vs {b}");
+        }
     }
 }
 

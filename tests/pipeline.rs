@@ -78,6 +78,49 @@ impl Reader for FirstSentence {
     }
 }
 
+/// Score `predictions` (a SQuAD predictions file) with the official SQuAD 2.0
+/// evaluation logic run by Python: `scripts/python/squad_v2_eval.py` (a transcription of
+/// `evaluate-v2.0.py`, standard library only), given a SQuAD-format data file written
+/// here from `golds` (question id, gold answers; none = unanswerable). The command is
+/// `python3 scripts/python/squad_v2_eval.py data.json predictions.json`; returns its
+/// JSON output (`exact`, `f1`, `total`, …). Fails when python3 is missing.
+fn official_squad_eval(
+    dir: &Path,
+    golds: &[(String, Vec<String>)],
+    predictions: &Path,
+) -> serde_json::Value {
+    let qas: Vec<serde_json::Value> = golds
+        .iter()
+        .map(|(id, answers)| {
+            serde_json::json!({
+                "id": id,
+                "question": "",
+                "answers": answers.iter().map(|a| serde_json::json!({"text": a, "answer_start": 0})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let data = serde_json::json!({
+        "version": "v2.0",
+        "data": [{"title": "fixture", "paragraphs": [{"context": "", "qas": qas}]}],
+    });
+    let data_file = dir.join("squad_data.json");
+    std::fs::write(&data_file, serde_json::to_vec(&data).unwrap()).unwrap();
+    let script = root().join("scripts/python/squad_v2_eval.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&data_file)
+        .arg(predictions)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "python3 {} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("squad_v2_eval.py prints JSON")
+}
+
 fn config(text: &str) -> workbench::Result<PipelineConfig> {
     let c = PipelineConfig::from_toml(text, Path::new("test.toml"), &root())?;
     c.validate()?;
@@ -149,8 +192,9 @@ fn tiny_config_end_to_end_with_traces_and_predictions() {
     assert_eq!(s.context_scored, 5);
 
     // Files: traces are valid JSONL that reads back equal; predictions are SQuAD's
-    // {id: string} with "" for the abstention, and scoring them against the golds with
-    // the port of evaluate-v2.0.py gives the summary's EM and F1.
+    // {id: string} with "" for the abstention, and the official SQuAD 2.0 script's logic
+    // (scripts/python/squad_v2_eval.py, run by python3) scores them to the summary's EM
+    // and F1.
     let dir = tempfile::tempdir().unwrap();
     run.write(dir.path()).unwrap();
     // Floats compared with a tolerance: serde_json's default parsing is not bit-exact.
@@ -201,6 +245,31 @@ fn tiny_config_end_to_end_with_traces_and_predictions() {
     }
     assert!((100.0 * em2 / 5.0 - s.em).abs() < 1e-9);
     assert!((100.0 * f12 / 5.0 - s.f1).abs() < 1e-9);
+    let official = official_squad_eval(
+        dir.path(),
+        &run.records
+            .iter()
+            .map(|r| (r.id.clone(), r.gold_answers.clone()))
+            .collect::<Vec<_>>(),
+        &dir.path().join("predictions.json"),
+    );
+    assert_eq!(official["total"], 5, "{official}");
+    let (o_em, o_f1) = (
+        official["exact"].as_f64().unwrap(),
+        official["f1"].as_f64().unwrap(),
+    );
+    assert!(
+        (o_em - s.em).abs() < 1e-9,
+        "official EM {o_em} vs ours {}",
+        s.em
+    );
+    assert!(
+        (o_f1 - s.f1).abs() < 1e-9,
+        "official F1 {o_f1} vs ours {}",
+        s.f1
+    );
+    // Not a trivial agreement: partial credit (q2's F1 of 1/2) is in both.
+    assert!(o_f1 > o_em, "{official}");
     for f in [
         "summary.json",
         "summary.md",
@@ -302,6 +371,26 @@ fn paraphrase_fuse_and_rewrite_with_a_fake_transform() {
     want.truncate(5);
     assert_eq!(q2.retrieved, want);
     assert!(q2.retrieved.iter().any(|h| h.id == "paris"));
+
+    // include_original: the question first, and a paraphrase that is the question
+    // (case and spacing aside) is not retrieved a second time.
+    let with_q = base.replace(
+        "[reader]",
+        "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_002.txt\"\nvariants = 2\ninclude_original = true\n\n[reader]",
+    );
+    let po = Pipeline::build(config(&with_q).unwrap()).unwrap();
+    let mut t = FnTransform::new("echo", |q: &str| {
+        vec![
+            q.to_uppercase().replace(' ', "  "),
+            "Eiffel Tower museum".to_string(),
+        ]
+    });
+    let run = po.run(&mut FirstSentence::new(&po), Some(&mut t)).unwrap();
+    assert_eq!(
+        run.records[1].queries,
+        ["Who wrote Hamlet?", "Eiffel Tower museum"]
+    );
+    assert_eq!(run.records[1].retrieved, want);
 
     // A config with a transform refuses to run without one, and the reverse.
     let e = p

@@ -547,11 +547,10 @@ fn seeded_random_runs_agree_with_trec_eval() {
     check_cases(&cases);
 }
 
-/// `data/results/<experiment>/` folders that hold TREC run files and exactly one
-/// qrels file.
-fn experiment_run_files() -> Vec<(PathBuf, PathBuf, Vec<PathBuf>)> {
-    let results = root().join("data/results");
-    let Ok(dirs) = std::fs::read_dir(&results) else {
+/// `<results>/<experiment>/` folders that hold TREC run files and exactly one qrels
+/// file.
+fn experiment_run_files(results: &Path) -> Vec<(PathBuf, PathBuf, Vec<PathBuf>)> {
+    let Ok(dirs) = std::fs::read_dir(results) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -580,18 +579,101 @@ fn experiment_run_files() -> Vec<(PathBuf, PathBuf, Vec<PathBuf>)> {
     out
 }
 
-#[test]
-fn experiment_run_files_agree_with_trec_eval_when_present() {
-    let found = experiment_run_files();
-    if found.is_empty() {
-        eprintln!(
-            "SKIPPED the experiments' run files: no data/results/*/run.*.trec beside a qrels*.trec \
-             under {} (run scripts/reproduce to produce them); the hand-made and random cases \
-             ran in the other tests.",
-            root().join("data/results").display()
-        );
-        return;
+/// An experiment folder made here, as `scripts/reproduce` lays them out: BM25 runs
+/// (three parameter settings, every passage retrieved) over the pipeline fixture
+/// (`tests/data/pipeline/`: 8 passages, 5 questions) written with `trec::write_run`,
+/// and graded qrels written with `trec::write_qrels`: 2 for a passage that holds a gold
+/// answer (`qa::answer_in_text`), 1 for one that shares a word of four or more letters
+/// with the question, none otherwise.
+fn fixture_experiment(results: &Path) -> PathBuf {
+    use workbench::evaluate::qa::answer_in_text;
+    use workbench::retrieve::analyzer::Analyzer;
+    use workbench::retrieve::bm25::{Bm25, Bm25Params};
+    use workbench::retrieve::Retriever;
+    use workbench::{Document, Passage};
+    let data = root().join("tests/data/pipeline");
+    let docs: Vec<Document> =
+        workbench::load::read_jsonl(&data.join("corpus.jsonl")).expect("pipeline corpus");
+    let passages: Vec<Passage> = docs.iter().map(Passage::whole).collect();
+    let questions: Vec<Value> =
+        workbench::load::read_jsonl(&data.join("questions.jsonl")).expect("pipeline questions");
+    assert!(passages.len() >= 8 && questions.len() >= 5);
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 4)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let mut qrels = Qrels::new();
+    for q in &questions {
+        let (id, text) = (q["id"].as_str().unwrap(), q["question"].as_str().unwrap());
+        let golds: Vec<String> = q["answer"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let qw = words(text);
+        for p in &passages {
+            let full = format!("{} {}", p.title, p.text);
+            let grade = if answer_in_text(&full, &golds) {
+                2
+            } else if words(&full).iter().any(|w| qw.contains(w)) {
+                1
+            } else {
+                continue;
+            };
+            qrels
+                .entry(id.to_string())
+                .or_default()
+                .insert(p.id.clone(), grade);
+        }
     }
+    let dir = results.join("fixture-bm25");
+    std::fs::create_dir_all(&dir).unwrap();
+    trec::write_qrels(dir.join("qrels.fixture.trec"), &qrels).unwrap();
+    for (name, params) in [
+        ("bm25", Bm25Params::new()),
+        ("bm25-k1_1.2-b_0.75", Bm25Params::new().k1(1.2).b(0.75)),
+        ("bm25-k1_0-b_0", Bm25Params::new().k1(0.0).b(0.0)),
+    ] {
+        let bm25 = Bm25::build(&passages, &Analyzer::default(), params).unwrap();
+        let mut run = Run::new();
+        for q in &questions {
+            let hits = bm25
+                .retrieve(q["question"].as_str().unwrap(), passages.len())
+                .unwrap();
+            if !hits.is_empty() {
+                run.insert(q["id"].as_str().unwrap().to_string(), hits);
+            }
+        }
+        trec::write_run(dir.join(format!("run.{name}.trec")), &run, name).unwrap();
+    }
+    dir
+}
+
+/// Run files compared as files: the fixture experiment made by [`fixture_experiment`]
+/// always, and every `data/results/*/` folder with `run.*.trec` files beside one
+/// `qrels*.trec` when there are any (after `scripts/reproduce`).
+#[test]
+fn experiment_run_files_agree_with_trec_eval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = fixture_experiment(tmp.path());
+    let mut found = experiment_run_files(tmp.path());
+    assert_eq!(
+        found.len(),
+        1,
+        "the fixture experiment {}",
+        fixture.display()
+    );
+    assert_eq!(found[0].2.len(), 3, "three fixture runs");
+    let real = experiment_run_files(&root().join("data/results"));
+    eprintln!(
+        "{} experiment folders with run files under {}",
+        real.len(),
+        root().join("data/results").display()
+    );
+    found.extend(real);
     let ks = [1, 3, 5, 10, 20, 100, 1000];
     let (ms, measures) = metrics(&ks);
     let mut requests = Vec::new();
@@ -617,6 +699,7 @@ fn experiment_run_files_agree_with_trec_eval_when_present() {
     let reference = trec_eval(requests);
     let mut bad = Vec::new();
     let mut checked = 0;
+    let mut compared_queries = 0;
     for (_, qrels_path, runs) in &found {
         let qrels = trec::read_qrels(qrels_path).unwrap();
         for run_path in runs {
@@ -625,6 +708,7 @@ fn experiment_run_files_agree_with_trec_eval_when_present() {
                 let ours = evaluate_with(&run, &qrels, &ms, &EvalOptions::with_threshold(t))
                     .unwrap_or_else(|e| panic!("{}: {e}", run_path.display()));
                 let id = format!("{}|{}", run_path.display(), t);
+                compared_queries += reference[&id].len();
                 bad.extend(disagreements(
                     &id,
                     "read_run(file) vs trec_eval",
@@ -637,5 +721,14 @@ fn experiment_run_files_agree_with_trec_eval_when_present() {
         }
     }
     report(bad, checked);
-    eprintln!("{checked} (run file, threshold) pairs agree with trec_eval");
+    // Never a pass on nothing: the fixture's 3 runs × 2 thresholds, each with queries
+    // trec_eval evaluated.
+    assert!(checked >= 6, "{checked} (run file, threshold) pairs");
+    assert!(
+        compared_queries >= 6,
+        "{compared_queries} per-query comparisons"
+    );
+    eprintln!(
+        "{checked} (run file, threshold) pairs, {compared_queries} per-query values agree with trec_eval"
+    );
 }

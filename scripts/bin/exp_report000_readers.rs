@@ -10,7 +10,9 @@
 //! 3. **MiniLM SQuAD 2.0-style reader + null threshold** (`minilm-squad2`: `minilm-all`'s
 //!    supervision plus the training articles' unanswerable questions), concatenated,
 //!    abstaining when `null − best > threshold`, the threshold chosen for F1 on the SQuAD
-//!    *training* articles' questions (answerable and unanswerable; never the held-out ones);
+//!    *training* articles' questions (answerable and unanswerable; never the held-out ones)
+//!    by the official SQuAD 2.0 search (`evaluate::qa::best_null_threshold`: all-null
+//!    start, `-inf` when abstaining on every question is best);
 //!
 //! and an extra row: the `minilm-all` model reading **best span per passage** (each passage
 //! on its own, the best span over all by raw start + end logits).
@@ -36,7 +38,7 @@ use std::sync::Arc;
 use workbench::assets::Assets;
 use workbench::display::Table;
 use workbench::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-use workbench::evaluate::qa::{exact_match, f1};
+use workbench::evaluate::qa::{best_null_threshold, exact_match, f1, NullCandidate};
 use workbench::load::rag_mini;
 use workbench::plot::{render, Bars};
 use workbench::read::extractive::{
@@ -157,52 +159,37 @@ fn readers() -> [ReaderRow; 4] {
     ]
 }
 
-/// The null threshold maximising mean F1 on `set` (gold paragraph given) for `qa`, with
-/// that F1 and the F1 without abstaining.
+/// The null threshold maximising mean F1 on `set` (gold paragraph given) for `qa`
+/// (`evaluate::qa::best_null_threshold`: the official SQuAD 2.0 search, all-null start
+/// included), with that F1 and the F1 without abstaining.
 fn choose_threshold(
     qa: &ExtractiveReader,
     set: &[workbench::train::qa::SpanExample],
 ) -> Result<(f32, f64, f64)> {
     let decoded = reader::read_gold(qa, set)?;
-    let diffs: Vec<f32> = decoded
-        .iter()
-        .map(|d| {
-            d.nbest
-                .first()
-                .map(|s| d.null_score - s.score)
-                .unwrap_or(f32::INFINITY)
-        })
-        .collect();
-    let texts: Vec<String> = set
+    let items: Vec<NullCandidate> = set
         .iter()
         .zip(&decoded)
         .map(|(e, d)| {
-            d.nbest
+            let (null_margin, text) = d
+                .nbest
                 .first()
-                .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
-                .unwrap_or_default()
+                .map(|s| {
+                    (
+                        d.null_score - s.score,
+                        char_slice(&e.context, s.start_char, s.end_char),
+                    )
+                })
+                .unwrap_or((f32::INFINITY, ""));
+            NullCandidate {
+                null_margin,
+                answered: f1(text, &e.golds),
+                null: f1("", &e.golds),
+            }
         })
         .collect();
-    let score_at = |t: f32| -> f64 {
-        set.iter()
-            .zip(&texts)
-            .zip(&diffs)
-            .map(|((e, a), &d)| f1(if d > t { "" } else { a.as_str() }, &e.golds))
-            .sum::<f64>()
-            / set.len().max(1) as f64
-    };
-    let mut cands: Vec<f32> = diffs.iter().copied().filter(|d| d.is_finite()).collect();
-    cands.push(f32::INFINITY);
-    cands.sort_by(f32::total_cmp);
-    let (mut thr, mut best) = (f32::INFINITY, f64::MIN);
-    for &t in &cands {
-        let s = score_at(t);
-        if s > best {
-            best = s;
-            thr = t;
-        }
-    }
-    Ok((thr, best, score_at(f32::INFINITY)))
+    let t = best_null_threshold(&items)?;
+    Ok((t.threshold, t.score, t.never_null))
 }
 
 /// A dense retriever over `passages` (title + text embedded; the embedding cache reused).

@@ -229,7 +229,7 @@ fn main() -> Result<()> {
     let t3 = join_report_t3(&ours_t3, &report_t3, study.readers.len() == 1)?;
 
     // Table 4: winners.
-    let winners = groups::winners(&df)?;
+    let winners = groups::winners(&df, 2)?;
     let win_t = groups::to_table(&winners, 2)?;
     let mut t4 = Table::new([
         "group",

@@ -41,6 +41,34 @@ pub fn paragraph_spans(s: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// `template` with each `{name}` whose `name` is a key of `values` replaced by its value,
+/// in one left-to-right pass: text inserted for a placeholder is never scanned again, so
+/// a passage or question that itself holds `{question}` or `{text}` stays as written.
+/// Everything else (unknown `{...}`, lone braces) is copied unchanged.
+pub fn fill_placeholders(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let hit = values
+            .iter()
+            .find(|(name, _)| after.starts_with(name) && after[name.len()..].starts_with('}'));
+        match hit {
+            Some((name, value)) => {
+                out.push_str(value);
+                rest = &after[name.len() + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +82,26 @@ mod tests {
         assert_eq!(word_count(s), 5);
         let p: Vec<&str> = paragraph_spans(s).iter().map(|&(a, b)| &s[a..b]).collect();
         assert_eq!(p, vec!["alpha beta", "gamma\t delta", "ε"]);
+    }
+
+    #[test]
+    fn fill_placeholders_in_one_pass() {
+        let t = "Q: {question}\n{passages}\n{unknown} {{x}} {";
+        let out = fill_placeholders(
+            t,
+            &[
+                ("passages", "a passage with {question} and {text}"),
+                ("question", "why {passages}?"),
+            ],
+        );
+        assert_eq!(
+            out,
+            "Q: why {passages}?\na passage with {question} and {text}\n{unknown} {{x}} {"
+        );
+        assert_eq!(
+            fill_placeholders("{a}{a}{b}", &[("a", "1"), ("b", "{a}")]),
+            "11{a}"
+        );
+        assert_eq!(fill_placeholders("", &[("a", "1")]), "");
     }
 }

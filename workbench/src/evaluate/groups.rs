@@ -32,7 +32,9 @@
 //!   questions it did not abstain on; null when it abstained on all);
 //! - [`by_group`]: the same per (group, system), groups in report 001's order;
 //! - [`winners`]: per group, the system(s) with the highest F1 (Table 4); ties name
-//!   every tied system, joined by `" = "`.
+//!   every tied system, joined by `" = "`. A tie is decided at the precision the table
+//!   prints (`decimals` places, [`tied_best`]), not by exact float equality: two means
+//!   that print the same are a tie.
 
 #[cfg(feature = "parquet")]
 use crate::{Error, Result};
@@ -193,10 +195,34 @@ pub fn by_group(per_question: &DataFrame) -> Result<DataFrame> {
         .map_err(pe)
 }
 
+/// The systems that win one group of Table 4: those whose F1, printed with `decimals`
+/// places (`format!("{:.decimals$}")`, as [`to_table`] prints it), equals the printed
+/// best F1. Means of the same scores summed in another order differ in the last bits;
+/// deciding at the printed precision makes a tie visible in the table a tie in the
+/// winner column, and a sole winner always prints strictly higher than every other
+/// system. `scores` are (system, F1); the winners come in the order given, with the
+/// best F1. `None` when `scores` is empty or has no comparable (non-NaN) F1.
+pub fn tied_best<'a>(scores: &[(&'a str, f64)], decimals: usize) -> Option<(Vec<&'a str>, f64)> {
+    let best = scores
+        .iter()
+        .map(|&(_, f)| f)
+        .filter(|f| !f.is_nan())
+        .max_by(f64::total_cmp)?;
+    let printed = format!("{best:.decimals$}");
+    let names = scores
+        .iter()
+        .filter(|&&(_, f)| format!("{f:.decimals$}") == printed)
+        .map(|&(s, _)| s)
+        .collect();
+    Some((names, best))
+}
+
 #[cfg(feature = "parquet")]
 /// Per group, the system(s) with the highest F1 (Table 4): columns `group`, `winner`
-/// (tied systems joined by `" = "`, by name), `f1` (percent), `questions`.
-pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
+/// (tied systems joined by `" = "`, by name), `f1` (percent, the best mean), `questions`.
+/// Ties are decided at the precision the table prints, `decimals` places
+/// ([`tied_best`]): pass the `decimals` given to [`to_table`].
+pub fn winners(per_question: &DataFrame, decimals: usize) -> Result<DataFrame> {
     let table = per_question
         .clone()
         .lazy()
@@ -205,14 +231,6 @@ pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
             (col("f1").mean() * lit(100.0)).alias("f1"),
             len().cast(DataType::UInt32).alias("questions"),
         ])
-        .with_column(
-            col("f1")
-                .max()
-                .over([col("group")])
-                .map_err(pe)?
-                .alias("best"),
-        )
-        .filter(col("f1").eq(col("best")))
         .sort(
             ["group_rank", "system"],
             SortMultipleOptions::default().with_maintain_order(true),
@@ -238,25 +256,40 @@ pub fn winners(per_question: &DataFrame) -> Result<DataFrame> {
         .u32()
         .map_err(pe)?
         .clone();
+    // Rows of one group are adjacent (sorted by group rank, then system).
+    let mut per_group: Vec<(String, Vec<(&str, f64, u32)>)> = Vec::new();
+    for i in 0..table.height() {
+        let g = groups.get(i).unwrap_or_default();
+        let row = (
+            systems.get(i).unwrap_or_default(),
+            f1s.get(i).unwrap_or(f64::NAN),
+            ns.get(i).unwrap_or(0),
+        );
+        match per_group.last_mut() {
+            Some((last, rows)) if last == g => rows.push(row),
+            _ => per_group.push((g.to_string(), vec![row])),
+        }
+    }
     let (mut g_out, mut w_out, mut f_out, mut n_out) = (
         Vec::<String>::new(),
         Vec::<String>::new(),
         Vec::new(),
         Vec::new(),
     );
-    for i in 0..table.height() {
-        let g = groups.get(i).unwrap_or_default().to_string();
-        let s = systems.get(i).unwrap_or_default();
-        if g_out.last() == Some(&g) {
-            let w = w_out.last_mut().expect("same length as g_out");
-            w.push_str(" = ");
-            w.push_str(s);
-        } else {
-            g_out.push(g);
-            w_out.push(s.to_string());
-            f_out.push(f1s.get(i).unwrap_or(f64::NAN));
-            n_out.push(ns.get(i).unwrap_or(0));
-        }
+    for (g, rows) in &per_group {
+        let scores: Vec<(&str, f64)> = rows.iter().map(|&(s, f, _)| (s, f)).collect();
+        let Some((names, best)) = tied_best(&scores, decimals) else {
+            continue;
+        };
+        let n = rows
+            .iter()
+            .find(|r| r.0 == names[0])
+            .map(|r| r.2)
+            .unwrap_or(0);
+        g_out.push(g.clone());
+        w_out.push(names.join(" = "));
+        f_out.push(best);
+        n_out.push(n);
     }
     df!("group" => g_out, "winner" => w_out, "f1" => f_out, "questions" => n_out).map_err(pe)
 }
@@ -343,6 +376,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "parquet")]
     fn row(system: &str, q: &str, group: &str, em: f64, f1: f64, abst: bool) -> QuestionScore {
         QuestionScore {
             system: system.into(),
@@ -355,6 +389,7 @@ mod tests {
     }
 
     /// Two systems, five questions in three groups, worked by hand in the comments.
+    #[cfg(feature = "parquet")]
     fn rows() -> Vec<QuestionScore> {
         vec![
             // dense: Who q1 (1, 1), Who q2 (0, 0.5), What q3 abstained (0, 0),
@@ -372,6 +407,25 @@ mod tests {
             row("sparse", "q4", "Misc.", 0.0, 0.0, true),
             row("sparse", "q5", "What", 0.0, 0.0, true),
         ]
+    }
+
+    #[test]
+    fn tied_best_at_the_printed_precision() {
+        // The same F1s summed in two orders: 0.1 + 0.2 + 0.3 = 0.6000000000000001 but
+        // 0.3 + 0.2 + 0.1 = 0.6; both means print as 20.00.
+        let a = (0.1 + 0.2 + 0.3) / 3.0 * 100.0;
+        let b = (0.3 + 0.2 + 0.1) / 3.0 * 100.0;
+        assert_ne!(a, b);
+        let (names, best) = tied_best(&[("a", a), ("b", b), ("c", 19.99)], 2).unwrap();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(best, a.max(b));
+        // 19.996 prints as 20.00 too; 19.994 as 19.99.
+        let (names, _) = tied_best(&[("a", 20.0), ("b", 19.996), ("c", 19.994)], 2).unwrap();
+        assert_eq!(names, ["a", "b"]);
+        let (names, _) = tied_best(&[("a", 20.0), ("b", 19.996)], 3).unwrap();
+        assert_eq!(names, ["a"]);
+        assert!(tied_best(&[], 2).is_none());
+        assert!(tied_best(&[("a", f64::NAN)], 2).is_none());
     }
 
     #[cfg(feature = "parquet")]
@@ -421,7 +475,7 @@ mod tests {
             .unwrap()
             .get(1)
             .is_none());
-        let w = winners(&df).unwrap();
+        let w = winners(&df, 2).unwrap();
         let t = to_table(&w, 2).unwrap();
         // Misc.: dense 25 vs sparse 0; What: dense 50 vs sparse 25;
         // Who: dense (1 + .5)/2 = 75, sparse (.5 + 1)/2 = 75 → a tie.
@@ -438,5 +492,32 @@ mod tests {
         assert_eq!(pq["q2"], 1.0);
         assert!(per_query(&df, "nobody", "f1").is_err());
         assert!(per_question_frame(&[rows()[0].clone(), rows()[0].clone()]).is_err());
+    }
+
+    #[cfg(feature = "parquet")]
+    #[test]
+    fn winners_tie_when_the_printed_means_tie() {
+        // Who: dense (0.1 + 0.2)/2 = 0.15000000000000002, sparse (0.15 + 0.15)/2 = 0.15:
+        // both print as 15.00, so both win. What: 25.00 against 24.99 is a sole winner.
+        let rows = vec![
+            row("dense", "q1", "Who", 0.0, 0.1, false),
+            row("dense", "q2", "Who", 0.0, 0.2, false),
+            row("sparse", "q1", "Who", 0.0, 0.15, false),
+            row("sparse", "q2", "Who", 0.0, 0.15, false),
+            row("dense", "q3", "What", 0.0, 0.25, false),
+            row("sparse", "q3", "What", 0.0, 0.2499, false),
+        ];
+        let df = per_question_frame(&rows).unwrap();
+        let t = to_table(&winners(&df, 2).unwrap(), 2).unwrap();
+        assert_eq!(
+            t.rows,
+            vec![
+                vec!["What", "dense", "25.00", "1"],
+                vec!["Who", "dense = sparse", "15.00", "2"],
+            ]
+        );
+        // At 4 decimals 25.0000 and 24.9900 still differ; 15.0000 still ties.
+        let t = to_table(&winners(&df, 4).unwrap(), 4).unwrap();
+        assert_eq!(t.rows[1][1], "dense = sparse");
     }
 }

@@ -28,30 +28,50 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-/// SQuAD answer normalisation: lowercase, remove ASCII punctuation
-/// (Python's `string.punctuation`), replace the articles `a`, `an`, `the` (whole
-/// words, Unicode word boundaries as Python's `re`) by a space, and collapse
-/// whitespace to single spaces with no leading or trailing space.
+/// SQuAD answer normalisation, as the official `evaluate-v2.0.py` computes it in
+/// Python: lowercase (`str.lower`), remove ASCII punctuation (`string.punctuation`),
+/// replace the articles `a`, `an`, `the` by a space where they are whole words
+/// (`re.sub(r'\b(a|an|the)\b', ' ', text)`), and join the whitespace-separated
+/// tokens with single spaces (`' '.join(text.split())`).
 ///
 /// The steps run in the script's order: `white_space_fix(remove_articles(remove_punc(lower(s))))`.
+///
+/// Word boundaries are Python's, not the `regex` crate's `\b`: Python's `re` counts a
+/// character as a word character (`\w`, str patterns) when it is a letter or a number
+/// (general categories L* and N*, so `²`, `½` and `ⅱ` are) or `_`. Combining marks
+/// (`é` written as `e` + U+0301), joiners and connector punctuation other than `_` are
+/// not, so `"the\u{301}"` loses its article here as in Python (Rust's `\w` would keep
+/// it). Whitespace is what Python's `str.split()` splits on (see [`is_python_space`]).
+/// `tests/data/squad_normalize.json`, written by real Python
+/// (`scripts/python/squad_normalize_fixture.py`), holds the reference outputs the
+/// tests compare against.
 pub fn normalize_answer(s: &str) -> String {
-    static ARTICLES: OnceLock<Regex> = OnceLock::new();
-    let articles = ARTICLES.get_or_init(|| Regex::new(r"\b(a|an|the)\b").expect("valid regex"));
+    static WORDS: OnceLock<Regex> = OnceLock::new();
+    // A maximal run of Python `\w` characters: an article matches `\b(a|an|the)\b`
+    // exactly when it is a whole run.
+    let words = WORDS.get_or_init(|| Regex::new(r"[\p{L}\p{N}_]+").expect("valid regex"));
     let lower = s.to_lowercase();
     let no_punc: String = lower
         .chars()
         .filter(|c| !c.is_ascii_punctuation())
         .collect();
-    let no_articles = articles.replace_all(&no_punc, " ");
+    let no_articles = words.replace_all(&no_punc, |m: &regex::Captures| match &m[0] {
+        "a" | "an" | "the" => " ".to_string(),
+        w => w.to_string(),
+    });
     tokens_of_normalized(&no_articles).join(" ")
 }
 
-/// Split on whitespace as Python's `str.split()` does: Unicode whitespace plus the
-/// ASCII separators U+001C..U+001F, which Python also treats as whitespace.
+/// Whether Python's `str.split()` (and `str.isspace()`) treats `c` as whitespace: the
+/// Unicode White_Space characters plus the ASCII separators U+001C..U+001F (Python's
+/// bidirectional classes B and S). U+200B (zero width space) and U+180E are not.
+pub fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Split on whitespace as Python's `str.split()` does ([`is_python_space`]).
 fn tokens_of_normalized(s: &str) -> Vec<&str> {
-    s.split(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
-        .filter(|t| !t.is_empty())
-        .collect()
+    s.split(is_python_space).filter(|t| !t.is_empty()).collect()
 }
 
 /// The tokens of a normalised answer (the script's `get_tokens`).
@@ -203,6 +223,103 @@ pub fn explain_answer<S: AsRef<str>>(pred: &str, golds: &[S]) -> Vec<AnswerScore
             }
         })
         .collect()
+}
+
+/// One question of a null-threshold search ([`best_null_threshold`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NullCandidate {
+    /// The reader's null score minus its best span's score; the answer is null when
+    /// `null_margin > threshold` (`f32::INFINITY` when there is no span: always null).
+    pub null_margin: f32,
+    /// The question's score (EM or F1) when the best span is the answer.
+    pub answered: f64,
+    /// The question's score when the answer is null (`f1("", golds)`: 1 for an
+    /// unanswerable question, 0 otherwise).
+    pub null: f64,
+}
+
+/// The result of [`best_null_threshold`]: scores are means over the questions (0–1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NullThreshold {
+    /// The chosen threshold: `f32::NEG_INFINITY` when predicting null for every
+    /// question is best, else the `null_margin` of the last question still answered.
+    pub threshold: f32,
+    /// The mean score at `threshold`.
+    pub score: f64,
+    /// The mean score when every question is null (`threshold = -∞`).
+    pub all_null: f64,
+    /// The mean score when no question is null (`threshold = +∞`).
+    pub never_null: f64,
+}
+
+/// The null threshold that maximises the mean score, as the official SQuAD 2.0
+/// `evaluate-v2.0.py`'s `find_best_thresh` searches it: start from the score of
+/// predicting null for **every** question, then answer the questions in ascending
+/// order of `null_margin` (the script's ascending `na_prob`), keeping a threshold only
+/// when the running score is **strictly** higher than the best so far (so among equal
+/// scores the lowest threshold, the most abstentions, wins, and all-null wins ties).
+///
+/// A question's gain when answered is `answered - null`: the script's `scores[qid]` for
+/// an answerable question, and for an unanswerable one `-1` when the prediction is a
+/// non-empty string, else `0`; here the prediction's own score decides, so a prediction
+/// that normalises to nothing (`"the"`) counts as empty.
+///
+/// Two differences from the script, neither changing its choice on distinct margins:
+/// questions with equal margins are answered together (a threshold cannot separate
+/// them, so the returned score is always the score at the returned threshold), and the
+/// all-null start is `threshold = -∞` rather than the script's `0.0` (margins are logit
+/// differences, not probabilities in `[0, 1]`). A question whose margin is `-∞` is
+/// answered at every threshold and counted so in the all-null start.
+///
+/// Errors: no questions ([`Error::Empty`]); a NaN margin or score
+/// ([`Error::InvalidParam`] naming the question's 1-based number).
+pub fn best_null_threshold(items: &[NullCandidate]) -> Result<NullThreshold> {
+    if items.is_empty() {
+        return Err(Error::Empty(
+            "no questions to choose a null threshold on".into(),
+        ));
+    }
+    if let Some(i) = items
+        .iter()
+        .position(|c| c.null_margin.is_nan() || c.answered.is_nan() || c.null.is_nan())
+    {
+        return Err(Error::param(
+            "null_margin",
+            format!("question {} has a NaN margin or score", i + 1),
+        ));
+    }
+    let n = items.len() as f64;
+    let mut order: Vec<&NullCandidate> = items.iter().collect();
+    order.sort_by(|a, b| a.null_margin.total_cmp(&b.null_margin));
+    let start: f64 = order
+        .iter()
+        .map(|c| {
+            if c.null_margin == f32::NEG_INFINITY {
+                c.answered
+            } else {
+                c.null
+            }
+        })
+        .sum();
+    let (mut cur, mut best, mut threshold) = (start, start, f32::NEG_INFINITY);
+    let mut i = order.partition_point(|c| c.null_margin == f32::NEG_INFINITY);
+    while i < order.len() {
+        let margin = order[i].null_margin;
+        while i < order.len() && order[i].null_margin == margin {
+            cur += order[i].answered - order[i].null;
+            i += 1;
+        }
+        if cur > best {
+            best = cur;
+            threshold = margin;
+        }
+    }
+    Ok(NullThreshold {
+        threshold,
+        score: best / n,
+        all_null: start / n,
+        never_null: items.iter().map(|c| c.answered).sum::<f64>() / n,
+    })
 }
 
 /// Does `text` contain a gold answer? Both sides go through [`normalize_answer`]
@@ -359,6 +476,176 @@ mod tests {
         assert_eq!(normalize_answer("«Éclair»"), "«éclair»");
         assert_eq!(normalize_answer("the . a"), "");
         assert_eq!(answer_tokens("The Eiffel tower."), ["eiffel", "tower"]);
+    }
+
+    fn python_fixture() -> serde_json::Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/data/squad_normalize.json");
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn ranges(v: &serde_json::Value) -> Vec<(u32, u32)> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r[0].as_u64().unwrap() as u32, r[1].as_u64().unwrap() as u32))
+            .collect()
+    }
+
+    /// Tricky strings (combining marks next to articles, `²`, `ⅱ`, `_`, `‿`, joiners,
+    /// Python-only whitespace, Arabic and Devanagari marks, length-changing case maps)
+    /// against the official `normalize_answer` and `get_tokens` run by Python. The
+    /// fixture is written by
+    /// `python3 scripts/python/squad_normalize_fixture.py > tests/data/squad_normalize.json`.
+    #[test]
+    fn normalisation_matches_python_on_tricky_strings() {
+        let fx = python_fixture();
+        let cases = fx["cases"].as_array().unwrap();
+        assert!(cases.len() >= 40, "{} cases", cases.len());
+        let mut bad = Vec::new();
+        for case in cases {
+            let input = case["input"].as_str().unwrap();
+            let want = case["normalized"].as_str().unwrap();
+            let got = normalize_answer(input);
+            if got != want {
+                bad.push(format!("{input:?}: ours {got:?}, Python {want:?}"));
+            }
+            let want_toks: Vec<&str> = case["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect();
+            if answer_tokens(input) != want_toks {
+                bad.push(format!(
+                    "{input:?}: tokens {:?}, Python {want_toks:?}",
+                    answer_tokens(input)
+                ));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{} of {}:\n{}",
+            bad.len(),
+            cases.len(),
+            bad.join("\n")
+        );
+    }
+
+    /// Every code point assigned in the fixture's Unicode version: an article followed
+    /// by it keeps the article exactly when Python's `re` counts it as `\w`; and
+    /// whitespace is what Python's `str.split()` splits on.
+    #[test]
+    fn word_boundaries_and_whitespace_are_pythons_for_every_code_point() {
+        let fx = python_fixture();
+        let word = ranges(&fx["word_ranges"]);
+        let is_word = |cp: u32| word.iter().any(|&(a, b)| a <= cp && cp <= b);
+        let mut checked = 0usize;
+        let mut bad = Vec::new();
+        for (first, last) in ranges(&fx["assigned_ranges"]) {
+            for cp in first..=last {
+                let Some(c) = char::from_u32(cp) else {
+                    continue;
+                };
+                if c.is_ascii_punctuation() || is_python_space(c) {
+                    continue; // removed or split before the article rule sees it
+                }
+                checked += 1;
+                let kept = normalize_answer(&format!("the{c}")).starts_with("the");
+                if kept != is_word(cp) {
+                    bad.push(format!("U+{cp:04X} (Python \\w: {})", is_word(cp)));
+                }
+            }
+        }
+        assert!(checked > 100_000, "{checked} code points checked");
+        assert!(
+            bad.is_empty(),
+            "{} of {checked} code points differ from Python {} (Unicode {}): {}",
+            bad.len(),
+            fx["python"],
+            fx["unicode"],
+            bad.iter().take(40).cloned().collect::<Vec<_>>().join(", ")
+        );
+        let space: Vec<u32> = fx["whitespace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert!(space.contains(&0xa0) && space.contains(&0x1c) && space.contains(&0x85));
+        for cp in 0..0x11_0000u32 {
+            if let Some(c) = char::from_u32(cp) {
+                assert_eq!(is_python_space(c), space.contains(&cp), "U+{cp:04X}");
+            }
+        }
+    }
+
+    fn cand(null_margin: f32, answered: f64, null: f64) -> NullCandidate {
+        NullCandidate {
+            null_margin,
+            answered,
+            null,
+        }
+    }
+
+    #[test]
+    fn null_threshold_all_null_can_win() {
+        // Two unanswerable questions the reader answers wrongly (answered 0, null 1) and
+        // one answerable question it gets half right but with the highest margin.
+        // All null: (1 + 1 + 0)/3 = 2/3. Answering in margin order: q1 → 1/3, q2 → 0,
+        // q3 → 0.5/3. The all-null start is the best.
+        let items = [
+            cand(1.0, 0.0, 1.0),
+            cand(2.0, 0.0, 1.0),
+            cand(3.0, 0.5, 0.0),
+        ];
+        let t = best_null_threshold(&items).unwrap();
+        assert_eq!(t.threshold, f32::NEG_INFINITY);
+        assert!((t.score - 2.0 / 3.0).abs() < 1e-12 && t.score == t.all_null);
+        assert!((t.never_null - 0.5 / 3.0).abs() < 1e-12);
+        // Every margin is `> -inf`: all null at the chosen threshold.
+        assert!(items.iter().all(|c| c.null_margin > t.threshold));
+    }
+
+    #[test]
+    fn null_threshold_by_hand_with_ties() {
+        // Margins -1 (answered 1 / null 0), 0.5 twice (1/0 and 0/1), 2 (0/1).
+        // All null: 2/4. After -1: 3/4. After both 0.5s: 3/4 (not strictly better).
+        // After 2: 2/4. Best: threshold -1, 3/4.
+        let items = [
+            cand(0.5, 1.0, 0.0),
+            cand(-1.0, 1.0, 0.0),
+            cand(2.0, 0.0, 1.0),
+            cand(0.5, 0.0, 1.0),
+        ];
+        let t = best_null_threshold(&items).unwrap();
+        assert_eq!((t.threshold, t.score, t.all_null), (-1.0, 0.75, 0.5));
+        assert_eq!(t.never_null, 0.5);
+        // The score at the returned threshold, computed directly.
+        let at = |thr: f32| {
+            items
+                .iter()
+                .map(|c| {
+                    if c.null_margin > thr {
+                        c.null
+                    } else {
+                        c.answered
+                    }
+                })
+                .sum::<f64>()
+                / 4.0
+        };
+        assert_eq!(at(t.threshold), t.score);
+        // Never null is best: every answer right.
+        let t = best_null_threshold(&[cand(1.0, 1.0, 0.0), cand(f32::INFINITY, 0.0, 0.0)]).unwrap();
+        assert_eq!((t.threshold, t.score), (1.0, 0.5));
+        assert!(matches!(best_null_threshold(&[]), Err(Error::Empty(_))));
+        let e = best_null_threshold(&[cand(0.0, 1.0, 0.0), cand(f32::NAN, 1.0, 0.0)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("question 2"), "{e}");
     }
 
     #[test]

@@ -18,8 +18,9 @@
 //! - **paraphrase-fuse, one call per variant** (no `{n}`, e.g. report 002's
 //!   `paraphrase_002.txt`): `n` generations, each sampled at `query_transform.temperature`
 //!   with seed `query_transform.seed + i` (greedy at temperature 0, which gives `n` equal
-//!   outputs: the duplicates are dropped and the count comes back short), each parsed by
-//!   [`parse_rewrite`]'s line rule.
+//!   outputs: the duplicates are dropped and the count comes back short), each output's
+//!   first usable line taken as [`parse_list`] reads it, duplicates dropped by the list
+//!   mode's rule ([`push_unique`]).
 //!
 //! Fewer paraphrases than asked are never padded: [`Transformed::requested`] and
 //! [`Transformed::note`] reach the trace. When nothing usable comes back, the question
@@ -27,7 +28,7 @@
 
 use super::config::{QueryTransformConfig, TransformKind};
 use super::prompt::PromptTemplate;
-use super::transform::{parse_list, parse_rewrite, QueryTransform, Transformed};
+use super::transform::{parse_list, parse_rewrite, push_unique, QueryTransform, Transformed};
 use super::Pipeline;
 use crate::read::generative::{ChatMessage, GenerateParams, Sampling, SharedLlm};
 use crate::read::Usage;
@@ -207,9 +208,7 @@ impl QueryTransform for LlmTransform {
                         add(&mut usage, &u);
                         // One paraphrase per call: its first usable line.
                         if let Some(q) = parse_list(&text, 1).into_iter().next() {
-                            if !out.iter().any(|o| o.eq_ignore_ascii_case(&q)) {
-                                out.push(q);
-                            }
+                            push_unique(&mut out, q);
                         }
                         raw.push(text);
                     }

@@ -32,8 +32,9 @@
 //! ## What happens to one question
 //!
 //! 1. **Transform** (optional): the [`QueryTransform`] gives the retrieval queries
-//!    (rewrite: one; paraphrase-fuse: the variants, plus the question when
-//!    `include_original`). Without one, the query is the question.
+//!    (rewrite: one; paraphrase-fuse: the variants, plus the question first when
+//!    `include_original`, a variant equal to it under `transform::query_key` dropped).
+//!    Without one, the query is the question.
 //! 2. **Retrieve**: every retriever returns `retrieval.depth` hits for every query; the
 //!    retrievers' lists of one query are fused with `retrieval.fusion` (one retriever:
 //!    its list as is); the queries' lists are fused with RRF
@@ -639,7 +640,7 @@ impl Pipeline {
                     if cfg.kind == TransformKind::Rewrite {
                         v.truncate(1);
                     } else if cfg.include_original {
-                        v.insert(0, q.question.clone());
+                        v = transform::with_original(&q.question, v);
                     }
                     queries.push(v);
                     t_usage.push(out.usage);

@@ -27,7 +27,9 @@
 //! - [`parse_list`] (paraphrases): one query per line or per numbered item (`1.`, `2)`,
 //!   `(3)`, `-`, `*`, `•`, `Paraphrase 4:`; several numbered items on one line are split),
 //!   lead-ins ending with `:` skipped, labels, emphasis and quotes removed, duplicates
-//!   (case- and space-insensitive) dropped, at most `n` kept. **Fewer than `n` is not
+//!   (case- and space-insensitive, [`query_key`]) dropped, at most `n` kept. The
+//!   one-call-per-variant mode and `include_original` drop duplicates by the same key
+//!   ([`push_unique`], [`with_original`]). **Fewer than `n` is not
 //!   padded**: the trace records how many were asked ([`Transformed::requested`]) and how
 //!   many came back; the summary counts the questions that came back short.
 
@@ -161,18 +163,44 @@ fn split_inline_items(line: &str) -> Vec<String> {
         .collect()
 }
 
-fn norm(s: &str) -> String {
+/// The key under which two queries are the same query: whitespace runs collapsed to one
+/// space, no leading or trailing whitespace, Unicode lowercase. The one rule for every
+/// paraphrase de-duplication ([`parse_list`], the one-call-per-variant mode of the LLM
+/// transform, [`with_original`]).
+pub fn query_key(s: &str) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
 }
 
+/// Append `query` to `queries` unless one with the same [`query_key`] is there already;
+/// whether it was added.
+pub fn push_unique(queries: &mut Vec<String>, query: String) -> bool {
+    let key = query_key(&query);
+    if queries.iter().any(|q| query_key(q) == key) {
+        return false;
+    }
+    queries.push(query);
+    true
+}
+
+/// The queries to retrieve with when the original question is included: the question
+/// first, then the paraphrases in order without those that are the question itself
+/// under [`query_key`] (so the question is never retrieved, and fused, twice).
+pub fn with_original(question: &str, paraphrases: Vec<String>) -> Vec<String> {
+    let mut out = vec![question.to_string()];
+    for p in paraphrases {
+        push_unique(&mut out, p);
+    }
+    out
+}
+
 /// Up to `n` queries from an LLM's list output (see the [module docs](self#reading-an-llms-output)):
-/// in order, cleaned, without duplicates. May return fewer than `n`, or none.
+/// in order, cleaned, without duplicates ([`push_unique`]). May return fewer than `n`, or
+/// none.
 pub fn parse_list(text: &str, n: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
     for raw in text.lines().flat_map(split_inline_items) {
         if out.len() == n {
             break;
@@ -181,9 +209,7 @@ pub fn parse_list(text: &str, n: usize) -> Vec<String> {
         if item.is_empty() || is_lead_in(&raw, &item) {
             continue;
         }
-        if seen.insert(norm(&item)) {
-            out.push(item);
-        }
+        push_unique(&mut out, item);
     }
     out
 }
@@ -268,6 +294,41 @@ mod tests {
             parse_list("What happened in 1969. Apollo?", 5),
             ["What happened in 1969. Apollo?"]
         );
+    }
+
+    #[test]
+    fn one_dedup_rule_for_list_and_one_call_modes_and_the_original() {
+        let outputs = [
+            "Who wrote Hamlet?",
+            "who  wrote hamlet?",
+            "WHO WROTE HAMLET?",
+            "Qui a écrit Hamlet ?",
+            "QUI A ÉCRIT HAMLET ?",
+            "Which writer created Hamlet?",
+        ];
+        let want = [
+            "Who wrote Hamlet?",
+            "Qui a écrit Hamlet ?",
+            "Which writer created Hamlet?",
+        ];
+        // List mode: one output, one item per line.
+        assert_eq!(parse_list(&outputs.join("\n"), 6), want);
+        // One call per variant: the first usable line of each output, then de-duplicated
+        // as the LLM transform does.
+        let mut one_call: Vec<String> = Vec::new();
+        for text in outputs {
+            if let Some(q) = parse_list(text, 1).into_iter().next() {
+                push_unique(&mut one_call, q);
+            }
+        }
+        assert_eq!(one_call, want);
+        // include_original: the question is not retrieved twice.
+        let q = "Who wrote  Hamlet?";
+        assert_eq!(
+            with_original(q, parse_list(&outputs.join("\n"), 6)),
+            [q, "Qui a écrit Hamlet ?", "Which writer created Hamlet?"]
+        );
+        assert_eq!(with_original("a", vec!["b".into()]), ["a", "b"]);
     }
 
     #[test]

@@ -158,11 +158,23 @@ pub fn check_question(question: &str) -> Result<&str> {
 
 /// Decides whether a generated answer is an abstention ("Not found", "I don't know").
 ///
-/// An answer is an abstention when, after trimming whitespace and trailing punctuation
-/// and lowercasing, it is empty (if [`AbstentionRule::empty_is_abstention`]) or it
-/// **starts with** one of the phrases (lowercase), either at its start or right after a
-/// lead-in "the answer is" / "answer" (with an optional colon). The default phrases cover report
-/// 001's "Not found" and the usual refusals of instruction-tuned models.
+/// The answer is first trimmed (whitespace and trailing ASCII punctuation; leading
+/// quotes and `*`), with curly apostrophes and quotes (`’ ‘ ʼ “ ” „`) read as `'` and
+/// `"`. It is an abstention when it is then empty (if
+/// [`AbstentionRule::empty_is_abstention`]) or it **starts with** one of the phrases,
+/// compared case-insensitively and **as whole words**, either at its start or right after
+/// a lead-in "the answer is" / "answer is" / "answer" (also whole words, with an optional
+/// colon):
+///
+/// - whole words: the phrase must end at a word boundary, so "the answer is not" does
+///   not match "The answer is Notre Dame" or "… notably …", nor "unknown" "Unknownness";
+/// - a phrase followed by a capitalised word is part of a name and does not count
+///   ("Unknown Pleasures", "No Answer Required"), unless the phrase itself is written in
+///   capitals with no lowercase letter ("NOT FOUND IN THE PASSAGES" is an abstention).
+///   So a title-cased refusal ("Not Found In The Passages") is not recognised.
+///
+/// The default phrases cover report 001's "Not found" and the usual refusals of
+/// instruction-tuned models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AbstentionRule {
@@ -210,24 +222,85 @@ impl AbstentionRule {
 
     /// Whether `answer` is an abstention under this rule.
     pub fn is_abstention(&self, answer: &str) -> bool {
-        let a = answer
+        let straight: String = answer.chars().map(straighten_quote).collect();
+        let a = straight
             .trim()
             .trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
-            .trim_start_matches(['"', '\'', '*'])
-            .to_lowercase();
+            .trim_start_matches(['"', '\'', '*']);
         if a.is_empty() {
             return self.empty_is_abstention;
         }
+        let phrases: Vec<String> = self
+            .phrases
+            .iter()
+            .map(|p| {
+                p.chars()
+                    .map(straighten_quote)
+                    .collect::<String>()
+                    .to_lowercase()
+            })
+            .collect();
+        let starts_with_phrase = |text: &str| phrases.iter().any(|p| phrase_starts(text, p));
+        if starts_with_phrase(a) {
+            return true;
+        }
         // "The answer is: Not found." / "Answer: not found": look past the lead-in too.
-        let body = ["the answer is", "answer is", "answer"]
+        ["the answer is", "answer is", "answer"]
             .iter()
-            .find_map(|lead| a.strip_prefix(lead))
+            .find_map(|lead| strip_words(a, lead))
             .map(|rest| rest.trim_start_matches([':', ' ', '"', '\'', '*']))
-            .filter(|rest| !rest.is_empty());
-        self.phrases
-            .iter()
-            .any(|p| a.starts_with(p.as_str()) || body.is_some_and(|b| b.starts_with(p.as_str())))
+            .filter(|rest| !rest.is_empty())
+            .is_some_and(starts_with_phrase)
     }
+}
+
+/// Curly apostrophes and quotes as their ASCII forms.
+fn straighten_quote(c: char) -> char {
+    match c {
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{02BC}' | '\u{2032}' => '\'',
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' => '"',
+        c => c,
+    }
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `text` after its prefix `prefix` (lowercase), compared case-insensitively, when the
+/// prefix ends at a word boundary of `text`.
+fn strip_words<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let mut want = prefix.chars();
+    let mut last = None;
+    for (i, c) in text.char_indices() {
+        if want.as_str().is_empty() {
+            let boundary = !(last.is_some_and(is_word_char) && is_word_char(c));
+            return boundary.then_some(&text[i..]);
+        }
+        for l in c.to_lowercase() {
+            if want.next() != Some(l) {
+                return None;
+            }
+        }
+        last = Some(c);
+    }
+    want.as_str().is_empty().then_some("")
+}
+
+/// Whether `text` starts with the whole-word phrase `phrase` (lowercase) and the phrase
+/// is not the start of a name (see [`AbstentionRule`]).
+fn phrase_starts(text: &str, phrase: &str) -> bool {
+    let Some(rest) = strip_words(text, phrase) else {
+        return false;
+    };
+    let written = &text[..text.len() - rest.len()];
+    let shouted = !written.chars().any(char::is_lowercase);
+    let next_capitalised = rest
+        .trim_start()
+        .chars()
+        .next()
+        .is_some_and(char::is_uppercase);
+    shouted || !next_capitalised
 }
 
 /// Keep the longest rank-order prefix of `passages` whose cost fits `budget`.
@@ -301,6 +374,45 @@ mod tests {
         let custom = AbstentionRule::with_phrases(["N/A"]);
         assert!(custom.is_abstention("n/a"));
         assert!(!custom.is_abstention("Not found"));
+    }
+
+    #[test]
+    fn abstention_phrases_match_whole_words_only() {
+        let r = AbstentionRule::default();
+        // A phrase that is the start of a longer word is not the phrase.
+        for answer in [
+            "The answer is Notre Dame.",
+            "The answer is Nottingham",
+            "the answer is notably Paris",
+            "Unknownness",
+            "Answered: Paris",
+        ] {
+            assert!(!r.is_abstention(answer), "{answer:?}");
+        }
+        // A phrase followed by a capitalised word is part of a name (an album, a film).
+        assert!(!r.is_abstention("Unknown Pleasures"));
+        assert!(!r.is_abstention("No Answer Required"));
+        // Real abstentions, with curly apostrophes and quotes as models write them.
+        for answer in [
+            "I don\u{2019}t know.",
+            "\u{201c}Not found\u{201d}",
+            "\u{2018}I don\u{2019}t know\u{2019}",
+            "The answer is not in the passages.",
+            "The answer is not provided.",
+            "Not found in the passages",
+            "Unknown",
+            "Unknown, the passages do not say.",
+            "The passages do not mention it.",
+            "The context does not say",
+            "I cannot answer this question.",
+            "I can\u{2019}t answer that",
+            "Answer: I don't know",
+            "No answer.",
+            "Cannot be answered from the passages",
+            "NOT FOUND IN THE PASSAGES",
+        ] {
+            assert!(r.is_abstention(answer), "{answer:?}");
+        }
     }
 
     #[test]

@@ -225,9 +225,10 @@ impl ExtractiveReader {
         Ok(reader)
     }
 
-    /// Whether inference runs the fused BERT pass (see [`ReaderParams::backend`]).
+    /// Whether inference runs the fused BERT pass (see [`ReaderParams::backend`]): the
+    /// checkpoint has one and the parameters ask for [`Backend::Fused`].
     pub fn is_fused(&self) -> bool {
-        self.fused.is_some()
+        self.fused.is_some() && self.params.backend == Backend::Fused
     }
 
     /// A reader over an existing model (e.g. one being trained, for evaluation between

@@ -651,9 +651,11 @@ pub struct ReaderOptions {
     pub name: String,
     /// Optional system message.
     pub system: Option<String>,
-    /// The user message: `{question}` and `{passages}` are replaced.
+    /// The user message: `{question}` and `{passages}` are replaced (in one pass: text
+    /// put in for one is not searched for the other).
     pub prompt: String,
-    /// One passage: `{rank}` (1-based), `{id}`, `{title}`, `{text}` are replaced.
+    /// One passage: `{rank}` (1-based), `{id}`, `{title}`, `{text}` are replaced (in one
+    /// pass).
     pub passage: String,
     /// Between passages.
     pub passage_separator: String,
@@ -696,6 +698,25 @@ pub struct BuiltPrompt {
     pub kept: usize,
     /// Ids of the dropped passages.
     pub dropped: Vec<String>,
+}
+
+/// The user message: `prompt` with `{passages}` and `{question}` filled in one pass
+/// ([`crate::text::fill_placeholders`]: a passage holding `{question}` keeps it).
+fn user_message(prompt: &str, question: &str, passages: &str) -> String {
+    crate::text::fill_placeholders(prompt, &[("passages", passages), ("question", question)])
+}
+
+/// One passage: `format` with `{rank}`, `{id}`, `{title}` and `{text}` filled in one pass.
+fn format_passage(format: &str, rank: usize, p: &Context) -> String {
+    crate::text::fill_placeholders(
+        format,
+        &[
+            ("rank", &rank.to_string()),
+            ("id", &p.id),
+            ("title", &p.title),
+            ("text", &p.text),
+        ],
+    )
 }
 
 /// A [`Reader`] that generates the answer with an [`Llm`].
@@ -776,11 +797,7 @@ impl GenerativeReader {
     }
 
     fn render(&self, llm: &Llm, question: &str, passages: &str) -> Result<String> {
-        let user = self
-            .opts
-            .prompt
-            .replace("{passages}", passages)
-            .replace("{question}", question);
+        let user = user_message(&self.opts.prompt, question, passages);
         let mut msgs = Vec::new();
         if let Some(s) = &self.opts.system {
             msgs.push(ChatMessage::system(s.clone()));
@@ -789,20 +806,11 @@ impl GenerativeReader {
         llm.render_chat(&msgs, true)
     }
 
-    fn format_passage(&self, rank: usize, p: &Context) -> String {
-        self.opts
-            .passage
-            .replace("{rank}", &rank.to_string())
-            .replace("{id}", &p.id)
-            .replace("{title}", &p.title)
-            .replace("{text}", &p.text)
-    }
-
     fn join(&self, passages: &[Context]) -> String {
         passages
             .iter()
             .enumerate()
-            .map(|(i, p)| self.format_passage(i + 1, p))
+            .map(|(i, p)| format_passage(&self.opts.passage, i + 1, p))
             .collect::<Vec<_>>()
             .join(&self.opts.passage_separator)
     }
@@ -839,7 +847,7 @@ impl GenerativeReader {
         let mut err = None;
         let (mut kept, _) = fit_passages(passages, room - overhead, |p| {
             rank += 1;
-            match llm.tokenize(&self.format_passage(rank, p), false) {
+            match llm.tokenize(&format_passage(&self.opts.passage, rank, p), false) {
                 Ok(ids) => ids.len() + sep,
                 Err(e) => {
                     err = Some(e);
@@ -903,6 +911,31 @@ impl Reader for GenerativeReader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Text inserted for one placeholder is not scanned for the others: a passage that
+    /// holds `{question}` or `{text}`, a title that holds `{text}`.
+    #[test]
+    fn placeholders_inside_passages_are_kept() {
+        let mut p = Context::new("p{rank}", "Write {question} here; {text} too.");
+        p.title = "The {text} title".into();
+        assert_eq!(
+            format_passage("[{rank}] {title} ({id}): {text}", 2, &p),
+            "[2] The {text} title (p{rank}): Write {question} here; {text} too."
+        );
+        let passages = format_passage("{text}", 1, &p);
+        assert_eq!(
+            user_message(
+                "Passages:\n{passages}\nQuestion: {question}",
+                "Who?",
+                &passages
+            ),
+            "Passages:\nWrite {question} here; {text} too.\nQuestion: Who?"
+        );
+        assert_eq!(
+            user_message("{question} / {passages}", "What is {passages}?", "P"),
+            "What is {passages}? / P"
+        );
+    }
 
     /// The SmolLM2 test fixture. scripts/test fetches it; a missing one fails, never skips.
     fn smol_path() -> std::path::PathBuf {

@@ -227,7 +227,9 @@ impl GgufTokenizer {
     }
 
     /// Token ids of `text`, special tokens in the text matched as tokens; BOS/EOS added when
-    /// `add_special` and the GGUF asks for them.
+    /// `add_special` and the GGUF asks for them. BOS is not added when `text` already
+    /// starts with it (a chat template that writes BOS itself): one BOS, never two, as
+    /// llama.cpp's server checks.
     pub fn encode(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
         let enc = self
             .tok
@@ -236,7 +238,9 @@ impl GgufTokenizer {
         let mut ids = Vec::with_capacity(enc.len() + 2);
         if add_special && self.add_bos {
             if let Some(b) = self.bos {
-                ids.push(b);
+                if enc.get_ids().first() != Some(&b) {
+                    ids.push(b);
+                }
             }
         }
         ids.extend_from_slice(enc.get_ids());
@@ -259,5 +263,51 @@ impl GgufTokenizer {
         self.tok
             .decode(ids, true)
             .map_err(|e| Error::Tokenizer(format!("decoding {} ids: {e}", ids.len())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A four-token vocabulary (`<s>`, `</s>`, `a`, `b`) with BOS `<s>`.
+    fn tiny(add_bos: bool) -> GgufTokenizer {
+        let tokens: Vec<String> = ["<s>", "</s>", "a", "b"].map(String::from).to_vec();
+        let vocab: Vocab = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i as u32))
+            .collect();
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, Vec::new())
+            .build()
+            .unwrap();
+        let mut tok = Tokenizer::new(bpe);
+        tok.add_special_tokens(&[
+            AddedToken::from("<s>", true),
+            AddedToken::from("</s>", true),
+        ]);
+        GgufTokenizer {
+            tok,
+            tokens,
+            bos: Some(0),
+            add_bos,
+            eos: Some(1),
+            add_eos: false,
+            eog: vec![1],
+        }
+    }
+
+    #[test]
+    fn bos_is_not_added_twice() {
+        let t = tiny(true);
+        assert_eq!(t.encode("ab", true).unwrap(), [0, 2, 3]);
+        // A chat template that writes BOS itself: still one BOS.
+        assert_eq!(t.encode("<s>ab", true).unwrap(), [0, 2, 3]);
+        assert_eq!(t.encode("<s>ab", false).unwrap(), [0, 2, 3]);
+        // BOS later in the text is not at the start: BOS is added.
+        assert_eq!(t.encode("a<s>b", true).unwrap(), [0, 2, 0, 3]);
+        assert_eq!(t.encode("ab", false).unwrap(), [2, 3]);
+        assert_eq!(tiny(false).encode("ab", true).unwrap(), [2, 3]);
     }
 }
