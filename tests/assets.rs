@@ -288,7 +288,7 @@ fn split_file_parts_are_concatenated_in_order_and_checked_whole() {
     let snap = p.cache().join("models--o--big/snapshots/parts");
     assert!(!snap.join("model.gguf").exists());
     assert!(
-        !snap.join("model.partial").exists(),
+        !snap.join("model.gguf.partial").exists(),
         "partial file left behind"
     );
 }
