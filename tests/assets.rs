@@ -162,8 +162,7 @@ fn manifest_error(p: &Project, entry: &str) -> String {
 #[test]
 fn manifest_sources_are_validated_naming_asset_and_field() {
     let p = project();
-    let head =
-        "[asset.split]\nkind = \"model\"\nhf_id = \"o/split\"\nsnapshot = \"s\"\n\
+    let head = "[asset.split]\nkind = \"model\"\nhf_id = \"o/split\"\nsnapshot = \"s\"\n\
                 license = \"l\"\ndescription = \"d\"\n";
     let files = format!(
         "[asset.split.files]\n\"a.bin\" = {{ sha256 = \"{}\", from = \"a.bin\" }}\n",

@@ -138,11 +138,13 @@ fn read_slice(file: &Path, want: usize) -> Result<[Vec<Option<String>>; 4]> {
         .map_err(table)?;
     let mut out: [Vec<Option<String>>; 4] = Default::default();
     for (slot, name) in out.iter_mut().zip(COLUMNS) {
-        let ca = df
-            .column(name)
-            .and_then(|c| c.str().cloned())
-            .map_err(table)?;
-        *slot = ca.into_iter().map(|v| v.map(str::to_string)).collect();
+        let column = df.column(name).map_err(table)?;
+        *slot = column
+            .str()
+            .map_err(table)?
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect();
     }
     Ok(out)
 }
