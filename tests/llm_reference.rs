@@ -147,7 +147,8 @@ fn model_ref(key: &str) -> &'static ModelRef {
         )
     });
     assert_eq!(
-        f.sha256, m.sha256,
+        f.sha256.as_deref(),
+        Some(m.sha256.as_str()),
         "asset {key}: the manifest's {} differs from the file llama.cpp's reference was made from",
         m.file
     );

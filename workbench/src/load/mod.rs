@@ -17,6 +17,7 @@
 //! | NQ-open JSONL | [`nq_open::load`] | [`QaExample`]s |
 //! | question sets in the NQ-open layout (+ optional `id`, `group`; bad records an error or a counted skip) | [`question_set::load`] | [`question_set::QuestionSet`] |
 //! | folder of text files | [`text_dir::load`] | one [`Document`] per file |
+//! | Wikipedia parquet shards of the hub's `wikipedia` data set (`id`, `url`, `title`, `text`; feature `parquet`) | `wikipedia_parquet::load_first` | the first N articles as [`Document`]s |
 
 use crate::{Error, Result};
 use serde::de::DeserializeOwned;
@@ -34,6 +35,7 @@ pub mod rag_mini;
 pub mod squad;
 pub mod text_dir;
 pub mod wiki_leads;
+pub mod wikipedia_parquet;
 pub mod wikitext;
 
 /// Read a whole file to a string, naming the file on failure.
@@ -58,13 +60,24 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
     Ok(out)
 }
 
-/// The Wikipedia-derived corpora that [`wikipedia_corpus`] knows, by asset name.
+/// The Wikipedia-derived corpora that [`wikipedia_corpus`] knows offline, by asset name.
 pub const WIKIPEDIA_CORPORA: [&str; 3] = ["enwiki-sample-dump", "wiki-leads-en", "wikitext-2-raw"];
 
-/// Load one of the Wikipedia corpora of [`WIKIPEDIA_CORPORA`] through the asset
-/// cache, as full-text documents (paragraphs separated by newlines).
+/// Report 000's own corpus (the hub's `wikipedia`, 20220301.en): online only, so
+/// report 000 uses [`WIKIPEDIA_CORPORA`] offline. [`wikipedia_corpus`] loads its
+/// first [`wikipedia_parquet::REPORT000_ARTICLES`] articles (feature `parquet`).
+pub const REPORT000_CORPUS: &str = "wikipedia-20220301-en";
+
+/// Load one of the Wikipedia corpora of [`WIKIPEDIA_CORPORA`] (or [`REPORT000_CORPUS`])
+/// through the asset cache, as full-text documents (paragraphs separated by newlines).
 pub fn wikipedia_corpus(assets: &crate::assets::Assets, name: &str) -> Result<Vec<Document>> {
     let spec = assets.spec(name)?;
+    if name == REPORT000_CORPUS && !cfg!(feature = "parquet") {
+        return Err(Error::param(
+            "corpus",
+            format!("`{name}` is parquet: build the workbench with the `parquet` feature"),
+        ));
+    }
     let file = spec
         .files
         .keys()
@@ -76,9 +89,13 @@ pub fn wikipedia_corpus(assets: &crate::assets::Assets, name: &str) -> Result<Ve
         "enwiki-sample-dump" => mediawiki::load(&path),
         "wiki-leads-en" => wiki_leads::load(&path),
         "wikitext-2-raw" => wikitext::load(&path),
+        #[cfg(feature = "parquet")]
+        REPORT000_CORPUS => {
+            wikipedia_parquet::load_first(&[path], wikipedia_parquet::REPORT000_ARTICLES)
+        }
         other => Err(Error::param(
             "corpus",
-            format!("`{other}` is not a Wikipedia corpus; choose one of {WIKIPEDIA_CORPORA:?}"),
+            format!("`{other}` is not a Wikipedia corpus; choose one of {WIKIPEDIA_CORPORA:?} or `{REPORT000_CORPUS}`"),
         )),
     }
 }

@@ -243,7 +243,7 @@ fn read_parquet(
 /// polars-parquet 0.55 sizes its vectors from those lengths, so a damaged footer
 /// could abort the process on the allocation (found by `tests/fuzz.rs`).
 #[cfg(feature = "parquet")]
-fn check_parquet_footer(file: &Path) -> Result<()> {
+pub(crate) fn check_parquet_footer(file: &Path) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let bad = |m: String| Error::Table {
         path: file.to_path_buf(),
