@@ -13,9 +13,9 @@ import unittest
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import check_notebook  # noqa: E402
 
-# What evcxr printed for the Oniguruma panic in a notebook cell (stderr stream, no error output).
+# A panic as evcxr shows it: Rust's panic message on the stderr stream, no error output.
 PANIC = ("thread '<unnamed>' panicked at /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
-         "onig-6.5.3/src/find.rs:153:9:\nRegex encoding does not match haystack encoding\n"
+         "onig-6.5.3/src/lib.rs:512:13:\nRegex encoding does not match haystack encoding (0x1, 0x2)\n"
          "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n")
 
 
