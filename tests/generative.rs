@@ -97,10 +97,7 @@ fn whitespace_run_too_long_for_the_regex_is_an_error() {
     assert_eq!(llm.detokenize(&ids).unwrap(), ok);
     let bad = format!("Hello{}world", " ".repeat(1_000_000));
     let e = llm.tokenize(&bad, false).unwrap_err().to_string();
-    assert!(
-        e.contains("1000000 whitespace characters at byte 5"),
-        "{e}"
-    );
+    assert!(e.contains("1000000 whitespace characters at byte 5"), "{e}");
 }
 
 #[test]
