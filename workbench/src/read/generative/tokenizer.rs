@@ -237,12 +237,12 @@ impl GgufTokenizer {
             .iter()
             .map(|&i| AddedToken::from(tokens[i as usize].clone(), true))
             .collect();
-        tok.add_special_tokens(&specials);
+        tok.add_special_tokens(specials);
         let users: Vec<AddedToken> = user
             .iter()
             .map(|&i| AddedToken::from(tokens[i as usize].clone(), false).normalized(false))
             .collect();
-        tok.add_tokens(&users);
+        tok.add_tokens(users);
 
         let mut eog: Vec<u32> = [eos, eot, eom].into_iter().flatten().collect();
         eog.extend(&eog_by_text);
