@@ -237,12 +237,14 @@ impl GgufTokenizer {
             .iter()
             .map(|&i| AddedToken::from(tokens[i as usize].clone(), true))
             .collect();
-        tok.add_special_tokens(specials);
+        tok.add_special_tokens(specials)
+            .map_err(|e| tok_err(g, format!("adding control tokens: {e}")))?;
         let users: Vec<AddedToken> = user
             .iter()
             .map(|&i| AddedToken::from(tokens[i as usize].clone(), false).normalized(false))
             .collect();
-        tok.add_tokens(users);
+        tok.add_tokens(users)
+            .map_err(|e| tok_err(g, format!("adding user-defined tokens: {e}")))?;
 
         let mut eog: Vec<u32> = [eos, eot, eom].into_iter().flatten().collect();
         eog.extend(&eog_by_text);
