@@ -567,9 +567,24 @@ fn config_errors_name_the_field_or_file() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("questions.split") && e.contains("JSONL"), "{e}");
-    // Every example config in configs/ parses (assets are not needed to parse).
+    // Every example config in configs/ parses (assets are not needed to parse), and every
+    // systems file of a study in configs/studies/ parses and checks.
+    let mut studies = 0;
+    for entry in std::fs::read_dir(root().join("configs/studies")).unwrap() {
+        let path = entry.unwrap().path();
+        workbench::pipeline::system_spec::load_systems(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        studies += 1;
+    }
+    assert!(
+        studies >= 2,
+        "configs/studies/ holds the studies' systems files"
+    );
     for entry in std::fs::read_dir(root().join("configs")).unwrap() {
         let path = entry.unwrap().path();
+        if path.is_dir() {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         let c = PipelineConfig::from_toml(&text, &path, &root()).unwrap();
         c.validate()
