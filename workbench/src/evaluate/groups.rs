@@ -257,7 +257,9 @@ pub fn winners(per_question: &DataFrame, decimals: usize) -> Result<DataFrame> {
         .map_err(pe)?
         .clone();
     // Rows of one group are adjacent (sorted by group rank, then system).
-    let mut per_group: Vec<(String, Vec<(&str, f64, u32)>)> = Vec::new();
+    // (system, mean F1, questions) of each row of a group.
+    type Rows<'a> = Vec<(&'a str, f64, u32)>;
+    let mut per_group: Vec<(String, Rows)> = Vec::new();
     for i in 0..table.height() {
         let g = groups.get(i).unwrap_or_default();
         let row = (
