@@ -37,7 +37,6 @@ use crate::results::ResultDir;
 use crate::{Error, Qrels, Query, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// The study's result folder at the default scale (`dl19-retrieval-quick` at quick).
 pub const NAME: &str = "dl19-retrieval";
@@ -87,13 +86,7 @@ impl Dl19Params {
     /// Check the values: systems valid and unique, the baseline among them, depths of
     /// at least 1 and at least every re-ranker's depth, at least 1 trial.
     pub fn check(self) -> Result<Dl19Valid> {
-        retrieval::check_systems(&self.systems)?;
-        if !self.systems.iter().any(|s| s.key == self.baseline) {
-            return Err(Error::param(
-                "baseline",
-                format!("`{}` is not one of the systems", self.baseline),
-            ));
-        }
+        retrieval::check_study(&self.systems, &self.baseline, self.trials)?;
         if self.depth == 0 {
             return Err(Error::param("depth", "must be at least 1"));
         }
@@ -109,9 +102,6 @@ impl Dl19Params {
                     ));
                 }
             }
-        }
-        if self.trials == 0 {
-            return Err(Error::param("trials", "must be at least 1"));
         }
         Ok(Dl19Valid(self))
     }
@@ -200,22 +190,14 @@ pub fn run(env: &Env, params: &Dl19Valid) -> Result<Dl19Study> {
         queries.len()
     );
     let mut builder = SystemBuilder::new(env, p.scale, passages)?;
-    let mut runs = Vec::with_capacity(p.systems.len());
-    for spec in &p.systems {
-        let system = builder.build(spec, p.depth, &env.root)?;
-        let t0 = Instant::now();
-        let run = system.retrieve_all(&queries, spec.run_depth(p.depth))?;
-        let seconds = t0.elapsed().as_secs_f64();
-        eprintln!("{}: {} queries in {seconds:.1} s", spec.key, run.len());
-        runs.push(SystemRun {
-            key: spec.key.clone(),
-            label: spec.label(),
-            title: spec.title(),
-            name: system.name(),
-            run,
-            seconds,
-        });
-    }
+    let runs = retrieval::run_systems(
+        &mut builder,
+        &p.systems,
+        &queries,
+        p.depth,
+        |s| s.run_depth(p.depth),
+        &env.root,
+    )?;
     let names: Vec<String> = metrics().iter().map(Metric::name).collect();
     let opts = EvalOptions::with_threshold(p.rel_threshold);
     let opts_rel1 = EvalOptions {
@@ -443,9 +425,13 @@ impl Dl19Study {
         }
         Ok(HistogramGrid {
             caption: format!(
-                "DL19 subset: per-query nDCG@10 of each system minus {} ({} queries)",
+                "DL19 subset: per-query nDCG@10 of each system minus {} ({} queries){}",
                 self.baseline_title(),
-                res[base][0].queries()
+                res[base][0].queries(),
+                match self.params.scale {
+                    Scale::Default => String::new(),
+                    s => format!(", {s} scale"),
+                }
             ),
             panels,
             cols: 2,

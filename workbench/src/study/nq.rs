@@ -31,7 +31,6 @@ use crate::results::ResultDir;
 use crate::{Error, Passage, QaExample, Query, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use std::time::Instant;
 
 /// The study's result folder at the default scale.
 pub const NAME: &str = "nq-answer-recall";
@@ -98,13 +97,7 @@ impl NqParams {
     /// Check the values: a corpus, valid systems with the baseline among them, a
     /// window longer than its overlap, at least 1 trial.
     pub fn check(self) -> Result<NqValid> {
-        retrieval::check_systems(&self.systems)?;
-        if !self.systems.iter().any(|s| s.key == self.baseline) {
-            return Err(Error::param(
-                "baseline",
-                format!("`{}` is not one of the systems", self.baseline),
-            ));
-        }
+        retrieval::check_study(&self.systems, &self.baseline, self.trials)?;
         if self.corpora.is_empty() {
             return Err(Error::param("corpora", "no corpus"));
         }
@@ -112,9 +105,6 @@ impl NqParams {
             .window(self.window)
             .overlap(self.overlap)
             .check()?;
-        if self.trials == 0 {
-            return Err(Error::param("trials", "must be at least 1"));
-        }
         Ok(NqValid(self))
     }
 
@@ -275,22 +265,14 @@ pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
     let mean_words = words as f64 / n_passages.max(1) as f64;
     let depth = p.run_depth();
     let mut builder = SystemBuilder::new(env, p.scale, passages)?.with_token_store(STORE_TAG);
-    let mut runs = Vec::new();
-    for spec in &p.systems {
-        let system = builder.build(spec, depth, &env.root)?;
-        let t0 = Instant::now();
-        let run = system.retrieve_all(&queries, depth)?;
-        let seconds = t0.elapsed().as_secs_f64();
-        eprintln!("{}: {} queries in {seconds:.1} s", spec.key, queries.len());
-        runs.push(SystemRun {
-            key: spec.key.clone(),
-            label: spec.label(),
-            title: spec.title(),
-            name: system.name(),
-            run,
-            seconds,
-        });
-    }
+    let runs = retrieval::run_systems(
+        &mut builder,
+        &p.systems,
+        &queries,
+        depth,
+        |_| depth,
+        &env.root,
+    )?;
     // The curve from the rank of each question's first answering passage; the table's
     // columns from the library's `answer_recall_at_k`, which must agree with it.
     let mut prepared: HashMap<String, MatchText> = HashMap::new();

@@ -58,6 +58,52 @@ pub struct SystemRun {
     pub seconds: f64,
 }
 
+/// The checks every retrieval study makes: valid systems with unique keys, the baseline
+/// among them, at least one trial of the significance tests.
+pub fn check_study(systems: &[SystemSpec], baseline: &str, trials: usize) -> Result<()> {
+    check_systems(systems)?;
+    if !systems.iter().any(|s| s.key == baseline) {
+        return Err(Error::param(
+            "baseline",
+            format!("`{baseline}` is not one of the systems"),
+        ));
+    }
+    if trials == 0 {
+        return Err(Error::param("trials", "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Build every system of `specs` with `builder` (first stages `depth` deep), run all
+/// `queries` through it (`k(spec)` passages each) and time it.
+#[cfg(feature = "dense")]
+pub fn run_systems(
+    builder: &mut crate::pipeline::systems::SystemBuilder<'_>,
+    specs: &[SystemSpec],
+    queries: &[crate::Query],
+    depth: usize,
+    k: impl Fn(&SystemSpec) -> usize,
+    base_dir: &std::path::Path,
+) -> Result<Vec<SystemRun>> {
+    let mut runs = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let system = builder.build(spec, depth, base_dir)?;
+        let t0 = std::time::Instant::now();
+        let run = system.retrieve_all(queries, k(spec))?;
+        let seconds = t0.elapsed().as_secs_f64();
+        eprintln!("{}: {} queries in {seconds:.1} s", spec.key, queries.len());
+        runs.push(SystemRun {
+            key: spec.key.clone(),
+            label: spec.label(),
+            title: spec.title(),
+            name: system.name(),
+            run,
+            seconds,
+        });
+    }
+    Ok(runs)
+}
+
 /// One system against the baseline on one metric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonRow {
