@@ -7,7 +7,9 @@ CELLS = [
 One section per experiment of `scripts/reproduce`. Each reproduction binary writes its
 CSVs, figures, resolved `config.json` and `manifest.json` to `data/results/<name>/`;
 this notebook reads those files and recomputes a few small pieces to check them. Section (a)
-runs its study live instead.
+runs its study live instead. Results of the quick scale are in `<name>-quick/` folders; the
+notebook reads the scale `scripts/reproduce` ran (quick unless `WORKBENCH_SCALE` says
+otherwise; Figure 2 has one folder for every scale).
 
 | section | binary | result folder |
 |---|---|---|
@@ -26,6 +28,11 @@ A missing result stops with an error that names the binary to run.
 use std::path::{Path, PathBuf};
 use workbench::display::Table;
 use workbench::plot::{render, Figure, Scatter};
+
+/// The scale whose results this notebook reads: `WORKBENCH_SCALE` when set (as
+/// `scripts/reproduce --scale S` sets it), else quick, the scale `scripts/reproduce` runs
+/// by default. After `scripts/reproduce --scale default`, put `Scale::Default` here.
+let scale = workbench::study::Scale::from_env_or(workbench::study::Scale::Quick)?;
 
 /// `data/results/<name>`, or an error naming the binary that writes it.
 fn result_dir(name: &str, bin: &str) -> workbench::Result<PathBuf> {
@@ -108,7 +115,7 @@ for its FAISS search over 184k vectors; the last row (search only, no query enco
 the comparable number, over a corpus 18× smaller. Encoding the question dominates dense retrieval.
 """),
     ("code", """
-let dir = result_dir("fig4-latency", "fig4_latency")?;
+let dir = result_dir(&scale.result_name("fig4-latency"), "fig4_latency")?;
 let t = Table::read_csv(&dir.join("latency_summary.csv"))?;
 let keep = ["retriever", "mean_ms", "median_ms", "p95_ms", "p99_ms", "encode_median_ms", "search_median_ms"];
 let cols: Vec<usize> = keep.iter().filter_map(|k| t.header.iter().position(|h| h == k)).collect();
@@ -120,7 +127,7 @@ for r in &t.rows {
 short
 """),
     ("code", """
-png(&result_dir("fig4-latency", "fig4_latency")?.join("fig4.png"))?
+png(&result_dir(&scale.result_name("fig4-latency"), "fig4_latency")?.join("fig4.png"))?
 """, "figure"),
     ("markdown", """
 ## (a) MS MARCO passage, TREC DL19 subset: the study, run live
@@ -200,16 +207,16 @@ under DPR's `has_answer` string match by default (`--answer-match`; the rule is 
 describe this corpus, not DPR's setting.
 """),
     ("code", """
-let dir = result_dir("nq-answer-recall", "exp_nq_answer_recall")?;
+let dir = result_dir(&scale.result_name("nq-answer-recall"), "exp_nq_answer_recall")?;
 Table::read_csv(&dir.join("answer_recall.csv"))?
     .caption("Answer recall (%). DPR, 21M passages: BM25 Top-20 59.1, Top-100 73.7; DPR Top-20 78.4, Top-100 85.4")
 """),
     ("code", """
-let dir = result_dir("nq-answer-recall", "exp_nq_answer_recall")?;
+let dir = result_dir(&scale.result_name("nq-answer-recall"), "exp_nq_answer_recall")?;
 Table::read_csv(&dir.join("significance.csv"))?.caption("Paired t, randomisation and bootstrap tests against BM25 (trials and seed in config.json)")
 """),
     ("code", """
-png(&result_dir("nq-answer-recall", "exp_nq_answer_recall")?.join("answer_recall.png"))?
+png(&result_dir(&scale.result_name("nq-answer-recall"), "exp_nq_answer_recall")?.join("answer_recall.png"))?
 """, "figure"),
     ("markdown", """
 ## (c) Report 003's table: TF-IDF, MaxSim re-rank and MaxSim end-to-end
@@ -220,11 +227,11 @@ late-interaction encoder is raw 384-d MiniLM token vectors, not a trained ColBER
 used Recall@1000 on a much larger corpus; with 646 passages the table stops at Recall@50.
 """),
     ("code", """
-let dir = result_dir("late-interaction", "exp_late_interaction")?;
+let dir = result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?;
 Table::read_csv(&dir.join("metrics.csv"))?.caption("SQuAD 2.0 dev half; † / †† : randomisation test against TF-IDF, p < 0.05 / 0.01")
 """),
     ("code", """
-png(&result_dir("late-interaction", "exp_late_interaction")?.join("recall_at_k.png"))?
+png(&result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?.join("recall_at_k.png"))?
 """, "figure"),
     ("markdown", """
 ### Token relevance (report 003 §5)
@@ -238,7 +245,7 @@ view for this pair and for a miss to `token_relevance_{1,2}.html`.
     ("code", """
 use workbench::rerank::late_interaction::{LateInteraction, RelevanceParams};
 
-let dir = result_dir("late-interaction", "exp_late_interaction")?;
+let dir = result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?;
 let per_query = Table::read_csv(&dir.join("per_query.csv"))?;
 // The first end-to-end system's column (the binary picks its examples from the same one).
 let col = per_query.header.iter().position(|h| h.starts_with("rank: MaxSim end-to-end"))
@@ -266,11 +273,11 @@ whole ColBERT on MS MARCO v2; its re-rank MRR@10 falls from 50.49 (d = 128) to 4
 (d = 24).
 """),
     ("code", """
-let dir = result_dir("late-interaction-heldout", "exp_late_interaction")?;
+let dir = result_dir(&scale.result_name("late-interaction-heldout"), "exp_late_interaction")?;
 Table::read_csv(&dir.join("metrics.csv"))?.caption("Held-out SQuAD articles, TF-IDF top-100 re-ranked; † / †† : randomisation test against TF-IDF")
 """),
     ("code", """
-let dir = result_dir("reranker-minilm-ce", "train_reranker")?;
+let dir = result_dir(&scale.result_name("reranker-minilm-ce"), "train_reranker")?;
 Table::read_csv(&dir.join("metrics.csv"))?.caption("Trained cross-encoder (minilm-ce) on the same held-out questions, TF-IDF top-20 re-ranked")
 """),
 ]

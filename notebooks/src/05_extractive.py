@@ -18,7 +18,8 @@ encoder) on all-MiniLM-L6-v2 in candle, on two CPU cores:
   checkpoints are in Hugging Face layout and load through the hub path.
 
 This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-minilm-all/`
-and `data/results/report000_readers/`) and reads one question live with the trained
+and `data/results/report000_readers/`, with `-quick` at the quick scale, where each reader
+trained 40 updates instead of 416) and reads one question live with the trained
 reader, its evidence highlighted in the passage.
 """),
     ("code", """
@@ -29,7 +30,10 @@ reader, its evidence highlighted in the passage.
 use workbench::display::emit;
 let root = workbench::paths::project_root()?;
 let res = root.join("data/results");
-let held = std::fs::read_to_string(res.join("reader-minilm-all/metrics.md"))?;
+// The scale whose results are read: `WORKBENCH_SCALE` when set (as `scripts/reproduce
+// --scale S` sets it), else quick, `scripts/reproduce`'s default (`-quick` folders).
+let scale = workbench::study::Scale::from_env_or(workbench::study::Scale::Quick)?;
+let held = std::fs::read_to_string(res.join(scale.result_name("reader-minilm-all")).join("metrics.md"))?;
 emit("text/markdown", &held);
 """),
     ("markdown", """
@@ -55,14 +59,14 @@ columns: every question of the five held-out SQuAD articles (gold paragraph give
 the RAG Mini Wikipedia test questions (never trained on).
 """),
     ("code", """
-let t1 = std::fs::read_to_string(res.join("report000_readers/table1.md"))?;
+let t1 = std::fs::read_to_string(res.join(scale.result_name("report000_readers")).join("table1.md"))?;
 emit("text/markdown", &t1);
 """),
     ("markdown", """
 ## Figure 3
 """),
     ("code", """
-let svg = std::fs::read_to_string(res.join("report000_readers/figure3.svg"))?;
+let svg = std::fs::read_to_string(res.join(scale.result_name("report000_readers")).join("figure3.svg"))?;
 emit("image/svg+xml", &svg);
 """),
     ("markdown", """
@@ -71,7 +75,7 @@ emit("image/svg+xml", &svg);
 Each answer is shown in the passage it was taken from (`<mark>` = the span).
 """),
     ("code", """
-let html = std::fs::read_to_string(res.join("report000_readers/answers.html"))?;
+let html = std::fs::read_to_string(res.join(scale.result_name("report000_readers")).join("answers.html"))?;
 emit("text/html", &html);
 """),
     ("markdown", """
@@ -83,7 +87,7 @@ hub QA model; `Reader::read` returns the answer with its passage id and characte
     ("code", """
 use workbench::read::extractive::{ExtractiveReader, ReaderParams};
 use workbench::read::{Context, Reader};
-let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(res.join("reader-minilm-all/metrics.json"))?)?;
+let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(res.join(scale.result_name("reader-minilm-all")).join("metrics.json"))?)?;
 let dir = std::path::PathBuf::from(m["model_dir"].as_str().ok_or("no model_dir")?);
 let mut reader = ExtractiveReader::load_dir(&dir, ReaderParams::default())?;
 let passages = vec![

@@ -31,19 +31,26 @@ use workbench::display::{DataFrameDisplay, Table};
 use workbench::evaluate::groups;
 use workbench::pipeline::trace::read_traces;
 
-/// `data/results/<name>`, or an error naming the binary that writes it.
-fn results(name: &str) -> workbench::Result<PathBuf> {
-    let dir = workbench::paths::results_dir(&workbench::paths::project_root()?, name);
+use workbench::study::Scale;
+
+/// The scale whose results this notebook reads: `WORKBENCH_SCALE` when set (as
+/// `scripts/reproduce --scale S` sets it), else quick, `scripts/reproduce`'s default.
+let scale = Scale::from_env_or(Scale::Quick)?;
+
+/// `data/results/<name>` at `scale` (`<name>-quick` at the quick scale), or an error
+/// naming the command that writes it.
+fn results(name: &str, scale: Scale) -> workbench::Result<PathBuf> {
+    let root = workbench::paths::project_root()?;
+    let dir = workbench::paths::results_dir(&root, &scale.result_name(name));
     if !dir.join("manifest.json").exists() {
         return Err(workbench::Error::Empty(format!(
-            "{} has no finished result: run `cargo run --release --bin exp_{}`",
+            "{} has no finished result: run `cargo run --release --bin exp_{name} -- --scale {scale}`",
             dir.display(),
-            name.replace('-', "_")
         )));
     }
     Ok(dir)
 }
-println!("{}", results("report001")?.display());
+println!("{}", results("report001", scale)?.display());
 """),
     ("markdown", """
 ## Report 001: Table 2, our numbers beside the report's
@@ -53,7 +60,7 @@ overlap 100, top 5 chunks, report 001's Appendix A prompts, temperature 0.4. The
 substitutions (corpus, model, question count) are listed under the tables.
 """),
     ("code", """
-let dir = results("report001")?;
+let dir = results("report001", scale)?;
 Table::read_csv(&dir.join("table2.csv"))?
 """),
     ("markdown", """
@@ -66,7 +73,7 @@ system did answer), `groups::by_group` (report 001's eight question groups) and
 `groups::winners` (Table 4).
 """),
     ("code", """
-let dir = results("report001")?;
+let dir = results("report001", scale)?;
 let mut rows: Vec<groups::QuestionScore> = Vec::new();
 for reader in std::fs::read_dir(&dir).map_err(|e| workbench::Error::io(&dir, e))? {
     let reader = reader.map_err(|e| workbench::Error::io(&dir, e))?.path();
@@ -92,7 +99,7 @@ groups::by_group(&groups::per_question_frame(&rows)?)?
 groups::winners(&groups::per_question_frame(&rows)?)?
 """),
     ("code", """
-Table::read_csv(&results("report001")?.join("table4.csv"))?
+Table::read_csv(&results("report001", scale)?.join("table4.csv"))?
 """),
     ("markdown", """
 ### Paired significance
@@ -102,10 +109,10 @@ randomisation test, paired bootstrap (95% interval of the mean difference) and t
 studentised bootstrap. Report 001 found dense vs sparse significant and hybrid vs dense not.
 """),
     ("code", """
-Table::read_csv(&results("report001")?.join("significance.csv"))?
+Table::read_csv(&results("report001", scale)?.join("significance.csv"))?
 """),
     ("code", """
-println!("{}", std::fs::read_to_string(results("report001")?.join("substitutions.md")).map_err(|e| workbench::Error::io("substitutions.md", e))?);
+println!("{}", std::fs::read_to_string(results("report001", scale)?.join("substitutions.md")).map_err(|e| workbench::Error::io("substitutions.md", e))?);
 """),
     ("markdown", """
 ## Report 002: baseline RAG vs RAG-Fusion
@@ -148,13 +155,13 @@ each trace; a question whose output held fewer than 5 usable paraphrases is coun
 padded).
 """),
     ("code", """
-Table::read_csv(&results("report002")?.join("table.csv"))?
+Table::read_csv(&results("report002", scale)?.join("table.csv"))?
 """),
     ("code", """
-Table::read_csv(&results("report002")?.join("details.csv"))?
+Table::read_csv(&results("report002", scale)?.join("details.csv"))?
 """),
     ("code", """
-let dir = results("report002")?;
+let dir = results("report002", scale)?;
 let mut t = Table::new(["question", "paraphrases", "note"]).caption("The first three questions' RAG-Fusion queries");
 for reader in std::fs::read_dir(&dir).map_err(|e| workbench::Error::io(&dir, e))? {
     let f = reader.map_err(|e| workbench::Error::io(&dir, e))?.path().join("fusion/traces.jsonl");
@@ -167,7 +174,7 @@ for reader in std::fs::read_dir(&dir).map_err(|e| workbench::Error::io(&dir, e))
 t
 """),
     ("code", """
-Table::read_csv(&results("report002")?.join("significance.csv"))?
+Table::read_csv(&results("report002", scale)?.join("significance.csv"))?
 """),
     ("markdown", """
 ## Report 004: naive vs enhanced RAG
@@ -182,13 +189,13 @@ the share of the passages given to the reader that contain a gold answer; the ra
 variant is their average precision (`workbench::evaluate::context`).
 """),
     ("code", """
-Table::read_csv(&results("report004")?.join("table.csv"))?
+Table::read_csv(&results("report004", scale)?.join("table.csv"))?
 """),
     ("code", """
-Table::read_csv(&results("report004")?.join("details.csv"))?
+Table::read_csv(&results("report004", scale)?.join("details.csv"))?
 """),
     ("code", """
-println!("{}", std::fs::read_to_string(results("report004")?.join("substitutions.md")).map_err(|e| workbench::Error::io("substitutions.md", e))?);
+println!("{}", std::fs::read_to_string(results("report004", scale)?.join("substitutions.md")).map_err(|e| workbench::Error::io("substitutions.md", e))?);
 """),
     ("markdown", """
 ## One config, one call

@@ -23,6 +23,7 @@ pub struct StudyFlags {
 
 impl StudyFlags {
     /// Set `trials` and `seed` when the flags give them.
+    #[allow(dead_code)] // compiled into every binary that includes this file, used by some
     pub fn override_tests(&self, trials: &mut usize, seed: &mut u64) {
         if let Some(t) = self.trials {
             *trials = t;

@@ -57,6 +57,25 @@ impl Scale {
         }
     }
 
+    /// The scale named by the environment variable [`SCALE_VAR`] (`WORKBENCH_SCALE`),
+    /// or `default` when it is unset: how a notebook follows the scale that
+    /// `scripts/reproduce --scale S` ran (it sets the variable for the notebooks it
+    /// executes). A value that is not a scale is an error naming the variable.
+    pub fn from_env_or(default: Scale) -> Result<Scale> {
+        match std::env::var(SCALE_VAR) {
+            Ok(v) => v.trim().parse().map_err(|_| {
+                Error::param(
+                    SCALE_VAR,
+                    format!("`{v}` is not a scale (quick, default, paper)"),
+                )
+            }),
+            Err(std::env::VarError::NotPresent) => Ok(default),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(Error::param(SCALE_VAR, "the value is not UTF-8"))
+            }
+        }
+    }
+
     /// Pick the value for this scale.
     pub fn pick<T>(self, quick: T, default: T, paper: T) -> T {
         match self {
@@ -66,6 +85,9 @@ impl Scale {
         }
     }
 }
+
+/// The environment variable [`Scale::from_env_or`] reads.
+pub const SCALE_VAR: &str = "WORKBENCH_SCALE";
 
 impl fmt::Display for Scale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,6 +273,18 @@ pub fn execute<R: Outputs>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_from_the_environment() {
+        // The only test that sets the variable (tests run in threads of one process).
+        std::env::set_var(SCALE_VAR, "quick");
+        assert_eq!(Scale::from_env_or(Scale::Default).unwrap(), Scale::Quick);
+        std::env::set_var(SCALE_VAR, "huge");
+        let e = Scale::from_env_or(Scale::Default).unwrap_err().to_string();
+        assert!(e.contains(SCALE_VAR) && e.contains("huge"), "{e}");
+        std::env::remove_var(SCALE_VAR);
+        assert_eq!(Scale::from_env_or(Scale::Paper).unwrap(), Scale::Paper);
+    }
 
     #[test]
     fn scales_parse_print_and_name_results() {

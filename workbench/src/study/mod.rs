@@ -14,6 +14,7 @@
 //! | `pipeline::systems` (feature `dense`) | builds a [`retrieval::SystemSpec`] into a retriever (shared first stages, encoders and trained re-rankers) |
 //! | `dl19` (features `dense` + `faiss`) | MS MARCO passage, TREC DL19 subset: eight systems, significance against BM25 |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
+//! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
 //!
 //! ```no_run
 //! # #[cfg(all(feature = "dense", feature = "faiss"))]
@@ -31,6 +32,8 @@
 pub mod dl19;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod nq;
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod report000;
 pub mod retrieval;
 
 pub use crate::env::{execute, start, Env, Outputs, Resolved, Scale};

@@ -45,6 +45,14 @@ pub struct Supervision {
 /// the budget of `minilm-all` (the `-full` run trains on every window).
 pub const SQUAD2_DEFAULT_FEATURES: usize = 416 * 16 / 2;
 
+/// Training windows of a quick recipe ([`ReaderRecipe::at_scale`]): 40 updates of 16 in
+/// one epoch.
+pub const QUICK_READER_FEATURES: usize = 40 * 16;
+
+/// Peak learning rate of a quick recipe (the default's 1e-4 barely moves the head in 40
+/// updates).
+pub const QUICK_READER_LR: f64 = 3e-4;
+
 /// A complete training recipe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReaderRecipe {
@@ -145,6 +153,26 @@ impl ReaderRecipe {
             r.name.push_str("-full");
             r.train.epochs = 4;
             r.max_features = None;
+        }
+        Ok(r)
+    }
+
+    /// The recipe `name` ([`ReaderRecipe::named`]) at `scale`: quick trains one epoch on a
+    /// seeded sample of [`QUICK_READER_FEATURES`] windows (40 updates of 16) at peak learning
+    /// rate [`QUICK_READER_LR`] (named
+    /// `<name>-quick`); default and paper are the published recipe. A name ending in
+    /// `-quick` is the quick recipe at any scale.
+    pub fn at_scale(name: &str, scale: crate::env::Scale) -> Result<Self> {
+        let (name, scale) = match name.strip_suffix("-quick") {
+            Some(base) => (base, crate::env::Scale::Quick),
+            None => (name, scale),
+        };
+        let mut r = Self::named(name, false)?;
+        if scale == crate::env::Scale::Quick {
+            r.name = format!("{name}-quick");
+            r.train.epochs = 1;
+            r.train.lr = QUICK_READER_LR;
+            r.max_features = Some(QUICK_READER_FEATURES);
         }
         Ok(r)
     }
