@@ -32,6 +32,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+/// Prefix of a model name that names a recipe the workbench trains itself rather than an
+/// asset (`trained:<recipe>`, e.g. a cross-encoder `rerank.model = "trained:minilm-ce"`).
+pub const TRAINED_PREFIX: &str = "trained:";
+
 /// The Hugging Face hub (override: `HF_ENDPOINT`).
 pub const DEFAULT_HUB_ENDPOINT: &str = "https://huggingface.co";
 

@@ -21,6 +21,7 @@
 pub mod bert;
 pub mod cache;
 pub mod fast_bert;
+pub mod trainable;
 
 pub use bert::{colbert_ids, Backend, BertConfig, BertEncoder, EncoderParams, TokenEmbeddings};
 pub use cache::{CacheStatus, EmbeddingCache};

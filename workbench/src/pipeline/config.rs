@@ -90,9 +90,7 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Prefix of a cross-encoder trained by `train_reranker` in `rerank.model`
-/// (`trained:<recipe>`).
-pub const TRAINED_PREFIX: &str = "trained:";
+pub use crate::assets::TRAINED_PREFIX;
 
 /// A whole pipeline. See the [module docs](self) for the schema and defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,8 @@
 
 use super::{candle_err, AdamW, TrainConfig, TrainLog};
 use crate::{Error, Result};
+
+pub use crate::encode::trainable::save_hf_layout;
 use candle_nn::VarMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -153,34 +155,4 @@ pub fn read_done<T: DeserializeOwned>(run_dir: &Path) -> Result<Option<(T, Optio
         .flatten()
         .map(|s| s.log);
     Ok(Some((record, log)))
-}
-
-/// Write a checkpoint folder in Hugging Face layout: `model.safetensors` (every variable
-/// of `vars`, under its name), `config.json` (`config`) and a copy of `tokenizer`.
-/// Creates `dir` if needed.
-pub fn save_hf_layout(
-    vars: &VarMap,
-    config: &serde_json::Value,
-    tokenizer: &Path,
-    dir: &Path,
-) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let weights = dir.join("model.safetensors");
-    let tensors: std::collections::HashMap<String, candle_core::Tensor> = vars
-        .data()
-        .lock()
-        .map_err(|_| Error::bad_input(&weights, "variable map lock poisoned"))?
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
-        .collect();
-    candle_core::safetensors::save(&tensors, &weights)
-        .map_err(|e| Error::bad_input(&weights, format!("writing safetensors: {e}")))?;
-    let cfg = dir.join("config.json");
-    let text = serde_json::to_string_pretty(config)?;
-    std::fs::write(&cfg, text).map_err(|e| Error::io(&cfg, e))?;
-    let tok = dir.join("tokenizer.json");
-    if tokenizer != tok {
-        std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
-    }
-    Ok(())
 }

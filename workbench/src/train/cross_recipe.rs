@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 pub const CROSS_CACHE_VERSION: &str = "workbench-cross-encoder-v1";
 
 /// Prefix of a trained recipe in a pipeline config's `rerank.model`.
-pub use crate::pipeline::config::TRAINED_PREFIX;
+pub use crate::assets::TRAINED_PREFIX;
 
 /// A complete cross-encoder training recipe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -29,8 +29,8 @@
 //! [`save_pretrained`] writes a folder that [`QaModel::load`] reads back.
 
 use crate::assets::Assets;
+use crate::encode::trainable::{BertEncoder, EncoderConfig};
 use crate::encode::BertConfig as WbBertConfig;
-use crate::train::encoder::{BertEncoder, EncoderConfig};
 use crate::{Error, Result};
 use candle_core::{DType, Device, IndexOp, Tensor};
 use candle_nn::{Linear, Module, VarBuilder, VarMap};
@@ -620,7 +620,7 @@ pub fn save_pretrained(
     tokenizer: &Path,
     dir: &Path,
 ) -> Result<()> {
-    crate::train::checkpoint::save_hf_layout(varmap, &config.qa_json(), tokenizer, dir)
+    crate::encode::trainable::save_hf_layout(varmap, &config.qa_json(), tokenizer, dir)
 }
 
 /// A standard normal sample by Box–Muller (rand 0.8 has no normal distribution without

@@ -1,6 +1,6 @@
 //! [`BertEncoder`]: a BERT-family encoder (BERT, MiniLM, DistilBERT, RoBERTa) that trains
 //! and reads. Every op has a backward pass (the fused LayerNorm, softmax and GELU of
-//! [`super::ops`]), so every weight gets a gradient; there is no dropout. Weight names are
+//! [`ops`]), so every weight gets a gradient; there is no dropout. Weight names are
 //! transformers' under the caller's prefix (`embeddings.word_embeddings.weight`,
 //! `encoder.layer.N.attention.self.query.weight`, …); DistilBERT checkpoints are read
 //! through a renaming [`VarBuilder`] (see `read::extractive::model`).
@@ -9,9 +9,12 @@
 //! ([`crate::read::extractive::QaModel`]); a cross-encoder's classifier or a ColBERT
 //! projection take [`BertEncoder::forward`]'s last hidden states the same way.
 
-use super::ops;
+pub mod ops;
+
+use crate::{Error, Result};
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::{Embedding, Linear, Module, VarBuilder};
+use candle_nn::{Embedding, Linear, Module, VarBuilder, VarMap};
+use std::path::Path;
 
 /// The feed-forward activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,4 +290,34 @@ impl BertEncoder {
     pub fn first_token(hidden: &Tensor) -> candle_core::Result<Tensor> {
         hidden.narrow(D::Minus2, 0, 1)?.squeeze(D::Minus2)
     }
+}
+
+/// Write a checkpoint folder in Hugging Face layout: `model.safetensors` (every variable
+/// of `vars`, under its name), `config.json` (`config`) and a copy of `tokenizer`.
+/// Creates `dir` if needed.
+pub fn save_hf_layout(
+    vars: &VarMap,
+    config: &serde_json::Value,
+    tokenizer: &Path,
+    dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let weights = dir.join("model.safetensors");
+    let tensors: std::collections::HashMap<String, Tensor> = vars
+        .data()
+        .lock()
+        .map_err(|_| Error::bad_input(&weights, "variable map lock poisoned"))?
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_tensor().clone()))
+        .collect();
+    candle_core::safetensors::save(&tensors, &weights)
+        .map_err(|e| Error::bad_input(&weights, format!("writing safetensors: {e}")))?;
+    let cfg = dir.join("config.json");
+    let text = serde_json::to_string_pretty(config)?;
+    std::fs::write(&cfg, text).map_err(|e| Error::io(&cfg, e))?;
+    let tok = dir.join("tokenizer.json");
+    if tokenizer != tok {
+        std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
+    }
+    Ok(())
 }
