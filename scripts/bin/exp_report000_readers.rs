@@ -32,6 +32,9 @@ struct Args {
     /// default: the scale's).
     #[arg(long)]
     threshold_questions: Option<usize>,
+    /// Questions of each honest set (the first N; 0 = all; default: the scale's).
+    #[arg(long)]
+    honest_questions: Option<usize>,
     /// For each recipe whose training has not finished, read with the latest checkpoint of
     /// its unfinished run instead of training it (see `train_reader --partial`).
     #[arg(long)]
@@ -44,6 +47,7 @@ fn main() -> Result<()> {
     let mut p = report000::Report000Params::at_scale(args.study.scale);
     p.k = args.k.unwrap_or(p.k);
     p.threshold_questions = args.threshold_questions.unwrap_or(p.threshold_questions);
+    p.honest_questions = args.honest_questions.unwrap_or(p.honest_questions);
     p.partial = args.partial;
     let valid = p.check()?;
     let resolved = valid.resolved(&env)?;

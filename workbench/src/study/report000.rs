@@ -18,10 +18,10 @@
 //! the five held-out SQuAD articles (gold paragraph given) and the RAG Mini test
 //! questions (top-k dense passages of the RAG Mini corpus).
 //!
-//! | scale | readers | passages of the ten questions | threshold questions |
-//! |---|---|---|---|
-//! | quick | the quick recipes (40 updates each) | `wikitext-2-raw` windows | 200 |
-//! | default, paper | the published recipes | windows of the three Wikipedia corpora | 1,000 |
+//! | scale | readers | passages of the ten questions | threshold questions | honest sets |
+//! |---|---|---|---|---|
+//! | quick | the quick recipes (40 updates each) | `wikitext-2-raw` windows | 200 | the first 300 questions of each |
+//! | default, paper | the published recipes | windows of the three Wikipedia corpora | 1,000 | all |
 
 use super::{Env, Scale};
 use crate::chunk::{Chunker, SlidingWindowParams};
@@ -140,6 +140,9 @@ pub struct Report000Params {
     pub k: usize,
     /// SQuAD training-article questions used to choose the null threshold (the first N).
     pub threshold_questions: usize,
+    /// Questions of each honest set: the first N of the held-out SQuAD articles' and of
+    /// the RAG Mini test questions (0 = all).
+    pub honest_questions: usize,
     /// Read with the latest checkpoint of a recipe whose training has not finished
     /// instead of training it (finished recipes read their final checkpoint).
     pub partial: bool,
@@ -157,6 +160,7 @@ impl Report000Params {
             corpora,
             k: 5,
             threshold_questions: scale.pick(200, 1000, 1000),
+            honest_questions: scale.pick(300, 0, 0),
             partial: false,
         }
     }
@@ -393,7 +397,11 @@ pub fn run(env: &Env, params: &Report000Valid) -> Result<Report000Study> {
         // The evaluation sets do not depend on the recipe; the first recipe's are used.
         data.get_or_insert(d);
     }
-    let data = data.ok_or_else(|| Error::param("recipes", "no recipe"))?;
+    let mut data = data.ok_or_else(|| Error::param("recipes", "no recipe"))?;
+    if p.honest_questions > 0 {
+        data.held_out.truncate(p.honest_questions);
+        data.rag_test.truncate(p.honest_questions);
+    }
     let base = ReaderParams {
         window: params.recipes[0].windows,
         ..ReaderParams::default()
