@@ -13,6 +13,7 @@
 //! | [`retrieval`] | the shared retrieval study: systems as data ([`retrieval::SystemSpec`], a TOML list), scored runs, comparisons against a baseline, tables |
 //! | `pipeline::systems` (feature `dense`) | builds a [`retrieval::SystemSpec`] into a retriever (shared first stages, encoders and trained re-rankers) |
 //! | `dl19` (features `dense` + `faiss`) | MS MARCO passage, TREC DL19 subset: eight systems, significance against BM25 |
+//! | `latency` (features `dense` + `faiss`) | report 000's Figure 4: per-query latency of TF-IDF, BM25, dense flat / HNSW and hybrid retrieval |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
 //! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
 //!
@@ -30,6 +31,8 @@
 
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod dl19;
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod latency;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod nq;
 #[cfg(all(feature = "dense", feature = "faiss"))]
