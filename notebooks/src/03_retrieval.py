@@ -7,7 +7,7 @@ CELLS = [
 One section per experiment of `scripts/reproduce`. Each reproduction binary writes its
 CSVs, figures, resolved `config.json` and `manifest.json` to `data/results/<name>/`;
 this notebook reads those files and recomputes a few small pieces to check them. Section (a)
-runs its study live instead. Results of the quick scale are in `<name>-quick/` folders; the
+and section (c) run their studies live instead. Results of the quick scale are in `<name>-quick/` folders; the
 notebook reads the scale `scripts/reproduce` ran (quick unless `WORKBENCH_SCALE` says
 otherwise; Figure 2 has one folder for every scale).
 
@@ -17,7 +17,7 @@ otherwise; Figure 2 has one folder for every scale).
 | (e) Figure 4: per-query retrieval latency | `fig4_latency` | `data/results/fig4-latency/` |
 | (a) MS MARCO DL19 subset: eight systems, significance against BM25 (run live, quick scale) | `exp_dl19` | `data/results/dl19-retrieval/` |
 | (b) NQ-open answer recall@{1, 5, 20, 100} | `exp_nq_answer_recall` | `data/results/nq-answer-recall/` |
-| (c) Report 003's table: TF-IDF, MaxSim re-rank, MaxSim end-to-end | `exp_late_interaction` | `data/results/late-interaction/` |
+| (c) Report 003's table: TF-IDF, MaxSim re-rank, MaxSim end-to-end (run live, quick scale) | `exp_late_interaction` | `data/results/late-interaction/` |
 
 A missing result stops with an error that names the binary to run.
 """),
@@ -226,12 +226,25 @@ queries, each with one relevant passage, its own context (like report 003's FAND
 late-interaction encoder is raw 384-d MiniLM token vectors, not a trained ColBERT. Report 003
 used Recall@1000 on a much larger corpus; with 646 passages the table stops at Recall@50.
 """),
-    ("code", """
-let dir = result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?;
-Table::read_csv(&dir.join("metrics.csv"))?.caption("SQuAD 2.0 dev half; † / †† : randomisation test against TF-IDF, p < 0.05 / 0.01")
+    ("markdown", """
+This section runs the study itself (`workbench::study::late_interaction`) at the quick scale:
+the first 300 answerable questions over all 646 passages. The first run embeds every
+passage's tokens into a token store in `data/cache/late-interaction/` and builds the
+approximate row's centroid index beside it; later runs read both. Change a parameter (a
+second λ, a deeper re-rank) and run the cell again.
 """),
     ("code", """
-png(&result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?.join("recall_at_k.png"))?
+use workbench::study::late_interaction as li;
+let late_params = li::LateParams::at_scale(Scale::Quick, false);
+let late = li::run(&env, &late_params.clone().check()?)?;
+let (late_table, late_sig) = late.tables()?;
+late_table
+"""),
+    ("code", """
+late_sig.caption("Paired randomisation, t and bootstrap tests against TF-IDF")
+"""),
+    ("code", """
+render(&late.figure())?
 """, "figure"),
     ("markdown", """
 ### Token relevance (report 003 §5)
@@ -239,27 +252,18 @@ png(&result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?
 Why does MaxSim rank a passage high? For the first question that end-to-end MaxSim answers
 at rank 1, each passage token is shaded by the kernel density of the positions the query
 tokens chose (k̃ = 2 best passage tokens per query token), by how many query tokens chose it
-(`R_abs`) and by their summed similarity (`R_acc`). Recomputed here; the binary wrote the same
-view for this pair and for a miss to `token_relevance_{1,2}.html`.
+(`R_abs`) and by their summed similarity (`R_acc`). The study chose the pair (and a miss);
+the view is recomputed here from the token encoder.
 """),
     ("code", """
 use workbench::rerank::late_interaction::{LateInteraction, RelevanceParams};
-
-let dir = result_dir(&scale.result_name("late-interaction"), "exp_late_interaction")?;
-let per_query = Table::read_csv(&dir.join("per_query.csv"))?;
-// The first end-to-end system's column (the binary picks its examples from the same one).
-let col = per_query.header.iter().position(|h| h.starts_with("rank: MaxSim end-to-end"))
-    .ok_or(workbench::Error::Empty("no end-to-end MaxSim column in per_query.csv".into()))?;
-println!("examples chosen by: {}", &per_query.header[col]["rank: ".len()..]);
-let row = per_query.rows.iter().find(|r| r[col] == "1").cloned()
-    .ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
-let assets = workbench::assets::Assets::load()?;
-let squad = workbench::load::squad::load(&assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;
-let passage = squad.contexts.iter().find(|d| d.id == row[2]).cloned()
-    .ok_or(workbench::Error::Empty(format!("context `{}` not in SQuAD", row[2])))?;
-let late = LateInteraction::load_minilm(&assets)?;
-println!("question: {}\\ngold passage: {}", row[1], row[2]);
-late.token_relevance(&row[1], &passage.text, &RelevanceParams::default())?
+let view = late.views.first().ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
+println!("chosen by: {}\nquestion: {}\ngold passage: {}", late.systems[late.first_e2e].label, view.question, view.gold);
+let squad = workbench::load::squad::load(&env.assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;
+let passage = squad.contexts.iter().find(|d| d.id == view.gold).cloned()
+    .ok_or(workbench::Error::Empty(format!("context `{}` not in SQuAD", view.gold)))?;
+let encoder = LateInteraction::load_minilm(&env.assets)?;
+encoder.token_relevance(&view.question, &passage.text, &RelevanceParams::default())?
 """),
     ("markdown", """
 ## (c′) Report 003 on held-out articles, with the rerankers trained on this CPU
