@@ -858,4 +858,51 @@ mod tests {
         );
         assert_eq!(short_label("TF-IDF (cosine)"), "TF-IDF (cosine)");
     }
+
+    /// The whole study at a tiny size (8 questions, no approximate row): every system
+    /// has a run per question, the re-ranker keeps TF-IDF's candidates, the metrics are
+    /// in range, the token-relevance views are drawn and the outputs are written.
+    #[test]
+    fn tiny_study_runs_scores_and_writes() {
+        let env = Env::project().unwrap();
+        let mut p = LateParams::at_scale(Scale::Quick, false);
+        p.questions = 8;
+        p.approx_nlist = 0;
+        p.trials = 100;
+        p.candidate_sample = 4;
+        let study = run(&env, &p.check().unwrap()).unwrap();
+        assert_eq!(study.passages, 646);
+        assert_eq!(study.questions.len(), 8);
+        let labels: Vec<&str> = study.systems.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        assert_eq!(study.first_e2e, 2);
+        for s in &study.systems {
+            assert_eq!(s.run.len(), 8, "{}", s.label);
+        }
+        // Re-ranking permutes TF-IDF's top 100: the same passages per question.
+        for (id, ..) in &study.questions {
+            let mut a: Vec<&str> = study.systems[0].run[id]
+                .iter()
+                .map(|h| h.id.as_str())
+                .collect();
+            let mut b: Vec<&str> = study.systems[1].run[id]
+                .iter()
+                .map(|h| h.id.as_str())
+                .collect();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "{id}");
+        }
+        for r in study.results.iter().flatten() {
+            assert!((0.0..=1.0).contains(&r.mean), "{}: {}", r.name, r.mean);
+        }
+        assert!(!study.views.is_empty());
+        let tmp = tempfile::tempdir().unwrap();
+        let out = ResultDir::at(tmp.path().join("r"), "r", &serde_json::json!({})).unwrap();
+        out.begin().unwrap();
+        study.write(&out).unwrap();
+        let t = Table::read_csv(&out.path("metrics.csv")).unwrap();
+        assert_eq!(t.rows.len(), 3);
+        assert!(out.path("token_relevance_1.html").is_file());
+    }
 }

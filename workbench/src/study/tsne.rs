@@ -529,4 +529,38 @@ mod tests {
         };
         assert!(bad.check().unwrap_err().to_string().contains("perplexity"));
     }
+
+    /// The whole study at a tiny size (24 points, 2 per topic, 100 iterations): the
+    /// sample is stratified, the map has a point per paragraph, the measures are in range
+    /// and the outputs are written.
+    #[test]
+    fn tiny_study_runs_and_writes() {
+        let env = Env::project().unwrap();
+        let p = TsneStudyParams {
+            points: 24,
+            perplexity: 5.0,
+            max_iter: 100,
+            knn: 3,
+            permutations: 50,
+            ..TsneStudyParams::default()
+        };
+        let study = run(&env, &p.check().unwrap()).unwrap();
+        assert_eq!(study.topics.len(), 12);
+        assert_eq!((study.sample.len(), study.xy.len()), (24, 24));
+        for c in 0..12 {
+            assert_eq!(study.labels.iter().filter(|&&l| l == c).count(), 2);
+        }
+        for a in [study.agreement.map, study.agreement.embedding] {
+            assert!((0.0..=1.0).contains(&a), "{a}");
+        }
+        // 12 topics of 2: a random neighbour shares the topic with chance 12·2 / (24·23).
+        assert!((study.chance - 24.0 / 552.0).abs() < 1e-12);
+        assert!(study.p.map > 0.0 && study.p.map <= 1.0);
+        let tmp = tempfile::tempdir().unwrap();
+        let out = ResultDir::at(tmp.path().join("r"), "r", &serde_json::json!({})).unwrap();
+        out.begin().unwrap();
+        study.write(&out).unwrap();
+        let points = Table::read_csv(&out.path("points.csv")).unwrap();
+        assert_eq!(points.rows.len(), 24);
+    }
 }
