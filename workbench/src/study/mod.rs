@@ -15,6 +15,7 @@
 //! | `dl19` (features `dense` + `faiss`) | MS MARCO passage, TREC DL19 subset: eight systems, significance against BM25 |
 //! | `late_interaction` (features `dense` + `faiss`) | report 003's table: TF-IDF, MaxSim re-rank and end-to-end on SQuAD 2.0, token-relevance views; the held-out variant adds the trained ColBERT projections |
 //! | `latency` (features `dense` + `faiss`) | report 000's Figure 4: per-query latency of TF-IDF, BM25, dense flat / HNSW and hybrid retrieval |
+//! | `reranker` (features `dense` + `faiss`) | the trained cross-encoder: its recipe trained (cached) and evaluated on the held-out SQuAD articles against TF-IDF and dense retrieval |
 //! | `tsne` (features `dense` + `tsne`) | report 000's Figure 2: t-SNE of paragraph embeddings by topic, with the clustering measured against chance |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
 //! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
@@ -41,6 +42,8 @@ pub mod latency;
 pub mod nq;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod report000;
+#[cfg(all(feature = "dense", feature = "faiss"))]
+pub mod reranker;
 pub mod retrieval;
 #[cfg(all(feature = "dense", feature = "tsne"))]
 pub mod tsne;
