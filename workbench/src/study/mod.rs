@@ -12,6 +12,7 @@
 //! | (this module) | re-exports [`Scale`] (quick / default / paper) and [`Env`] (where the project's assets, caches and results live) from [`crate::env`] |
 //! | [`retrieval`] | the shared retrieval study: systems as data ([`retrieval::SystemSpec`], a TOML list), scored runs, comparisons against a baseline, tables |
 //! | `pipeline::systems` (feature `dense`) | builds a [`retrieval::SystemSpec`] into a retriever (shared first stages, encoders and trained re-rankers) |
+//! | `colbert` (feature `dense`) | a ColBERT projection trained on frozen MiniLM token vectors: its groups, loss and speed |
 //! | `dl19` (features `dense` + `faiss`) | MS MARCO passage, TREC DL19 subset: eight systems, significance against BM25 |
 //! | `late_interaction` (features `dense` + `faiss`) | report 003's table: TF-IDF, MaxSim re-rank and end-to-end on SQuAD 2.0, token-relevance views; the held-out variant adds the trained ColBERT projections |
 //! | `latency` (features `dense` + `faiss`) | report 000's Figure 4: per-query latency of TF-IDF, BM25, dense flat / HNSW and hybrid retrieval |
@@ -32,6 +33,8 @@
 //! # #[cfg(not(all(feature = "dense", feature = "faiss")))] fn main() {}
 //! ```
 
+#[cfg(feature = "dense")]
+pub mod colbert;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod dl19;
 #[cfg(all(feature = "dense", feature = "faiss"))]
