@@ -1,4 +1,4 @@
-//! The trained cross-encoder (issue 11) on tiny fixtures: transformers' reference logits
+//! The trained cross-encoder on tiny fixtures: transformers' reference logits
 //! (`tests/data/tiny_ce`, written by `scripts/python/ce_tiny_checkpoint.py`) reproduced by
 //! both the inference `CrossEncoder` and the trainable model; identical logits after
 //! save and load through the hub path; overfitting a tiny set of groups; bad input.

@@ -1,4 +1,4 @@
-//! Fuzzing of every loader and store (issue 7, item 6).
+//! Fuzzing of every loader and store.
 //!
 //! Each target starts from a small valid fixture written here, then feeds the loader
 //! mutated copies of it — truncations, bit flips, overwritten, inserted, deleted and

@@ -656,7 +656,7 @@ fn context_precision_matches_hand_count_on_the_fixture() {
 }
 
 /// The issue's end-to-end test: `configs/tiny.toml` with the real SmolLM2 reader (the
-/// test fixture model of issue 8), on a seeded sample of 2 of its 5 questions.
+/// test fixture model), on a seeded sample of 2 of its 5 questions.
 #[test]
 fn tiny_config_with_the_smollm2_reader() {
     let mut c = tiny();

@@ -1201,7 +1201,7 @@ fn minilm_token_store_is_keyed_on_passage_texts() {
     assert_eq!(again, rebuilt);
 }
 
-// ------------------------------------------------------------------ token store: bad input (issue 11)
+// ------------------------------------------------------------------ token store: bad input
 
 /// Every stale field is refused with an error naming the file and the field: a store from
 /// another model, encoder setting, projection, dimension or passage set is never read.
@@ -1366,7 +1366,7 @@ fn minilm_token_store_from_another_model_or_passages_is_refused() {
     assert_eq!(rebuilt.key(), &model.store_key(fewer));
 }
 
-// ------------------------------------------------------------------ approximate token index (issue 11)
+// ------------------------------------------------------------------ approximate token index
 
 mod approx_index {
     use super::*;

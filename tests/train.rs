@@ -1,4 +1,4 @@
-//! The training loop and the extractive-QA training pieces on tiny fixtures (issue 9):
+//! The training loop and the extractive-QA training pieces on tiny fixtures:
 //! overfitting a tiny set, a finite-difference check of the span loss, resume ==
 //! uninterrupted, the schedule, length grouping, save → load through the hub layout,
 //! features whose targets map back to the exact answer characters.

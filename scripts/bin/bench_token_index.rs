@@ -454,7 +454,7 @@ fn main() -> Result<()> {
     csv.write_csv(&out.path("bench.csv"))?;
     per_query.write_csv(&out.path("per_query.csv"))?;
     let md = format!(
-        "{}\n{}\n\n{}\nGoal (issue 11): total under 20 ms per query with Recall@10 within 0.01 of exact. \
+        "{}\n{}\n\n{}\n\
          FAISS OpenMP threads: {build_omp}. Centroid indexes: {}.\n",
         machine.summary(),
         table.caption.as_deref().unwrap_or(""),

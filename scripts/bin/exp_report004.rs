@@ -22,8 +22,7 @@
 //! `train_reranker`); the report's unprinted system prompt → report 001's RAG prompt; the
 //! test-side questions only, and fewer of them at the default scale.
 //!
-//! The context-precision figures are the seed report's (naive 0.74, enhanced 0.87):
-//! issue 10 lists them the other way round.
+//! The context-precision figures are the seed report's (naive 0.74, enhanced 0.87).
 
 use anyhow::Result;
 use clap::Parser;
@@ -176,7 +175,7 @@ fn substitutions(n: usize, readers: &[String]) -> String {
          - vector search: Milvus cosine → FAISS flat inner product over normalised all-MiniLM-L6-v2 vectors (the same model as the report);\n\
          - generation prompt: not printed in the report → report 001's RAG prompt (`data/prompts/rag_001.txt`); rewrite prompt: report 004's, byte for byte (`data/prompts/rewrite_004.txt`), sent as the chat user message;\n\
          - questions: {n} of the test side of RAG Mini's seeded id-hash split (~30 % of 918, the questions the cross-encoder never trained on; seeded sample, seed 42, unless `--scale paper`);\n\
-         - context precision: share of the passages given to the reader that contain a gold answer (SQuAD-normalised substring match); the report does not define its measure (RAGAS-style). The report's figures are the seed report's: naive 0.74, enhanced 0.87 (issue 10 lists them reversed);\n\
+         - context precision: share of the passages given to the reader that contain a gold answer (SQuAD-normalised substring match); the report does not define its measure (RAGAS-style). The report's figures are the seed report's: naive 0.74, enhanced 0.87;\n\
          - time per query: wall-clock seconds on this machine's 2 shared cores, all stages (transform + retrieve + re-rank + read); the report's machine is not named.\n",
         readers.join(", ")
     )

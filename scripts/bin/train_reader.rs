@@ -1,4 +1,4 @@
-//! Train the extractive reader (issue 9) and evaluate it on the held-out SQuAD articles.
+//! Train the extractive reader (`workbench::study::reader`) and evaluate it on the held-out SQuAD articles.
 //!
 //! ```text
 //! cargo run --release --bin train_reader [-- --recipe minilm-all] [--scale quick] [--full] [--force]
@@ -21,23 +21,19 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use serde::Serialize;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
 use workbench::machine::load_average;
-use workbench::plot::render;
-use workbench::read::extractive::{ExtractiveReader, ReaderParams};
-use workbench::results::Experiment;
+use workbench::study::{self, Env, Scale};
 use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
 use workbench::train::{batching, Stop};
 
-#[derive(Parser, Debug, Serialize)]
+#[derive(Parser, Debug)]
 #[command(about = "Train the extractive reader and evaluate it on the held-out SQuAD articles")]
 struct Args {
     /// Recipe: minilm-all, minilm-squad, minilm-squad2.
@@ -59,187 +55,43 @@ struct Args {
     force: bool,
     /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same batches.
     #[arg(long)]
-    #[serde(skip)]
     bench: Option<usize>,
     /// Interleaved rounds of the benchmark.
     #[arg(long, default_value_t = 2)]
-    #[serde(skip)]
     rounds: usize,
     /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
     /// see `PythonPeers::default_python`).
     #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
-    #[serde(skip)]
     python: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let assets = Assets::load()?;
-    if args.full && args.scale == workbench::study::Scale::Quick {
-        bail!("--full and --scale quick contradict each other: choose one");
+    let env = Env::project()?;
+    let valid = study::reader::ReaderTrainingParams {
+        recipe: args.recipe.clone(),
+        scale: args.scale,
+        full: args.full,
+        partial: args.partial,
     }
-    let recipe = if args.full {
-        ReaderRecipe::named(&args.recipe, true)?
-    } else {
-        ReaderRecipe::at_scale(&args.recipe, args.scale)?
-    };
+    .check()?;
     if let Some(steps) = args.bench {
-        let peers = PythonPeers::new(&workbench::paths::project_root()?, args.python.clone());
+        let peers = PythonPeers::new(&env.root, args.python.clone());
         peers.command(PEER)?; // a missing peers venv stops the run before any work
-        return bench(&assets, &recipe, steps, args.rounds, &peers);
+        return bench(&env.assets, &valid.recipe, steps, args.rounds, &peers);
     }
-    let root = workbench::paths::project_root()?;
-    #[derive(Serialize)]
-    struct Config<'a> {
-        args: &'a Args,
-        recipe: &'a ReaderRecipe,
-        key: String,
-        inputs: Vec<(String, String)>,
-        program_sha256: String,
-    }
-    let config = Config {
-        args: &args,
-        recipe: &recipe,
-        key: recipe.key(&assets)?,
-        inputs: assets.input_checksums(recipe.inputs())?,
-        program_sha256: workbench::results::executable_sha256()?,
-    };
-    let cache_root = workbench::paths::cache_dir(&root, "readers");
-    let mut name = format!("reader-{}", recipe.name);
-    let t_sup = Instant::now();
-    let data = reader::supervision(&assets, &recipe.supervision)?;
-    let partial = if args.partial {
-        let p = reader::partial_checkpoint(&assets, &recipe, &cache_root, &data)?
-            .context("no checkpoint of this recipe's run to evaluate")?;
-        name = format!("{name}-partial{}", p.1.steps.len());
-        Some(p)
-    } else {
-        None
-    };
-    let Some(exp) = Experiment::start(&name, &config, args.force, "metrics.md")? else {
-        return Ok(());
-    };
-    let out = &exp.out;
-    println!("supervision in {:.1} s:", t_sup.elapsed().as_secs_f64());
-    let mut sup_t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
-    for c in &data.counts {
-        let why: Vec<String> = c
-            .unlocated
-            .iter()
-            .map(|(k, v)| format!("{k}: {v}"))
-            .collect();
-        sup_t.push([
-            c.source.clone(),
-            c.questions.to_string(),
-            c.located.to_string(),
-            why.join("; "),
-        ])?;
-    }
-    println!("{}", sup_t.to_markdown());
-    sup_t.write_csv(&out.path("supervision.csv"))?;
-    let mut ids = std::fs::File::create(out.path("nq_used_ids.txt"))?;
-    for id in &data.nq_used {
-        writeln!(ids, "{id}")?;
-    }
-    let t0 = Instant::now();
-    let (trained, log) = match partial {
-        Some((t, l)) => (t, Some(l)),
-        None => reader::train_or_load(&assets, &recipe, &cache_root, &data)?,
-    };
-    println!(
-        "trained `{}` ({} features) in {:.1} s of updates, {:.2} features/s, load {} → {}",
-        recipe.name,
-        trained.features,
-        trained.train_seconds,
-        trained.examples_per_second,
-        trained.load,
-        trained.model_dir.display()
-    );
-    let wall = t0.elapsed().as_secs_f64();
-    if let Some(log) = &log {
-        log.write_csv(&out.path("loss.csv"))?;
-        let fig = render(&log.loss_plot(
-            &format!(
-                "training loss, reader {} ({} features, batch {})",
-                recipe.name, trained.features, recipe.train.batch_size
-            ),
-            25,
-        ))?;
-        fig.save(out.out_dir(), "loss")?;
-    }
-
-    // Held-out: the answerable questions of the five articles, gold paragraph given.
-    // Read through the hub path: the saved folder loads like any QA checkpoint.
-    let params = ReaderParams {
-        window: recipe.windows,
-        ..ReaderParams::default()
-    };
-    let qa_reader = ExtractiveReader::load_dir(&trained.model_dir, params)?;
-    let held: Vec<_> = data
-        .held_out
-        .iter()
-        .filter(|e| e.answer.is_some())
-        .cloned()
-        .collect();
-    let t1 = Instant::now();
-    let texts = reader::predict_gold(&qa_reader, &held)?;
-    let pred_s = t1.elapsed().as_secs_f64();
-    let (em, f1) = reader::em_f1(&held, &texts);
-    let mut pt = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
-    for (e, p) in held.iter().zip(&texts) {
-        let p = p.clone().unwrap_or_default();
-        pt.push([
-            e.id.clone(),
-            e.question.clone(),
-            p.clone(),
-            e.golds.join(" | "),
-            workbench::evaluate::qa::exact_match(&p, &e.golds).to_string(),
-            format!("{:.3}", workbench::evaluate::qa::f1(&p, &e.golds)),
-        ])?;
-    }
-    pt.write_csv(&out.path("predictions.csv"))?;
-    let mut mt = Table::new([
-        "reader",
-        "questions",
-        "EM",
-        "F1",
-        "train_features",
-        "train_s",
-        "features_per_s",
-        "load",
-    ]);
-    mt.push([
-        recipe.name.clone(),
-        held.len().to_string(),
-        format!("{em:.1}"),
-        format!("{f1:.1}"),
-        trained.features.to_string(),
-        format!("{:.0}", trained.train_seconds),
-        format!("{:.2}", trained.examples_per_second),
-        trained.load.clone(),
-    ])?;
-    mt.write_csv(&out.path("metrics.csv"))?;
-    let md = format!(
-        "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {pred_s:.1} s.\n",
-        mt.to_markdown(),
-        held.len(),
-        workbench::train::qa_data::HELD_OUT_ARTICLES.join(", ")
-    );
-    println!("{md}");
-    std::fs::write(out.path("metrics.md"), &md)?;
-    let summary = serde_json::json!({
-        "recipe": recipe.name, "key": trained.key, "held_out_questions": held.len(),
-        "em": em, "f1": f1, "train_features": trained.features,
-        "train_seconds": trained.train_seconds, "features_per_second": trained.examples_per_second,
-        "train_wall_seconds_this_run": wall, "load_at_training_end": trained.load,
-        "load_now": load_average(), "nq_used": data.nq_used.len(),
-        "model_dir": trained.model_dir, "counts": trained.counts,
-    });
-    std::fs::write(
-        out.path("metrics.json"),
-        serde_json::to_string_pretty(&summary)?,
+    let prepared = study::reader::prepare(&env, &valid)?;
+    let name = study::reader::result_name(&valid, &prepared);
+    let resolved = valid.resolved(&env)?;
+    study::execute(
+        &env,
+        &name,
+        Scale::Default,
+        &resolved,
+        args.force,
+        "metrics.md",
+        || study::reader::run(&env, &valid, prepared),
     )?;
-    exp.finish(summary)?;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of the workbench's reader training loop (issue 9, throughput only).
+"""PyTorch peer of the workbench's reader training loop (throughput only).
 
 Reads the features written by `train_reader --bench` (JSONL: ids, type_ids, start, end)
 and the exact batches (JSON list of index lists), builds transformers'

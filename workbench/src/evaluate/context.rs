@@ -7,7 +7,7 @@
 //! (DPR's string match by default, `dpr-regex` for regex answers, `squad` for the
 //! SQuAD-normalised match), else 0. Let `R = Σ_i rel_i`.
 //!
-//! - **Context precision** (report 004's metric, as issue 10 defines it): the share of
+//! - **Context precision** (report 004's metric): the share of
 //!   the passages given to the reader that contain a gold answer,
 //!   `CP = R / n`.
 //! - **Rank-aware context precision** (average precision over the reader's passages,

@@ -394,7 +394,7 @@ impl Default for RerankConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReaderKind {
-    /// A GGUF chat model (issue 8's generative reader).
+    /// A GGUF chat model (the generative reader).
     #[default]
     Generative,
 }

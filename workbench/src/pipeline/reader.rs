@@ -1,4 +1,4 @@
-//! The reader a config names (feature `llm`): issue 8's [`GenerativeReader`] set up from
+//! The reader a config names (feature `llm`): the [`GenerativeReader`] set up from
 //! `[reader]` and the pipeline's prompt template, wrapped so traces get its prompt.
 //!
 //! How the config maps onto [`ReaderOptions`]:

@@ -19,6 +19,7 @@
 //! | `reranker` (features `dense` + `faiss`) | the trained cross-encoder: its recipe trained (cached) and evaluated on the held-out SQuAD articles against TF-IDF and dense retrieval |
 //! | `tsne` (features `dense` + `tsne`) | report 000's Figure 2: t-SNE of paragraph embeddings by topic, with the clustering measured against chance |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
+//! | `reader` (feature `dense`) | an extractive reader recipe trained (cached) and scored on the held-out SQuAD articles |
 //! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
 //!
 //! ```no_run
@@ -43,6 +44,8 @@ pub mod late_interaction;
 pub mod latency;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod nq;
+#[cfg(feature = "dense")]
+pub mod reader;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod report000;
 #[cfg(all(feature = "dense", feature = "faiss"))]

@@ -1,4 +1,4 @@
-//! ColBERT projection training (report 003, issue 11 item 2): a linear head `d × 384` on
+//! ColBERT projection training (report 003): a linear head `d × 384` on
 //! **frozen** MiniLM token vectors, trained with report 003's loss.
 //!
 //! ## The loss

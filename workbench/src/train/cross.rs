@@ -1,4 +1,4 @@
-//! Cross-encoder training (issue 11): transformers' `BertForSequenceClassification` with
+//! Cross-encoder training: transformers' `BertForSequenceClassification` with
 //! one logit on the differentiable [`BertEncoder`], trained with softmax cross-entropy over
 //! each group (the positive first, then its hard negatives, [`super::groups`]), and saved
 //! in the Hugging Face layout that [`CrossEncoder`](crate::rerank::cross_encoder::CrossEncoder)

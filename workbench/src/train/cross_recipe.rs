@@ -1,4 +1,4 @@
-//! Training recipes of the cross-encoder (issue 11): base model, training groups,
+//! Training recipes of the cross-encoder: base model, training groups,
 //! hyper-parameters; trained once and reused while the recipe and its inputs are
 //! unchanged (`data/cache/cross-encoders/<key>/`, the key as the reader's:
 //! [`reader::recipe_key`]).

@@ -1,4 +1,4 @@
-//! Training groups for the rerankers (issue 11): each training question with its
+//! Training groups for the rerankers: each training question with its
 //! positive passage and BM25 hard negatives, `(query, positive, [negative; n])`.
 //!
 //! The questions and their positives are the extractive reader's supervision

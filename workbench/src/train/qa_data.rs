@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-/// The five SQuAD articles held out for evaluation (issue 9's measurement).
+/// The five SQuAD articles held out for evaluation.
 pub const HELD_OUT_ARTICLES: [&str; 5] = [
     "1973_oil_crisis",
     "French_and_Indian_War",

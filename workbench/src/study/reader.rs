@@ -1,0 +1,351 @@
+//! Train an extractive reader recipe ([`crate::train::reader`], cached by its inputs) and
+//! evaluate it on the held-out SQuAD articles: the answerable questions of the five
+//! articles no recipe trains on, gold paragraph given, SQuAD EM / F1.
+//!
+//! | scale | recipe |
+//! |---|---|
+//! | quick | `<recipe>-quick`: 40 updates of 16 in one epoch |
+//! | default, paper | the recipe (416 updates of 16 over two epochs) |
+//!
+//! `full` trains the recipe's larger run instead (four epochs on every window).
+
+use super::{Env, Scale};
+use crate::display::Table;
+use crate::evaluate::qa::{exact_match, f1};
+use crate::read::extractive::{ExtractiveReader, ReaderParams};
+use crate::results::ResultDir;
+use crate::train::qa::SpanExample;
+use crate::train::qa_data::HELD_OUT_ARTICLES;
+use crate::train::reader::{self, ReaderRecipe, SupervisionData, TrainedReader};
+use crate::train::TrainLog;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// The study's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaderTrainingParams {
+    /// Recipe name: `minilm-all`, `minilm-squad`, `minilm-squad2`.
+    pub recipe: String,
+    /// The recipe's size ([`ReaderRecipe::at_scale`]).
+    pub scale: Scale,
+    /// The larger run: four epochs on every window (not with the quick scale).
+    pub full: bool,
+    /// Evaluate the latest checkpoint of the recipe's unfinished run instead of training.
+    pub partial: bool,
+}
+
+impl ReaderTrainingParams {
+    /// Check the values and resolve the recipe.
+    pub fn check(self) -> Result<ReaderTrainingValid> {
+        if self.full && self.scale == Scale::Quick {
+            return Err(Error::param(
+                "full",
+                "the full run and the quick scale contradict each other: choose one",
+            ));
+        }
+        let recipe = if self.full {
+            ReaderRecipe::named(&self.recipe, true)?
+        } else {
+            ReaderRecipe::at_scale(&self.recipe, self.scale)?
+        };
+        Ok(ReaderTrainingValid {
+            params: self,
+            recipe,
+        })
+    }
+}
+
+/// Checked [`ReaderTrainingParams`] with the recipe.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReaderTrainingValid {
+    /// The parameters.
+    pub params: ReaderTrainingParams,
+    /// The recipe trained.
+    pub recipe: ReaderRecipe,
+}
+
+impl ReaderTrainingValid {
+    /// What `config.json` records: the parameters, the recipe and its key, the sha256 of
+    /// its input files and the program's sha256.
+    pub fn resolved(&self, env: &Env) -> Result<super::Resolved<'_, ReaderTrainingParams>> {
+        super::Resolved::new(
+            env,
+            &self.params,
+            self.recipe.inputs(),
+            serde_json::json!({
+                "recipe": self.recipe,
+                "key": self.recipe.key(&env.assets)?,
+            }),
+        )
+    }
+}
+
+/// The supervision, and the checkpoint to evaluate: the latest of an unfinished run with
+/// `partial` (with its log), else `None` (train or load the recipe in [`run`]).
+pub type Prepared = (SupervisionData, Option<(TrainedReader, TrainLog)>);
+
+/// Build the recipe's supervision and, with `partial`, find the latest checkpoint of its
+/// unfinished run (an error when there is none). Its result names the result folder
+/// ([`result_name`]) before anything trains.
+pub fn prepare(env: &Env, params: &ReaderTrainingValid) -> Result<Prepared> {
+    let data = reader::supervision(&env.assets, &params.recipe.supervision)?;
+    let partial = if params.params.partial {
+        Some(
+            reader::partial_checkpoint(
+                &env.assets,
+                &params.recipe,
+                &env.cache_dir("readers"),
+                &data,
+            )?
+            .ok_or_else(|| {
+                Error::param(
+                    "partial",
+                    format!(
+                        "no checkpoint of `{}`'s run to evaluate",
+                        params.recipe.name
+                    ),
+                )
+            })?,
+        )
+    } else {
+        None
+    };
+    Ok((data, partial))
+}
+
+/// The result folder: `reader-<recipe>` (`-partial<updates>` for an unfinished run).
+pub fn result_name(params: &ReaderTrainingValid, prepared: &Prepared) -> String {
+    match &prepared.1 {
+        Some((_, log)) => format!("reader-{}-partial{}", params.recipe.name, log.steps.len()),
+        None => format!("reader-{}", params.recipe.name),
+    }
+}
+
+/// What the study found.
+#[derive(Debug, Clone)]
+pub struct ReaderTraining {
+    /// The recipe.
+    pub recipe: ReaderRecipe,
+    /// The trained model.
+    pub trained: TrainedReader,
+    /// The log, when this run trained (or read a partial run).
+    pub log: Option<TrainLog>,
+    /// What became of each supervision source's questions.
+    pub counts: Vec<crate::train::qa_data::SourceCounts>,
+    /// NQ question ids used for training.
+    pub nq_used: Vec<String>,
+    /// Wall seconds of training (or loading) in this run.
+    pub train_wall_seconds: f64,
+    /// The held-out answerable questions and the reader's prediction for each.
+    pub held_out: Vec<(SpanExample, Option<String>)>,
+    /// EM and F1 (percent) on them.
+    pub em_f1: (f64, f64),
+    /// Seconds of prediction.
+    pub predict_seconds: f64,
+}
+
+/// Train (or load) the recipe and read the held-out questions with it.
+pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Result<ReaderTraining> {
+    let recipe = &params.recipe;
+    let (data, partial) = prepared;
+    let t0 = Instant::now();
+    let (trained, log) = match partial {
+        Some((t, l)) => (t, Some(l)),
+        None => reader::train_or_load(&env.assets, recipe, &env.cache_dir("readers"), &data)?,
+    };
+    let train_wall_seconds = t0.elapsed().as_secs_f64();
+    // Read through the hub path: the saved folder loads like any QA checkpoint.
+    let qa = ExtractiveReader::load_dir(
+        &trained.model_dir,
+        ReaderParams {
+            window: recipe.windows,
+            ..ReaderParams::default()
+        },
+    )?;
+    let held: Vec<SpanExample> = data
+        .held_out
+        .iter()
+        .filter(|e| e.answer.is_some())
+        .cloned()
+        .collect();
+    let t1 = Instant::now();
+    let preds = reader::predict_gold(&qa, &held)?;
+    let predict_seconds = t1.elapsed().as_secs_f64();
+    let em_f1 = reader::em_f1(&held, &preds);
+    Ok(ReaderTraining {
+        recipe: recipe.clone(),
+        trained,
+        log,
+        counts: data.counts,
+        nq_used: data.nq_used,
+        train_wall_seconds,
+        held_out: held.into_iter().zip(preds).collect(),
+        em_f1,
+        predict_seconds,
+    })
+}
+
+impl ReaderTraining {
+    /// What became of each supervision source's questions.
+    pub fn supervision_table(&self) -> Result<Table> {
+        let mut t = Table::new(["source", "questions", "used", "not used (reason: count)"]);
+        for c in &self.counts {
+            let why: Vec<String> = c
+                .unlocated
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            t.push([
+                c.source.clone(),
+                c.questions.to_string(),
+                c.located.to_string(),
+                why.join("; "),
+            ])?;
+        }
+        Ok(t)
+    }
+
+    /// Held-out EM / F1 with the training's size and speed.
+    pub fn table(&self) -> Result<Table> {
+        let mut t = Table::new([
+            "reader",
+            "questions",
+            "EM",
+            "F1",
+            "train_features",
+            "train_s",
+            "features_per_s",
+            "load",
+        ]);
+        let tr = &self.trained;
+        t.push([
+            self.recipe.name.clone(),
+            self.held_out.len().to_string(),
+            format!("{:.1}", self.em_f1.0),
+            format!("{:.1}", self.em_f1.1),
+            tr.features.to_string(),
+            format!("{:.0}", tr.train_seconds),
+            format!("{:.2}", tr.examples_per_second),
+            tr.load.clone(),
+        ])?;
+        Ok(t)
+    }
+
+    /// Every held-out prediction with its score.
+    pub fn predictions(&self) -> Result<Table> {
+        let mut t = Table::new(["id", "question", "prediction", "golds", "em", "f1"]);
+        for (e, p) in &self.held_out {
+            let p = p.clone().unwrap_or_default();
+            t.push([
+                e.id.clone(),
+                e.question.clone(),
+                p.clone(),
+                e.golds.join(" | "),
+                exact_match(&p, &e.golds).to_string(),
+                format!("{:.3}", f1(&p, &e.golds)),
+            ])?;
+        }
+        Ok(t)
+    }
+
+    /// The table and what it was computed on.
+    pub fn markdown(&self) -> Result<String> {
+        Ok(format!(
+            "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {:.1} s.\n",
+            self.table()?.to_markdown(),
+            self.held_out.len(),
+            HELD_OUT_ARTICLES.join(", "),
+            self.predict_seconds
+        ))
+    }
+
+    /// The numbers `manifest.json` (and `metrics.json`) record.
+    pub fn summary(&self) -> serde_json::Value {
+        let t = &self.trained;
+        serde_json::json!({
+            "recipe": self.recipe.name, "key": t.key, "held_out_questions": self.held_out.len(),
+            "em": self.em_f1.0, "f1": self.em_f1.1, "train_features": t.features,
+            "train_seconds": t.train_seconds, "features_per_second": t.examples_per_second,
+            "train_wall_seconds_this_run": self.train_wall_seconds,
+            "load_at_training_end": t.load, "load_now": crate::machine::load_average(),
+            "nq_used": self.nq_used.len(), "model_dir": t.model_dir, "counts": t.counts,
+        })
+    }
+
+    /// `supervision.csv`, `nq_used_ids.txt`, `predictions.csv`, `metrics.csv`/`.md`/`.json`
+    /// and, when this run trained, `loss.csv` and (feature `plot`) `loss.png`/`.svg`.
+    pub fn write(&self, out: &ResultDir) -> Result<()> {
+        self.supervision_table()?
+            .write_csv(&out.path("supervision.csv"))?;
+        let ids = out.path("nq_used_ids.txt");
+        let text: String = self.nq_used.iter().map(|id| format!("{id}\n")).collect();
+        std::fs::write(&ids, text).map_err(|e| Error::io(&ids, e))?;
+        if let Some(log) = &self.log {
+            log.write_csv(&out.path("loss.csv"))?;
+            #[cfg(feature = "plot")]
+            crate::plot::render(&log.loss_plot(
+                &format!(
+                    "training loss, reader {} ({} features, batch {})",
+                    self.recipe.name, self.trained.features, self.recipe.train.batch_size
+                ),
+                25,
+            ))?
+            .save(out.out_dir(), "loss")?;
+        }
+        self.predictions()?
+            .write_csv(&out.path("predictions.csv"))?;
+        self.table()?.write_csv(&out.path("metrics.csv"))?;
+        let md = out.path("metrics.md");
+        std::fs::write(&md, self.markdown()?).map_err(|e| Error::io(&md, e))?;
+        let js = out.path("metrics.json");
+        std::fs::write(&js, serde_json::to_string_pretty(&self.summary())?)
+            .map_err(|e| Error::io(&js, e))?;
+        Ok(())
+    }
+}
+
+impl super::Outputs for ReaderTraining {
+    fn write(&self, out: &ResultDir) -> Result<()> {
+        ReaderTraining::write(self, out)
+    }
+    fn markdown(&self) -> Result<String> {
+        ReaderTraining::markdown(self)
+    }
+    fn summary(&self) -> Result<serde_json::Value> {
+        Ok(ReaderTraining::summary(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_and_the_full_run() {
+        let p = |scale, full| ReaderTrainingParams {
+            recipe: "minilm-squad".into(),
+            scale,
+            full,
+            partial: false,
+        };
+        assert_eq!(
+            p(Scale::Quick, false).check().unwrap().recipe.name,
+            "minilm-squad-quick"
+        );
+        assert_eq!(
+            p(Scale::Default, true).check().unwrap().recipe.name,
+            "minilm-squad-full"
+        );
+        assert_eq!(
+            p(Scale::Default, false).check().unwrap().recipe,
+            ReaderRecipe::named("minilm-squad", false).unwrap()
+        );
+        assert!(p(Scale::Quick, true)
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("full"));
+    }
+}
