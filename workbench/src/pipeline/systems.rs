@@ -312,26 +312,11 @@ pub fn trained_colbert(
     Ok(crate::train::colbert::train_or_load(&env.assets, &recipe, &env.cache_dir("colbert"))?.0)
 }
 
-/// Cross-encoders at the quick scale train on this many groups.
-pub const QUICK_CROSS_GROUPS: usize = 160;
+pub use crate::train::cross_recipe::QUICK_CROSS_GROUPS;
 
-/// The cross-encoder recipe `name` at `scale`: the quick scale trains on
-/// [`QUICK_CROSS_GROUPS`] groups (and says so in the recipe's name, `<name>-quick`);
-/// default and paper train the recipe as it is. `<name>-quick` is the quick recipe at
-/// every scale.
+/// The cross-encoder recipe `name` at `scale` ([`CrossRecipe::at_scale`]).
 pub fn cross_recipe_at(name: &str, scale: Scale) -> Result<CrossRecipe> {
-    // `<recipe>-quick` names the quick recipe at any scale (what a quick study writes
-    // into its pipeline configs).
-    let (name, scale) = match name.strip_suffix("-quick") {
-        Some(base) => (base, Scale::Quick),
-        None => (name, scale),
-    };
-    let mut recipe = CrossRecipe::named(name)?;
-    if scale == Scale::Quick {
-        recipe.max_groups = Some(QUICK_CROSS_GROUPS);
-        recipe.name = format!("{}-quick", recipe.name);
-    }
-    Ok(recipe)
+    CrossRecipe::at_scale(name, scale)
 }
 
 /// The cross-encoder `model` names: `trained:<recipe>` at `scale`'s recipe size (trained

@@ -22,6 +22,9 @@ pub const CROSS_CACHE_VERSION: &str = "workbench-cross-encoder-v1";
 /// Prefix of a trained recipe in a pipeline config's `rerank.model`.
 pub use crate::assets::TRAINED_PREFIX;
 
+/// Groups a quick recipe trains on ([`CrossRecipe::at_scale`]): 40 updates of 4 groups.
+pub const QUICK_CROSS_GROUPS: usize = 160;
+
 /// A complete cross-encoder training recipe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossRecipe {
@@ -78,15 +81,38 @@ impl CrossRecipe {
         }
     }
 
-    /// The recipe called `name`.
+    /// The recipe called `name`: `minilm-ce`, or `minilm-ce-quick`, its quick size
+    /// ([`CrossRecipe::at_scale`]).
     pub fn named(name: &str) -> Result<Self> {
+        if let Some(base) = name.strip_suffix("-quick") {
+            return Self::at_scale(base, crate::env::Scale::Quick);
+        }
         match name {
             "minilm-ce" => Ok(Self::default_minilm()),
             other => Err(Error::param(
                 "recipe",
-                format!("unknown cross-encoder recipe `{other}` (known: minilm-ce)"),
+                format!(
+                    "unknown cross-encoder recipe `{other}` (known: minilm-ce, minilm-ce-quick)"
+                ),
             )),
         }
+    }
+
+    /// The recipe `name` at `scale`: at the quick scale it trains on the first
+    /// [`QUICK_CROSS_GROUPS`] groups and says so in its name (`<name>-quick`); default and
+    /// paper use the recipe as it is. A name ending in `-quick` is the quick recipe at any
+    /// scale.
+    pub fn at_scale(name: &str, scale: crate::env::Scale) -> Result<Self> {
+        let (name, scale) = match name.strip_suffix("-quick") {
+            Some(base) => (base, crate::env::Scale::Quick),
+            None => (name, scale),
+        };
+        let mut recipe = Self::named(name)?;
+        if scale == crate::env::Scale::Quick {
+            recipe.max_groups = Some(QUICK_CROSS_GROUPS);
+            recipe.name = format!("{}-quick", recipe.name);
+        }
+        Ok(recipe)
     }
 
     /// Check the values.
@@ -358,6 +384,17 @@ mod tests {
         assert!(r.check().unwrap_err().to_string().contains("group_size"));
         r.group_size = 1;
         assert!(r.check().is_err());
+        let quick = CrossRecipe::named("minilm-ce-quick").unwrap();
+        assert_eq!(quick.name, "minilm-ce-quick");
+        assert_eq!(quick.max_groups, Some(QUICK_CROSS_GROUPS));
+        assert_eq!(
+            quick,
+            CrossRecipe::at_scale("minilm-ce", crate::env::Scale::Quick).unwrap()
+        );
+        assert_eq!(
+            CrossRecipe::at_scale("minilm-ce", crate::env::Scale::Default).unwrap(),
+            CrossRecipe::default_minilm()
+        );
         let e = CrossRecipe::named("nope").unwrap_err().to_string();
         assert!(e.contains("nope") && e.contains("minilm-ce"), "{e}");
     }
