@@ -15,7 +15,8 @@
 //! Quick: the recipe's quick size (`minilm-ce-quick`, 160 groups) and a seeded sample of
 //! 200 held-out questions.
 //!
-//! Writes `data/results/reranker-<recipe>/` (`-q<N>` for a sample of N questions):
+//! Writes `data/results/reranker-<recipe>/` (`-q<N>` for a sample of N questions other
+//! than the scale's):
 //! `groups.csv`, `nq_used_ids.txt`, `loss.csv`, `loss.png/.svg`, `metrics.csv`,
 //! `metrics.md`, `significance.csv`, `per_query.csv`, `metrics.json`, `config.json`,
 //! `manifest.json`.

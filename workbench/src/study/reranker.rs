@@ -115,13 +115,15 @@ impl std::ops::Deref for RerankerValid {
 
 impl RerankerValid {
     /// The result folder: `reranker-<recipe>` (the quick recipe's name ends in `-quick`),
-    /// `-partial` when an unfinished run is read, `-q<N>` for a sample of N questions.
+    /// `-partial` when an unfinished run is read, `-q<N>` for a sample of N questions
+    /// other than the scale's own.
     pub fn name(&self) -> String {
         let mut name = format!("reranker-{}", self.recipe.name);
         if self.partial {
             name.push_str("-partial");
         }
-        if let Some(m) = self.questions {
+        let published = RerankerParams::at_scale(&self.params.recipe, self.scale).questions;
+        if let Some(m) = self.questions.filter(|_| self.questions != published) {
             name.push_str(&format!("-q{m}"));
         }
         name
@@ -497,7 +499,12 @@ mod tests {
             .check()
             .unwrap();
         assert_eq!(q.recipe.name, "minilm-ce-quick");
-        assert_eq!(q.name(), "reranker-minilm-ce-quick-q200");
+        assert_eq!(q.name(), "reranker-minilm-ce-quick");
+        let sample = RerankerParams {
+            questions: Some(50),
+            ..RerankerParams::at_scale("minilm-ce", Scale::Default)
+        };
+        assert_eq!(sample.check().unwrap().name(), "reranker-minilm-ce-q50");
         let d = RerankerParams::at_scale("minilm-ce", Scale::Default)
             .check()
             .unwrap();
