@@ -66,7 +66,8 @@ fn fig1_writes_outputs_and_skips_when_fresh() {
     assert!(counts.contains("wiki-leads-en,3,7,3,2,2,"), "{counts}");
     let cfg: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    assert_eq!(cfg["filter"]["min_words"], 21);
+    assert_eq!(cfg["params"]["min_words"], 21);
+    assert_eq!(cfg["extra"]["filter"]["min_words"], 21);
     assert_eq!(cfg["inputs"][0][1], common::sha(&bytes));
     // Bins: the "kept" column sums to the kept count.
     let bins = std::fs::read_to_string(dir.join("bins.csv")).unwrap();

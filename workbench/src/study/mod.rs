@@ -18,6 +18,7 @@
 //! | `latency` (features `dense` + `faiss`) | report 000's Figure 4: per-query latency of TF-IDF, BM25, dense flat / HNSW and hybrid retrieval |
 //! | `reranker` (features `dense` + `faiss`) | the trained cross-encoder: its recipe trained (cached) and evaluated on the held-out SQuAD articles against TF-IDF and dense retrieval |
 //! | `tsne` (features `dense` + `tsne`) | report 000's Figure 2: t-SNE of paragraph embeddings by topic, with the clustering measured against chance |
+//! | `lengths` (feature `plot`) | report 000's Figure 1: paragraph lengths before and after its length filter |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
 //! | `reader` (feature `dense`) | an extractive reader recipe trained (cached) and scored on the held-out SQuAD articles |
 //! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
@@ -42,6 +43,8 @@ pub mod dl19;
 pub mod late_interaction;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod latency;
+#[cfg(feature = "plot")]
+pub mod lengths;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod nq;
 #[cfg(feature = "dense")]
