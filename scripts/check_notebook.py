@@ -1,5 +1,6 @@
-"""Check an executed notebook: no error outputs, and every cell tagged `figure`
-(or whose source ends a figure expression) produced an image. Exit 1 on failure."""
+"""Check an executed notebook: no error outputs, nothing written to stderr (evcxr prints an
+error returned by a cell's `?` there instead of failing the cell), and every cell tagged
+`figure` produced an image. Exit 1 on failure."""
 import json
 import sys
 
@@ -13,6 +14,9 @@ for i, cell in enumerate(nb["cells"]):
     for out in cell.get("outputs", []):
         if out.get("output_type") == "error":
             errors.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
+        if out.get("output_type") == "stream" and out.get("name") == "stderr":
+            text = "".join(out.get("text", "")).strip()
+            errors.append(f"cell {i}: wrote to stderr: {text[:300]}")
         data = out.get("data", {})
         if "image/png" in data or "image/svg+xml" in data:
             images += 1
