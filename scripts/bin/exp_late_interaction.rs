@@ -59,9 +59,13 @@ struct Args {
     /// Training groups of the trained projections (0 = all; default: the scale's).
     #[arg(long)]
     colbert_groups: Option<usize>,
-    /// Add (or, with `=false`, drop) the diagnostic rows of the trained projection.
+    /// Add the diagnostic rows of the trained projection (default: with the held-out
+    /// table at the default and paper scales).
+    #[arg(long, conflicts_with = "no_colbert_ablation")]
+    colbert_ablation: bool,
+    /// Leave the diagnostic rows out.
     #[arg(long)]
-    colbert_ablation: Option<bool>,
+    no_colbert_ablation: bool,
 }
 
 fn main() -> Result<()> {
@@ -79,7 +83,7 @@ fn main() -> Result<()> {
     p.k_tilde = a.k_tilde.unwrap_or(p.k_tilde);
     p.colbert_dims = a.colbert_dims.unwrap_or(p.colbert_dims);
     p.colbert_groups = a.colbert_groups.unwrap_or(p.colbert_groups);
-    p.colbert_ablation = a.colbert_ablation.unwrap_or(p.colbert_ablation);
+    p.colbert_ablation = (p.colbert_ablation || a.colbert_ablation) && !a.no_colbert_ablation;
     let valid = p.check()?;
     let resolved = valid.resolved(&env)?;
     study::execute(
