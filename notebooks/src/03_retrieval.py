@@ -175,10 +175,14 @@ The returned value holds every run and every per-query score, so a question abou
 table is a few lines away. Which queries does the cross-encoder lose most on, against BM25?
 """),
     ("code", """
-let ce = &study.scored.get("bm25+ce", 0)?.per_query;
-let bm25 = &study.scored.get("bm25", 0)?.per_query;
-let mut worst: Vec<(String, f64)> = ce.iter().map(|(q, v)| (q.clone(), v - bm25[q])).collect();
-worst.sort_by(|a, b| a.1.total_cmp(&b.1));
+// A block: `ce` and `bm25` borrow `study`, and evcxr cannot keep a borrowed value between cells.
+let worst = {
+    let ce = &study.scored.get("bm25+ce", 0)?.per_query;
+    let bm25 = &study.scored.get("bm25", 0)?.per_query;
+    let mut worst: Vec<(String, f64)> = ce.iter().map(|(q, v)| (q.clone(), v - bm25[q])).collect();
+    worst.sort_by(|a, b| a.1.total_cmp(&b.1));
+    worst
+};
 let mut t = Table::new(["query", "nDCG@10 cross-encoder − BM25"]);
 for (q, d) in worst.iter().take(5) {
     t.push([q.clone(), format!("{d:+.3}")])?;
@@ -257,7 +261,7 @@ the view is recomputed here from the token encoder.
 """),
     ("code", """
 use workbench::rerank::late_interaction::{LateInteraction, RelevanceParams};
-let view = late.views.first().ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
+let view = late.views.first().cloned().ok_or(workbench::Error::Empty("no question ranked first by end-to-end MaxSim".into()))?;
 println!("chosen by: {}\nquestion: {}\ngold passage: {}", late.systems[late.first_e2e].label, view.question, view.gold);
 let squad = workbench::load::squad::load(&env.assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;
 let passage = squad.contexts.iter().find(|d| d.id == view.gold).cloned()
