@@ -188,7 +188,7 @@ impl<'e> SystemBuilder<'e> {
                 &self.passages,
                 &dir.join(format!("{tag}-{}.tok", li.label())),
             )?;
-            eprintln!(
+            println!(
                 "token store ({}, {} vectors × {}) in {:.1} s",
                 li.label(),
                 store.n_vectors(),
@@ -335,7 +335,7 @@ pub fn cross_encoder(
             let trained = match cross_recipe::load_trained(&env.assets, &recipe, &root)? {
                 Some((t, _)) => t,
                 None => {
-                    eprintln!(
+                    println!(
                         "cross-encoder `{}` is not in {}: training it ({} groups)",
                         recipe.name,
                         root.display(),

@@ -182,7 +182,7 @@ pub fn run(env: &Env, params: &Dl19Valid) -> Result<Dl19Study> {
         }
     }
     let n_passages = passages.len();
-    eprintln!(
+    println!(
         "{}: {} passages, {} queries ({} judged), qrels grades {grades:?}",
         p.data,
         n_passages,

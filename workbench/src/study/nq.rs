@@ -254,7 +254,7 @@ pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
         })
         .collect::<Result<_>>()?;
     let evaluated = golds.iter().filter(|g| !g.is_empty()).count();
-    eprintln!(
+    println!(
         "{} passages ({}-word windows, overlap {}); {} of {questions_available} NQ-open dev questions",
         passages.len(),
         p.window,

@@ -91,7 +91,7 @@ pub fn run_systems(
         let t0 = std::time::Instant::now();
         let run = system.retrieve_all(queries, k(spec))?;
         let seconds = t0.elapsed().as_secs_f64();
-        eprintln!("{}: {} queries in {seconds:.1} s", spec.key, queries.len());
+        println!("{}: {} queries in {seconds:.1} s", spec.key, queries.len());
         runs.push(SystemRun {
             key: spec.key.clone(),
             label: spec.label(),
