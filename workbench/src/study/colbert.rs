@@ -147,19 +147,14 @@ impl ColbertTraining {
     /// `loss.png`/`.svg`.
     pub fn write(&self, out: &ResultDir) -> Result<()> {
         if let Some(log) = &self.log {
-            log.write_csv(&out.path("loss.csv"))?;
-            #[cfg(feature = "plot")]
-            crate::plot::render(&log.loss_plot(
-                &format!(
-                    "ColBERT projection d={}: training loss ({} groups, batch {}, {} hard negatives + in-batch)",
-                    self.recipe.dim,
-                    self.trained.groups,
-                    self.recipe.train.batch_size,
-                    self.recipe.negatives
-                ),
-                20,
-            ))?
-            .save(out.out_dir(), "loss")?;
+            let title = format!(
+                "ColBERT projection d={}: training loss ({} groups, batch {}, {} hard negatives + in-batch)",
+                self.recipe.dim,
+                self.trained.groups,
+                self.recipe.train.batch_size,
+                self.recipe.negatives
+            );
+            super::write_loss(out, log, &title, 20)?;
         }
         let path = out.path("metrics.json");
         std::fs::write(&path, self.markdown()?).map_err(|e| Error::io(&path, e))?;

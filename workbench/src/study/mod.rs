@@ -58,3 +58,21 @@ pub mod retrieval;
 pub mod tsne;
 
 pub use crate::env::{execute, start, Env, Outputs, Resolved, Scale};
+
+/// A training run's log in `out`: `loss.csv` and (feature `plot`) `loss.png`/`.svg`, the loss
+/// curve titled `title` with a running mean over `window` updates. Shared by the studies that
+/// train (`reader`, `reranker`, `colbert`).
+#[cfg(feature = "dense")]
+pub(crate) fn write_loss(
+    out: &crate::results::ResultDir,
+    log: &crate::train::TrainLog,
+    title: &str,
+    window: usize,
+) -> crate::Result<()> {
+    log.write_csv(&out.path("loss.csv"))?;
+    #[cfg(feature = "plot")]
+    crate::plot::render(&log.loss_plot(title, window))?.save(out.out_dir(), "loss")?;
+    #[cfg(not(feature = "plot"))]
+    let _ = (title, window);
+    Ok(())
+}

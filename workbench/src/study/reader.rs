@@ -283,16 +283,11 @@ impl ReaderTraining {
         let text: String = self.nq_used.iter().map(|id| format!("{id}\n")).collect();
         std::fs::write(&ids, text).map_err(|e| Error::io(&ids, e))?;
         if let Some(log) = &self.log {
-            log.write_csv(&out.path("loss.csv"))?;
-            #[cfg(feature = "plot")]
-            crate::plot::render(&log.loss_plot(
-                &format!(
-                    "training loss, reader {} ({} features, batch {})",
-                    self.recipe.name, self.trained.features, self.recipe.train.batch_size
-                ),
-                25,
-            ))?
-            .save(out.out_dir(), "loss")?;
+            let title = format!(
+                "training loss, reader {} ({} features, batch {})",
+                self.recipe.name, self.trained.features, self.recipe.train.batch_size
+            );
+            super::write_loss(out, log, &title, 25)?;
         }
         self.predictions()?
             .write_csv(&out.path("predictions.csv"))?;

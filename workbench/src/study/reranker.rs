@@ -450,19 +450,12 @@ impl RerankerStudy {
             .collect();
         std::fs::write(&ids, text).map_err(|e| Error::io(&ids, e))?;
         if let Some(log) = &self.log {
-            log.write_csv(&out.path("loss.csv"))?;
-            #[cfg(feature = "plot")]
-            {
-                let r = &self.params.recipe;
-                let fig = crate::plot::render(&log.loss_plot(
-                    &format!(
-                        "training loss, cross-encoder {} ({} groups of {}, {} groups per update)",
-                        r.name, self.trained.groups, r.group_size, r.train.batch_size
-                    ),
-                    25,
-                ))?;
-                fig.save(out.out_dir(), "loss")?;
-            }
+            let r = &self.params.recipe;
+            let title = format!(
+                "training loss, cross-encoder {} ({} groups of {}, {} groups per update)",
+                r.name, self.trained.groups, r.group_size, r.train.batch_size
+            );
+            super::write_loss(out, log, &title, 25)?;
         }
         let (mt, sig, pq) = self.tables()?;
         mt.write_csv(&out.path("metrics.csv"))?;
