@@ -33,3 +33,29 @@ impl StudyFlags {
         }
     }
 }
+
+/// `--questions`, `--reader`: the options of the LLM report reproductions.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ReproFlags {
+    /// A seeded sample of this many questions per system (0: every question; default: the
+    /// scale's).
+    #[arg(long)]
+    pub questions: Option<usize>,
+    /// Reader model asset(s); one set of systems each (default: the 1.5B Qwen).
+    #[arg(long = "reader")]
+    pub readers: Vec<String>,
+}
+
+impl ReproFlags {
+    /// Apply these flags and `study`'s test options to `params`.
+    #[allow(dead_code)] // compiled into every binary that includes this file, used by some
+    pub fn apply(&self, study: &StudyFlags, params: &mut workbench::pipeline::study::ReproParams) {
+        if let Some(q) = self.questions {
+            params.questions = Some(q);
+        }
+        if !self.readers.is_empty() {
+            params.readers = self.readers.clone();
+        }
+        study.override_tests(&mut params.trials, &mut params.seed);
+    }
+}

@@ -10,6 +10,26 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+/// A study's checked parameters: `checked_params!(Dl19Valid, Dl19Params, "Checked [`Dl19Params`].")`
+/// declares `pub struct Dl19Valid(Dl19Params)` with `Deref` to the parameters. Only the
+/// module that invokes it can build one (the field is private to that module), so a value
+/// of the type has been through that module's `check()`.
+macro_rules! checked_params {
+    ($valid:ident, $params:ty, $doc:expr) => {
+        #[doc = $doc]
+        #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+        pub struct $valid($params);
+
+        impl std::ops::Deref for $valid {
+            type Target = $params;
+            fn deref(&self) -> &$params {
+                &self.0
+            }
+        }
+    };
+}
+pub(crate) use checked_params;
+
 /// How much of a study runs. Every scale runs the same code; only sizes differ.
 ///
 /// | scale | what |

@@ -1,5 +1,5 @@
 //! Running several pipeline configs as one study (feature `llm`): the reproductions of
-//! reports 001, 002 and 004 (`scripts/bin/exp_report00{1,2,4}.rs`) and the notebooks.
+//! reports 001, 002 and 004 and the notebooks.
 //!
 //! - [`ModelPool`] loads each GGUF model once; every config's reader and query transform
 //!   that names it shares that copy ([`SharedLlm`]);
@@ -8,11 +8,14 @@
 //! - [`scaled`] sets a config's question count (a seeded sample) and reader model, the
 //!   two things a reproduction changes between its default scale and its full run;
 //! - [`side_by_side`] puts our numbers beside a report's in one table;
-//! - the parts every reproduction binary shares: its command-line options ([`StudyArgs`]),
-//!   its configs at the chosen scale ([`study_configs`]), its resolved config and result
-//!   folder ([`start_study`]), the run of every config ([`run_study`]), the paired tests
+//! - what every reproduction shares: its parameters ([`ReproParams`]: scale, question
+//!   count, readers, systems as config files, test trials and seed), its configs at that
+//!   scale ([`ReproValid::configs`]) and resolved `config.json` ([`ReproValid::resolved`]),
+//!   the run of every config ([`run_study`] → [`StudyRuns`]), the paired tests
 //!   ([`significance_table`], [`push_comparisons`]), the abstention columns
-//!   ([`ANSWERED_COLUMNS`], [`answered_cells`]) and the written tables ([`finish_study`]).
+//!   ([`ANSWERED_COLUMNS`], [`answered_cells`]) and the written files ([`write_outputs`]).
+//!   The reports' own tables are built in [`crate::study::report001`],
+//!   [`crate::study::report002`] and [`crate::study::report004`].
 //!
 //! ```no_run
 //! # fn main() -> workbench::Result<()> {
@@ -29,52 +32,156 @@ use super::reader::generative_reader_on;
 use super::trace::Summary;
 use super::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
 use crate::display::Table;
-use crate::env::Scale;
+use crate::env::{Env, Outputs, Resolved, Scale};
 use crate::evaluate::significance;
 use crate::read::generative::{Llm, LoadOptions, SharedLlm};
-use crate::results::{executable_sha256, Experiment, ResultDir};
-use crate::Result;
-use serde::Serialize;
+use crate::results::ResultDir;
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The reader every reproduction uses unless `--reader` says otherwise.
 pub const MAIN_READER: &str = "qwen2.5-coder-1.5b-instruct-gguf";
 
-/// Command-line options every reproduction binary shares (flattened into its clap
-/// `Args`, and serialised with them into the resolved config). The question count of the
-/// default scale is the binary's own option (each has its own default).
-#[derive(Debug, Clone, clap::Args, Serialize)]
-pub struct StudyArgs {
-    /// quick: a handful of questions ([`QUICK_QUESTIONS`]) and the quick trained
-    /// re-ranker; default: `--questions`; paper: the report's question count.
-    #[arg(long, default_value = "default")]
-    pub scale: Scale,
-    /// Reader model asset(s); one set of systems each.
-    #[arg(long = "reader", default_values_t = [MAIN_READER.to_string()])]
-    pub readers: Vec<String>,
-    /// Trials of the randomisation and bootstrap tests.
-    #[arg(long, default_value_t = 10_000)]
-    pub trials: usize,
-    /// Seed of the significance tests.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
-    /// Redo a fresh result.
-    #[arg(long)]
-    #[serde(skip)]
-    pub force: bool,
-}
-
 /// Questions per config at the quick scale.
 pub const QUICK_QUESTIONS: usize = 5;
 
-/// What the paper scale runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FullScale {
-    /// The config file's own `questions.limit` (the report's question count).
-    ConfigLimit,
-    /// Every question of the set.
-    All,
+/// One system of a reproduction: a row of the report's table and the pipeline config
+/// that runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSystem {
+    /// The row's name (`dense`, `fusion`, …).
+    pub name: String,
+    /// Its pipeline config (TOML), relative to the project root.
+    pub config: String,
+}
+
+impl ConfigSystem {
+    /// `name` run by the config file `config`.
+    pub fn new(name: &str, config: &str) -> Self {
+        ConfigSystem {
+            name: name.into(),
+            config: config.into(),
+        }
+    }
+}
+
+/// The parameters every reproduction of an LLM-read report shares (reports 001, 002
+/// and 004: [`crate::study::report001`] and the others).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReproParams {
+    /// Sizes; part of the result's name.
+    pub scale: Scale,
+    /// Questions per config: a seeded sample of this many (0: every question); `None`:
+    /// the config file's own `questions.limit` (the report's count).
+    pub questions: Option<usize>,
+    /// Reader model assets; one set of systems each.
+    pub readers: Vec<String>,
+    /// The systems, in table order.
+    pub systems: Vec<ConfigSystem>,
+    /// Trials of the randomisation and bootstrap tests.
+    pub trials: usize,
+    /// Seed of those tests.
+    pub seed: u64,
+}
+
+impl ReproParams {
+    /// `systems` read by [`MAIN_READER`] at `scale`: [`QUICK_QUESTIONS`] questions at the
+    /// quick scale, `default_questions` at the default scale, `paper` at the paper scale;
+    /// 10,000 test trials, seed 42.
+    pub fn at_scale(
+        scale: Scale,
+        systems: Vec<ConfigSystem>,
+        default_questions: usize,
+        paper: Option<usize>,
+    ) -> Self {
+        ReproParams {
+            scale,
+            questions: match scale {
+                Scale::Quick => Some(QUICK_QUESTIONS),
+                Scale::Default => Some(default_questions),
+                Scale::Paper => paper,
+            },
+            readers: vec![MAIN_READER.to_string()],
+            systems,
+            trials: 10_000,
+            seed: 42,
+        }
+    }
+
+    /// Check the values: at least one reader and one system, system names unique and
+    /// not empty, at least one test trial.
+    pub fn check(self) -> Result<ReproValid> {
+        if self.readers.is_empty() || self.readers.iter().any(|r| r.trim().is_empty()) {
+            return Err(Error::param(
+                "readers",
+                "at least one reader asset, none empty",
+            ));
+        }
+        if self.systems.is_empty() {
+            return Err(Error::param("systems", "no system"));
+        }
+        for (i, s) in self.systems.iter().enumerate() {
+            if s.name.trim().is_empty() || s.config.trim().is_empty() {
+                return Err(Error::param(
+                    "systems",
+                    format!("system {} has an empty name or config", i + 1),
+                ));
+            }
+            if self.systems[..i].iter().any(|o| o.name == s.name) {
+                return Err(Error::param(
+                    "systems",
+                    format!("system `{}` is listed twice", s.name),
+                ));
+            }
+        }
+        if self.trials == 0 {
+            return Err(Error::param("trials", "at least 1"));
+        }
+        Ok(ReproValid(self))
+    }
+}
+
+crate::env::checked_params!(ReproValid, ReproParams, "Checked [`ReproParams`].");
+
+impl ReproValid {
+    /// Every system's config for every reader (reader-then-system order), each
+    /// [`scaled`] to the question count, and at the quick scale with the quick recipes
+    /// of trained re-rankers ([`quick_models`]).
+    pub fn configs(&self, env: &Env) -> Result<Vec<StudyConfig>> {
+        let mut out = Vec::new();
+        for reader in &self.readers {
+            for s in &self.systems {
+                let mut config = scaled(
+                    PipelineConfig::from_file(&env.resolve(&s.config))?,
+                    self.questions,
+                    Some(reader),
+                );
+                if self.scale == Scale::Quick {
+                    config = quick_models(config);
+                }
+                out.push(StudyConfig {
+                    reader: reader.clone(),
+                    system: s.name.clone(),
+                    config,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// What `config.json` records: the parameters, every resolved pipeline config by
+    /// `<reader>/<system>`, and the program's sha256.
+    pub fn resolved(&self, env: &Env) -> Result<Resolved<'_, ReproParams>> {
+        let configs: BTreeMap<String, PipelineConfig> = self
+            .configs(env)?
+            .into_iter()
+            .map(|c| (format!("{}/{}", short_name(&c.reader), c.system), c.config))
+            .collect();
+        Resolved::new(env, &self.0, [], serde_json::json!({ "configs": configs }))
+    }
 }
 
 /// One config of a study: the reader it runs with, the system (row) it stands for.
@@ -88,8 +195,81 @@ pub struct StudyConfig {
     pub config: PipelineConfig,
 }
 
-/// Every run of a study: reader asset → system → run.
-pub type StudyRuns = BTreeMap<String, BTreeMap<String, PipelineRun>>;
+/// One finished run of a study.
+#[derive(Debug, Clone)]
+pub struct StudyRun {
+    /// Reader asset.
+    pub reader: String,
+    /// System name.
+    pub system: String,
+    /// The run.
+    pub run: PipelineRun,
+}
+
+/// Every run of a study, in config order (reader, then system).
+#[derive(Debug, Clone, Default)]
+pub struct StudyRuns(pub Vec<StudyRun>);
+
+impl StudyRuns {
+    /// The run of `system` read by `reader`.
+    pub fn get(&self, reader: &str, system: &str) -> Option<&PipelineRun> {
+        self.0
+            .iter()
+            .find(|r| r.reader == reader && r.system == system)
+            .map(|r| &r.run)
+    }
+
+    /// The readers, in run order.
+    pub fn readers(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for r in &self.0 {
+            if !out.contains(&r.reader.as_str()) {
+                out.push(&r.reader);
+            }
+        }
+        out
+    }
+
+    /// Questions per run (the first run's; every run has the same questions).
+    pub fn question_count(&self) -> usize {
+        self.0.first().map_or(0, |r| r.run.records.len())
+    }
+
+    /// Paired tests ([`push_comparisons`]) of every system against `baseline`, per
+    /// reader; a reader without a `baseline` run has no rows.
+    pub fn against_baseline(&self, baseline: &str, trials: usize, seed: u64) -> Result<Table> {
+        let mut table = significance_table();
+        for reader in self.readers() {
+            let Some(base) = self.get(reader, baseline) else {
+                continue;
+            };
+            for r in self
+                .0
+                .iter()
+                .filter(|r| r.reader == reader && r.system != baseline)
+            {
+                push_comparisons(
+                    &mut table,
+                    reader,
+                    (&r.system, &r.run),
+                    (baseline, base),
+                    trials,
+                    seed,
+                )?;
+            }
+        }
+        Ok(table)
+    }
+
+    /// Write every run to `out`'s `<reader>/<system>/`.
+    pub fn write(&self, out: &ResultDir) -> Result<()> {
+        for r in &self.0 {
+            r.run
+                .write(&out.path(&format!("{}/{}", short_name(&r.reader), r.system)))?;
+        }
+        Ok(())
+    }
+}
 
 /// A reader asset's short name for labels and folders (`qwen2.5-coder-1.5b`).
 pub fn short_name(reader: &str) -> String {
@@ -97,41 +277,6 @@ pub fn short_name(reader: &str) -> String {
         .trim_end_matches("-gguf")
         .trim_end_matches("-instruct")
         .to_string()
-}
-
-/// `systems` (name, config file relative to `root`) for every reader of `args`, each
-/// [`scaled`] to `args.scale`: [`QUICK_QUESTIONS`] questions and the quick recipes of
-/// trained re-rankers ([`quick_models`]) at the quick scale, `questions` at the default
-/// scale, `full` at the paper scale; in reader-then-system order.
-pub fn study_configs(
-    root: &Path,
-    systems: &[(&str, &str)],
-    args: &StudyArgs,
-    questions: usize,
-    full: FullScale,
-) -> Result<Vec<StudyConfig>> {
-    let mut out = Vec::new();
-    for reader in &args.readers {
-        for (system, file) in systems {
-            let c = PipelineConfig::from_file(&root.join(file))?;
-            let n = match (args.scale, full) {
-                (Scale::Quick, _) => QUICK_QUESTIONS,
-                (Scale::Default, _) => questions,
-                (Scale::Paper, FullScale::ConfigLimit) => c.questions.limit,
-                (Scale::Paper, FullScale::All) => 0,
-            };
-            let mut config = scaled(c, Some(n), Some(reader));
-            if args.scale == Scale::Quick {
-                config = quick_models(config);
-            }
-            out.push(StudyConfig {
-                reader: reader.clone(),
-                system: system.to_string(),
-                config,
-            });
-        }
-    }
-    Ok(out)
 }
 
 /// `config` with every trained re-ranker (`trained:<recipe>`) replaced by its quick
@@ -145,62 +290,26 @@ pub fn quick_models(mut config: PipelineConfig) -> PipelineConfig {
     config
 }
 
-/// Open `data/results/<name>/` for a study (`<name>-quick` / `-paper` at those scales,
-/// [`Scale::result_name`]): its resolved config is the binary's `args`,
-/// every config by `<reader>/<system>` and the executable's sha256 as `program_sha256`
-/// (the key `grade` checks, as in every other binary's config). `None` when the
-/// result is fresh and `force` is false (the summary file is printed instead).
-pub fn start_study(
-    name: &str,
-    scale: Scale,
-    args: &impl Serialize,
-    configs: &[StudyConfig],
-    force: bool,
-    summary_file: &str,
-) -> Result<Option<Experiment>> {
-    let resolved = serde_json::json!({
-        "args": args,
-        "configs": configs
-            .iter()
-            .map(|c| (format!("{}/{}", short_name(&c.reader), c.system), &c.config))
-            .collect::<BTreeMap<_, _>>(),
-        "program_sha256": executable_sha256()?,
-    });
-    Experiment::start(&scale.result_name(name), &resolved, force, summary_file)
-}
-
-/// Run every config on `pool`'s models, writing each run to `out`'s
-/// `<reader>/<system>/` and printing its summary; `each` sees every run as it finishes.
-pub fn run_study(
-    pool: &mut ModelPool,
-    configs: Vec<StudyConfig>,
-    out: &ResultDir,
-    mut each: impl FnMut(&StudyConfig, &PipelineRun) -> Result<()>,
-) -> Result<StudyRuns> {
-    let mut runs = StudyRuns::new();
+/// Run every config on `pool`'s models, printing each run's summary as it finishes.
+pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<StudyRuns> {
+    let mut runs = StudyRuns::default();
     for c in configs {
-        let short = short_name(&c.reader);
         println!(
-            "== {short} / {}: {} questions (load {})",
+            "== {} / {}: {} questions (load {})",
+            short_name(&c.reader),
             c.system,
             c.config.questions.limit,
             load_average()
         );
-        let run = run_config(pool, c.config.clone())?;
-        run.write(&out.path(&format!("{short}/{}", c.system)))?;
+        let run = run_config(pool, c.config)?;
         println!("{}", run.summary().to_table().to_markdown());
-        each(&c, &run)?;
-        runs.entry(c.reader).or_default().insert(c.system, run);
+        runs.0.push(StudyRun {
+            reader: c.reader,
+            system: c.system,
+            run,
+        });
     }
     Ok(runs)
-}
-
-/// Questions per run of a study (the first run's; every run has the same questions).
-pub fn question_count(runs: &StudyRuns) -> usize {
-    runs.values()
-        .next()
-        .and_then(|m| m.values().next())
-        .map_or(0, |r| r.records.len())
 }
 
 /// An empty table of paired tests: reader, metric, system, baseline, then
@@ -271,30 +380,85 @@ pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
     ]
 }
 
-/// Write a study's outputs and finish its folder: each `(file, table)` of `csv` as CSV,
-/// each `(file, text)` of `text`, print `printed` and the load, and record the question
-/// count, the readers and the load in the manifest.
-pub fn finish_study(
-    exp: Experiment,
+/// Write a reproduction's files into `out`: every run (`<reader>/<system>/`), each
+/// `(file, table)` of `csv` as CSV and each `(file, text)` of `text`.
+pub fn write_outputs(
+    out: &ResultDir,
+    runs: &StudyRuns,
     csv: &[(&str, &Table)],
     text: &[(&str, &str)],
-    printed: &str,
-    questions: usize,
-    readers: &[String],
 ) -> Result<()> {
+    runs.write(out)?;
     for (file, table) in csv {
-        table.write_csv(&exp.out.path(file))?;
+        table.write_csv(&out.path(file))?;
     }
     for (file, body) in text {
-        let p = exp.out.path(file);
+        let p = out.path(file);
         std::fs::write(&p, body).map_err(|e| crate::Error::io(&p, e))?;
     }
-    println!("{printed}");
-    println!("load: {}", load_average());
-    exp.finish(
-        serde_json::json!({"questions": questions, "readers": readers, "load": load_average()}),
-    )?;
     Ok(())
+}
+
+/// The numbers a reproduction's `manifest.json` records: questions per run, readers,
+/// the load at the end.
+pub fn manifest_summary(runs: &StudyRuns) -> serde_json::Value {
+    serde_json::json!({
+        "questions": runs.question_count(),
+        "readers": runs.readers(),
+        "load": load_average(),
+    })
+}
+
+/// A reproduction whose result is one table of ours beside the report's, a details
+/// table and paired tests against a baseline (reports 002 and 004).
+#[derive(Debug, Clone)]
+pub struct ReproResult {
+    /// The parameters it ran with.
+    pub params: ReproParams,
+    /// Every run.
+    pub runs: StudyRuns,
+    /// Our numbers beside the report's, one row per reader and system.
+    pub table: Table,
+    /// Abstentions counted apart, and the report's own extra columns.
+    pub details: Table,
+    /// Paired tests on EM and F1 against the baseline.
+    pub significance: Table,
+    /// What differs from the report.
+    pub substitutions: String,
+}
+
+impl Outputs for ReproResult {
+    /// `table.csv`, `details.csv`, `significance.csv`, `table.md` (every table and the
+    /// substitutions), `substitutions.md` and every run.
+    fn write(&self, out: &ResultDir) -> Result<()> {
+        write_outputs(
+            out,
+            &self.runs,
+            &[
+                ("table.csv", &self.table),
+                ("details.csv", &self.details),
+                ("significance.csv", &self.significance),
+            ],
+            &[
+                ("table.md", &self.markdown()?),
+                ("substitutions.md", &self.substitutions),
+            ],
+        )
+    }
+
+    fn markdown(&self) -> Result<String> {
+        Ok(format!(
+            "{}\n{}\n{}\n{}",
+            self.table.to_markdown(),
+            self.details.to_markdown(),
+            self.significance.to_markdown(),
+            self.substitutions
+        ))
+    }
+
+    fn summary(&self) -> Result<serde_json::Value> {
+        Ok(manifest_summary(&self.runs))
+    }
 }
 
 /// GGUF models loaded once, by asset name.
@@ -407,34 +571,33 @@ pub use crate::machine::load_average;
 mod tests {
     use super::*;
 
-    fn args(paper: bool, readers: &[&str]) -> StudyArgs {
-        StudyArgs {
-            scale: if paper { Scale::Paper } else { Scale::Default },
-            readers: readers.iter().map(|r| r.to_string()).collect(),
-            trials: 10,
-            seed: 1,
-            force: false,
-        }
+    fn params(scale: Scale, readers: &[&str]) -> ReproParams {
+        let mut p = ReproParams::at_scale(
+            scale,
+            vec![
+                ConfigSystem::new("naive", "configs/report004_naive.toml"),
+                ConfigSystem::new("enhanced", "configs/report004_enhanced.toml"),
+            ],
+            7,
+            Some(0),
+        );
+        p.readers = readers.iter().map(|r| r.to_string()).collect();
+        p
     }
 
     #[test]
-    fn study_configs_scale_each_reader_and_system() {
-        let root = crate::paths::project_root().unwrap();
-        let systems = [
-            ("naive", "configs/report004_naive.toml"),
-            ("enhanced", "configs/report004_enhanced.toml"),
-        ];
-        let a = args(false, &["r-a", "r-b"]);
-        let c = study_configs(&root, &systems, &a, 7, FullScale::All).unwrap();
+    fn configs_scale_each_reader_and_system() {
+        let env = Env::project().unwrap();
+        let v = params(Scale::Default, &["r-a", "r-b"]).check().unwrap();
+        let c = v.configs(&env).unwrap();
         let got: Vec<(&str, &str, usize, &str)> = c
             .iter()
             .map(|c| {
-                let m = c.config.reader.model.as_str();
                 (
                     c.reader.as_str(),
                     c.system.as_str(),
                     c.config.questions.limit,
-                    m,
+                    c.config.reader.model.as_str(),
                 )
             })
             .collect();
@@ -447,38 +610,65 @@ mod tests {
                 ("r-b", "enhanced", 7, "r-b"),
             ]
         );
-        // --full: every question, or the file's own limit.
-        let full = args(true, &["r"]);
-        let all = study_configs(&root, &systems, &full, 7, FullScale::All).unwrap();
+        // Paper: every question (Some(0)), or the file's own limit (None).
+        let all = params(Scale::Paper, &["r"])
+            .check()
+            .unwrap()
+            .configs(&env)
+            .unwrap();
         assert!(all.iter().all(|c| c.config.questions.limit == 0));
-        let own = PipelineConfig::from_file(&root.join(systems[0].1)).unwrap();
-        let limit = study_configs(&root, &systems[..1], &full, 7, FullScale::ConfigLimit).unwrap();
-        assert_eq!(limit[0].config.questions.limit, own.questions.limit);
+        let mut own = params(Scale::Paper, &["r"]);
+        own.questions = None;
+        let file = PipelineConfig::from_file(&env.resolve(&own.systems[0].config)).unwrap();
+        let limit = own.check().unwrap().configs(&env).unwrap();
+        assert_eq!(limit[0].config.questions.limit, file.questions.limit);
         // Quick: a handful of questions, the quick recipe of a trained re-ranker.
-        let mut q = args(false, &["r"]);
-        q.scale = Scale::Quick;
-        let quick = study_configs(&root, &systems, &q, 7, FullScale::All).unwrap();
+        let quick = params(Scale::Quick, &["r"])
+            .check()
+            .unwrap()
+            .configs(&env)
+            .unwrap();
         assert!(quick
             .iter()
             .all(|c| c.config.questions.limit == QUICK_QUESTIONS));
-        let enhanced = quick[1].config.rerank.as_ref().unwrap();
-        assert_eq!(enhanced.model, "trained:minilm-ce-quick");
+        assert_eq!(
+            quick[1].config.rerank.as_ref().unwrap().model,
+            "trained:minilm-ce-quick"
+        );
         assert!(quick[0].config.rerank.is_none());
+        // The resolved config names every config by reader and system.
+        let r = v.resolved(&env).unwrap();
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["params"]["questions"], 7);
+        assert!(j["extra"]["configs"].get("r-b/enhanced").is_some(), "{j}");
         // A missing config file is an error naming it.
-        let err = study_configs(&root, &[("x", "configs/nope.toml")], &a, 1, FullScale::All)
-            .unwrap_err()
-            .to_string();
+        let mut bad = params(Scale::Default, &["r"]);
+        bad.systems = vec![ConfigSystem::new("x", "configs/nope.toml")];
+        let err = bad.check().unwrap().configs(&env).unwrap_err().to_string();
         assert!(err.contains("nope.toml"), "{err}");
     }
 
     #[test]
-    fn short_names_and_force_stays_out_of_the_resolved_args() {
+    fn bad_parameters_are_refused_naming_the_field() {
+        let cases: [(&str, fn(&mut ReproParams)); 5] = [
+            ("readers", |p| p.readers.clear()),
+            ("readers", |p| p.readers = vec![" ".into()]),
+            ("systems", |p| p.systems.clear()),
+            ("systems", |p| p.systems[1].name = "naive".into()),
+            ("trials", |p| p.trials = 0),
+        ];
+        for (field, spoil) in cases {
+            let mut p = params(Scale::Default, &["r"]);
+            spoil(&mut p);
+            let err = p.check().unwrap_err().to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        assert!(params(Scale::Default, &["r"]).check().is_ok());
+    }
+
+    #[test]
+    fn short_names() {
         assert_eq!(short_name(MAIN_READER), "qwen2.5-coder-1.5b");
         assert_eq!(short_name("smollm2-135m-instruct-gguf"), "smollm2-135m");
-        let mut a = args(false, &["r"]);
-        a.force = true;
-        let v = serde_json::to_value(&a).unwrap();
-        assert!(v.get("force").is_none());
-        assert_eq!(v["readers"], serde_json::json!(["r"]));
     }
 }

@@ -107,16 +107,7 @@ impl Dl19Params {
     }
 }
 
-/// Checked [`Dl19Params`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Dl19Valid(Dl19Params);
-
-impl std::ops::Deref for Dl19Valid {
-    type Target = Dl19Params;
-    fn deref(&self) -> &Dl19Params {
-        &self.0
-    }
-}
+crate::env::checked_params!(Dl19Valid, Dl19Params, "Checked [`Dl19Params`].");
 
 impl Dl19Valid {
     /// What `config.json` records: the parameters, the sha256 of the data set's and

@@ -168,16 +168,7 @@ impl LateParams {
     }
 }
 
-/// Checked [`LateParams`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LateValid(LateParams);
-
-impl std::ops::Deref for LateValid {
-    type Target = LateParams;
-    fn deref(&self) -> &LateParams {
-        &self.0
-    }
-}
+crate::env::checked_params!(LateValid, LateParams, "Checked [`LateParams`].");
 
 impl LateValid {
     /// What `config.json` records: the parameters, the metrics, the token encoder, the

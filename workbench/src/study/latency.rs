@@ -117,16 +117,7 @@ impl LatencyParams {
     }
 }
 
-/// Checked [`LatencyParams`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LatencyValid(LatencyParams);
-
-impl std::ops::Deref for LatencyValid {
-    type Target = LatencyParams;
-    fn deref(&self) -> &LatencyParams {
-        &self.0
-    }
-}
+crate::env::checked_params!(LatencyValid, LatencyParams, "Checked [`LatencyParams`].");
 
 impl LatencyValid {
     /// What `config.json` records: the parameters, the paragraph filter, encoder, BM25

@@ -21,6 +21,9 @@
 //! | `lengths` (feature `plot`) | report 000's Figure 1: paragraph lengths before and after its length filter |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
 //! | `reader` (feature `dense`) | an extractive reader recipe trained (cached) and scored on the held-out SQuAD articles |
+//! | `report001` (features `llm` + `parquet`) | report 001's Tables 2–4 and paired tests: dense, sparse, hybrid and closed-book RAG with an LLM reader on RAG Mini Wikipedia |
+//! | `report002` (feature `llm`) | report 002: baseline RAG vs RAG-Fusion (paraphrases + RRF k = 60) on SQuAD 2.0 |
+//! | `report004` (feature `llm`) | report 004: naive RAG vs query rewrite + cross-encoder re-rank: EM, F1, time per query, context precision |
 //! | `report000` (features `dense` + `faiss`) | report 000's Table 1 and Figure 3: three extractive readers trained here, SBERT + FAISS top-5 passages, the ten questions and an honest set |
 //!
 //! ```no_run
@@ -51,6 +54,12 @@ pub mod nq;
 pub mod reader;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod report000;
+#[cfg(all(feature = "llm", feature = "parquet"))]
+pub mod report001;
+#[cfg(feature = "llm")]
+pub mod report002;
+#[cfg(feature = "llm")]
+pub mod report004;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod reranker;
 pub mod retrieval;

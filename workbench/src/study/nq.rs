@@ -114,16 +114,7 @@ impl NqParams {
     }
 }
 
-/// Checked [`NqParams`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NqValid(NqParams);
-
-impl std::ops::Deref for NqValid {
-    type Target = NqParams;
-    fn deref(&self) -> &NqParams {
-        &self.0
-    }
-}
+crate::env::checked_params!(NqValid, NqParams, "Checked [`NqParams`].");
 
 impl NqValid {
     /// What `config.json` records: the parameters, the sha256 of the corpora's, the

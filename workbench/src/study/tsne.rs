@@ -126,16 +126,7 @@ impl TsneStudyParams {
     }
 }
 
-/// Checked [`TsneStudyParams`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TsneValid(TsneStudyParams);
-
-impl std::ops::Deref for TsneValid {
-    type Target = TsneStudyParams;
-    fn deref(&self) -> &TsneStudyParams {
-        &self.0
-    }
-}
+crate::env::checked_params!(TsneValid, TsneStudyParams, "Checked [`TsneStudyParams`].");
 
 impl TsneValid {
     /// What `config.json` records: the parameters, the filter, the encoder's and the

@@ -1,0 +1,220 @@
+//! Report 002's table (feature `llm`): baseline RAG against RAG-Fusion (5 LLM
+//! paraphrases of each question, each retrieved, the runs fused with RRF k = 60) on
+//! answerable SQuAD 2.0 questions over the paragraphs of the dev half; F1 and EM beside
+//! the report's (baseline 63.55 / 55, fusion 59.23 / 52).
+//!
+//! The systems are `configs/report002_baseline.toml` and `configs/report002_fusion.toml`
+//! (the 5 paraphrases asked for in one call as a numbered list); [`with_each`] adds
+//! `configs/report002_fusion_each.toml` (report 002's own `paraphrase: {question}` input,
+//! 5 calls sampled at temperature 0.5, as the report sampled T5). Default scale: a
+//! seeded sample of 24 of the 100 questions the report used; paper: the configs' 100.
+
+use super::Env;
+use crate::display::Table;
+use crate::env::Scale;
+use crate::pipeline::study::{
+    answered_cells, load_average, run_study, short_name, side_by_side, Compared, ConfigSystem,
+    ModelPool, ReproParams, ReproResult, ReproValid, StudyRuns, ANSWERED_COLUMNS,
+};
+use crate::pipeline::{PipelineConfig, PipelineRun};
+use crate::Result;
+use std::collections::BTreeMap;
+
+/// Result folder: `data/results/report002/` (`report002-quick/` at the quick scale).
+pub const NAME: &str = "report002";
+
+/// The file printed when a fresh result is skipped.
+pub const SUMMARY_FILE: &str = "table.md";
+
+/// (system, config file, report F1, EM).
+pub const SYSTEMS: [(&str, &str, f64, f64); 3] = [
+    ("baseline", "configs/report002_baseline.toml", 63.55, 55.0),
+    ("fusion", "configs/report002_fusion.toml", 59.23, 52.0),
+    (
+        "fusion-each",
+        "configs/report002_fusion_each.toml",
+        59.23,
+        52.0,
+    ),
+];
+
+/// The system every other is tested against.
+pub const BASELINE: &str = "baseline";
+
+/// The published parameters at `scale` (baseline and fusion): 5 questions per system
+/// at the quick scale, a seeded sample of 24 at the default scale, the configs' 100 at
+/// the paper scale.
+pub fn params(scale: Scale) -> ReproParams {
+    let systems = SYSTEMS[..2]
+        .iter()
+        .map(|s| ConfigSystem::new(s.0, s.1))
+        .collect();
+    ReproParams::at_scale(scale, systems, 24, None)
+}
+
+/// `params` with `fusion-each` (report 002's own paraphrase input, one sampled call per
+/// paraphrase) added.
+pub fn with_each(mut params: ReproParams) -> ReproParams {
+    let (name, config, ..) = SYSTEMS[2];
+    if !params.systems.iter().any(|s| s.name == name) {
+        params.systems.push(ConfigSystem::new(name, config));
+    }
+    params
+}
+
+/// What the study found: the table beside the report's, details, paired tests.
+pub type Report002 = ReproResult;
+
+/// Run every system for every reader on `pool`'s models and build the tables.
+pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<Report002> {
+    let configs = params.configs(env)?;
+    let mut gold = BTreeMap::new();
+    for c in &configs {
+        gold.insert(c.system.clone(), gold_paragraphs(env, &c.config)?);
+    }
+    let runs = run_study(pool, configs)?;
+    tables(params, runs, &gold)
+}
+
+/// The tables of `runs`; `gold`: per system, question id → its own paragraph id.
+pub fn tables(
+    params: &ReproValid,
+    runs: StudyRuns,
+    gold: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<Report002> {
+    let mut rows = Vec::new();
+    let mut details = Table::new(ANSWERED_COLUMNS.into_iter().chain([
+        "gold passage retrieved (%)",
+        "mean queries",
+        "questions short of 5 paraphrases",
+        "s/q transform",
+        "s/q retrieve",
+        "s/q read",
+    ]))
+    .caption("Abstentions counted apart; gold passage = the question's own SQuAD paragraph among the reader's passages; paraphrase counts; mean seconds per question by stage");
+    let none = BTreeMap::new();
+    for r in &runs.0 {
+        let s = r.run.summary();
+        let report = SYSTEMS.iter().find(|x| x.0 == r.system);
+        let label = format!("{} ({})", r.system, short_name(&r.reader));
+        for (metric, ours, theirs) in [
+            ("F1", s.f1, report.map(|x| x.2)),
+            ("EM", s.em, report.map(|x| x.3)),
+        ] {
+            rows.push(Compared {
+                system: label.clone(),
+                metric: metric.into(),
+                ours: Some(ours),
+                report: theirs,
+            });
+        }
+        let nq = r.run.records.len().max(1) as f64;
+        let found = gold_found(&r.run, gold.get(&r.system).unwrap_or(&none));
+        let mut cells = answered_cells(&label, &s);
+        cells.extend([
+            format!("{:.1}", 100.0 * found as f64 / nq),
+            format!(
+                "{:.2}",
+                r.run
+                    .records
+                    .iter()
+                    .map(|x| x.queries.len().max(1) as f64)
+                    .sum::<f64>()
+                    / nq
+            ),
+            s.transform_repaired.to_string(),
+            format!("{:.2}", s.mean_times.transform),
+            format!("{:.3}", s.mean_times.retrieve),
+            format!("{:.2}", s.mean_times.read),
+        ]);
+        details.push(cells)?;
+    }
+    let significance = runs.against_baseline(BASELINE, params.trials, params.seed)?;
+    let n = runs.question_count();
+    let table = side_by_side(
+        &rows,
+        &BTreeMap::new(),
+        &format!(
+            "Report 002 on SQuAD 2.0: {n} answerable questions of the mirrored dev half (seeded sample, seed 42) over its paragraphs, BM25 top 5; report: 100 training questions, T5-large. Load {}",
+            load_average()
+        ),
+    );
+    Ok(ReproResult {
+        params: (**params).clone(),
+        substitutions: substitutions(n, &params.readers),
+        runs,
+        table,
+        details,
+        significance,
+    })
+}
+
+/// Questions of `run` whose own paragraph (`gold`) was among the reader's passages.
+pub fn gold_found(run: &PipelineRun, gold: &BTreeMap<String, String>) -> usize {
+    run.records
+        .iter()
+        .filter(|r| {
+            gold.get(&r.id)
+                .is_some_and(|g| r.passage_ids.iter().any(|p| p == g))
+        })
+        .count()
+}
+
+/// Question id → the id of its own SQuAD paragraph (as the pipeline's `squad` corpus
+/// names paragraphs), to count how often the reader saw it.
+pub fn gold_paragraphs(env: &Env, config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
+    let path = if config.questions.path.is_empty() {
+        let asset = if config.questions.asset.is_empty() {
+            "squad-v2-dev-half"
+        } else {
+            config.questions.asset.as_str()
+        };
+        env.assets.resolve(asset, "dev-v2.0.json")?
+    } else {
+        config.resolve(&config.questions.path)
+    };
+    let set = crate::load::squad::load(&path)?;
+    Ok(set
+        .examples
+        .iter()
+        .filter_map(|e| e.context_id.clone().map(|c| (e.id.clone(), c)))
+        .collect())
+}
+
+fn substitutions(n: usize, readers: &[String]) -> String {
+    format!(
+        "Substitutions against report 002:\n\
+         - generator and paraphraser: T5-large → {} (GGUF, candle), one loaded copy shared by the paraphrase transform and the reader, greedy answers; the reader prompt is report 001's RAG prompt (report 002 does not print its T5 input);\n\
+         - paraphrases: report 002 sampled 5 outputs of T5 from `paraphrase: {{question}}` (num_beams 10, temperature 0.5); `fusion` asks the chat model for 5 numbered paraphrases in one greedy call (`data/prompts/paraphrase_list.txt`), `fusion-each` (with `--each`) sends report 002's own input 5 times sampled at temperature 0.5, seeds 42–46. Duplicates are dropped and a count short of 5 is recorded in the traces (`transform_note`), never padded;\n\
+         - questions and corpus: {n} answerable questions sampled (seed 42) from the mirrored SQuAD 2.0 dev half, retrieved from that half's paragraphs (the report: 100 samples of the training set, retrieved from the training set);\n\
+         - retriever: BM25 (k1 0.9, b 0.4) top 5 for every query (the report's slides describe TF-IDF and BM25 but do not name the one used); RRF k = 60 over the 5 paraphrases' runs, as in the report;\n\
+         - scoring: SQuAD's EM and F1 on the answer text (an abstention scores as the empty prediction).\n",
+        readers.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_per_scale_and_each() {
+        assert_eq!(params(Scale::Quick).questions, Some(5));
+        assert_eq!(params(Scale::Default).questions, Some(24));
+        assert_eq!(params(Scale::Paper).questions, None);
+        let p = with_each(with_each(params(Scale::Default)));
+        let names: Vec<&str> = p.systems.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["baseline", "fusion", "fusion-each"]);
+        assert!(p.check().is_ok());
+    }
+
+    #[test]
+    fn gold_paragraphs_of_the_baseline_config() {
+        let env = Env::project().unwrap();
+        let c = PipelineConfig::from_file(&env.resolve(SYSTEMS[0].1)).unwrap();
+        let g = gold_paragraphs(&env, &c).unwrap();
+        assert!(g.len() > 1000, "{}", g.len());
+        // Several questions share a paragraph; ids are not empty.
+        assert!(g.values().all(|p| !p.is_empty()));
+    }
+}
