@@ -650,7 +650,8 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused_naming_the_field() {
-        let cases: [(&str, fn(&mut ReproParams)); 5] = [
+        type Spoil = fn(&mut ReproParams);
+        let cases: [(&str, Spoil); 5] = [
             ("readers", |p| p.readers.clear()),
             ("readers", |p| p.readers = vec![" ".into()]),
             ("systems", |p| p.systems.clear()),

@@ -238,14 +238,12 @@ impl Histogram {
                 BLACK.stroke_width(1),
             ))?;
             if !label.is_empty() {
-                drawn
-                    .label(label)
-                    .legend(move |(lx, ly)| {
-                        // Two dashes, as the line is drawn.
-                        EmptyElement::at((lx, ly))
-                            + PathElement::new(vec![(0, 0), (5, 0)], BLACK)
-                            + PathElement::new(vec![(9, 0), (14, 0)], BLACK)
-                    });
+                drawn.label(label).legend(move |(lx, ly)| {
+                    // Two dashes, as the line is drawn.
+                    EmptyElement::at((lx, ly))
+                        + PathElement::new(vec![(0, 0), (5, 0)], BLACK)
+                        + PathElement::new(vec![(9, 0), (14, 0)], BLACK)
+                });
             }
         }
         chart
