@@ -72,9 +72,7 @@ def problems(nb):
             if out.get("output_type") == "error":
                 found.append(f"{label}: error output {out.get('ename')}: {_text(out.get('evalue'))[:300]}")
                 continue
-            if out.get("output_type") == "stream" and out.get("name") == "stderr":
-                lines = _text(out.get("text")).strip().splitlines()
-                found.append(f"{label}: wrote to stderr stream: {(lines[0] if lines else '(blank)')[:300]}")
+            marked = False
             for where, text in output_texts(out):
                 for marker in MARKERS:
                     at = text.find(marker)
@@ -83,7 +81,11 @@ def problems(nb):
                         line_end = text.find("\n", at)
                         line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
                         found.append(f"{label}: {where} has {marker!r}: {line[:300]}")
+                        marked = True
                         break
+            if not marked and out.get("output_type") == "stream" and out.get("name") == "stderr":
+                lines = _text(out.get("text")).strip().splitlines()
+                found.append(f"{label}: wrote to stderr stream: {(lines[0] if lines else '(blank)')[:300]}")
         if "figure" in cell.get("metadata", {}).get("tags", []):
             if not any("image/png" in o.get("data", {}) for o in outputs):
                 found.append(f"{label}: tagged `figure` but produced no image")
