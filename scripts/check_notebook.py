@@ -68,24 +68,33 @@ def problems(nb):
             continue
         label = cell_label(i, cell)
         outputs = cell.get("outputs", [])
+        # evcxr sends stderr a line or a few at a time: a panic and its backtrace arrive as many
+        # stream outputs. Each (where, marker) is reported once per cell, and stderr text without
+        # a marker once per cell.
+        reported = set()
+        stderr, stderr_marked = [], False
         for out in outputs:
             if out.get("output_type") == "error":
                 found.append(f"{label}: error output {out.get('ename')}: {_text(out.get('evalue'))[:300]}")
                 continue
-            marked = False
+            is_stderr = out.get("output_type") == "stream" and out.get("name") == "stderr"
+            if is_stderr:
+                stderr.append(_text(out.get("text")))
             for where, text in output_texts(out):
                 for marker in MARKERS:
                     at = text.find(marker)
                     if at >= 0:
-                        line_start = text.rfind("\n", 0, at) + 1
-                        line_end = text.find("\n", at)
-                        line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
-                        found.append(f"{label}: {where} has {marker!r}: {line[:300]}")
-                        marked = True
+                        stderr_marked = stderr_marked or is_stderr
+                        if (where, marker) not in reported:
+                            reported.add((where, marker))
+                            line_start = text.rfind("\n", 0, at) + 1
+                            line_end = text.find("\n", at)
+                            line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
+                            found.append(f"{label}: {where} has {marker!r}: {line[:300]}")
                         break
-            if not marked and out.get("output_type") == "stream" and out.get("name") == "stderr":
-                lines = _text(out.get("text")).strip().splitlines()
-                found.append(f"{label}: wrote to stderr stream: {(lines[0] if lines else '(blank)')[:300]}")
+        if stderr and not stderr_marked:
+            lines = [line for line in "".join(stderr).splitlines() if line.strip()]
+            found.append(f"{label}: wrote to stderr stream: {(lines[0].strip() if lines else '(blank)')[:300]}")
         if "figure" in cell.get("metadata", {}).get("tags", []):
             if not any("image/png" in o.get("data", {}) for o in outputs):
                 found.append(f"{label}: tagged `figure` but produced no image")

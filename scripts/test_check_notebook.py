@@ -66,6 +66,16 @@ class CheckNotebook(unittest.TestCase):
         nb = notebook(*CLEAN[:2], code("let answer = reader.read(&q, &contexts)?;", stream("stderr", PANIC)), *CLEAN[2:])
         self.assertFails(nb, 3, "stderr stream", "panicked", "reader.read")
 
+    def test_panic_in_many_stderr_chunks_is_reported_once(self):
+        # evcxr sends a panic and its backtrace as many stderr stream outputs.
+        chunks = ["\n", PANIC.splitlines(keepends=True)[0], "Regex encoding does not match\n", "stack backtrace:\n",
+                  "   0: __rustc::rust_begin_unwind\n", "   1: onig::Regex::search_with_encoding\n",
+                  PANIC.splitlines(keepends=True)[0]]
+        nb = notebook(*CLEAN[:2], code("let a = reader.read(&q, &c)?;", *[stream("stderr", c) for c in chunks]))
+        found = check_notebook.problems(nb)
+        self.assertEqual(len(found), 1, found)
+        self.assertFails(nb, 3, "stderr stream", "panicked at")
+
     def test_panic_split_over_stdout_lines_fails(self):
         nb = notebook(code("f()", stream("stdout", ["thread 'main' ", "panicked at 'boom', src/lib.rs:1:1\n"])))
         self.assertFails(nb, 1, "stdout stream")
