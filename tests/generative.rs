@@ -86,6 +86,20 @@ fn tokenizer_round_trip_and_no_prefix_space() {
     assert!(llm.detokenize(&[49152]).is_err());
 }
 
+/// The pre-tokenizer's regex backend (fancy-regex) cannot split a whitespace run of about a
+/// million characters and would end the split there silently: such a text is an error naming
+/// the run; a long run below the limit is encoded in full.
+#[test]
+fn whitespace_run_too_long_for_the_regex_is_an_error() {
+    let llm = smol();
+    let ok = format!("a{}b", " ".repeat(100_000));
+    let ids = llm.tokenize(&ok, false).unwrap();
+    assert_eq!(llm.detokenize(&ids).unwrap(), ok);
+    let bad = format!("Hello{}world", " ".repeat(1_000_000));
+    let e = llm.tokenize(&bad, false).unwrap_err().to_string();
+    assert!(e.contains("1000000 whitespace characters at byte 5"), "{e}");
+}
+
 #[test]
 fn chat_template_from_the_gguf() {
     let llm = smol();

@@ -408,13 +408,7 @@ the CPU by the workbench on candle). It gets the top 3 passages of the MaxSim re
 and the question, in the model's own chat template, with instructions to answer with a
 short phrase or "Not found".
 
-The model is loaded and used in **one cell**: its tokenizer holds an Oniguruma regex, and
-evcxr gives every cell its own copy of Oniguruma's tables, so a tokenizer built in one cell
-fails in the next. Later cells only show strings and numbers.
-
-The cell prints the prompt exactly as the model reads it (special tokens such as
-`<|im_start|>` come from the GGUF's chat template), then the answer with its token counts
-and timings:
+First the model is loaded, and the passages become the reader's contexts:
 """),
     ("code", """
 use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions};
@@ -429,6 +423,13 @@ let t0 = std::time::Instant::now();
 let load = LoadOptions { f32_prefill: true, ..LoadOptions::default() };
 let mut reader = GenerativeReader::new(Llm::from_asset("smollm2-135m-instruct-gguf", &load)?, ReaderOptions::default())?;
 let load_secs = t0.elapsed().as_secs_f64();
+"""),
+    ("markdown", """
+The next cell prints the prompt exactly as the model reads it (special tokens such as
+`<|im_start|>` come from the GGUF's chat template), then the answer with its token counts
+and timings:
+"""),
+    ("code", """
 let built = reader.build_prompt(&question.question, &contexts)?;
 let (prompt, prompt_ids) = (built.text.clone(), built.ids.len());
 let answer = reader.read(&question.question, &contexts)?;

@@ -44,21 +44,12 @@ let dense = DenseRetriever::build(encoder, &passages, IndexParams::flat_ip(), So
 println!("{} passages indexed, {} questions", passages.len(), questions.len());
 """),
     ("markdown", """
-## Load the reader, retrieve, answer
+## Load the reader
 
 `Llm::from_asset` checks the GGUF (header, tensor extents, sha256 against
 `data/assets.toml`) and dispatches on its `general.architecture` (`qwen2` here; `llama` for
 SmolLM2). The default reader instructions ask for a short phrase, or exactly "Not found".
-The top 3 passages go to the reader, rank 1 first; if they did not fit in the model's window,
-the lowest-ranked would be dropped first and listed in `Answer::dropped`. A second call gives
-the reader two passages that cannot answer (the lowest-ranked of 200), and `read_all` answers
-the first five questions with a progress bar showing tokens/s.
-
-**One cell on purpose.** The GGUF tokenizer's pre-tokenizer is an Oniguruma regex (through the
-`tokenizers` crate). evcxr links each cell into its own library with its own copy of
-Oniguruma's static encoding tables, so a tokenizer built in one cell panics ("Regex encoding
-does not match haystack encoding") when a later cell encodes with it. Load the model and use
-it in the same cell; later cells can show the results.
+The reader is loaded once here and used by the cells below.
 """),
     ("code", """
 /// The retrieved passages as reader contexts, in rank order.
@@ -73,30 +64,25 @@ let llm = Llm::from_asset("qwen2.5-coder-1.5b-instruct-gguf", &LoadOptions::defa
 let (arch, ctx) = (llm.architecture().to_string(), llm.context_len());
 let mut reader = GenerativeReader::new(llm, ReaderOptions::default())?;
 println!("loaded {} ({arch}), context {ctx} tokens, in {:.1} s", reader.name(), t0.elapsed().as_secs_f64());
-
-let q = questions[0].clone();
-let contexts = contexts_for(&dense.retrieve(&q.question, 3)?, &passages);
-let prompt = reader.build_prompt(&q.question, &contexts)?.text;
-let answer = reader.read(&q.question, &contexts)?;
-
-let far = dense.retrieve(&q.question, 200)?;
-let last_two: Vec<workbench::Hit> = far.iter().rev().take(2).cloned().collect();
-let unanswerable = reader.read(&q.question, &contexts_for(&last_two, &passages))?;
-
-let items: Vec<(String, Vec<Context>)> = questions.iter().take(5).map(|q| {
-    Ok((q.question.clone(), contexts_for(&dense.retrieve(&q.question, 3)?, &passages)))
-}).collect::<workbench::Result<_>>()?;
-let answers = workbench::read::read_all(&mut reader, &items)?;
 """),
     ("markdown", """
 ## The prompt the model sees
 
-The GGUF's own chat template (`tokenizer.chat_template`), rendered with minijinja:
+The top 3 passages go to the reader, rank 1 first; if they did not fit in the model's window,
+the lowest-ranked would be dropped first and listed in `Answer::dropped`. The prompt is the
+GGUF's own chat template (`tokenizer.chat_template`), rendered with minijinja:
 """),
     ("code", """
+let q = questions[0].clone();
+let contexts = contexts_for(&dense.retrieve(&q.question, 3)?, &passages);
+let prompt = reader.build_prompt(&q.question, &contexts)?.text;
 println!("{prompt}");
 """),
+    ("markdown", """
+## The answer
+"""),
     ("code", """
+let answer = reader.read(&q.question, &contexts)?;
 let u = answer.usage.clone();
 let mut t = Table::new(["", "value"]).caption("Qwen2.5-Coder-1.5B-Instruct over the dense top 3");
 t.push(["question".to_string(), q.question.clone()])?;
@@ -113,18 +99,26 @@ t
     ("markdown", """
 ## Abstention
 
-Over two passages that cannot answer, the reader should say "Not found", which the
-`AbstentionRule` turns into `abstained = true`:
+Over two passages that cannot answer (the lowest-ranked of 200), the reader should say
+"Not found", which the `AbstentionRule` turns into `abstained = true`:
 """),
     ("code", """
+let far = dense.retrieve(&q.question, 200)?;
+let last_two: Vec<workbench::Hit> = far.iter().rev().take(2).cloned().collect();
+let unanswerable = reader.read(&q.question, &contexts_for(&last_two, &passages))?;
 println!("answer: {:?}  abstained: {}", unanswerable.text, unanswerable.abstained);
 """),
     ("markdown", """
 ## A few questions
 
-EM/F1 use SQuAD's normalisation (`workbench::evaluate::qa`).
+`read_all` answers the first five questions with a progress bar showing tokens/s. EM/F1 use
+SQuAD's normalisation (`workbench::evaluate::qa`).
 """),
     ("code", """
+let items: Vec<(String, Vec<Context>)> = questions.iter().take(5).map(|q| {
+    Ok((q.question.clone(), contexts_for(&dense.retrieve(&q.question, 3)?, &passages)))
+}).collect::<workbench::Result<_>>()?;
+let answers = workbench::read::read_all(&mut reader, &items)?;
 let mut t = Table::new(["question", "gold", "answer", "EM", "F1", "s"]).caption("First 5 RAG Mini Wikipedia questions, dense top 3, Qwen 1.5B");
 for (q, a) in questions.iter().zip(&answers) {
     let em = workbench::evaluate::qa::exact_match(&a.text, &q.answers);

@@ -204,7 +204,6 @@ println!("{}", std::fs::read_to_string(results("report004", scale)?.join("substi
 its query transform, if any), runs every question and returns the run: its summary, traces
 and predictions. Here the tiny fixture config with the SmolLM2 reader, which takes seconds;
 any `configs/*.toml` runs the same way (`scaled` sets the question count and the reader).
-One cell, because the GGUF tokenizer must be built and used in the same evcxr cell.
 """),
     ("code", """
 use workbench::pipeline::study::{run_config, scaled, ModelPool};

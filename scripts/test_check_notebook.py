@@ -1,0 +1,131 @@
+"""Self-test of scripts/check_notebook.py on crafted executed notebooks (run by scripts/test).
+
+    python3 scripts/test_check_notebook.py
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import check_notebook  # noqa: E402
+
+# A panic as evcxr shows it: Rust's panic message on the stderr stream, no error output.
+PANIC = ("thread '<unnamed>' panicked at /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
+         "onig-6.5.3/src/lib.rs:512:13:\nRegex encoding does not match haystack encoding (0x1, 0x2)\n"
+         "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n")
+
+
+def code(source, *outputs, tags=()):
+    cell = {"cell_type": "code", "id": f"c{len(source)}", "metadata": {}, "source": source,
+            "outputs": list(outputs), "execution_count": 1}
+    if tags:
+        cell["metadata"]["tags"] = list(tags)
+    return cell
+
+
+def stream(name, text):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def display(mime, text):
+    return {"output_type": "display_data", "data": {mime: text}, "metadata": {}}
+
+
+def notebook(*cells):
+    return {"cells": [{"cell_type": "markdown", "id": "md", "metadata": {}, "source": "# t"}] + list(cells),
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+CLEAN = [
+    code(":dep workbench = { path = \"../workbench\" }"),
+    code("let reader = load();", stream("stdout", "loaded qwen2.5-coder-0.5b-instruct-gguf in 1.2 s\n")),
+    code("reader.read(q)?", stream("stdout", "reading: 100%|####| 1/1 [00:01<00:00]\n"),
+         {"output_type": "execute_result", "execution_count": 3, "metadata": {},
+          "data": {"text/plain": "Answer { text: \"Paris\" }", "text/html": "<table><tr><td>Paris</td></tr></table>"}}),
+    code("plot()", display("image/png", "iVBORw0KGgo="), tags=("figure",)),
+]
+
+
+class CheckNotebook(unittest.TestCase):
+    def assertFails(self, nb, cell_index, *words):
+        found = check_notebook.problems(nb)
+        self.assertTrue(found, "the check missed the failing cell")
+        text = "\n".join(found)
+        self.assertIn(f"cell {cell_index} ", text)
+        for w in words:
+            self.assertIn(w, text)
+
+    def test_clean_notebook_passes(self):
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN)), [])
+
+    def test_panic_on_stderr_fails_and_names_the_cell(self):
+        nb = notebook(*CLEAN[:2], code("let answer = reader.read(&q, &contexts)?;", stream("stderr", PANIC)), *CLEAN[2:])
+        self.assertFails(nb, 3, "stderr stream", "panicked", "reader.read")
+
+    def test_panic_in_many_stderr_chunks_is_reported_once(self):
+        # evcxr sends a panic and its backtrace as many stderr stream outputs.
+        chunks = ["\n", PANIC.splitlines(keepends=True)[0], "Regex encoding does not match\n", "stack backtrace:\n",
+                  "   0: __rustc::rust_begin_unwind\n", "   1: onig::Regex::search_with_encoding\n",
+                  PANIC.splitlines(keepends=True)[0]]
+        nb = notebook(*CLEAN[:2], code("let a = reader.read(&q, &c)?;", *[stream("stderr", c) for c in chunks]))
+        found = check_notebook.problems(nb)
+        self.assertEqual(len(found), 1, found)
+        self.assertFails(nb, 3, "stderr stream", "panicked at")
+
+    def test_panic_split_over_stdout_lines_fails(self):
+        nb = notebook(code("f()", stream("stdout", ["thread 'main' ", "panicked at 'boom', src/lib.rs:1:1\n"])))
+        self.assertFails(nb, 1, "stdout stream")
+
+    def test_any_stderr_text_fails(self):
+        # evcxr prints an error returned by a cell's `?` on stderr and goes on to the next cell.
+        for text in ["Error: no such asset: qwen2.5-coder-0.5b-instruct-gguf\n", ["progress ", "1/2\n"], "\n"]:
+            nb = notebook(*CLEAN[:2], code("reader.read(q)?", stream("stderr", text)), *CLEAN[2:])
+            self.assertFails(nb, 3, "wrote to stderr", "reader.read")
+
+    def test_backtrace_hint_alone_fails(self):
+        nb = notebook(code("f()", stream("stderr", "note: run with `RUST_BACKTRACE=1` environment variable\n")))
+        self.assertFails(nb, 1, "RUST_BACKTRACE")
+
+    def test_panic_in_display_data_text_fails(self):
+        for mime in ["text/plain", "text/html"]:
+            nb = notebook(*CLEAN[:1], code("t", display(mime, ["<pre>", PANIC, "</pre>"])))
+            self.assertFails(nb, 2, mime)
+
+    def test_error_output_fails(self):
+        nb = notebook(code("let x: u8 = \"a\";", {"output_type": "error", "ename": "Error",
+                                                   "evalue": "mismatched types", "traceback": []}))
+        self.assertFails(nb, 1, "mismatched types")
+
+    def test_evcxr_markers_fail(self):
+        for text in ["Subprocess terminated with status: signal: 6 (SIGABRT)",
+                     "A type redefinition resulted in the following variables being lost: reader"]:
+            nb = notebook(code("f()", stream("stderr", text + "\n")))
+            self.assertFails(nb, 1, text.split(":")[0])
+
+    def test_figure_without_image_fails(self):
+        nb = notebook(code("plot()", stream("stdout", "no image"), tags=("figure",)))
+        self.assertFails(nb, 1, "figure")
+
+    def test_command_line_exit_status(self):
+        script = pathlib.Path(__file__).parent / "check_notebook.py"
+        with tempfile.TemporaryDirectory() as d:
+            for name, nb, status in [("ok.ipynb", notebook(*CLEAN), 0),
+                                     ("panic.ipynb", notebook(code("r.read()", stream("stderr", PANIC))), 1),
+                                     ("stdout-panic.ipynb", notebook(code("r.read()", stream("stdout", PANIC))), 1),
+                                     ("stderr.ipynb", notebook(code("r.read()?", stream("stderr", "Error: x\n"))), 1)]:
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    json.dump(nb, f)
+                run = subprocess.run([sys.executable, str(script), path], capture_output=True, text=True)
+                self.assertEqual(run.returncode, status, run.stdout + run.stderr)
+                if status:
+                    self.assertIn("FAILED", run.stdout)
+                    self.assertIn("cell 1 ", run.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
