@@ -1,10 +1,10 @@
-//! Grade every number the README reports against the result folders, and keep the
-//! README's result tables generated from them.
+//! Grade every number the README and docs/ report against the result folders, and keep
+//! their result tables generated from them.
 //!
 //! ```text
 //! cargo run --release --bin grade                      # grade data/results/ against data/expected.toml
 //! cargo run --release --bin grade -- --scale quick     # the quick scale's results
-//! cargo run --release --bin grade -- readme --check    # fail if the README's generated tables are out of date
+//! cargo run --release --bin grade -- readme --check    # fail if a generated table of README.md or docs/*.md is out of date
 //! cargo run --release --bin grade -- readme --write    # regenerate them
 //! ```
 //!
@@ -12,9 +12,15 @@
 //! tolerance), FAIL, MISSING, STALE; timings are `reported`, not graded. Each line shows
 //! the expected value beside the measured one; the last line counts the grades.
 //!
-//! Exit status: 0 when every graded condition is OK or OKish (or the README is up to
-//! date); 1 when any is FAIL, MISSING or STALE (or a README table differs from its
-//! result); 2 when the conditions file, a result table or the README cannot be read.
+//! `grade readme` covers README.md and every docs/*.md (`--page PATH`, repeatable, checks
+//! only the pages named): each generated block is compared with the table its result
+//! gives, and a stale one is reported with its page. A block the conditions describe must
+//! sit in at least one page, and a page's block must be described.
+//!
+//! Exit status: 0 when every graded condition is OK or OKish (or every generated table is
+//! up to date); 1 when any is FAIL, MISSING or STALE (or a generated table differs from
+//! its result); 2 when the conditions file, a result table or a page cannot be read, or a
+//! page's markers are wrong.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -25,7 +31,7 @@ use std::process::ExitCode;
 use workbench::grade::{self, Conditions};
 
 #[derive(Parser, Debug)]
-#[command(about = "Grade the README's numbers against data/results/, and generate its tables")]
+#[command(about = "Grade the numbers of README.md and docs/ against data/results/, and generate their tables")]
 struct Args {
     /// Conditions file (default: data/expected.toml in the project root).
     #[arg(long)]
@@ -47,7 +53,7 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The README's generated tables: check them (default) or rewrite them.
+    /// The generated tables of README.md and docs/*.md: check them (default) or rewrite them.
     Readme {
         /// Rewrite the blocks between the markers from the results.
         #[arg(long, conflicts_with = "check")]
@@ -55,9 +61,10 @@ enum Command {
         /// Exit 1 when a block differs from what the results give (the default).
         #[arg(long)]
         check: bool,
-        /// The README (default: README.md in the project root).
-        #[arg(long)]
-        readme: Option<PathBuf>,
+        /// A page to check instead of the default set (repeatable; default: README.md
+        /// and every docs/*.md of the project root).
+        #[arg(long = "page", alias = "readme")]
+        pages: Vec<PathBuf>,
     },
 }
 
@@ -130,44 +137,89 @@ fn run(out: &mut String) -> Result<bool> {
             }
             Ok(report.passed())
         }
-        Some(Command::Readme { write, readme, .. }) => {
-            let path = readme.unwrap_or_else(|| root.join("README.md"));
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
+        Some(Command::Readme { write, pages, .. }) => {
+            let named = !pages.is_empty();
+            let paths = if named { pages } else { grade::pages(&root)? };
+            let mut pages = Vec::with_capacity(paths.len());
+            for p in paths {
+                let text = std::fs::read_to_string(&p)
+                    .with_context(|| format!("reading {}", p.display()))?;
+                pages.push((p, text));
+            }
+            // Pages named on the command line are checked for the blocks they hold; the
+            // default set must hold every block the conditions describe.
+            let marked: Vec<String> = pages
+                .iter()
+                .flat_map(|(_, text)| grade::marked_ids(text))
+                .collect();
             let mut blocks = Vec::new();
             for t in &conditions.readme {
+                if named && !marked.contains(&t.id) {
+                    continue;
+                }
                 blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
             }
-            let updated = grade::replace_blocks(&text, &blocks, &path)?;
+            let updates = grade::update_pages(&pages, &blocks)?;
+            let show = |p: &std::path::Path| {
+                p.strip_prefix(&root)
+                    .unwrap_or(p)
+                    .display()
+                    .to_string()
+            };
+            let mut stale_pages = Vec::new();
             let mut stale = 0;
-            for (id, table) in &blocks {
-                let diff = grade::block_diff(grade::block_content(&text, id, &path)?, table);
-                if diff.is_empty() {
-                    writeln!(out, "README table `{id}`: up to date")?;
-                } else {
-                    stale += 1;
-                    writeln!(
-                        out,
-                        "README table `{id}`: {} (- README, + results):",
-                        if write { "rewritten" } else { "OUT OF DATE" }
-                    )?;
-                    for line in diff {
-                        writeln!(out, "  {line}")?;
+            for u in &updates {
+                for b in &u.blocks {
+                    if b.diff.is_empty() {
+                        writeln!(out, "{}: table `{}`: up to date", show(&b.page), b.id)?;
+                    } else {
+                        stale += 1;
+                        writeln!(
+                            out,
+                            "{}: table `{}`: {} (- page, + results):",
+                            show(&b.page),
+                            b.id,
+                            if write { "rewritten" } else { "OUT OF DATE" }
+                        )?;
+                        for line in &b.diff {
+                            writeln!(out, "  {line}")?;
+                        }
                     }
+                }
+                if u.stale() {
+                    stale_pages.push(show(&u.page));
                 }
             }
             if write {
-                if updated != text {
-                    std::fs::write(&path, &updated)
-                        .with_context(|| format!("writing {}", path.display()))?;
+                for (u, (_, old)) in updates.iter().zip(&pages) {
+                    if u.text != *old {
+                        std::fs::write(&u.page, &u.text)
+                            .with_context(|| format!("writing {}", u.page.display()))?;
+                    }
                 }
-                writeln!(out, "{}: {stale} table(s) rewritten", path.display())?;
+                writeln!(
+                    out,
+                    "{stale} table(s) rewritten in {} page(s){}",
+                    stale_pages.len(),
+                    if stale_pages.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", stale_pages.join(", "))
+                    }
+                )?;
                 Ok(true)
             } else {
                 if stale > 0 {
                     writeln!(
-                out,
-                        "{stale} README table(s) differ from the results: run `cargo run --release --bin grade -- readme --write` (exit status 1)"
+                        out,
+                        "{stale} generated table(s) differ from the results, in {}: run `cargo run --release --bin grade -- readme --write` (exit status 1)",
+                        stale_pages.join(", ")
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "{} page(s) checked: every generated table is up to date",
+                        updates.len()
                     )?;
                 }
                 Ok(stale == 0)

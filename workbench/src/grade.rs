@@ -1,7 +1,7 @@
-//! Expected values, graded: every number the README reports from a result folder is
+//! Expected values, graded: every number README.md and docs/ report from a result folder is
 //! listed in a conditions file (`data/expected.toml`) with its expected value and a
 //! tolerance, and [`grade`] compares each with what `data/results/<name>/` holds now,
-//! as pyserini's two-click reproductions do. The same file says which README tables
+//! as pyserini's two-click reproductions do. The same file says which tables of the pages
 //! are generated from which result ([`render_readme_table`], [`replace_blocks`]).
 //!
 //! Grades ([`Grade`]):
@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The conditions file: results, expected values and generated README tables.
+/// The conditions file: results, expected values and generated tables.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Conditions {
@@ -40,7 +40,7 @@ pub struct Conditions {
     /// Expected values read from JSON files (e.g. `manifest.json`'s summary).
     #[serde(default)]
     pub json: Vec<JsonBlock>,
-    /// README tables generated from result files.
+    /// Tables of README.md and docs/*.md generated from result files (`[[readme]]`).
     #[serde(default)]
     pub readme: Vec<ReadmeTable>,
     #[serde(skip)]
@@ -146,7 +146,7 @@ impl fmt::Display for Tolerance {
     }
 }
 
-/// A README table generated from a result file, between
+/// A table of README.md or a docs page generated from a result file, between
 /// `<!-- generated:ID -->` and `<!-- /generated:ID -->`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -977,14 +977,14 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
 }
 
 // ---------------------------------------------------------------------------------------
-// README tables generated from results.
+// Tables of README.md and docs/*.md generated from results.
 
-/// The opening marker of a generated README block.
+/// The opening marker of a generated block.
 pub fn start_marker(id: &str) -> String {
     format!("<!-- generated:{id} -->")
 }
 
-/// The closing marker of a generated README block.
+/// The closing marker of a generated block.
 pub fn end_marker(id: &str) -> String {
     format!("<!-- /generated:{id} -->")
 }
@@ -1025,7 +1025,7 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
         return Err(Error::bad_input(
             &path,
             format!(
-                "README table `{}` is generated from this file, which does not exist; run its experiment first",
+                "generated table `{}` comes from this file, which does not exist; run its experiment first",
                 spec.id
             ),
         ));
@@ -1036,7 +1036,7 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
             return Err(Error::bad_input(
                 &path,
                 format!(
-                    "README table `{}` drops or renames column `{c}`, which the file does not have (columns: {})",
+                    "generated table `{}` drops or renames column `{c}`, which the file does not have (columns: {})",
                     spec.id,
                     t.header.join(", ")
                 ),
@@ -1115,7 +1115,7 @@ fn valid_id(id: &str) -> bool {
             .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Ids of every generated block the README has opening markers for (text that only
+/// Ids of every generated block a page has opening markers for (text that only
 /// mentions the marker syntax, such as `<!-- generated:… -->`, is not a marker).
 pub fn marked_ids(readme: &str) -> Vec<String> {
     let prefix = "<!-- generated:";
@@ -1131,7 +1131,7 @@ pub fn marked_ids(readme: &str) -> Vec<String> {
         .collect()
 }
 
-/// The README with each block `(id, table)` put between its markers (a blank line on
+/// The page with each block `(id, table)` put between its markers (a blank line on
 /// each side). Every id must have its markers, and every marked block an entry.
 pub fn replace_blocks(readme: &str, blocks: &[(String, String)], path: &Path) -> Result<String> {
     for id in marked_ids(readme) {
@@ -1157,8 +1157,8 @@ pub fn replace_blocks(readme: &str, blocks: &[(String, String)], path: &Path) ->
     Ok(text)
 }
 
-/// Lines that differ between the README's block and the generated one, as
-/// `- README` / `+ results` pairs (empty when equal).
+/// Lines that differ between a page's block and the generated one, as
+/// `- page` / `+ results` pairs (empty when equal).
 pub fn block_diff(current: &str, generated: &str) -> Vec<String> {
     let a: Vec<&str> = current.trim().lines().collect();
     let b: Vec<&str> = generated.trim().lines().collect();
@@ -1175,6 +1175,112 @@ pub fn block_diff(current: &str, generated: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// The pages that may hold generated blocks: `README.md` and every `docs/*.md` under
+/// `root` (not in subfolders), README first, then the docs pages sorted by name. A
+/// missing `README.md` or `docs/` folder is left out, not an error.
+pub fn pages(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let readme = root.join("README.md");
+    if readme.is_file() {
+        out.push(readme);
+    }
+    let docs = root.join("docs");
+    if docs.is_dir() {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&docs).map_err(|e| Error::io(&docs, e))? {
+            let p = entry.map_err(|e| Error::io(&docs, e))?.path();
+            if p.is_file() && p.extension().is_some_and(|e| e == "md") {
+                found.push(p);
+            }
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// One generated block of one page, compared with the table the results give.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockCheck {
+    /// The page holding the block.
+    pub page: PathBuf,
+    /// The block's id.
+    pub id: String,
+    /// [`block_diff`] of the page's block against the results: empty when up to date.
+    pub diff: Vec<String>,
+}
+
+/// A page after its generated blocks were regenerated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageUpdate {
+    /// The page.
+    pub page: PathBuf,
+    /// Its text with every block it holds regenerated (equal to the old text when each
+    /// block was up to date).
+    pub text: String,
+    /// Its blocks, in the order of `blocks` given to [`update_pages`].
+    pub blocks: Vec<BlockCheck>,
+}
+
+impl PageUpdate {
+    /// Whether any block of the page differs from the results.
+    pub fn stale(&self) -> bool {
+        self.blocks.iter().any(|b| !b.diff.is_empty())
+    }
+}
+
+/// Regenerate the blocks of several pages (`(path, text)`, e.g. from [`pages`]): each
+/// page's marked blocks get the tables of `blocks` (`(id, table)`, as for
+/// [`replace_blocks`]). A block may sit in more than one page; each copy is checked.
+///
+/// Errors, each naming the page: a marked block that `blocks` does not describe, a block
+/// whose markers are not there once each, in order. An error too when a block of
+/// `blocks` is in no page, so that no described table goes unchecked.
+pub fn update_pages(
+    pages: &[(PathBuf, String)],
+    blocks: &[(String, String)],
+) -> Result<Vec<PageUpdate>> {
+    let mut placed = std::collections::BTreeSet::new();
+    let mut out = Vec::with_capacity(pages.len());
+    for (page, text) in pages {
+        let ids = marked_ids(text);
+        let here: Vec<(String, String)> = blocks
+            .iter()
+            .filter(|(id, _)| ids.contains(id))
+            .cloned()
+            .collect();
+        // Checks every marked id against `blocks` and each block's markers.
+        let new = replace_blocks(text, &here, page)?;
+        let mut checks = Vec::with_capacity(here.len());
+        for (id, table) in &here {
+            placed.insert(id.as_str());
+            checks.push(BlockCheck {
+                page: page.clone(),
+                id: id.clone(),
+                diff: block_diff(block_content(text, id, page)?, table),
+            });
+        }
+        out.push(PageUpdate {
+            page: page.clone(),
+            text: new,
+            blocks: checks,
+        });
+    }
+    if let Some((id, _)) = blocks.iter().find(|(id, _)| !placed.contains(id.as_str())) {
+        let names: Vec<String> = pages.iter().map(|(p, _)| p.display().to_string()).collect();
+        return Err(Error::bad_input(
+            pages.first().map_or_else(|| PathBuf::from("README.md"), |(p, _)| p.clone()),
+            format!(
+                "no page has the markers `{}` … `{}` of the generated table `{id}` (pages searched: {})",
+                start_marker(id),
+                end_marker(id),
+                if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1591,21 +1697,95 @@ rows = [["a", "1.50"]]
         );
     }
 
-    /// The project's own conditions file parses, and README.md has every block it describes.
+    /// A stale block in a docs page is found and named by its page; the README beside it
+    /// is left alone; a block no page holds, or a page's block the conditions do not
+    /// describe, is an error naming the block and the page.
     #[test]
-    fn project_conditions_and_readme_agree() {
+    fn stale_block_in_a_docs_page_is_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = serde_json::json!({"args": {"k": 10}});
+        result(tmp.path(), "exp", cfg, &[("metrics.csv", METRICS)]);
+        let c = conditions();
+        let table = render_readme_table(&c.readme[0], tmp.path()).unwrap();
+        let blocks = vec![("exp".to_string(), table.clone())];
+
+        let root = tmp.path().join("project");
+        std::fs::create_dir_all(root.join("docs").join("nested")).unwrap();
+        let readme = "# Project\n\nSee [the results](docs/results.md).\n";
+        let stale = "# Results\n\n<!-- generated:exp -->\n| old |\n<!-- /generated:exp -->\n";
+        std::fs::write(root.join("README.md"), readme).unwrap();
+        std::fs::write(root.join("docs").join("results.md"), stale).unwrap();
+        std::fs::write(root.join("docs").join("notes.txt"), "not a page").unwrap();
+        std::fs::write(root.join("docs").join("nested").join("deep.md"), "x").unwrap();
+        let found = pages(&root).unwrap();
+        assert_eq!(
+            found,
+            vec![root.join("README.md"), root.join("docs").join("results.md")]
+        );
+        let read =
+            |ps: &[PathBuf]| -> Vec<(PathBuf, String)> {
+                ps.iter()
+                    .map(|p| (p.clone(), std::fs::read_to_string(p).unwrap()))
+                    .collect()
+            };
+        let updates = update_pages(&read(&found), &blocks).unwrap();
+        assert_eq!(updates.len(), 2);
+        assert!(!updates[0].stale() && updates[0].blocks.is_empty());
+        assert_eq!(updates[0].text, readme);
+        let docs = &updates[1];
+        assert!(docs.stale());
+        assert_eq!(docs.blocks[0].page, root.join("docs").join("results.md"));
+        assert_eq!(docs.blocks[0].diff[0], "- | old |");
+        assert!(docs.text.contains("| bm25 | 0.7337 | 0.8605 |"), "{}", docs.text);
+
+        // Written back, the page is up to date, and regenerating changes nothing.
+        std::fs::write(&docs.page, &docs.text).unwrap();
+        let again = update_pages(&read(&found), &blocks).unwrap();
+        assert!(again.iter().all(|u| !u.stale()));
+        assert_eq!(again[1].text, docs.text);
+
+        // The same block in the README as well: both copies are checked.
+        let both = format!("{readme}{stale}");
+        std::fs::write(root.join("README.md"), &both).unwrap();
+        let twice = update_pages(&read(&found), &blocks).unwrap();
+        assert!(twice[0].stale() && !twice[1].stale());
+
+        // A block no page holds.
+        let extra = vec![
+            blocks[0].clone(),
+            ("missing".to_string(), "| t |\n".to_string()),
+        ];
+        let e = update_pages(&read(&found), &extra).unwrap_err().to_string();
+        assert!(e.contains("`missing`") && e.contains("results.md"), "{e}");
+        // A docs page with a block the conditions do not describe.
+        let unknown = format!("{}<!-- generated:other -->\n<!-- /generated:other -->\n", docs.text);
+        std::fs::write(&docs.page, unknown).unwrap();
+        let e = update_pages(&read(&found), &blocks).unwrap_err().to_string();
+        assert!(e.contains("results.md") && e.contains("`other`"), "{e}");
+    }
+
+    /// The project's own conditions file parses, and README.md and docs/*.md hold every
+    /// block it describes, and no other.
+    #[test]
+    fn project_conditions_and_pages_agree() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let c = Conditions::load(&root.join("data").join("expected.toml")).unwrap();
         assert!(c.conditions().len() >= 60, "{}", c.conditions().len());
-        let readme_path = root.join("README.md");
-        let readme = std::fs::read_to_string(&readme_path).unwrap();
+        let found = pages(&root).unwrap();
+        assert!(found.len() > 1, "README.md and docs/*.md: {found:?}");
         let mut ids: Vec<String> = c.readme.iter().map(|t| t.id.clone()).collect();
-        for id in &ids {
-            block_content(&readme, id, &readme_path).unwrap();
+        let mut marked = Vec::new();
+        for p in &found {
+            let text = std::fs::read_to_string(p).unwrap();
+            for id in marked_ids(&text) {
+                block_content(&text, &id, p).unwrap();
+                assert!(ids.contains(&id), "{} holds `{id}`, which no [[readme]] describes", p.display());
+                marked.push(id);
+            }
         }
-        let mut marked = marked_ids(&readme);
         ids.sort();
         marked.sort();
+        marked.dedup();
         assert_eq!(ids, marked);
     }
 }
