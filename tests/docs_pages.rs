@@ -52,7 +52,11 @@ fn stale_table_in_a_docs_page_fails_the_check_and_names_the_page() {
     std::fs::create_dir_all(root.join("results").join("exp")).unwrap();
     std::fs::create_dir_all(root.join("docs")).unwrap();
     std::fs::write(root.join("expected.toml"), CONDITIONS).unwrap();
-    std::fs::write(root.join("results").join("exp").join("metrics.csv"), METRICS).unwrap();
+    std::fs::write(
+        root.join("results").join("exp").join("metrics.csv"),
+        METRICS,
+    )
+    .unwrap();
     std::fs::write(root.join("README.md"), README).unwrap();
     let page = root.join("docs").join("results.md");
     std::fs::write(&page, STALE_PAGE).unwrap();
@@ -66,25 +70,41 @@ fn stale_table_in_a_docs_page_fails_the_check_and_names_the_page() {
     );
     assert!(out.contains("- | bm25 | 0.7000 |"), "{out}");
     assert!(out.contains("+ | bm25 | 0.7337 |"), "{out}");
-    assert!(out.contains("differ from the results, in docs/results.md"), "{out}");
+    assert!(
+        out.contains("differ from the results, in docs/results.md"),
+        "{out}"
+    );
 
     let write = grade(root, &["--write"]);
     assert_eq!(write.status.code(), Some(0), "{}", stdout(&write));
     let text = std::fs::read_to_string(&page).unwrap();
     assert!(text.contains("| dense | 0.7980 |"), "{text}");
-    assert!(text.starts_with("# Results\n") && text.ends_with("End.\n"), "{text}");
-    assert_eq!(std::fs::read_to_string(root.join("README.md")).unwrap(), README);
+    assert!(
+        text.starts_with("# Results\n") && text.ends_with("End.\n"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("README.md")).unwrap(),
+        README
+    );
 
     let again = grade(root, &["--check"]);
     assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
-    assert!(stdout(&again).contains("2 page(s) checked"), "{}", stdout(&again));
+    assert!(
+        stdout(&again).contains("2 page(s) checked"),
+        "{}",
+        stdout(&again)
+    );
 
     // A table the conditions describe that no page holds is an error (exit status 2).
     std::fs::write(&page, "# Results\n\nNo table.\n").unwrap();
     let missing = grade(root, &["--check"]);
     let err = String::from_utf8_lossy(&missing.stderr);
     assert_eq!(missing.status.code(), Some(2), "{err}");
-    assert!(err.contains("`exp`") && err.contains("docs/results.md"), "{err}");
+    assert!(
+        err.contains("`exp`") && err.contains("docs/results.md"),
+        "{err}"
+    );
 }
 
 /// The README quotes `examples/bm25_quickstart.rs` from its first `use` to its end.
@@ -99,7 +119,11 @@ fn readme_rust_example_is_the_compiled_example() {
         .expect("README has the example's code block")
         + "```rust\n".len();
     let end = start + readme[start..].find("```\n").unwrap();
-    assert_eq!(&readme[start..end], body, "README.md's example differs from the file");
+    assert_eq!(
+        &readme[start..end],
+        body,
+        "README.md's example differs from the file"
+    );
 }
 
 /// Relative links `](target)` of README.md and docs/*.md resolve to existing files (the

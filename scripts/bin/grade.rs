@@ -31,7 +31,9 @@ use std::process::ExitCode;
 use workbench::grade::{self, Conditions};
 
 #[derive(Parser, Debug)]
-#[command(about = "Grade the numbers of README.md and docs/ against data/results/, and generate their tables")]
+#[command(
+    about = "Grade the numbers of README.md and docs/ against data/results/, and generate their tables"
+)]
 struct Args {
     /// Conditions file (default: data/expected.toml in the project root).
     #[arg(long)]
@@ -160,12 +162,8 @@ fn run(out: &mut String) -> Result<bool> {
                 blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
             }
             let updates = grade::update_pages(&pages, &blocks)?;
-            let show = |p: &std::path::Path| {
-                p.strip_prefix(&root)
-                    .unwrap_or(p)
-                    .display()
-                    .to_string()
-            };
+            let show =
+                |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
             let mut stale_pages = Vec::new();
             let mut stale = 0;
             for u in &updates {

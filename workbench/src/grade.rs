@@ -1722,12 +1722,11 @@ rows = [["a", "1.50"]]
             found,
             vec![root.join("README.md"), root.join("docs").join("results.md")]
         );
-        let read =
-            |ps: &[PathBuf]| -> Vec<(PathBuf, String)> {
-                ps.iter()
-                    .map(|p| (p.clone(), std::fs::read_to_string(p).unwrap()))
-                    .collect()
-            };
+        let read = |ps: &[PathBuf]| -> Vec<(PathBuf, String)> {
+            ps.iter()
+                .map(|p| (p.clone(), std::fs::read_to_string(p).unwrap()))
+                .collect()
+        };
         let updates = update_pages(&read(&found), &blocks).unwrap();
         assert_eq!(updates.len(), 2);
         assert!(!updates[0].stale() && updates[0].blocks.is_empty());
@@ -1736,7 +1735,11 @@ rows = [["a", "1.50"]]
         assert!(docs.stale());
         assert_eq!(docs.blocks[0].page, root.join("docs").join("results.md"));
         assert_eq!(docs.blocks[0].diff[0], "- | old |");
-        assert!(docs.text.contains("| bm25 | 0.7337 | 0.8605 |"), "{}", docs.text);
+        assert!(
+            docs.text.contains("| bm25 | 0.7337 | 0.8605 |"),
+            "{}",
+            docs.text
+        );
 
         // Written back, the page is up to date, and regenerating changes nothing.
         std::fs::write(&docs.page, &docs.text).unwrap();
@@ -1758,9 +1761,14 @@ rows = [["a", "1.50"]]
         let e = update_pages(&read(&found), &extra).unwrap_err().to_string();
         assert!(e.contains("`missing`") && e.contains("results.md"), "{e}");
         // A docs page with a block the conditions do not describe.
-        let unknown = format!("{}<!-- generated:other -->\n<!-- /generated:other -->\n", docs.text);
+        let unknown = format!(
+            "{}<!-- generated:other -->\n<!-- /generated:other -->\n",
+            docs.text
+        );
         std::fs::write(&docs.page, unknown).unwrap();
-        let e = update_pages(&read(&found), &blocks).unwrap_err().to_string();
+        let e = update_pages(&read(&found), &blocks)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("results.md") && e.contains("`other`"), "{e}");
     }
 
@@ -1779,7 +1787,11 @@ rows = [["a", "1.50"]]
             let text = std::fs::read_to_string(p).unwrap();
             for id in marked_ids(&text) {
                 block_content(&text, &id, p).unwrap();
-                assert!(ids.contains(&id), "{} holds `{id}`, which no [[readme]] describes", p.display());
+                assert!(
+                    ids.contains(&id),
+                    "{} holds `{id}`, which no [[readme]] describes",
+                    p.display()
+                );
                 marked.push(id);
             }
         }

@@ -26,7 +26,7 @@
 //! frozen MiniLM, which never saw those tokens, it costs more than the head can win back.
 //! On the held-out SQuAD articles (TF-IDF top-100 re-ranked) raw 384-d MaxSim falls from
 //! MRR@10 0.883 to 0.579 with the markers, and a d = 128 head trained with them reaches
-//! 0.707, while the untrained PCA head without them already scores 0.877 (README,
+//! 0.707, while the untrained PCA head without them already scores 0.875 (`docs/report003.md`,
 //! "Trained ColBERT projections"). ColBERT fine-tunes the encoder with its markers; this
 //! head cannot.
 //!
@@ -38,7 +38,7 @@
 //! milliseconds. So the token vectors of every training text are computed once (with
 //! the markers, [`TokenVectors`], cached on disk by content) and only `W` is trained:
 //! the sweep over `d` reuses one cache. ColBERT proper fine-tunes BERT too; this is the
-//! substitution, named in names (`minilm-proj{d}-…-qd{N_q}`) and the README.
+//! substitution, named in names (`minilm-proj{d}-…-qd{N_q}`) and in `docs/reports.md`.
 //!
 //! The trained `W` is saved as `linear.weight` in `projection.safetensors` under
 //! `data/cache/colbert/<key>/`, which [`Projection::load`] reads as any ColBERT

@@ -71,7 +71,7 @@ pub enum Requantize {
 impl Requantize {
     /// The decision for this machine. `Auto` requantises: on the development machine
     /// (AVX-512 VNNI, 2 cores) Q8_0 decoded faster than the Q4_1 / Q5_0 kernels (numbers in
-    /// the module's README section and `bench_llm`).
+    /// `docs/readers.md` and `bench_llm`).
     pub fn resolve(self) -> bool {
         match self {
             Requantize::Auto | Requantize::Always => true,
