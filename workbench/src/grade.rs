@@ -1255,7 +1255,7 @@ pub fn update_pages(
         let new = replace_blocks(text, &here, page)?;
         let mut checks = Vec::with_capacity(here.len());
         for (id, table) in &here {
-            placed.insert(id.as_str());
+            placed.insert(id.clone());
             checks.push(BlockCheck {
                 page: page.clone(),
                 id: id.clone(),
@@ -1268,7 +1268,7 @@ pub fn update_pages(
             blocks: checks,
         });
     }
-    if let Some((id, _)) = blocks.iter().find(|(id, _)| !placed.contains(id.as_str())) {
+    if let Some((id, _)) = blocks.iter().find(|(id, _)| !placed.contains(id)) {
         let names: Vec<String> = pages.iter().map(|(p, _)| p.display().to_string()).collect();
         return Err(Error::bad_input(
             pages.first().map_or_else(|| PathBuf::from("README.md"), |(p, _)| p.clone()),
