@@ -2,6 +2,8 @@
 
     python3 scripts/test_check_notebook.py
 """
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -11,7 +13,9 @@ import tempfile
 import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "notebooks"))
 import check_notebook  # noqa: E402
+import make_notebooks  # noqa: E402
 
 # A panic as evcxr shows it: Rust's panic message on the stderr stream, no error output.
 PANIC = ("thread '<unnamed>' panicked at /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/"
@@ -125,6 +129,101 @@ class CheckNotebook(unittest.TestCase):
                 if status:
                     self.assertIn("FAILED", run.stdout)
                     self.assertIn("cell 1 ", run.stdout)
+
+
+SOURCE = """CELLS = [
+    ("markdown", "# t"),
+    ("code", "let x = 1;\\nx + 1", "figure"),
+]
+"""
+
+
+class CommittedNotebooks(unittest.TestCase):
+    """make_notebooks.py: writing keeps outputs only for unchanged cells; --adopt stamps; --check."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.here = pathlib.Path(self.tmp.name)
+        (self.here / "src").mkdir()
+        (self.here / "src" / "t.py").write_text(SOURCE)
+        self.runs = self.here / "runs"
+        self.runs.mkdir()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def executed(self, edit=None):
+        """An executed copy of t.ipynb as nbconvert writes it (outputs, counts, timing metadata)."""
+        cells = make_notebooks.cells_from_source(self.here / "src" / "t.py")
+        for c in cells:
+            if c["cell_type"] == "code":
+                c["execution_count"] = 1
+                c["outputs"] = [display("image/png", "iVBORw0KGgo=")]
+                c["metadata"]["execution"] = {"iopub.execute_input": "2026-11-26T00:00:00Z"}
+        if edit:
+            edit(cells)
+        (self.runs / "t.ipynb").write_text(json.dumps(make_notebooks.notebook(cells)))
+
+    def committed(self):
+        return json.loads((self.here / "t.ipynb").read_text())
+
+    def test_fresh_notebook_is_not_executed(self):
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.write(self.here)
+        found = make_notebooks.check(self.here)
+        self.assertEqual(len(found), 1)
+        self.assertIn("not executed", found[0])
+
+    def test_adopted_notebook_passes_and_keeps_outputs_on_rewrite(self):
+        self.executed()
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26"), [])
+        self.assertEqual(make_notebooks.check(self.here), [])
+        nb = self.committed()
+        self.assertEqual(nb["metadata"]["workbench"]["scale"], "quick")
+        code = nb["cells"][1]
+        self.assertEqual(code["metadata"], {"tags": ["figure"]})  # timing metadata dropped
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.write(self.here)
+        self.assertEqual(self.committed(), nb)
+
+    def test_changed_source_clears_outputs_and_fails_until_executed(self):
+        self.executed()
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26")
+        (self.here / "src" / "t.py").write_text(SOURCE.replace("x + 1", "x + 2"))
+        found = make_notebooks.check(self.here)
+        self.assertEqual(len(found), 1)
+        self.assertIn("differ from", found[0])
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.write(self.here)
+        self.assertEqual(self.committed()["cells"][1]["outputs"], [])
+        self.assertIn("not executed", make_notebooks.check(self.here)[0])
+
+    def test_outputs_from_other_cells_fail(self):
+        self.executed()
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26")
+        nb = self.committed()
+        nb["metadata"]["workbench"]["cells_sha256"] = "0" * 64
+        (self.here / "t.ipynb").write_text(json.dumps(nb))
+        found = make_notebooks.check(self.here)
+        self.assertEqual(len(found), 1)
+        self.assertIn("not stamped for these cells", found[0])
+
+    def test_adopt_refuses_a_copy_executed_from_other_sources(self):
+        self.executed(lambda cells: cells[1].update(source=["x + 3"]))
+        with contextlib.redirect_stdout(io.StringIO()):
+            found = make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26")
+        self.assertEqual(len(found), 1)
+        self.assertIn("executed from other sources", found[0])
+        self.assertFalse((self.here / "t.ipynb").exists())
+
+    def test_missing_executed_copy_is_named(self):
+        with contextlib.redirect_stdout(io.StringIO()):
+            found = make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26")
+        self.assertEqual(len(found), 1)
+        self.assertIn("no executed copy", found[0])
 
 
 if __name__ == "__main__":

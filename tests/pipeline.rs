@@ -291,6 +291,97 @@ fn tiny_config_end_to_end_with_traces_and_predictions() {
     assert_eq!(gs, ["What is", "When", "Which", "Who", "How many"]);
 }
 
+/// A reader that answers each question with a fixed raw output (sentences, lead-ins,
+/// quotes), as instruction-tuned models do.
+struct Scripted(BTreeMap<&'static str, &'static str>);
+
+impl Reader for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn read(&mut self, question: &str, passages: &[Context]) -> workbench::Result<Answer> {
+        let text = self
+            .0
+            .get(question)
+            .copied()
+            .unwrap_or("Not found.")
+            .to_string();
+        Ok(Answer {
+            abstained: AbstentionRule::default().is_abstention(&text),
+            text,
+            passage_ids: passages.iter().map(|p| p.id.clone()).collect(),
+            ..Default::default()
+        })
+    }
+}
+
+#[test]
+fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
+    let raw = BTreeMap::from([
+        (
+            "What is the capital of France?",
+            "The answer is: \"Paris\".\nParis has been the capital since 987.",
+        ),
+        ("Who wrote Hamlet?", "Hamlet was written by Shakespeare."),
+        (
+            "When did Apollo 11 land on the Moon?",
+            "Final answer: 1969.",
+        ),
+    ]);
+    let run_with = |parse: Option<workbench::read::AnswerParser>| {
+        let mut c = tiny();
+        c.cache.retrieval = false;
+        if let Some(parse) = parse {
+            c.reader.parse = parse;
+        }
+        let p = Pipeline::build(c).unwrap();
+        p.run(&mut Scripted(raw.clone()), None).unwrap()
+    };
+    // Every rule off (the default): the raw output is scored.
+    let plain = run_with(None);
+    let q1 = &plain.records[0];
+    assert_eq!(q1.prediction, q1.answer);
+    assert_eq!(q1.em, 0.0);
+    // Token recall and Match credit the sentence that holds the gold; F1 barely does.
+    assert_eq!(q1.recall, 1.0);
+    assert!(q1.answer_found);
+    assert!(q1.f1 < 0.5, "{}", q1.f1);
+    // q2: "Shakespeare" is one of the golds, so recall is 1; q4 abstains: 0.
+    assert_eq!(plain.records[1].recall, 1.0);
+    assert_eq!(plain.records[3].recall, 0.0);
+
+    // The short-answer preset: q1 and q3 become exact matches; the raw answers stay.
+    let short = run_with(Some(workbench::read::AnswerParser::short()));
+    let by_id: BTreeMap<&str, _> = short.records.iter().map(|r| (r.id.as_str(), r)).collect();
+    assert_eq!(by_id["q1"].prediction, "Paris");
+    assert_eq!(by_id["q1"].answer, raw["What is the capital of France?"]);
+    assert_eq!((by_id["q1"].em, by_id["q3"].em), (1.0, 1.0));
+    assert_eq!(by_id["q3"].prediction, "1969");
+    // The sentence without a lead-in is kept whole (its first line).
+    assert_eq!(by_id["q2"].prediction, "Hamlet was written by Shakespeare");
+    let (sp, ss) = (plain.summary(), short.summary());
+    assert!(ss.em > sp.em, "{} vs {}", ss.em, sp.em);
+    let recall: f64 = short.records.iter().map(|r| r.recall).sum::<f64>() / 5.0 * 100.0;
+    assert!((ss.recall - recall).abs() < 1e-9);
+
+    // Files: SQuAD predictions are the parsed answers, raw_predictions.json the outputs.
+    let dir = tempfile::tempdir().unwrap();
+    short.write(dir.path()).unwrap();
+    let preds = read_predictions(&dir.path().join("predictions.json")).unwrap();
+    assert_eq!(preds["q1"], "Paris");
+    let raws = read_predictions(&dir.path().join("raw_predictions.json")).unwrap();
+    assert_eq!(raws["q1"], raw["What is the capital of France?"]);
+    assert_eq!(raws["q5"], "Not found.");
+    let csv = std::fs::read_to_string(dir.path().join("per_question.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",recall,"), "{csv}");
+    // Paired tests take the lenient scores too; an unknown metric is named.
+    assert_eq!(short.per_query("match").unwrap()["q1"], 1.0);
+    assert_eq!(short.per_query("recall").unwrap()["q5"], 0.0);
+    let e = short.per_query("bleu").unwrap_err().to_string();
+    assert!(e.contains("bleu") && e.contains("recall"), "{e}");
+}
+
 #[test]
 fn reader_drops_are_traced_and_context_precision_uses_kept_passages() {
     let mut c = tiny();

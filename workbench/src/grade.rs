@@ -169,7 +169,7 @@ pub struct ReadmeTable {
 }
 
 /// A note under a generated table: `text` with `{}` replaced by the JSON value at
-/// `pointer` in `file`; left out when the pointer does not exist.
+/// `pointer` in `file`. A pointer the file does not have is an error naming both.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Note {
@@ -1017,7 +1017,7 @@ fn show_json(v: &Value) -> String {
 }
 
 /// The Markdown of one generated table: the CSV's columns except `drop`, headers renamed,
-/// then a line naming the source file and the notes whose fields exist.
+/// then a line naming the source file and its notes.
 pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<String> {
     let dir = results_dir.join(&spec.result);
     let path = dir.join(&spec.file);
@@ -1065,9 +1065,16 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
                 serde_json::from_str(&text).map_err(|e| Error::bad_input(&p, e.to_string()))?;
             jsons.insert(n.file.as_str(), v);
         }
-        if let Some(v) = jsons[n.file.as_str()].pointer(&n.pointer) {
-            notes.push(n.text.replacen("{}", &show_json(v), 1));
-        }
+        let Some(v) = jsons[n.file.as_str()].pointer(&n.pointer) else {
+            return Err(Error::bad_input(
+                dir.join(&n.file),
+                format!(
+                    "generated table `{}` has the note `{}`, but the file has no `{}`",
+                    spec.id, n.text, n.pointer
+                ),
+            ));
+        };
+        notes.push(n.text.replacen("{}", &show_json(v), 1));
     }
     let mut source = format!(
         "Generated from `data/results/{}/{}`",
@@ -1384,7 +1391,6 @@ drop = ["seconds"]
 rename = { system = "run" }
 notes = [
   { file = "manifest.json", pointer = "/summary/passages", text = "{} passages" },
-  { file = "config.json", pointer = "/args/nothing", text = "absent {}" },
   { file = "config.json", pointer = "/args/k", text = "k = {}" },
 ]
 "#;
@@ -1687,6 +1693,16 @@ rows = [["a", "1.50"]]
             .unwrap_err()
             .to_string();
         assert!(e.contains("metrics.csv") && e.contains("`recall`"), "{e}");
+        // A note whose field the result lacks is an error naming the file and the pointer.
+        let mut spec = c.readme[0].clone();
+        spec.notes[1].pointer = "/args/nothing".into();
+        let e = render_readme_table(&spec, tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("config.json") && e.contains("`/args/nothing`") && e.contains("k = {}"),
+            "{e}"
+        );
         // No result: an error naming the missing file.
         let e = render_readme_table(&c.readme[0], &tmp.path().join("none"))
             .unwrap_err()

@@ -1,4 +1,4 @@
-//! Answer metrics: SQuAD exact match and token F1, DPR-style answer recall.
+//! Answer metrics: SQuAD exact match and token F1, token recall, DPR-style answer recall.
 //!
 //! [`normalize_answer`], [`exact_match`] and [`f1`] are a port of the official
 //! SQuAD v2.0 evaluation script (`evaluate-v2.0.py`: `normalize_answer`,
@@ -124,6 +124,25 @@ pub fn f1<S: AsRef<str>>(pred: &str, golds: &[S]) -> f64 {
     effective_golds(golds)
         .iter()
         .map(|g| f1_one(&pred_toks, &answer_tokens(g)))
+        .fold(0.0, f64::max)
+}
+
+/// Token recall: the share of the best gold answer's normalised tokens that the
+/// prediction holds (multiset intersection, as in [`f1`]), maximised over golds: BERGEN's
+/// `Recall`, a lenient score for sentence answers, where F1's precision punishes every
+/// extra word. A gold with no tokens (unanswerable) scores 1.0 for a prediction with none
+/// and 0.0 otherwise, as in [`f1`].
+pub fn token_recall<S: AsRef<str>>(pred: &str, golds: &[S]) -> f64 {
+    let pred_toks = answer_tokens(pred);
+    effective_golds(golds)
+        .iter()
+        .map(|g| {
+            let gold = answer_tokens(g);
+            if gold.is_empty() || pred_toks.is_empty() {
+                return if pred_toks == gold { 1.0 } else { 0.0 };
+            }
+            common_tokens(&pred_toks, &gold).len() as f64 / gold.len() as f64
+        })
         .fold(0.0, f64::max)
 }
 
@@ -672,6 +691,21 @@ mod tests {
         // Prediction that normalises to nothing against a real answer.
         assert_eq!(f1("the", &["paris"]), 0.0);
         assert_eq!(exact_match("", &["paris"]), 0.0);
+    }
+
+    #[test]
+    fn token_recall_by_hand() {
+        // A sentence answer holds every gold token: recall 1, F1 only 2·(2/9)·1/(2/9+1).
+        let sentence = "The Eiffel Tower is the tallest structure in Paris.";
+        assert_eq!(token_recall(sentence, &["Eiffel Tower"]), 1.0);
+        assert!(f1(sentence, &["Eiffel Tower"]) < 0.5);
+        // Half of the gold's tokens, max over golds, multiset counts.
+        assert_eq!(token_recall("New York", &["New Jersey"]), 0.5);
+        assert_eq!(token_recall("New York", &["Boston", "New Jersey"]), 0.5);
+        assert_eq!(token_recall("to be", &["to to be be"]), 0.5);
+        assert_eq!(token_recall("", &["paris"]), 0.0);
+        assert_eq!(token_recall("", &NONE), 1.0);
+        assert_eq!(token_recall("paris", &NONE), 0.0);
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! {"id": "q7", "group": "Who", "question": "who painted the mona lisa", "answer": ["Leonardo da Vinci"]}
 //! ```
 //!
-//! - `question` (string) and `answer` (list of strings) are required; other fields
-//!   (`def_correct_predictions`, …) are ignored, as in [`super::nq_open`];
+//! - `question` (string) and `answer` (list of strings) are required; FlashRAG's layout,
+//!   `{"id", "question", "golden_answers"}`, is read too (`golden_answers` is `answer`; a
+//!   line with both is an error); other fields (`def_correct_predictions`, FlashRAG's
+//!   `metadata`, …) are ignored, as in [`super::nq_open`];
 //! - `id` (string or integer) is optional; a record without one gets `line-{N}` (`N` its
 //!   1-based line in the file), so ids stay stable when lines are added at the end;
 //! - `group` (string) is optional: a question group given by the file, which takes
@@ -70,6 +72,7 @@ enum RawId {
 #[derive(Deserialize)]
 struct Record {
     question: String,
+    #[serde(alias = "golden_answers")]
     answer: Vec<String>,
     #[serde(default)]
     id: Option<RawId>,
@@ -174,6 +177,22 @@ mod tests {
         let mut f = tempfile::NamedTempFile::new().unwrap();
         f.write_all(s.as_bytes()).unwrap();
         f
+    }
+
+    #[test]
+    fn flashrag_golden_answers_are_answers() {
+        let f = write(
+            "{\"id\": \"test_0\", \"question\": \"who wrote hamlet\", \"golden_answers\": [\"Shakespeare\"], \"metadata\": {}}\n",
+        );
+        let s = load(f.path(), BadRecords::Error).unwrap();
+        assert_eq!(s.questions[0].id, "test_0");
+        assert_eq!(s.questions[0].answers, ["Shakespeare"]);
+        let both =
+            write("{\"question\": \"q\", \"answer\": [\"a\"], \"golden_answers\": [\"b\"]}\n");
+        let e = load(both.path(), BadRecords::Error)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(":1:") && e.contains("answer"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!
 //! [corpus]                            # needed when there is a retriever
 //! kind = "jsonl"                      # jsonl | text-dir | rag-mini | squad | wikipedia   default "jsonl"
+//!                                     # jsonl: {"id","title"?,"text"} or FlashRAG's {"id","contents"}
 //! path = "tests/data/pipeline/corpus.jsonl"   # a file or folder …          default ""
 //! asset = ""                          # … or an asset of data/assets.toml   default ""
 //!
@@ -58,9 +59,15 @@
 //! seed = 42                           #                                      default 42
 //! [reader.abstention]                 # read::AbstentionRule                 default its defaults
 //! phrases = ["not found"]
+//! [reader.parse]                      # read::AnswerParser: the scored answer out of the raw output
+//! first_line = true                   #                                      default false
+//! final_marker = "final answer:"      # text after its last occurrence       default "" (off)
+//! lead_ins = ["the answer is", "answer"]   # whole words, optional colon    default []
+//! strip_quotes = true                 #                                      default false
+//! strip_final_punctuation = true      #                                      default false
 //!
 //! [questions]
-//! kind = "jsonl"                      # jsonl (NQ-open layout) | rag-mini | squad   default "jsonl"
+//! kind = "jsonl"                      # jsonl (NQ-open layout or FlashRAG's golden_answers) | rag-mini | squad
 //! path = "tests/data/pipeline/questions.jsonl"  # or asset                  default ""
 //! asset = ""                          #                                      default ""
 //! on_bad_record = "error"             # error | skip (counted)               default "error"
@@ -85,7 +92,7 @@
 
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::load::question_set::BadRecords;
-use crate::read::AbstentionRule;
+use crate::read::{AbstentionRule, AnswerParser};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -426,6 +433,9 @@ pub struct ReaderConfig {
     pub seed: u64,
     /// Which answers are abstentions. Default [`AbstentionRule::default`].
     pub abstention: AbstentionRule,
+    /// How the scored answer is taken out of the raw output ([`AnswerParser`]). Default:
+    /// every rule off (the raw output is scored).
+    pub parse: AnswerParser,
 }
 
 impl Default for ReaderConfig {
@@ -442,6 +452,7 @@ impl Default for ReaderConfig {
             top_p: 1.0,
             seed: 42,
             abstention: AbstentionRule::default(),
+            parse: AnswerParser::default(),
         }
     }
 }

@@ -105,17 +105,40 @@ pub struct Pipeline {
     template: PromptTemplate,
 }
 
-/// A JSONL corpus line.
+/// A JSONL corpus line: `{"id", "title"?, "text"}`, or FlashRAG's `{"id", "contents"}`.
 #[derive(serde::Deserialize)]
 struct DocLine {
     id: serde_json::Value,
     #[serde(default)]
     title: String,
-    text: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    contents: Option<String>,
 }
 
-/// Load a corpus of JSON lines `{"id", "title"?, "text"}`. Errors name the file and
-/// line: a line that does not parse, an empty id or text, an id seen before.
+/// FlashRAG's `contents`, `{title}\n{text}`, as (title, text): the title is its first
+/// line with one pair of surrounding double quotes removed (FlashRAG's Wikipedia corpus
+/// writes `"Aaron"`); without a newline the whole field is the text.
+pub fn split_contents(contents: &str) -> (String, String) {
+    match contents.split_once('\n') {
+        None => (String::new(), contents.to_string()),
+        Some((first, rest)) => {
+            let t = first.trim();
+            let t = t
+                .strip_prefix('"')
+                .and_then(|t| t.strip_suffix('"'))
+                .unwrap_or(t);
+            (t.to_string(), rest.to_string())
+        }
+    }
+}
+
+/// Load a corpus of JSON lines. Each line is `{"id", "title"?, "text"}` or, in FlashRAG's
+/// layout, `{"id", "contents"}` with `contents` = `{title}\n{text}` ([`split_contents`]);
+/// a line with both `text` and `contents` uses `text` and `title`. Other fields are
+/// ignored. Errors name the file and line: a line that does not parse, neither `text` nor
+/// `contents`, an empty id or text, an id seen before.
 pub fn load_jsonl_corpus(path: &Path) -> Result<Vec<Document>> {
     let lines: Vec<DocLine> = crate::load::read_jsonl(path)?;
     let mut seen = std::collections::HashSet::new();
@@ -133,7 +156,19 @@ pub fn load_jsonl_corpus(path: &Path) -> Result<Vec<Document>> {
                 ))
             }
         };
-        if id.trim().is_empty() || d.text.trim().is_empty() {
+        let (title, text) = match (d.text, d.contents) {
+            (Some(text), _) => (d.title, text),
+            (None, Some(contents)) => split_contents(&contents),
+            (None, None) => {
+                return Err(Error::record(
+                    path,
+                    "record",
+                    i + 1,
+                    format!("document `{id}` has neither `text` nor FlashRAG's `contents`"),
+                ))
+            }
+        };
+        if id.trim().is_empty() || text.trim().is_empty() {
             return Err(Error::record(
                 path,
                 "record",
@@ -149,7 +184,7 @@ pub fn load_jsonl_corpus(path: &Path) -> Result<Vec<Document>> {
                 format!("duplicate document id `{id}`"),
             ));
         }
-        out.push(Document::new(id, d.title, d.text));
+        out.push(Document::new(id, title, text));
     }
     if out.is_empty() {
         return Err(Error::bad_input(path, "no documents"));
@@ -728,7 +763,7 @@ impl Pipeline {
             let prediction = if answer.abstained {
                 String::new()
             } else {
-                answer.text.clone()
+                self.config.reader.parse.parse(&answer.text)
             };
             let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
             let cp =
@@ -765,6 +800,7 @@ impl Pipeline {
                 prediction: prediction.clone(),
                 em: qa::exact_match(&prediction, &q.answers),
                 f1: qa::f1(&prediction, &q.answers),
+                recall: qa::token_recall(&prediction, &q.answers),
                 answer_found,
                 context_precision: cp.as_ref().map(|c| c.precision),
                 context_average_precision: cp.as_ref().map(|c| c.average_precision),
@@ -794,5 +830,57 @@ impl Pipeline {
             retrieval_cache: cache_status,
             records,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn corpus(lines: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(lines.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn flashrag_contents_split_into_title_and_text() {
+        let f = corpus(
+            "{\"id\": \"0\", \"contents\": \"\\\"Aaron\\\"\\nAaron is a prophet.\\nHe spoke.\"}\n\
+             {\"id\": 1, \"contents\": \"No title here.\"}\n\
+             {\"id\": \"2\", \"contents\": \"\\nText after an empty title.\"}\n\
+             {\"id\": \"3\", \"title\": \"T\", \"text\": \"own text\", \"contents\": \"X\\nignored\"}\n",
+        );
+        let docs = load_jsonl_corpus(f.path()).unwrap();
+        let got: Vec<(&str, &str, &str)> = docs
+            .iter()
+            .map(|d| (d.id.as_str(), d.title.as_str(), d.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("0", "Aaron", "Aaron is a prophet.\nHe spoke."),
+                ("1", "", "No title here."),
+                ("2", "", "Text after an empty title."),
+                ("3", "T", "own text"),
+            ]
+        );
+    }
+
+    #[test]
+    fn corpus_line_without_text_is_named() {
+        let f = corpus("{\"id\": \"a\", \"text\": \"x\"}\n{\"id\": \"b\", \"body\": \"y\"}\n");
+        let e = load_jsonl_corpus(f.path()).unwrap_err().to_string();
+        assert!(
+            e.contains(&f.path().display().to_string())
+                && e.contains('2')
+                && e.contains("`b`")
+                && e.contains("contents"),
+            "{e}"
+        );
+        let f = corpus("{\"id\": \"a\", \"contents\": \"Title only\\n  \"}\n");
+        let e = load_jsonl_corpus(f.path()).unwrap_err().to_string();
+        assert!(e.contains("empty `id` or `text`"), "{e}");
     }
 }

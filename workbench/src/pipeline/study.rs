@@ -327,7 +327,8 @@ pub fn significance_table() -> Table {
     )
 }
 
-/// Paired tests of `system` against `baseline` on EM and F1 per question (two rows of
+/// Paired tests of `system` against `baseline` per question on EM, F1, Match (the
+/// prediction contains a gold answer, 0 or 1) and token recall (four rows of
 /// [`significance_table`]), `trials` randomisation / bootstrap trials, `seed`.
 #[allow(clippy::too_many_arguments)]
 pub fn push_comparisons(
@@ -338,7 +339,7 @@ pub fn push_comparisons(
     trials: usize,
     seed: u64,
 ) -> Result<()> {
-    for metric in ["em", "f1"] {
+    for metric in ["em", "f1", "match", "recall"] {
         let c = significance::compare(
             &run.per_query(metric)?,
             &base.per_query(metric)?,
@@ -357,14 +358,18 @@ pub fn push_comparisons(
     Ok(())
 }
 
-/// The first columns of a study's details table: abstentions counted apart.
-pub const ANSWERED_COLUMNS: [&str; 6] = [
+/// The first columns of a study's details table: abstentions counted apart, then the
+/// lenient scores of every question: Match (the prediction contains a gold answer under
+/// the run's answer-match rule) and token recall, in percent.
+pub const ANSWERED_COLUMNS: [&str; 8] = [
     "system",
     "questions",
     "answered",
     "abstained",
     "EM (answered)",
     "F1 (answered)",
+    "Match (%)",
+    "token recall (%)",
 ];
 
 /// The [`ANSWERED_COLUMNS`] cells of one run.
@@ -377,6 +382,8 @@ pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
         s.abstained.to_string(),
         o(s.em_answered),
         o(s.f1_answered),
+        format!("{:.2}", s.answer_found),
+        format!("{:.2}", s.recall),
     ]
 }
 

@@ -7,9 +7,10 @@
 //! |---|---|
 //! | `traces.jsonl` | one [`TraceRecord`] per line, in question order |
 //! | `predictions.json` | `{question id: prediction}`, `""` for an abstention: the predictions file of the official SQuAD v2.0 script (`evaluate-v2.0.py data.json predictions.json`) |
+//! | `raw_predictions.json` | `{question id: the reader's raw output}`, before answer parsing and abstention |
 //! | `summary.json` | the [`Summary`] |
 //! | `summary.md` | the summary as a Markdown table |
-//! | `per_question.csv` | id, group, em, f1, abstained, context precision, times |
+//! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), context precision, times |
 //! | `config.toml` | the resolved configuration (every default written out) |
 //! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
 
@@ -85,16 +86,21 @@ pub struct TraceRecord {
     pub dropped: Vec<String>,
     /// The prompt, when the reader exposes it.
     pub prompt: Option<String>,
-    /// The reader's answer text.
+    /// The reader's raw output.
     pub answer: String,
     /// Whether the answer is an abstention.
     pub abstained: bool,
-    /// What is scored and written to the predictions: the answer, `""` for an abstention.
+    /// What is scored and written to the predictions: the answer parsed by the reader's
+    /// `parse` rules (`read::AnswerParser`; the raw answer when they are all off), `""`
+    /// for an abstention.
     pub prediction: String,
     /// SQuAD exact match of the prediction, 0 or 1.
     pub em: f64,
     /// SQuAD token F1 of the prediction, 0–1.
     pub f1: f64,
+    /// Token recall of the prediction (`evaluate::qa::token_recall`), 0–1.
+    #[serde(default)]
+    pub recall: f64,
     /// Whether the prediction contains a gold answer under the run's answer-match rule
     /// (the score that makes sense for regex answers).
     pub answer_found: bool,
@@ -171,6 +177,9 @@ pub struct Summary {
     pub f1_answered: Option<f64>,
     /// Share of predictions containing a gold answer (answer-match rule), percent.
     pub answer_found: f64,
+    /// Mean token recall over every question, percent.
+    #[serde(default)]
+    pub recall: f64,
     /// Mean context precision over scored questions.
     pub context_precision: Option<f64>,
     /// Mean rank-aware context precision.
@@ -228,6 +237,7 @@ impl Summary {
                 "gold answer in prediction (%)",
                 f(Some(self.answer_found), 2),
             ),
+            ("token recall (%)", f(Some(self.recall), 2)),
             ("context precision", f(self.context_precision, 3)),
             (
                 "context precision, rank-aware (AP)",
@@ -289,6 +299,7 @@ impl PipelineRun {
             em_answered: mean(answered.iter().map(|x| x.em)).map(|v| 100.0 * v),
             f1_answered: mean(answered.iter().map(|x| x.f1)).map(|v| 100.0 * v),
             answer_found: 100.0 * r.iter().filter(|x| x.answer_found).count() as f64 / n,
+            recall: 100.0 * r.iter().map(|x| x.recall).sum::<f64>() / n,
             context_precision: mean(r.iter().filter_map(|x| x.context_precision)),
             context_average_precision: mean(r.iter().filter_map(|x| x.context_average_precision)),
             context_scored: r.iter().filter(|x| x.context_precision.is_some()).count(),
@@ -323,7 +334,8 @@ impl PipelineRun {
             .collect()
     }
 
-    /// Per-question values of `em` or `f1` keyed by id, for the paired tests of
+    /// Per-question values of `em`, `f1`, `recall` or `match` (1 when the prediction
+    /// contains a gold answer) keyed by id, for the paired tests of
     /// `evaluate::significance`.
     pub fn per_query(&self, metric: &str) -> Result<BTreeMap<String, f64>> {
         self.records
@@ -331,9 +343,11 @@ impl PipelineRun {
             .map(|r| match metric {
                 "em" => Ok((r.id.clone(), r.em)),
                 "f1" => Ok((r.id.clone(), r.f1)),
+                "recall" => Ok((r.id.clone(), r.recall)),
+                "match" => Ok((r.id.clone(), if r.answer_found { 1.0 } else { 0.0 })),
                 other => Err(Error::param(
                     "metric",
-                    format!("`{other}`: choose `em` or `f1`"),
+                    format!("`{other}`: choose `em`, `f1`, `recall` or `match`"),
                 )),
             })
             .collect()
@@ -358,6 +372,15 @@ impl PipelineRun {
             "predictions.json",
             serde_json::to_string_pretty(&self.predictions())?.as_bytes(),
         )?;
+        let raw: BTreeMap<&str, &str> = self
+            .records
+            .iter()
+            .map(|r| (r.id.as_str(), r.answer.as_str()))
+            .collect();
+        write(
+            "raw_predictions.json",
+            serde_json::to_string_pretty(&raw)?.as_bytes(),
+        )?;
         let s = self.summary();
         write("summary.json", serde_json::to_string_pretty(&s)?.as_bytes())?;
         write("summary.md", s.to_table().to_markdown().as_bytes())?;
@@ -371,6 +394,7 @@ impl PipelineRun {
             "group",
             "em",
             "f1",
+            "recall",
             "abstained",
             "answer_found",
             "context_precision",
@@ -389,6 +413,7 @@ impl PipelineRun {
                 r.group.clone(),
                 format!("{}", r.em),
                 format!("{:.6}", r.f1),
+                format!("{:.6}", r.recall),
                 r.abstained.to_string(),
                 r.answer_found.to_string(),
                 o(r.context_precision),

@@ -9,6 +9,7 @@
 //! | module | reader | feature |
 //! |---|---|---|
 //! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
+//! | [`parse`] | [`AnswerParser`]: the scored answer taken out of a generative reader's raw output | – |
 //! | [`generative`] | GGUF language models (qwen2, llama) on candle: tokenizer, chat template, decoding, [`generative::GenerativeReader`] | `llm` |
 //! | [`extractive`] | `ExtractiveReader`: a question-answering model (BERT / DistilBERT / RoBERTa `*ForQuestionAnswering`), sliding windows, n-best spans with a null score, evidence offsets | `dense` |
 //!
@@ -28,6 +29,9 @@
 pub mod extractive;
 #[cfg(feature = "llm")]
 pub mod generative;
+pub mod parse;
+
+pub use parse::AnswerParser;
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -269,7 +273,7 @@ fn is_word_char(c: char) -> bool {
 
 /// `text` after its prefix `prefix` (lowercase), compared case-insensitively, when the
 /// prefix ends at a word boundary of `text`.
-fn strip_words<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+pub(crate) fn strip_words<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
     let mut want = prefix.chars();
     let mut last = None;
     for (i, c) in text.char_indices() {

@@ -1,0 +1,261 @@
+//! Answer parsing: the scored answer taken out of a generative reader's raw output.
+//!
+//! Instruction-tuned models answer in sentences ("The answer is Paris.") where the gold
+//! answers are spans ("Paris"). Toolkits that report EM for generative readers parse the
+//! output before scoring and keep the raw one (FlashRAG prompts for the answer only and
+//! parses it; BERGEN scores a containment match beside EM). [`AnswerParser`] is that step:
+//! the pipeline keeps the raw output in its traces (`answer`) and scores the parsed one
+//! (`prediction`).
+//!
+//! The rules apply in this order, each only when switched on:
+//! 1. `final_marker`: the text after the **last** occurrence of a marker such as
+//!    `"Final answer:"` (case-insensitive); unchanged when the marker does not occur;
+//! 2. `first_line`: the first non-blank line;
+//! 3. `lead_ins`: a leading phrase such as "The answer is" or "Answer:" (whole words,
+//!    case-insensitive, an optional colon after it), removed repeatedly;
+//! 4. `strip_quotes`: surrounding quotes, backticks and `*` / `_` emphasis, in pairs;
+//! 5. `strip_final_punctuation`: trailing `.`, `!`, `?`, `;`, `,`, `:` (4 and 5 repeat until
+//!    neither changes the text, so "`42`." and "\"Paris.\"" both give the bare answer).
+//!
+//! Whitespace is trimmed after each rule that is on. A parse that would leave nothing
+//! keeps the text before that rule (a reader that answered "Answer:" is scored on
+//! "Answer:", not on an empty string that would look like an abstention).
+//!
+//! [`AnswerParser::default`] switches every rule off: the prediction is the raw output,
+//! character for character. [`AnswerParser::short`] is the preset for short-answer prompts.
+
+use serde::{Deserialize, Serialize};
+
+/// Which parsing rules apply (see the [module docs](self)). Default: none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnswerParser {
+    /// Keep the text after the last occurrence of this marker (case-insensitive). Empty:
+    /// off.
+    pub final_marker: String,
+    /// Keep the first non-blank line.
+    pub first_line: bool,
+    /// Leading phrases to remove (lowercase; whole words; an optional colon after them).
+    pub lead_ins: Vec<String>,
+    /// Remove surrounding quotes, backticks and `*` / `_` emphasis.
+    pub strip_quotes: bool,
+    /// Remove trailing `.`, `!`, `?`, `;`, `,`, `:`.
+    pub strip_final_punctuation: bool,
+}
+
+impl AnswerParser {
+    /// The short-answer preset: the text after `Final answer:` if present, its first line,
+    /// without a lead-in ("the answer is", "final answer", "short answer", "answer"),
+    /// surrounding quotes or final punctuation.
+    pub fn short() -> Self {
+        AnswerParser {
+            final_marker: "final answer:".into(),
+            first_line: true,
+            lead_ins: ["the answer is", "final answer", "short answer", "answer"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            strip_quotes: true,
+            strip_final_punctuation: true,
+        }
+    }
+
+    /// Whether every rule is off (the parse is the identity).
+    pub fn is_identity(&self) -> bool {
+        *self == AnswerParser::default()
+    }
+
+    /// The scored answer of `raw` under these rules.
+    pub fn parse(&self, raw: &str) -> String {
+        if self.is_identity() {
+            return raw.to_string();
+        }
+        let mut s: &str = raw.trim();
+        if let Some(after) = after_last_marker(s, &self.final_marker) {
+            if !after.trim().is_empty() {
+                s = after.trim();
+            }
+        }
+        if self.first_line {
+            if let Some(line) = s.lines().map(str::trim).find(|l| !l.is_empty()) {
+                s = line;
+            }
+        }
+        loop {
+            let stripped = self.lead_ins.iter().find_map(|lead| {
+                super::strip_words(s, &lead.to_lowercase()).map(|rest| {
+                    rest.trim_start()
+                        .strip_prefix(':')
+                        .unwrap_or(rest)
+                        .trim_start()
+                })
+            });
+            match stripped {
+                Some(rest) if !rest.is_empty() && rest.len() < s.len() => s = rest,
+                _ => break,
+            }
+        }
+        // Quotes and final punctuation nest either way ("`42`." and "\"Paris.\""): strip
+        // both until neither changes the text.
+        loop {
+            let before = s;
+            if self.strip_quotes {
+                s = strip_pairs(s);
+            }
+            if self.strip_final_punctuation {
+                let t = s
+                    .trim_end_matches(['.', '!', '?', ';', ',', ':'])
+                    .trim_end();
+                if !t.is_empty() {
+                    s = t;
+                }
+            }
+            if s == before {
+                break;
+            }
+        }
+        s.to_string()
+    }
+}
+
+/// The text after the last case-insensitive occurrence of `marker` in `s`.
+fn after_last_marker<'a>(s: &'a str, marker: &str) -> Option<&'a str> {
+    let marker = marker.to_lowercase();
+    if marker.is_empty() {
+        return None;
+    }
+    // Lowercasing can change byte lengths; search char boundaries of the original text.
+    let mut found = None;
+    for (i, _) in s.char_indices() {
+        let rest = &s[i..];
+        let mut want = marker.chars();
+        let mut end = None;
+        for (j, c) in rest.char_indices() {
+            let mut ok = true;
+            for l in c.to_lowercase() {
+                if want.next() != Some(l) {
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok {
+                break;
+            }
+            if want.as_str().is_empty() {
+                end = Some(i + j + c.len_utf8());
+                break;
+            }
+        }
+        if let Some(e) = end {
+            found = Some(e);
+        }
+    }
+    found.map(|e| &s[e..])
+}
+
+/// `s` without surrounding quote or emphasis pairs (`"…"`, `'…'`, `` `…` ``, `*…*`,
+/// `_…_`, `“…”`, `‘…’`), removed while the text inside is not empty.
+fn strip_pairs(mut s: &str) -> &str {
+    const PAIRS: [(char, char); 7] = [
+        ('"', '"'),
+        ('\'', '\''),
+        ('`', '`'),
+        ('*', '*'),
+        ('_', '_'),
+        ('\u{201C}', '\u{201D}'),
+        ('\u{2018}', '\u{2019}'),
+    ];
+    loop {
+        let inner = PAIRS.iter().find_map(|&(open, close)| {
+            s.strip_prefix(open)
+                .and_then(|r| r.strip_suffix(close))
+                .map(str::trim)
+        });
+        match inner {
+            Some(i) if !i.is_empty() => s = i,
+            _ => return s,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_the_identity() {
+        let p = AnswerParser::default();
+        for raw in ["", "  Paris.\n", "The answer is \"Paris\"."] {
+            assert_eq!(p.parse(raw), raw);
+        }
+    }
+
+    #[test]
+    fn short_preset_takes_the_answer_out_of_a_sentence() {
+        let p = AnswerParser::short();
+        let cases = [
+            ("The answer is Paris.", "Paris"),
+            ("Answer: \"Paris\"", "Paris"),
+            ("**Paris**\n\nParis is the capital of France.", "Paris"),
+            ("Let me think.\nFinal answer: 1889", "1889"),
+            ("FINAL ANSWER: `42`.", "42"),
+            ("“Notre Dame”", "Notre Dame"),
+            ("The answer is: The Beatles.", "The Beatles"),
+            ("\"Paris.\"", "Paris"),
+            // Lead-ins are whole words: "Answers" is not "Answer" + "s".
+            ("Answers in Genesis", "Answers in Genesis"),
+            // Nothing would be left: the text is kept.
+            ("Answer:", "Answer"),
+            ("'", "'"),
+            ("...", "..."),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(p.parse(raw), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn rules_apply_one_by_one() {
+        let p = AnswerParser {
+            first_line: true,
+            ..AnswerParser::default()
+        };
+        assert_eq!(p.parse("\n  Paris.  \nMore text"), "Paris.");
+        let p = AnswerParser {
+            final_marker: "Final answer:".into(),
+            ..AnswerParser::default()
+        };
+        assert_eq!(
+            p.parse("final answer: a. Final Answer: b"),
+            "b",
+            "the last marker counts"
+        );
+        assert_eq!(p.parse("no marker here"), "no marker here");
+        let p = AnswerParser {
+            strip_final_punctuation: true,
+            ..AnswerParser::default()
+        };
+        assert_eq!(p.parse("Washington, D.C."), "Washington, D.C");
+        // Multi-byte text around a marker and lowercase expansions do not break slicing.
+        let p = AnswerParser {
+            final_marker: "answer:".into(),
+            ..AnswerParser::default()
+        };
+        assert_eq!(p.parse("İstanbul ANSWER: İzmir"), "İzmir");
+    }
+
+    #[test]
+    fn never_panics_on_odd_text() {
+        let p = AnswerParser::short();
+        for raw in [
+            "\u{0130}\u{0130}answer",
+            "answer answer answer",
+            "\"\"",
+            "**",
+            "\n\n",
+            "a\u{0301}",
+        ] {
+            let _ = p.parse(raw);
+        }
+    }
+}
