@@ -383,6 +383,110 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
 }
 
 #[test]
+fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
+    use workbench::pipeline::study::{
+        intervals, significance_note, QaComparisons, StudyRun, StudyRuns,
+    };
+    let q = [
+        "What is the capital of France?",
+        "Who wrote Hamlet?",
+        "When did Apollo 11 land on the Moon?",
+        "Which river flows into the Mediterranean?",
+        "How many moons does Neptune have?",
+    ];
+    let answers = [
+        ["Paris", "William Shakespeare", "1969", "the Nile", "16"],
+        [
+            "Paris",
+            "Shakespeare wrote it",
+            "1969",
+            "Not found.",
+            "16 moons",
+        ],
+        ["Paris", "Marlowe", "1970", "Not found.", "Not found."],
+    ];
+    let mut runs = StudyRuns::default();
+    for (name, a) in ["perfect", "partial", "base"].iter().zip(answers) {
+        let mut c = tiny();
+        c.cache.retrieval = false;
+        let p = Pipeline::build(c).unwrap();
+        let script: BTreeMap<&'static str, &'static str> = q.iter().copied().zip(a).collect();
+        runs.0.push(StudyRun {
+            reader: "scripted-gguf".into(),
+            system: name.to_string(),
+            run: p.run(&mut Scripted(script), None).unwrap(),
+        });
+    }
+    let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();
+    let t = compared.table().unwrap();
+    // Two systems against the baseline on four metrics.
+    assert_eq!(t.rows.len(), 8);
+    let col = |name: &str| t.header.iter().position(|h| h == name).unwrap();
+    let (metric, system) = (col("metric"), col("system"));
+    let (p_raw, p_holm, mark, mde) = (
+        col("p_randomization"),
+        col("p_randomization_holm"),
+        col("mark_holm"),
+        col("mde_80"),
+    );
+    let num = |r: &Vec<String>, c: usize| r[c].parse::<f64>().unwrap();
+    for m in ["em", "f1", "match", "recall"] {
+        let fam: Vec<&Vec<String>> = t.rows.iter().filter(|r| r[metric] == m).collect();
+        assert_eq!(fam.len(), 2, "{m}");
+        // Holm over a family of two: the smaller p doubled (capped at 1), the larger at
+        // least that; never below the unadjusted p.
+        let (lo, hi) = if num(fam[0], p_raw) <= num(fam[1], p_raw) {
+            (fam[0], fam[1])
+        } else {
+            (fam[1], fam[0])
+        };
+        let want = (2.0 * num(lo, p_raw)).min(1.0);
+        assert!((num(lo, p_holm) - want).abs() < 2e-4, "{m}: {lo:?}");
+        assert!(num(hi, p_holm) >= num(lo, p_holm) - 1e-12, "{m}");
+        for r in &fam {
+            assert!(num(r, p_holm) >= num(r, p_raw) - 1e-12);
+            assert!(num(r, mde) > 0.0, "{m}: {r:?}");
+            assert_eq!(
+                r[mark],
+                workbench::evaluate::significance::marker(num(r, p_holm))
+            );
+        }
+    }
+    assert!(t.rows.iter().any(|r| r[system] == "perfect"));
+    let note = significance_note(&compared);
+    assert!(
+        note.contains("Holm") && note.contains("em ") && note.contains("recall "),
+        "{note}"
+    );
+
+    // Intervals: three systems × four metrics, each holding its mean; the perfect system's
+    // EM is 1 with a degenerate interval.
+    let iv = intervals(&runs, 999, 42).unwrap();
+    assert_eq!(iv.rows.len(), 12);
+    let c = |name: &str| iv.header.iter().position(|h| h == name).unwrap();
+    for r in &iv.rows {
+        let (m, lo, hi) = (
+            r[c("mean")].parse::<f64>().unwrap(),
+            r[c("ci95_lo")].parse::<f64>().unwrap(),
+            r[c("ci95_hi")].parse::<f64>().unwrap(),
+        );
+        assert!(lo <= m && m <= hi, "{r:?}");
+    }
+    let perfect_em = iv
+        .rows
+        .iter()
+        .find(|r| r[c("system")] == "perfect" && r[c("metric")] == "em")
+        .unwrap();
+    assert_eq!(
+        (
+            perfect_em[c("mean")].as_str(),
+            perfect_em[c("ci95_lo")].as_str()
+        ),
+        ("1.0000", "1.0000")
+    );
+}
+
+#[test]
 fn reader_drops_are_traced_and_context_precision_uses_kept_passages() {
     let mut c = tiny();
     c.cache.retrieval = false;

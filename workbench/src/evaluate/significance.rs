@@ -26,6 +26,10 @@
 //! `ChaCha8Rng::seed_from_u64(seed)`: the same inputs and seed give the same
 //! result on every platform.
 //!
+//! For a table of several comparisons, [`holm`] adjusts a family's p-values
+//! (Holm–Bonferroni), [`mean_ci95`] gives one system's bootstrap interval and
+//! [`min_detectable_difference`] the difference the run's size could detect.
+//!
 //! [`MetricResult::per_query`]: crate::evaluate::MetricResult::per_query
 
 use crate::{Error, Result};
@@ -446,6 +450,79 @@ pub fn compare(
     })
 }
 
+/// Holm–Bonferroni adjusted p-values (Holm 1979) of one family of comparisons, in the
+/// order given: with the p-values sorted ascending, `p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)
+/// p_(j))` (the step-down adjustment of R's `p.adjust(method = "holm")`). Rejecting where
+/// `p̃ < α` controls the family-wise error rate at α. An empty family gives an empty list.
+///
+/// Errors: a p-value that is not in [0, 1].
+pub fn holm(p: &[f64]) -> Result<Vec<f64>> {
+    if let Some(x) = p.iter().find(|x| !(0.0..=1.0).contains(*x)) {
+        return Err(Error::param("p", format!("p-value {x} is not in [0, 1]")));
+    }
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]).then(i.cmp(&j)));
+    let mut out = vec![0.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        out[i] = running;
+    }
+    Ok(out)
+}
+
+/// 95% percentile bootstrap interval of the mean of `values` (one system's per-question
+/// scores): `trials` resamples of n values with replacement, seeded with `seed`; the
+/// 2.5th and 97.5th percentiles of the resampled means ([`quantile`]).
+///
+/// Errors: no values, a value that is not finite, `trials == 0`.
+pub fn mean_ci95(values: &[f64], trials: usize, seed: u64) -> Result<(f64, f64)> {
+    check_trials(trials)?;
+    if values.is_empty() {
+        return Err(Error::param("values", "no values to resample"));
+    }
+    if let Some(v) = values.iter().find(|v| !v.is_finite()) {
+        return Err(Error::param("values", format!("score {v} is not finite")));
+    }
+    let n = values.len();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut means: Vec<f64> = (0..trials)
+        .map(|_| (0..n).map(|_| values[rng.gen_range(0..n)]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    Ok((quantile(&means, 0.025), quantile(&means, 0.975)))
+}
+
+/// The smallest true mean difference a paired t-test at two-sided level `alpha` detects
+/// with probability `power`, given the observed standard deviation of the paired
+/// differences and their number: `(t_{1−α/2, n−1} + t_{power, n−1}) · sd(d) / √n`
+/// (the usual normal-approximation formula with Student quantiles). It says how large a
+/// difference the run's size could have shown: a difference below it that is not
+/// significant is no evidence of equality. 0 when every difference is the same.
+///
+/// Errors: the pairing errors of the module docs; `alpha` or `power` outside (0, 1).
+pub fn min_detectable_difference(
+    a: &BTreeMap<String, f64>,
+    b: &BTreeMap<String, f64>,
+    alpha: f64,
+    power: f64,
+) -> Result<f64> {
+    for (name, v) in [("alpha", alpha), ("power", power)] {
+        if !(v > 0.0 && v < 1.0) {
+            return Err(Error::param(name, format!("{v} is not in (0, 1)")));
+        }
+    }
+    let p = Paired::new(a, b)?;
+    let Some(sd) = p.sd_diff() else {
+        return Ok(0.0);
+    };
+    let dist = StudentsT::new(0.0, 1.0, (p.n() - 1) as f64)
+        .map_err(|e| Error::param("a", format!("Student t distribution: {e}")))?;
+    let q = dist.inverse_cdf(1.0 - alpha / 2.0) + dist.inverse_cdf(power);
+    Ok(q * sd / (p.n() as f64).sqrt())
+}
+
 /// Quantile `q` (0…1) of sorted `v` by linear interpolation between order
 /// statistics (Hyndman & Fan type 7, numpy's default); NaN when `v` is empty.
 pub fn quantile(v: &[f64], q: f64) -> f64 {
@@ -461,6 +538,57 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holm_matches_r_p_adjust() {
+        // R: p.adjust(c(0.01, 0.04, 0.03, 0.005), "holm") = 0.03 0.06 0.06 0.02
+        let adj = holm(&[0.01, 0.04, 0.03, 0.005]).unwrap();
+        for (got, want) in adj.iter().zip([0.03, 0.06, 0.06, 0.02]) {
+            assert!((got - want).abs() < 1e-12, "{adj:?}");
+        }
+        // Capped at 1, one comparison unchanged, empty family empty.
+        assert_eq!(holm(&[0.6, 0.7]).unwrap(), vec![1.0, 1.0]);
+        assert_eq!(holm(&[0.2]).unwrap(), vec![0.2]);
+        assert!(holm(&[]).unwrap().is_empty());
+        let e = holm(&[0.1, 1.5]).unwrap_err().to_string();
+        assert!(e.contains("1.5"), "{e}");
+    }
+
+    #[test]
+    fn mean_interval_covers_the_mean_and_is_seeded() {
+        let v: Vec<f64> = (0..40)
+            .map(|i| if i % 4 == 0 { 1.0 } else { 0.0 })
+            .collect();
+        let (lo, hi) = mean_ci95(&v, 2000, 7).unwrap();
+        assert!(
+            lo < 0.25 && 0.25 < hi && lo >= 0.0 && hi <= 1.0,
+            "{lo} {hi}"
+        );
+        // Roughly ±1.96·sqrt(0.25·0.75/40) = ±0.134 around 0.25.
+        assert!((hi - lo - 0.268).abs() < 0.06, "{lo} {hi}");
+        assert_eq!(mean_ci95(&v, 2000, 7).unwrap(), (lo, hi));
+        assert_eq!(mean_ci95(&[0.5; 10], 100, 1).unwrap(), (0.5, 0.5));
+        assert!(mean_ci95(&[], 100, 1).is_err());
+        assert!(mean_ci95(&[f64::NAN], 100, 1).is_err());
+    }
+
+    #[test]
+    fn detectable_difference_by_hand() {
+        // Differences ±1 alternating over n = 16: sd = sqrt(16/15), so MDE =
+        // (t_{.975,15} + t_{.8,15}) · sd / 4 = (2.131450 + 0.866120) · 1.032796 / 4.
+        let a = scores(&(0..16).map(|i| (i % 2) as f64).collect::<Vec<_>>());
+        let b = scores(&(0..16).map(|i| ((i + 1) % 2) as f64).collect::<Vec<_>>());
+        let mde = min_detectable_difference(&a, &b, 0.05, 0.8).unwrap();
+        let want = (2.131_450 + 0.866_120) * (16.0f64 / 15.0).sqrt() / 4.0;
+        assert!((mde - want).abs() < 1e-4, "{mde} vs {want}");
+        // Four times the questions halve it (same spread).
+        let a4 = scores(&(0..64).map(|i| (i % 2) as f64).collect::<Vec<_>>());
+        let b4 = scores(&(0..64).map(|i| ((i + 1) % 2) as f64).collect::<Vec<_>>());
+        let mde4 = min_detectable_difference(&a4, &b4, 0.05, 0.8).unwrap();
+        assert!(mde4 < 0.5 * mde && mde4 > 0.44 * mde, "{mde4} vs {mde}");
+        assert_eq!(min_detectable_difference(&a, &a, 0.05, 0.8).unwrap(), 0.0);
+        assert!(min_detectable_difference(&a, &b, 0.0, 0.8).is_err());
+    }
 
     fn scores(v: &[f64]) -> BTreeMap<String, f64> {
         v.iter()

@@ -12,7 +12,8 @@
 //!   count, readers, systems as config files, test trials and seed), its configs at that
 //!   scale ([`ReproValid::configs`]) and resolved `config.json` ([`ReproValid::resolved`]),
 //!   the run of every config ([`run_study`] → [`StudyRuns`]), the paired tests
-//!   ([`significance_table`], [`push_comparisons`]), the abstention columns
+//!   ([`QaComparisons`], with Holm's correction and the detectable difference;
+//!   [`intervals`]), the abstention columns
 //!   ([`ANSWERED_COLUMNS`], [`answered_cells`]) and the written files ([`write_outputs`]).
 //!   The reports' own tables are built in [`crate::study::report001`],
 //!   [`crate::study::report002`] and [`crate::study::report004`].
@@ -235,10 +236,15 @@ impl StudyRuns {
         self.0.first().map_or(0, |r| r.run.records.len())
     }
 
-    /// Paired tests ([`push_comparisons`]) of every system against `baseline`, per
+    /// Paired tests ([`QaComparisons::push`]) of every system against `baseline`, per
     /// reader; a reader without a `baseline` run has no rows.
-    pub fn against_baseline(&self, baseline: &str, trials: usize, seed: u64) -> Result<Table> {
-        let mut table = significance_table();
+    pub fn against_baseline(
+        &self,
+        baseline: &str,
+        trials: usize,
+        seed: u64,
+    ) -> Result<QaComparisons> {
+        let mut out = QaComparisons::default();
         for reader in self.readers() {
             let Some(base) = self.get(reader, baseline) else {
                 continue;
@@ -248,17 +254,10 @@ impl StudyRuns {
                 .iter()
                 .filter(|r| r.reader == reader && r.system != baseline)
             {
-                push_comparisons(
-                    &mut table,
-                    reader,
-                    (&r.system, &r.run),
-                    (baseline, base),
-                    trials,
-                    seed,
-                )?;
+                out.push(reader, (&r.system, &r.run), (baseline, base), trials, seed)?;
             }
         }
-        Ok(table)
+        Ok(out)
     }
 
     /// Write every run to `out`'s `<reader>/<system>/`.
@@ -312,50 +311,167 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
     Ok(runs)
 }
 
-/// An empty table of paired tests: reader, metric, system, baseline, then
-/// [`significance::Comparison::COLUMNS`].
-pub fn significance_table() -> Table {
-    Table::new(
+/// The metrics of the QA studies' paired tests and intervals: EM, F1, Match (the
+/// prediction contains a gold answer, 0 or 1) and token recall, per question.
+pub const QA_METRICS: [&str; 4] = ["em", "f1", "match", "recall"];
+
+/// Paired tests of a QA study, collected comparison by comparison, written as one table
+/// ([`QaComparisons::table`]) with the Holm–Bonferroni correction applied per family and
+/// the minimum detectable difference of each comparison.
+#[derive(Debug, Default)]
+pub struct QaComparisons {
+    rows: Vec<QaComparison>,
+}
+
+#[derive(Debug)]
+struct QaComparison {
+    reader: String,
+    metric: String,
+    system: String,
+    baseline: String,
+    comparison: significance::Comparison,
+    mde: f64,
+}
+
+impl QaComparisons {
+    /// The columns of [`table`](Self::table): reader, metric, system, baseline,
+    /// [`significance::Comparison::COLUMNS`], then `p_randomization_holm` (the
+    /// randomisation p-value adjusted over its family), `mark_holm` (`†` p̃ < 0.05, `††`
+    /// p̃ < 0.01) and `mde_80` (the difference detectable at α = 0.05 with power 0.8).
+    pub fn columns() -> Vec<String> {
         ["reader", "metric", "system", "baseline"]
             .into_iter()
+            .chain(significance::Comparison::COLUMNS)
+            .chain(["p_randomization_holm", "mark_holm", "mde_80"])
             .map(String::from)
-            .chain(
-                significance::Comparison::COLUMNS
-                    .iter()
-                    .map(|s| s.to_string()),
-            ),
+            .collect()
+    }
+
+    /// Paired tests of `system` against `baseline` on every metric of [`QA_METRICS`],
+    /// `trials` randomisation / bootstrap trials, `seed`.
+    pub fn push(
+        &mut self,
+        reader: &str,
+        (system, run): (&str, &PipelineRun),
+        (baseline, base): (&str, &PipelineRun),
+        trials: usize,
+        seed: u64,
+    ) -> Result<()> {
+        for metric in QA_METRICS {
+            let (a, b) = (run.per_query(metric)?, base.per_query(metric)?);
+            self.rows.push(QaComparison {
+                reader: short_name(reader),
+                metric: metric.to_string(),
+                system: system.to_string(),
+                baseline: baseline.to_string(),
+                comparison: significance::compare(&a, &b, trials, seed)?,
+                mde: significance::min_detectable_difference(&a, &b, 0.05, 0.8)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// The table. A **family** is every comparison of one reader on one metric (all the
+    /// systems compared in the table on, say, EM); Holm's adjustment runs over each.
+    pub fn table(&self) -> Result<Table> {
+        let mut holm = vec![f64::NAN; self.rows.len()];
+        let mut families: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+        for (i, r) in self.rows.iter().enumerate() {
+            families
+                .entry((r.reader.as_str(), r.metric.as_str()))
+                .or_default()
+                .push(i);
+        }
+        for members in families.values() {
+            let p: Vec<f64> = members
+                .iter()
+                .map(|&i| self.rows[i].comparison.randomization.p_value)
+                .collect();
+            for (&i, adj) in members.iter().zip(significance::holm(&p)?) {
+                holm[i] = adj;
+            }
+        }
+        let mut t = Table::new(Self::columns());
+        for (r, p) in self.rows.iter().zip(holm) {
+            let mut row = vec![
+                r.reader.clone(),
+                r.metric.clone(),
+                r.system.clone(),
+                r.baseline.clone(),
+            ];
+            row.extend(r.comparison.cells());
+            row.extend([
+                format!("{p:.4}"),
+                significance::marker(p).to_string(),
+                format!("{:.4}", r.mde),
+            ]);
+            t.push(row)?;
+        }
+        Ok(t)
+    }
+
+    /// Whether no comparison was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// One line for under a significance table: the families, the correction and what the
+/// run's size could detect (the range of `mde_80` per metric).
+pub fn significance_note(c: &QaComparisons) -> String {
+    let mut by_metric: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for r in &c.rows {
+        let e = by_metric.entry(&r.metric).or_insert((f64::INFINITY, 0.0));
+        e.0 = e.0.min(r.mde);
+        e.1 = e.1.max(r.mde);
+    }
+    let ranges: Vec<String> = QA_METRICS
+        .iter()
+        .filter_map(|m| {
+            by_metric
+                .get(m)
+                .map(|(lo, hi)| format!("{m} {lo:.3}–{hi:.3}"))
+        })
+        .collect();
+    format!(
+        "Marks: `mark_holm` is the randomisation test's p-value after Holm–Bonferroni over each family (one reader, one metric, every system compared); the unadjusted p-values are beside it. \
+         Smallest difference detectable at α = 0.05 with power 0.8 (`mde_80`, on the 0–1 scale): {}",
+        if ranges.is_empty() { "–".to_string() } else { ranges.join("; ") }
     )
 }
 
-/// Paired tests of `system` against `baseline` per question on EM, F1, Match (the
-/// prediction contains a gold answer, 0 or 1) and token recall (four rows of
-/// [`significance_table`]), `trials` randomisation / bootstrap trials, `seed`.
-#[allow(clippy::too_many_arguments)]
-pub fn push_comparisons(
-    table: &mut Table,
-    reader: &str,
-    (system, run): (&str, &PipelineRun),
-    (baseline, base): (&str, &PipelineRun),
-    trials: usize,
-    seed: u64,
-) -> Result<()> {
-    for metric in ["em", "f1", "match", "recall"] {
-        let c = significance::compare(
-            &run.per_query(metric)?,
-            &base.per_query(metric)?,
-            trials,
-            seed,
-        )?;
-        let mut row = vec![
-            short_name(reader),
-            metric.to_string(),
-            system.to_string(),
-            baseline.to_string(),
-        ];
-        row.extend(c.cells());
-        table.push(row)?;
+/// 95% bootstrap intervals of every run's mean on each metric of [`QA_METRICS`]
+/// (`significance::mean_ci95`, `trials` resamples, `seed`): columns reader, system,
+/// metric, mean, ci95_lo, ci95_hi, questions (0–1 scale).
+pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
+    let mut t = Table::new([
+        "reader",
+        "system",
+        "metric",
+        "mean",
+        "ci95_lo",
+        "ci95_hi",
+        "questions",
+    ])
+    .caption(format!(
+        "95% percentile bootstrap intervals of each system's mean ({trials} resamples, seed {seed})"
+    ));
+    for r in &runs.0 {
+        for metric in QA_METRICS {
+            let v: Vec<f64> = r.run.per_query(metric)?.into_values().collect();
+            let (lo, hi) = significance::mean_ci95(&v, trials, seed)?;
+            t.push([
+                short_name(&r.reader),
+                r.system.clone(),
+                metric.to_string(),
+                format!("{:.4}", v.iter().sum::<f64>() / v.len() as f64),
+                format!("{lo:.4}"),
+                format!("{hi:.4}"),
+                v.len().to_string(),
+            ])?;
+        }
     }
-    Ok(())
+    Ok(t)
 }
 
 /// The first columns of a study's details table: abstentions counted apart, then the
@@ -428,15 +544,18 @@ pub struct ReproResult {
     pub table: Table,
     /// Abstentions counted apart, and the report's own extra columns.
     pub details: Table,
-    /// Paired tests on EM and F1 against the baseline.
+    /// Paired tests on EM, F1, Match and token recall against the baseline, Holm-adjusted
+    /// ([`QaComparisons::table`], its note in the caption).
     pub significance: Table,
+    /// 95% bootstrap intervals of each run's means ([`intervals`]).
+    pub intervals: Table,
     /// What differs from the report.
     pub substitutions: String,
 }
 
 impl Outputs for ReproResult {
-    /// `table.csv`, `details.csv`, `significance.csv`, `table.md` (every table and the
-    /// substitutions), `substitutions.md` and every run.
+    /// `table.csv`, `details.csv`, `significance.csv`, `intervals.csv`, `table.md` (every
+    /// table and the substitutions), `substitutions.md` and every run.
     fn write(&self, out: &ResultDir) -> Result<()> {
         write_outputs(
             out,
@@ -445,6 +564,7 @@ impl Outputs for ReproResult {
                 ("table.csv", &self.table),
                 ("details.csv", &self.details),
                 ("significance.csv", &self.significance),
+                ("intervals.csv", &self.intervals),
             ],
             &[
                 ("table.md", &self.markdown()?),
@@ -455,10 +575,11 @@ impl Outputs for ReproResult {
 
     fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}",
             self.table.to_markdown(),
             self.details.to_markdown(),
             self.significance.to_markdown(),
+            self.intervals.to_markdown(),
             self.substitutions
         ))
     }

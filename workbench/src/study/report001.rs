@@ -24,9 +24,9 @@ use crate::display::Table;
 use crate::env::{Outputs, Scale};
 use crate::evaluate::groups;
 use crate::pipeline::study::{
-    load_average, manifest_summary, push_comparisons, run_study, short_name, side_by_side,
-    significance_table, write_outputs, Compared, ConfigSystem, ModelPool, ReproParams, ReproValid,
-    StudyRuns,
+    intervals, load_average, manifest_summary, run_study, short_name, side_by_side,
+    significance_note, write_outputs, Compared, ConfigSystem, ModelPool, QaComparisons,
+    ReproParams, ReproValid, StudyRuns,
 };
 use crate::results::ResultDir;
 use crate::{Error, Result};
@@ -165,8 +165,11 @@ pub struct Report001 {
     pub table3: Table,
     /// Table 4: the winner per question group by F1, ours beside the report's.
     pub table4: Table,
-    /// Paired tests on EM and F1 for every pair of [`PAIRS`].
+    /// Paired tests on EM, F1, Match and token recall for every pair of [`PAIRS`],
+    /// Holm-adjusted per reader and metric.
     pub significance: Table,
+    /// 95% bootstrap intervals of each run's means.
+    pub intervals: Table,
     /// The per-question table every other table is computed from.
     pub per_question: Table,
     /// What differs from the report.
@@ -228,25 +231,22 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
     let table3 = join_report_t3(&groups::to_table(&groups::by_group(&df)?, 2)?, single)?;
     let table4 = winners_beside_report(&groups::to_table(&groups::winners(&df, 2)?, 2)?)?;
 
-    let mut significance = significance_table().caption(format!(
-        "Paired tests per question (EM 0/1, F1 0–1); randomisation and bootstrap {} trials, seed {}. Report 001: dense vs sparse significant, hybrid vs dense not",
-        params.trials, params.seed
-    ));
+    let mut compared = QaComparisons::default();
     for reader in runs.readers() {
         for (a, b) in PAIRS {
             let (Some(ra), Some(rb)) = (runs.get(reader, a), runs.get(reader, b)) else {
                 continue;
             };
-            push_comparisons(
-                &mut significance,
-                reader,
-                (a, ra),
-                (b, rb),
-                params.trials,
-                params.seed,
-            )?;
+            compared.push(reader, (a, ra), (b, rb), params.trials, params.seed)?;
         }
     }
+    let significance = compared.table()?.caption(format!(
+        "Paired tests per question (EM and Match 0/1, F1 and token recall 0–1); randomisation and bootstrap {} trials, seed {}. Report 001: dense vs sparse significant, hybrid vs dense not. {}",
+        params.trials,
+        params.seed,
+        significance_note(&compared)
+    ));
+    let intervals = intervals(&runs, params.trials, params.seed)?;
     Ok(Report001 {
         params: (**params).clone(),
         substitutions: substitutions(n, &params.readers),
@@ -257,6 +257,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         table3,
         table4,
         significance,
+        intervals,
     })
 }
 
@@ -368,6 +369,7 @@ impl Outputs for Report001 {
                 ("table3.csv", &self.table3),
                 ("table4.csv", &self.table4),
                 ("significance.csv", &self.significance),
+                ("intervals.csv", &self.intervals),
                 ("per_question.csv", &self.per_question),
             ],
             &[
@@ -375,6 +377,7 @@ impl Outputs for Report001 {
                 ("table3.md", &self.table3.to_markdown()),
                 ("table4.md", &self.table4.to_markdown()),
                 ("significance.md", &self.significance.to_markdown()),
+                ("intervals.md", &self.intervals.to_markdown()),
                 ("substitutions.md", &self.substitutions),
             ],
         )
@@ -382,11 +385,12 @@ impl Outputs for Report001 {
 
     fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}\n{}",
             self.table2_markdown(),
             self.table3.to_markdown(),
             self.table4.to_markdown(),
             self.significance.to_markdown(),
+            self.intervals.to_markdown(),
             self.substitutions
         ))
     }

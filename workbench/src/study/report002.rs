@@ -13,8 +13,9 @@ use super::Env;
 use crate::display::Table;
 use crate::env::Scale;
 use crate::pipeline::study::{
-    answered_cells, load_average, run_study, short_name, side_by_side, Compared, ConfigSystem,
-    ModelPool, ReproParams, ReproResult, ReproValid, StudyRuns, ANSWERED_COLUMNS,
+    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
+    significance_note, Compared, ConfigSystem, ModelPool, ReproParams, ReproResult, ReproValid,
+    StudyRuns, ANSWERED_COLUMNS,
 };
 use crate::pipeline::{PipelineConfig, PipelineRun};
 use crate::Result;
@@ -129,7 +130,9 @@ pub fn tables(
         ]);
         details.push(cells)?;
     }
-    let significance = runs.against_baseline(BASELINE, params.trials, params.seed)?;
+    let compared = runs.against_baseline(BASELINE, params.trials, params.seed)?;
+    let significance = compared.table()?.caption(significance_note(&compared));
+    let intervals = intervals(&runs, params.trials, params.seed)?;
     let n = runs.question_count();
     let table = side_by_side(
         &rows,
@@ -146,6 +149,7 @@ pub fn tables(
         table,
         details,
         significance,
+        intervals,
     })
 }
 

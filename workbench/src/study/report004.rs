@@ -12,8 +12,9 @@ use super::Env;
 use crate::display::Table;
 use crate::env::Scale;
 use crate::pipeline::study::{
-    answered_cells, load_average, run_study, short_name, side_by_side, Compared, ConfigSystem,
-    ModelPool, ReproParams, ReproResult, ReproValid, StudyRuns, ANSWERED_COLUMNS,
+    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
+    significance_note, Compared, ConfigSystem, ModelPool, ReproParams, ReproResult, ReproValid,
+    StudyRuns, ANSWERED_COLUMNS,
 };
 use crate::Result;
 use std::collections::BTreeMap;
@@ -109,7 +110,9 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
         ]);
         details.push(cells)?;
     }
-    let significance = runs.against_baseline("naive", params.trials, params.seed)?;
+    let compared = runs.against_baseline("naive", params.trials, params.seed)?;
+    let significance = compared.table()?.caption(significance_note(&compared));
+    let intervals = intervals(&runs, params.trials, params.seed)?;
     let n = runs.question_count();
     let table = side_by_side(
         &rows,
@@ -127,6 +130,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
         table,
         details,
         significance,
+        intervals,
     })
 }
 
