@@ -328,6 +328,7 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
             "When did Apollo 11 land on the Moon?",
             "Final answer: 1969.",
         ),
+        ("How many moons does Neptune have?", "Maybe 14."),
     ]);
     let run_with = |parse: Option<workbench::read::AnswerParser>| {
         let mut c = tiny();
@@ -372,9 +373,17 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
     assert_eq!(preds["q1"], "Paris");
     let raws = read_predictions(&dir.path().join("raw_predictions.json")).unwrap();
     assert_eq!(raws["q1"], raw["What is the capital of France?"]);
-    assert_eq!(raws["q5"], "Not found.");
+    assert_eq!(raws["q4"], "Not found.");
     let csv = std::fs::read_to_string(dir.path().join("per_question.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",recall,"), "{csv}");
+    // Miss attribution: sentences holding the gold are form misses until parsed; q5's
+    // only passage (Apollo 11's Moon, without "16") makes its wrong answer a retrieval
+    // miss; q4 abstained.
+    use workbench::pipeline::trace::Outcome;
+    assert_eq!(plain.outcomes(), [0, 3, 0, 1, 1]);
+    assert_eq!(short.outcomes(), [2, 1, 0, 1, 1]);
+    assert_eq!(by_id["q5"].outcome, Outcome::RetrievalMiss);
+    assert!(csv.contains(",retrieval-miss,"), "{csv}");
     // Paired tests take the lenient scores too; an unknown metric is named.
     assert_eq!(short.per_query("match").unwrap()["q1"], 1.0);
     assert_eq!(short.per_query("recall").unwrap()["q5"], 0.0);
@@ -453,6 +462,15 @@ fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
         }
     }
     assert!(t.rows.iter().any(|r| r[system] == "perfect"));
+    // The baseline's "Marlowe" had the Hamlet passage: a reader miss.
+    let base = runs.get("scripted-gguf", "base").unwrap();
+    assert_eq!(
+        base.records[1].outcome,
+        workbench::pipeline::trace::Outcome::ReaderMiss
+    );
+    let outcomes = runs.outcomes().unwrap();
+    assert_eq!(outcomes.rows.len(), 3);
+    assert_eq!(outcomes.rows[0][3], "5", "{:?}", outcomes.rows[0]); // perfect: 5 correct
     let note = significance_note(&compared);
     assert!(
         note.contains("Holm") && note.contains("em ") && note.contains("recall "),

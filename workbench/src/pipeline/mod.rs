@@ -771,6 +771,13 @@ impl Pipeline {
             let answer_found = rule
                 .has_answer(&prediction, &q.answers)
                 .map_err(|e| at(i, e))?;
+            let em = qa::exact_match(&prediction, &q.answers);
+            let outcome = trace::Outcome::of(
+                answer.abstained,
+                em,
+                answer_found,
+                cp.as_ref().map(|c| c.precision),
+            );
             let group = self
                 .questions
                 .groups
@@ -798,11 +805,12 @@ impl Pipeline {
                 answer: answer.text.clone(),
                 abstained: answer.abstained,
                 prediction: prediction.clone(),
-                em: qa::exact_match(&prediction, &q.answers),
+                em,
                 f1: qa::f1(&prediction, &q.answers),
                 recall: qa::token_recall(&prediction, &q.answers),
                 answer_found,
                 context_precision: cp.as_ref().map(|c| c.precision),
+                outcome,
                 context_average_precision: cp.as_ref().map(|c| c.average_precision),
                 transform_tokens: (t_usage[i].prompt_tokens, t_usage[i].generated_tokens),
                 prompt_tokens: answer.usage.prompt_tokens,

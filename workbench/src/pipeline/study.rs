@@ -260,6 +260,30 @@ impl StudyRuns {
         Ok(out)
     }
 
+    /// Miss attribution: questions per [`Outcome`](super::trace::Outcome) for every run
+    /// (reader, system, then one column per outcome).
+    pub fn outcomes(&self) -> Result<Table> {
+        let mut t = Table::new(
+            ["reader", "system", "questions"]
+                .into_iter()
+                .map(String::from)
+                .chain(super::trace::Outcome::ALL.iter().map(|o| o.name().to_string())),
+        )
+        .caption(
+            "What became of each question: correct (exact match); form-miss (the answer contains a gold answer but is not an exact match); reader-miss (a passage given to the reader holds a gold answer, or there was none to judge, as closed-book); retrieval-miss (no passage given to the reader holds one); abstained",
+        );
+        for r in &self.0 {
+            let mut row = vec![
+                short_name(&r.reader),
+                r.system.clone(),
+                r.run.records.len().to_string(),
+            ];
+            row.extend(r.run.outcomes().iter().map(|n| n.to_string()));
+            t.push(row)?;
+        }
+        Ok(t)
+    }
+
     /// Write every run to `out`'s `<reader>/<system>/`.
     pub fn write(&self, out: &ResultDir) -> Result<()> {
         for r in &self.0 {
@@ -549,12 +573,15 @@ pub struct ReproResult {
     pub significance: Table,
     /// 95% bootstrap intervals of each run's means ([`intervals`]).
     pub intervals: Table,
+    /// Miss attribution per run ([`StudyRuns::outcomes`]).
+    pub outcomes: Table,
     /// What differs from the report.
     pub substitutions: String,
 }
 
 impl Outputs for ReproResult {
-    /// `table.csv`, `details.csv`, `significance.csv`, `intervals.csv`, `table.md` (every
+    /// `table.csv`, `details.csv`, `significance.csv`, `intervals.csv`, `outcomes.csv`,
+    /// `table.md` (every
     /// table and the substitutions), `substitutions.md` and every run.
     fn write(&self, out: &ResultDir) -> Result<()> {
         write_outputs(
@@ -565,6 +592,7 @@ impl Outputs for ReproResult {
                 ("details.csv", &self.details),
                 ("significance.csv", &self.significance),
                 ("intervals.csv", &self.intervals),
+                ("outcomes.csv", &self.outcomes),
             ],
             &[
                 ("table.md", &self.markdown()?),
@@ -575,9 +603,10 @@ impl Outputs for ReproResult {
 
     fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}\n{}",
             self.table.to_markdown(),
             self.details.to_markdown(),
+            self.outcomes.to_markdown(),
             self.significance.to_markdown(),
             self.intervals.to_markdown(),
             self.substitutions

@@ -10,7 +10,7 @@
 //! | `raw_predictions.json` | `{question id: the reader's raw output}`, before answer parsing and abstention |
 //! | `summary.json` | the [`Summary`] |
 //! | `summary.md` | the summary as a Markdown table |
-//! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), context precision, times |
+//! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times |
 //! | `config.toml` | the resolved configuration (every default written out) |
 //! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
 
@@ -48,6 +48,73 @@ impl StageTimes {
     /// Transform + retrieve + rerank + read.
     pub fn total(&self) -> f64 {
         self.transform + self.retrieve + self.rerank + self.read
+    }
+}
+
+/// What became of one question, from its trace (miss attribution). In this order:
+///
+/// | outcome | when |
+/// |---|---|
+/// | `abstained` | the reader abstained |
+/// | `correct` | exact match |
+/// | `form-miss` | not an exact match, but the prediction contains a gold answer (Match) |
+/// | `retrieval-miss` | no passage given to the reader contains a gold answer |
+/// | `reader-miss` | a passage given to the reader contains a gold answer, or there was no passage to judge (closed-book, or no usable gold answer), and the prediction does not |
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exact match.
+    Correct,
+    /// Contains a gold answer, not an exact match.
+    FormMiss,
+    /// The reader had a passage with the answer, or no passage to judge, and missed.
+    #[default]
+    ReaderMiss,
+    /// No passage the reader saw holds a gold answer.
+    RetrievalMiss,
+    /// The reader abstained.
+    Abstained,
+}
+
+impl Outcome {
+    /// Every outcome, in table order.
+    pub const ALL: [Outcome; 5] = [
+        Outcome::Correct,
+        Outcome::FormMiss,
+        Outcome::ReaderMiss,
+        Outcome::RetrievalMiss,
+        Outcome::Abstained,
+    ];
+
+    /// The outcome of a question scored `em`, whose prediction contains a gold answer
+    /// (`found`), whose kept passages have context precision `cp` (`None`: nothing to
+    /// judge), answered or `abstained`.
+    pub fn of(abstained: bool, em: f64, found: bool, cp: Option<f64>) -> Outcome {
+        if abstained {
+            Outcome::Abstained
+        } else if em >= 1.0 {
+            Outcome::Correct
+        } else if found {
+            Outcome::FormMiss
+        } else if cp == Some(0.0) {
+            Outcome::RetrievalMiss
+        } else {
+            Outcome::ReaderMiss
+        }
+    }
+
+    /// The name in tables and traces: `correct`, `form-miss`, `reader-miss`,
+    /// `retrieval-miss`, `abstained`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Correct => "correct",
+            Outcome::FormMiss => "form-miss",
+            Outcome::ReaderMiss => "reader-miss",
+            Outcome::RetrievalMiss => "retrieval-miss",
+            Outcome::Abstained => "abstained",
+        }
     }
 }
 
@@ -106,6 +173,9 @@ pub struct TraceRecord {
     pub answer_found: bool,
     /// Context precision of the kept passages (`None` when not scored).
     pub context_precision: Option<f64>,
+    /// What became of the question ([`Outcome`]).
+    #[serde(default)]
+    pub outcome: Outcome,
     /// Its rank-aware variant (average precision).
     pub context_average_precision: Option<f64>,
     /// Prompt and generated tokens of the query transformation.
@@ -311,6 +381,19 @@ impl PipelineRun {
         }
     }
 
+    /// Questions per [`Outcome`], in [`Outcome::ALL`] order.
+    pub fn outcomes(&self) -> [usize; 5] {
+        let mut n = [0; 5];
+        for r in &self.records {
+            let i = Outcome::ALL
+                .iter()
+                .position(|o| *o == r.outcome)
+                .unwrap_or(2);
+            n[i] += 1;
+        }
+        n
+    }
+
     /// `{question id: prediction}` (`""` for an abstention): SQuAD's predictions format.
     pub fn predictions(&self) -> BTreeMap<String, String> {
         self.records
@@ -397,6 +480,7 @@ impl PipelineRun {
             "recall",
             "abstained",
             "answer_found",
+            "outcome",
             "context_precision",
             "context_average_precision",
             "prompt_tokens",
@@ -416,6 +500,7 @@ impl PipelineRun {
                 format!("{:.6}", r.recall),
                 r.abstained.to_string(),
                 r.answer_found.to_string(),
+                r.outcome.name().to_string(),
                 o(r.context_precision),
                 o(r.context_average_precision),
                 r.prompt_tokens.to_string(),

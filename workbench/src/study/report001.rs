@@ -170,6 +170,8 @@ pub struct Report001 {
     pub significance: Table,
     /// 95% bootstrap intervals of each run's means.
     pub intervals: Table,
+    /// Miss attribution per run.
+    pub outcomes: Table,
     /// The per-question table every other table is computed from.
     pub per_question: Table,
     /// What differs from the report.
@@ -247,6 +249,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         significance_note(&compared)
     ));
     let intervals = intervals(&runs, params.trials, params.seed)?;
+    let outcomes = runs.outcomes()?;
     Ok(Report001 {
         params: (**params).clone(),
         substitutions: substitutions(n, &params.readers),
@@ -258,6 +261,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         table4,
         significance,
         intervals,
+        outcomes,
     })
 }
 
@@ -370,6 +374,7 @@ impl Outputs for Report001 {
                 ("table4.csv", &self.table4),
                 ("significance.csv", &self.significance),
                 ("intervals.csv", &self.intervals),
+                ("outcomes.csv", &self.outcomes),
                 ("per_question.csv", &self.per_question),
             ],
             &[
@@ -378,6 +383,7 @@ impl Outputs for Report001 {
                 ("table4.md", &self.table4.to_markdown()),
                 ("significance.md", &self.significance.to_markdown()),
                 ("intervals.md", &self.intervals.to_markdown()),
+                ("outcomes.md", &self.outcomes.to_markdown()),
                 ("substitutions.md", &self.substitutions),
             ],
         )

@@ -133,6 +133,7 @@ pub fn tables(
     let compared = runs.against_baseline(BASELINE, params.trials, params.seed)?;
     let significance = compared.table()?.caption(significance_note(&compared));
     let intervals = intervals(&runs, params.trials, params.seed)?;
+    let outcomes = runs.outcomes()?;
     let n = runs.question_count();
     let table = side_by_side(
         &rows,
@@ -150,6 +151,7 @@ pub fn tables(
         details,
         significance,
         intervals,
+        outcomes,
     })
 }
 

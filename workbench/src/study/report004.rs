@@ -113,6 +113,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
     let compared = runs.against_baseline("naive", params.trials, params.seed)?;
     let significance = compared.table()?.caption(significance_note(&compared));
     let intervals = intervals(&runs, params.trials, params.seed)?;
+    let outcomes = runs.outcomes()?;
     let n = runs.question_count();
     let table = side_by_side(
         &rows,
@@ -131,6 +132,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
         details,
         significance,
         intervals,
+        outcomes,
     })
 }
 
