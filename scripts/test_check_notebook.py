@@ -173,6 +173,20 @@ class CommittedNotebooks(unittest.TestCase):
         found = make_notebooks.check(self.here)
         self.assertEqual(len(found), 1)
         self.assertIn("not executed", found[0])
+        # Allowed: listed as a notice, not a failure.
+        notices = []
+        self.assertEqual(make_notebooks.check(self.here, notices), [])
+        self.assertEqual(len(notices), 1)
+        self.assertIn("not executed", notices[0])
+
+    def test_partly_executed_notebook_fails_even_when_unexecuted_ones_are_allowed(self):
+        self.executed(lambda cells: cells[1].update(execution_count=None))
+        # A copy with outputs but no count: adopt it by hand, as an edit would leave it.
+        ran = json.loads((self.runs / "t.ipynb").read_text())
+        (self.here / "t.ipynb").write_text(json.dumps(ran))
+        found = make_notebooks.check(self.here, [])
+        self.assertEqual(len(found), 1)
+        self.assertIn("not executed", found[0])
 
     def test_adopted_notebook_passes_and_keeps_outputs_on_rewrite(self):
         self.executed()
