@@ -18,7 +18,8 @@ First run: embedding the 3,200 passages takes about a minute (then cached in
 `data/cache/embeddings/`); loading the 1.5B model takes a few seconds and 2.3 GB of memory.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss"] }
+:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
+// The feature set of notebooks 01 and 02: evcxr reuses the library they compiled.
 """),
     ("code", """
 use std::sync::Arc;

@@ -23,7 +23,8 @@ trained 40 updates instead of 416) and reads one question live with the trained
 reader, its evidence highlighted in the passage.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["plot", "dense"] }
+:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
+// The feature set of notebooks 01 and 02 (it includes `dense`): evcxr reuses the library they compiled.
 :dep serde_json = "1"
 """),
     ("code", """
