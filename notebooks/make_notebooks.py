@@ -28,7 +28,7 @@ import sys
 
 HERE = pathlib.Path(__file__).parent
 # The largest committed notebook; figures are PNG, never model files.
-MAX_BYTES = 1_000_000
+MAX_BYTES = 2_000_000
 
 
 def cells_from_source(src):

@@ -119,6 +119,9 @@ pub struct Series {
     pub color: (u8, u8, u8),
 }
 
+/// Dash patterns (pixels on, pixels off) of a histogram's vertical marker lines, in order.
+pub const MARKER_DASHES: [(u32, u32); 3] = [(6, 4), (2, 3), (12, 4)];
+
 /// A histogram panel: bins, overlaid series, axis labels, optional vertical markers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Histogram {
@@ -132,7 +135,8 @@ pub struct Histogram {
     pub bins: Bins,
     /// Series drawn back to front.
     pub series: Vec<Series>,
-    /// Dashed vertical lines `(x, label)`.
+    /// Vertical lines `(x, label)`: the first dashed, the second dotted, the third with
+    /// long dashes ([`MARKER_DASHES`]), so a legend tells them apart.
     pub markers: Vec<(f64, String)>,
     /// Pixel size when drawn alone.
     pub size: (u32, u32),
@@ -229,20 +233,31 @@ impl Histogram {
                     Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.mix(0.65).filled())
                 });
         }
-        for (x, label) in &self.markers {
+        for (i, (x, label)) in self.markers.iter().enumerate() {
             let x = *x;
+            let (on, off) = MARKER_DASHES[i % MARKER_DASHES.len()];
             let drawn = chart.draw_series(DashedLineSeries::new(
                 vec![(x, 0.0), (x, y_max)],
-                6,
-                4,
+                on,
+                off,
                 BLACK.stroke_width(1),
             ))?;
             if !label.is_empty() {
+                // The line's own dash pattern over 14 pixels (at most three dashes).
+                let dash = |k: i32| {
+                    let start = k * (on + off) as i32;
+                    if start < 14 {
+                        vec![(start, 0), ((start + on as i32).min(14), 0)]
+                    } else {
+                        vec![]
+                    }
+                };
+                let (d0, d1, d2) = (dash(0), dash(1), dash(2));
                 drawn.label(label).legend(move |(lx, ly)| {
-                    // Two dashes, as the line is drawn.
                     EmptyElement::at((lx, ly))
-                        + PathElement::new(vec![(0, 0), (5, 0)], BLACK)
-                        + PathElement::new(vec![(9, 0), (14, 0)], BLACK)
+                        + PathElement::new(d0.clone(), BLACK)
+                        + PathElement::new(d1.clone(), BLACK)
+                        + PathElement::new(d2.clone(), BLACK)
                 });
             }
         }
