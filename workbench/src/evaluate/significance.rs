@@ -113,6 +113,12 @@ impl Paired {
         self.diffs.len()
     }
 
+    /// Student's t distribution with n − 1 degrees of freedom.
+    fn student_t(&self) -> Result<StudentsT> {
+        StudentsT::new(0.0, 1.0, (self.n() - 1) as f64)
+            .map_err(|e| Error::param("a", format!("Student t distribution: {e}")))
+    }
+
     fn mean_diff(&self) -> f64 {
         mean(&self.diffs)
     }
@@ -225,8 +231,7 @@ pub fn paired_t_test(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> Re
         None => (f64::INFINITY.copysign(m), 0.0),
         Some(sd) => {
             let t = m / (sd / (p.n() as f64).sqrt());
-            let dist = StudentsT::new(0.0, 1.0, (p.n() - 1) as f64)
-                .map_err(|e| Error::param("a", format!("Student t distribution: {e}")))?;
+            let dist = p.student_t()?;
             (t, 2.0 * dist.sf(t.abs()))
         }
     };
@@ -517,8 +522,7 @@ pub fn min_detectable_difference(
     let Some(sd) = p.sd_diff() else {
         return Ok(0.0);
     };
-    let dist = StudentsT::new(0.0, 1.0, (p.n() - 1) as f64)
-        .map_err(|e| Error::param("a", format!("Student t distribution: {e}")))?;
+    let dist = p.student_t()?;
     let q = dist.inverse_cdf(1.0 - alpha / 2.0) + dist.inverse_cdf(power);
     Ok(q * sd / (p.n() as f64).sqrt())
 }
