@@ -36,6 +36,35 @@ use std::time::Duration;
 /// asset (`trained:<recipe>`, e.g. a cross-encoder `rerank.model = "trained:minilm-ce"`).
 pub const TRAINED_PREFIX: &str = "trained:";
 
+/// How a config names a model: `trained:<recipe>`, a path (a value with a `/` or `\\`,
+/// starting with `.`, or ending in `.gguf`: write `./name` for a folder beside you), or
+/// otherwise an asset name of `data/assets.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef<'a> {
+    /// A recipe the workbench trains (the text after `trained:`).
+    Trained(&'a str),
+    /// A file or folder (as written: resolve it against the config's base).
+    Path(&'a str),
+    /// An asset name.
+    Asset(&'a str),
+}
+
+impl<'a> ModelRef<'a> {
+    /// Classify `value` (see the type's docs).
+    pub fn parse(value: &'a str) -> Self {
+        if let Some(r) = value.strip_prefix(TRAINED_PREFIX) {
+            ModelRef::Trained(r)
+        } else if value.contains(['/', '\\'])
+            || value.starts_with('.')
+            || value.to_ascii_lowercase().ends_with(".gguf")
+        {
+            ModelRef::Path(value)
+        } else {
+            ModelRef::Asset(value)
+        }
+    }
+}
+
 /// The Hugging Face hub (override: `HF_ENDPOINT`).
 pub const DEFAULT_HUB_ENDPOINT: &str = "https://huggingface.co";
 
@@ -248,6 +277,11 @@ pub struct Filled {
 /// The command printed in errors to fill the cache for `name`.
 pub fn fetch_command(name: &str) -> String {
     format!("cargo run --release --bin assets -- fetch {name}")
+}
+
+/// sha256 of bytes, lowercase hex.
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// sha256 of a file, lowercase hex.

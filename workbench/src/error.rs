@@ -143,6 +143,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A model server (an OpenAI-compatible endpoint) failed or answered something
+    /// unusable after the retries allowed; the message names the request and every
+    /// attempt's failure.
+    #[error("server {url}: {message}")]
+    Server {
+        /// The endpoint.
+        url: String,
+        /// What failed.
+        message: String,
+    },
+
     /// A polars failure while reading a table.
     #[error("table {path}: {message}")]
     Table {

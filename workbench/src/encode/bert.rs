@@ -396,6 +396,53 @@ impl BertEncoder {
         )
     }
 
+    /// Load a model a config names ([`crate::assets::ModelRef`]): an asset of `assets`, or
+    /// a folder (relative to the project root) holding `config.json`, `tokenizer.json` and
+    /// `model.safetensors` (a sentence-transformers or Hugging Face BERT layout; its
+    /// `1_Pooling/config.json`, when present, must be mean pooling). The folder's model
+    /// file is hashed for the embedding cache key.
+    pub fn load_named(assets: &Assets, model: &str, params: EncoderParams) -> Result<Self> {
+        match crate::assets::ModelRef::parse(model) {
+            crate::assets::ModelRef::Path(p) => {
+                let dir = crate::paths::project_root()
+                    .map(|r| r.join(p))
+                    .unwrap_or_else(|_| PathBuf::from(p));
+                Self::from_dir(&dir, params)
+            }
+            _ => Self::load(assets, model, params),
+        }
+    }
+
+    /// Load a model folder (see [`BertEncoder::load_named`]); it is named by the folder.
+    pub fn from_dir(dir: &Path, params: EncoderParams) -> Result<Self> {
+        for f in ["config.json", "tokenizer.json", "model.safetensors"] {
+            if !dir.join(f).is_file() {
+                return Err(Error::bad_input(
+                    dir,
+                    format!("not an encoder folder: `{f}` is missing (needs config.json, tokenizer.json, model.safetensors)"),
+                ));
+            }
+        }
+        let pooling = dir.join("1_Pooling/config.json");
+        if pooling.is_file() {
+            check_pooling(&pooling)?;
+        }
+        let model = dir.join("model.safetensors");
+        let sha = crate::assets::sha256_file(&model)?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_else(|| dir.display().to_string());
+        Self::from_files(
+            &name,
+            &dir.join("config.json"),
+            &dir.join("tokenizer.json"),
+            &model,
+            sha,
+            params,
+        )
+    }
+
     /// Load from explicit files (no manifest); `model_sha256` is recorded as given.
     pub fn from_files(
         name: &str,

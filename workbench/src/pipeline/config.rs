@@ -47,8 +47,9 @@
 //! head_groups = 800                   # late-interaction: its training groups  default 800
 //!
 //! [reader]
-//! kind = "generative"                 # generative                           default "generative"
-//! model = "qwen2.5-coder-1.5b-instruct-gguf"  #                              default that
+//! kind = "generative"                 # generative | openai                  default "generative"
+//! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset or path to a .gguf;
+//!                                     # openai: the server's model name     default that
 //! prompt = "data/prompts/rag_001.txt" # the template                         default that
 //! passages = 5                        # passages given to the reader (k)     default 5
 //! passage_format = "[CHUNK {i}]\n{text}"   # one passage in {passages}      default that
@@ -57,6 +58,14 @@
 //! temperature = 0.0                   # 0 = greedy                           default 0
 //! top_p = 1.0                         #                                      default 1
 //! seed = 42                           #                                      default 42
+//! system = ""                         # system message, "" = none            default ""
+//! stop = ["\n\n"]                     # stop strings                         default ["\n\n"]
+//! base_url = "http://127.0.0.1:8080/v1"  # openai: API root                  default that
+//! api_key_env = "OPENAI_API_KEY"      # openai: env variable with the key    default "" (none)
+//! concurrency = 4                     # openai: requests in flight           default 1
+//! timeout_secs = 120.0                # openai: per request                  default 120
+//! retries = 3                         # openai: after 429/5xx/timeouts/drops  default 3
+//! backoff_secs = 1.0                  # openai: first wait, doubling         default 1
 //! [reader.abstention]                 # read::AbstentionRule                 default its defaults
 //! phrases = ["not found"]
 //! [reader.parse]                      # read::AnswerParser: the scored answer out of the raw output
@@ -86,9 +95,12 @@
 //! dir = "data/cache/retrieval"        #                                      default that
 //! ```
 //!
-//! Relative paths are relative to the project root (the folder holding
-//! `data/assets.toml`; `WORKBENCH_ROOT` overrides), or to the config file's folder
-//! when there is no project root.
+//! Relative paths written in a config file are relative to the file's folder
+//! ([`PipelineConfig::from_file`]); the defaults name the workbench's own files relative
+//! to the project root (the folder holding `data/assets.toml`; `WORKBENCH_ROOT`
+//! overrides). A model field holds an asset name, `trained:<recipe>`, or a path (a value
+//! with a `/`, starting with `.`, or ending in `.gguf`; write `./name` for a folder
+//! beside the config).
 
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::load::question_set::BadRecords;
@@ -401,9 +413,13 @@ impl Default for RerankConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReaderKind {
-    /// A GGUF chat model (the generative reader).
+    /// A GGUF chat model run in process (the generative reader): `model` is an asset
+    /// name or a path to a `.gguf` file.
     #[default]
     Generative,
+    /// Any OpenAI-compatible chat-completions server (`read::openai`): `model` is the
+    /// server's name for the model, `base_url` where it listens.
+    Openai,
 }
 
 /// The reader.
@@ -436,6 +452,24 @@ pub struct ReaderConfig {
     /// How the scored answer is taken out of the raw output ([`AnswerParser`]). Default:
     /// every rule off (the raw output is scored).
     pub parse: AnswerParser,
+    /// System message; empty = none. Default empty.
+    pub system: String,
+    /// Generation stops at the first of these. Default `["\n\n"]`.
+    pub stop: Vec<String>,
+    /// `openai`: the API root up to `/v1`. Default `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// `openai`: environment variable holding the API key (its value is never written
+    /// anywhere); empty = no key. Default empty.
+    pub api_key_env: String,
+    /// `openai`: requests in flight. Default 1.
+    pub concurrency: usize,
+    /// `openai`: seconds allowed per request. Default 120.
+    pub timeout_secs: f64,
+    /// `openai`: further attempts after a timeout, dropped connection, 429, 5xx or
+    /// malformed response. Default 3.
+    pub retries: usize,
+    /// `openai`: first wait before a retry, seconds (doubling). Default 1.
+    pub backoff_secs: f64,
 }
 
 impl Default for ReaderConfig {
@@ -453,6 +487,14 @@ impl Default for ReaderConfig {
             seed: 42,
             abstention: AbstentionRule::default(),
             parse: AnswerParser::default(),
+            system: String::new(),
+            stop: vec!["\n\n".into()],
+            base_url: "http://127.0.0.1:8080/v1".into(),
+            api_key_env: String::new(),
+            concurrency: 1,
+            timeout_secs: 120.0,
+            retries: 3,
+            backoff_secs: 1.0,
         }
     }
 }
@@ -550,6 +592,24 @@ impl Default for CacheConfig {
     }
 }
 
+/// `path` with `.` and `..` components folded away (lexically: no file-system access).
+fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 impl PipelineConfig {
     /// Parse a config from TOML text; relative paths resolve against `base_dir`.
     /// Errors: TOML syntax, an unknown field, a wrong type ([`Error::BadInput`] naming
@@ -561,18 +621,90 @@ impl PipelineConfig {
         Ok(c)
     }
 
-    /// Read and parse a config file, then [`validate`](Self::validate) it. Relative
-    /// paths resolve against the project root, or the file's folder without one.
+    /// Read and parse a config file, then [`validate`](Self::validate) it.
+    ///
+    /// A relative path written in the file (`corpus.path`, `questions.path`,
+    /// `reader.prompt`, `query_transform.prompt`, `cache.dir`, and a model given as a
+    /// path) is relative to **the file's folder**; it is stored relative to the project
+    /// root when it lies inside it (so a shipped config's resolved form does not depend on
+    /// where the checkout is), else as an absolute path. Fields left out keep their
+    /// defaults, which name the workbench's own files relative to the project root.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = crate::load::read_to_string(path)?;
-        let base = crate::paths::project_root().unwrap_or_else(|_| {
-            path.parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| PathBuf::from("."))
-        });
-        let c = Self::from_toml(&text, path, &base)?;
+        let folder = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let folder = std::path::absolute(folder).map_err(|e| Error::io(folder, e))?;
+        let base = match crate::paths::project_root() {
+            Ok(root) => std::path::absolute(&root).map_err(|e| Error::io(&root, e))?,
+            Err(_) => folder.clone(),
+        };
+        let mut c = Self::from_toml(&text, path, &base)?;
+        let written: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| Error::bad_input(path, e.to_string()))?;
+        c.rebase_paths(&written, &folder);
         c.validate()?;
         Ok(c)
+    }
+
+    /// Rewrite the relative paths `written` in a file in `folder` as paths relative to
+    /// [`PipelineConfig::base_dir`] (or absolute when outside it).
+    fn rebase_paths(&mut self, written: &toml::Table, folder: &Path) {
+        let has = |section: &str, key: &str| {
+            written
+                .get(section)
+                .and_then(toml::Value::as_table)
+                .is_some_and(|t| t.contains_key(key))
+        };
+        let base = self.base_dir.clone();
+        let rebase = |v: &mut String| {
+            if v.trim().is_empty() || Path::new(v.as_str()).is_absolute() {
+                return;
+            }
+            let full = normalize(&folder.join(v.as_str()));
+            *v = match full.strip_prefix(&base) {
+                Ok(rel) => rel.to_string_lossy().into_owned(),
+                Err(_) => full.to_string_lossy().into_owned(),
+            };
+        };
+        let model = |v: &mut String| {
+            if matches!(
+                crate::assets::ModelRef::parse(v),
+                crate::assets::ModelRef::Path(_)
+            ) {
+                rebase(v)
+            }
+        };
+        if has("corpus", "path") {
+            rebase(&mut self.corpus.path);
+        }
+        if has("questions", "path") {
+            rebase(&mut self.questions.path);
+        }
+        if has("reader", "prompt") {
+            rebase(&mut self.reader.prompt);
+        }
+        if has("cache", "dir") {
+            rebase(&mut self.cache.dir);
+        }
+        if let Some(t) = self
+            .query_transform
+            .as_mut()
+            .filter(|_| has("query_transform", "prompt"))
+        {
+            rebase(&mut t.prompt);
+        }
+        if has("reader", "model") && self.reader.kind == ReaderKind::Generative {
+            model(&mut self.reader.model);
+        }
+        if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
+            model(&mut r.model);
+        }
+        for r in &mut self.retrieval.retrievers {
+            model(&mut r.model);
+        }
     }
 
     /// A path of the config, resolved against [`PipelineConfig::base_dir`].
@@ -763,7 +895,57 @@ impl PipelineConfig {
         if self.reader.max_new_tokens == 0 {
             return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
         }
-        Ok(())
+        self.validate_reader_kind()
+    }
+
+    fn validate_reader_kind(&self) -> Result<()> {
+        use crate::assets::ModelRef;
+        let r = &self.reader;
+        match r.kind {
+            ReaderKind::Generative => match ModelRef::parse(&r.model) {
+                ModelRef::Path(p) => self.require_file("reader.model", p),
+                ModelRef::Trained(_) => Err(Error::param(
+                    "reader.model",
+                    "a generative reader loads a GGUF (an asset name or a .gguf path), not a \
+                     trained: recipe",
+                )),
+                ModelRef::Asset(a) if a.trim().is_empty() => {
+                    Err(Error::param("reader.model", "no model given"))
+                }
+                ModelRef::Asset(_) => Ok(()),
+            },
+            ReaderKind::Openai => {
+                let url = r.base_url.trim();
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(Error::param(
+                        "reader.base_url",
+                        format!("{url:?} is not an http:// or https:// URL"),
+                    ));
+                }
+                if r.model.trim().is_empty() {
+                    return Err(Error::param(
+                        "reader.model",
+                        "name the model the server should run (its `model` field)",
+                    ));
+                }
+                if r.concurrency == 0 {
+                    return Err(Error::param("reader.concurrency", "must be at least 1"));
+                }
+                if !(r.timeout_secs.is_finite() && r.timeout_secs > 0.0) {
+                    return Err(Error::param(
+                        "reader.timeout_secs",
+                        "must be a positive number",
+                    ));
+                }
+                if !(r.backoff_secs.is_finite() && r.backoff_secs >= 0.0) {
+                    return Err(Error::param(
+                        "reader.backoff_secs",
+                        "must be finite and ≥ 0",
+                    ));
+                }
+                Ok(())
+            }
+        }
     }
 
     fn require_file(&self, field: &'static str, p: &str) -> Result<()> {

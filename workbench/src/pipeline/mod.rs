@@ -398,7 +398,7 @@ impl Pipeline {
                 {
                     use crate::encode::{BertEncoder, EmbeddingCache, EncoderParams};
                     let assets = crate::assets::Assets::load()?;
-                    let enc = std::sync::Arc::new(BertEncoder::load(
+                    let enc = std::sync::Arc::new(BertEncoder::load_named(
                         &assets,
                         &r.model,
                         EncoderParams::default(),
@@ -632,7 +632,33 @@ impl Pipeline {
     pub fn run(
         &self,
         reader: &mut dyn Reader,
+        transform: Option<&mut dyn QueryTransform>,
+    ) -> Result<PipelineRun> {
+        self.run_inner(reader, transform, None)
+    }
+
+    /// [`Pipeline::run`], appending each question's trace to `journal` as soon as it is
+    /// scored; the questions the journal already holds (a killed run of the same key) are
+    /// taken as done: their transform and reading are not repeated. The result equals an
+    /// uninterrupted run's except for times and the retrieval-cache flag. The journal is
+    /// left in place (remove it once the results are written).
+    ///
+    /// Errors: those of [`Pipeline::run`]; a journal whose questions are not this run's
+    /// first questions in order ([`Error::BadInput`] naming it).
+    pub fn run_journaled(
+        &self,
+        reader: &mut dyn Reader,
+        transform: Option<&mut dyn QueryTransform>,
+        journal: &mut trace::Journal,
+    ) -> Result<PipelineRun> {
+        self.run_inner(reader, transform, Some(journal))
+    }
+
+    fn run_inner(
+        &self,
+        reader: &mut dyn Reader,
         mut transform: Option<&mut dyn QueryTransform>,
+        mut journal: Option<&mut trace::Journal>,
     ) -> Result<PipelineRun> {
         let tcfg = self.config.query_transform.clone();
         match (&tcfg, transform.is_some()) {
@@ -659,12 +685,45 @@ impl Pipeline {
             source: Box::new(e),
         };
         let qs = &self.questions.questions;
-        // 1. Transform.
+        let done: Vec<TraceRecord> = journal.as_ref().map_or(Vec::new(), |j| j.done().to_vec());
+        if let Some(j) = &journal {
+            let fits = done.len() <= qs.len() && done.iter().zip(qs).all(|(r, q)| r.id == q.id);
+            if !fits {
+                return Err(Error::bad_input(
+                    j.path(),
+                    format!(
+                        "the journal's {} questions are not this run's first questions; \
+                         delete it to start over",
+                        done.len()
+                    ),
+                ));
+            }
+        }
+        // 1. Transform (questions done in a journaled run: as recorded).
         let mut queries: Vec<Vec<String>> = Vec::with_capacity(qs.len());
         let mut t_usage = Vec::with_capacity(qs.len());
         let mut t_meta: Vec<(usize, Vec<String>, Option<String>)> = Vec::with_capacity(qs.len());
         let mut t_secs = Vec::with_capacity(qs.len());
         for (i, q) in qs.iter().enumerate() {
+            if let Some(r) = done.get(i) {
+                queries.push(if tcfg.is_some() {
+                    r.queries.clone()
+                } else {
+                    vec![q.question.clone()]
+                });
+                t_usage.push(crate::read::Usage {
+                    prompt_tokens: r.transform_tokens.0,
+                    generated_tokens: r.transform_tokens.1,
+                    ..Default::default()
+                });
+                t_meta.push((
+                    r.transform_requested,
+                    r.transform_raw.clone(),
+                    r.transform_note.clone(),
+                ));
+                t_secs.push(r.times.transform);
+                continue;
+            }
             let t0 = Instant::now();
             match (&mut transform, &tcfg) {
                 (Some(t), Some(cfg)) => {
@@ -730,102 +789,84 @@ impl Pipeline {
                 }
             }
         };
-        // 4–5. Read and score.
+        // 4–5. Read and score, in batches of the reader's concurrency.
         let rule = self.config.evaluation.answer_match;
         let n_pass = self.config.reader.passages;
-        let mut records = Vec::with_capacity(qs.len());
+        let contexts: Vec<Vec<Context>> = retrieved
+            .iter()
+            .map(|r| {
+                let top: &[Hit] = r.reranked.as_deref().unwrap_or(&r.retrieved);
+                top.iter()
+                    .take(n_pass)
+                    .map(|h| {
+                        let p = &self.passages[self.position[&h.id]];
+                        Context {
+                            id: p.id.clone(),
+                            title: p.title.clone(),
+                            text: p.text.clone(),
+                            score: h.score,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut records = done;
         let mut bar = crate::progress::bar(qs.len(), &format!("read ({})", reader.name()));
-        for (i, q) in qs.iter().enumerate() {
-            let r = &retrieved[i];
-            let top: &[Hit] = r.reranked.as_deref().unwrap_or(&r.retrieved);
-            let contexts: Vec<Context> = top
-                .iter()
-                .take(n_pass)
-                .map(|h| {
-                    let p = &self.passages[self.position[&h.id]];
-                    Context {
-                        id: p.id.clone(),
-                        title: p.title.clone(),
-                        text: p.text.clone(),
-                        score: h.score,
-                    }
-                })
+        crate::progress::tick(&mut bar, records.len());
+        let batch = reader.concurrency().max(1);
+        let mut start = records.len();
+        while start < qs.len() {
+            let end = (start + batch).min(qs.len());
+            let items: Vec<(&str, &[Context])> = (start..end)
+                .map(|i| (qs[i].question.as_str(), contexts[i].as_slice()))
                 .collect();
             let t0 = Instant::now();
-            let answer = reader.read(&q.question, &contexts).map_err(|e| at(i, e))?;
-            let read_secs = t0.elapsed().as_secs_f64();
-            let kept: Vec<Context> = contexts
-                .iter()
-                .filter(|c| answer.passage_ids.contains(&c.id))
-                .cloned()
-                .collect();
-            let prompt = reader.prompt(&q.question, &kept).map_err(|e| at(i, e))?;
-            let prediction = if answer.abstained {
-                String::new()
-            } else {
-                self.config.reader.parse.parse(&answer.text)
-            };
-            let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
-            let cp =
-                context::context_precision(&kept_texts, &q.answers, rule).map_err(|e| at(i, e))?;
-            let answer_found = rule
-                .has_answer(&prediction, &q.answers)
-                .map_err(|e| at(i, e))?;
-            let em = qa::exact_match(&prediction, &q.answers);
-            let outcome = trace::Outcome::of(
-                answer.abstained,
-                em,
-                answer_found,
-                cp.as_ref().map(|c| c.precision),
-            );
-            let group = self
-                .questions
-                .groups
-                .get(&q.id)
-                .cloned()
-                .unwrap_or_else(|| trace::question_group(&q.question).to_string());
-            records.push(TraceRecord {
-                id: q.id.clone(),
-                question: q.question.clone(),
-                gold_answers: q.answers.clone(),
-                group,
-                queries: if tcfg.is_some() {
-                    queries[i].clone()
-                } else {
-                    Vec::new()
-                },
-                transform_requested: t_meta[i].0,
-                transform_raw: t_meta[i].1.clone(),
-                transform_note: t_meta[i].2.clone(),
-                retrieved: r.retrieved.clone(),
-                reranked: r.reranked.clone(),
-                passage_ids: answer.passage_ids.clone(),
-                dropped: answer.dropped.clone(),
-                prompt,
-                answer: answer.text.clone(),
-                abstained: answer.abstained,
-                prediction: prediction.clone(),
-                em,
-                f1: qa::f1(&prediction, &q.answers),
-                recall: qa::token_recall(&prediction, &q.answers),
-                answer_found,
-                context_precision: cp.as_ref().map(|c| c.precision),
-                outcome,
-                context_average_precision: cp.as_ref().map(|c| c.average_precision),
-                transform_tokens: (t_usage[i].prompt_tokens, t_usage[i].generated_tokens),
-                prompt_tokens: answer.usage.prompt_tokens,
-                generated_tokens: answer.usage.generated_tokens,
-                times: StageTimes {
-                    transform: t_secs[i],
-                    retrieve: r.retrieve_secs,
-                    rerank: r.rerank_secs,
-                    read: read_secs,
-                    prefill: answer.usage.prefill_secs,
-                    decode: answer.usage.decode_secs,
-                },
-                retrieval_cached: cache_status == cache::Status::Hit,
-            });
-            crate::progress::tick(&mut bar, 1);
+            let answers = reader.read_many(&items);
+            let read_secs = t0.elapsed().as_secs_f64() / items.len() as f64;
+            if answers.len() != items.len() {
+                return Err(at(
+                    start,
+                    Error::param(
+                        "reader",
+                        format!(
+                            "`{}` returned {} answers for {} questions",
+                            reader.name(),
+                            answers.len(),
+                            items.len()
+                        ),
+                    ),
+                ));
+            }
+            for (i, answer) in (start..end).zip(answers) {
+                let answer = answer.map_err(|e| at(i, e))?;
+                let record = self
+                    .score(
+                        reader,
+                        i,
+                        &contexts[i],
+                        &retrieved[i],
+                        answer,
+                        ReadMeta {
+                            queries: if tcfg.is_some() {
+                                queries[i].clone()
+                            } else {
+                                Vec::new()
+                            },
+                            transform: t_meta[i].clone(),
+                            transform_usage: t_usage[i].clone(),
+                            transform_secs: t_secs[i],
+                            read_secs,
+                            cached: cache_status == cache::Status::Hit,
+                        },
+                    )
+                    .map_err(|e| at(i, e))?;
+                if let Some(j) = journal.as_mut() {
+                    j.append(&record)?;
+                }
+                records.push(record);
+                crate::progress::tick(&mut bar, 1);
+            }
+            start = end;
         }
         Ok(PipelineRun {
             name: self.config.name.clone(),
@@ -837,6 +878,99 @@ impl Pipeline {
             skipped: self.questions.skipped.clone(),
             retrieval_cache: cache_status,
             records,
+        })
+    }
+}
+
+/// What the read step of one question needs besides the answer.
+struct ReadMeta {
+    queries: Vec<String>,
+    transform: (usize, Vec<String>, Option<String>),
+    transform_usage: crate::read::Usage,
+    transform_secs: f64,
+    read_secs: f64,
+    cached: bool,
+}
+
+impl Pipeline {
+    /// Score question `i`'s answer into its trace record.
+    fn score(
+        &self,
+        reader: &dyn Reader,
+        i: usize,
+        contexts: &[Context],
+        r: &cache::Retrieved,
+        answer: crate::read::Answer,
+        meta: ReadMeta,
+    ) -> Result<TraceRecord> {
+        let q = &self.questions.questions[i];
+        let rule = self.config.evaluation.answer_match;
+        let kept: Vec<Context> = contexts
+            .iter()
+            .filter(|c| answer.passage_ids.contains(&c.id))
+            .cloned()
+            .collect();
+        let prompt = reader.prompt(&q.question, &kept)?;
+        let prediction = if answer.abstained {
+            String::new()
+        } else {
+            self.config.reader.parse.parse(&answer.text)
+        };
+        let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
+        let cp = context::context_precision(&kept_texts, &q.answers, rule)?;
+        let answer_found = rule.has_answer(&prediction, &q.answers)?;
+        let em = qa::exact_match(&prediction, &q.answers);
+        let outcome = trace::Outcome::of(
+            answer.abstained,
+            em,
+            answer_found,
+            cp.as_ref().map(|c| c.precision),
+        );
+        let group = self
+            .questions
+            .groups
+            .get(&q.id)
+            .cloned()
+            .unwrap_or_else(|| trace::question_group(&q.question).to_string());
+        Ok(TraceRecord {
+            id: q.id.clone(),
+            question: q.question.clone(),
+            gold_answers: q.answers.clone(),
+            group,
+            queries: meta.queries,
+            transform_requested: meta.transform.0,
+            transform_raw: meta.transform.1,
+            transform_note: meta.transform.2,
+            retrieved: r.retrieved.clone(),
+            reranked: r.reranked.clone(),
+            passage_ids: answer.passage_ids.clone(),
+            dropped: answer.dropped.clone(),
+            prompt,
+            answer: answer.text.clone(),
+            abstained: answer.abstained,
+            prediction: prediction.clone(),
+            em,
+            f1: qa::f1(&prediction, &q.answers),
+            recall: qa::token_recall(&prediction, &q.answers),
+            answer_found,
+            context_precision: cp.as_ref().map(|c| c.precision),
+            outcome,
+            context_average_precision: cp.as_ref().map(|c| c.average_precision),
+            transform_tokens: (
+                meta.transform_usage.prompt_tokens,
+                meta.transform_usage.generated_tokens,
+            ),
+            prompt_tokens: answer.usage.prompt_tokens,
+            generated_tokens: answer.usage.generated_tokens,
+            times: StageTimes {
+                transform: meta.transform_secs,
+                retrieve: r.retrieve_secs,
+                rerank: r.rerank_secs,
+                read: meta.read_secs,
+                prefill: answer.usage.prefill_secs,
+                decode: answer.usage.decode_secs,
+            },
+            retrieval_cached: meta.cached,
         })
     }
 }

@@ -1,7 +1,12 @@
-//! The reader a config names (feature `llm`): the [`GenerativeReader`] set up from
-//! `[reader]` and the pipeline's prompt template, wrapped so traces get its prompt.
+//! The reader a config names (feature `llm`): [`build`] gives the reader of
+//! `reader.kind` and the query transform on the same model.
 //!
-//! How the config maps onto [`ReaderOptions`]:
+//! - `generative`: the [`GenerativeReader`] on `reader.model` (an asset name or a `.gguf`
+//!   path), loaded once per [`ModelPool`], wrapped so traces get its prompt;
+//! - `openai`: an [`OpenAiReader`] on `reader.base_url` (the same prompt, passage format,
+//!   decoding settings and stop strings; the API key from `reader.api_key_env`).
+//!
+//! How the config maps onto [`ReaderOptions`] (and [`OpenAiOptions`]):
 //!
 //! - the template file becomes the user message (no system message): `{question}` and
 //!   `{passages}` as they are; `{k}` is replaced by `reader.passages` (the number asked
@@ -11,15 +16,150 @@
 //!   run gives the reader no passage, so it renders as nothing and the prompt is the
 //!   template's text exactly;
 //! - `reader.passage_format` with `{i}` written as the generative reader's `{rank}`;
-//! - decoding: greedy when `temperature = 0`, else seeded top-p; `max_new_tokens`; the
-//!   generative reader's default stop strings.
+//! - `reader.system` (empty = no system message);
+//! - decoding: greedy when `temperature = 0`, else seeded top-p; `max_new_tokens`;
+//!   `reader.stop`.
 
-use super::Pipeline;
+use super::config::ReaderKind;
+use super::llm_transform::{transform_for, Generator};
+use super::{Pipeline, QueryTransform};
+use crate::assets::ModelRef;
 use crate::read::generative::{
     GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling, SharedLlm,
 };
+use crate::read::openai::{OpenAiOptions, OpenAiReader};
 use crate::read::{Answer, Context, Reader};
 use crate::Result;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// GGUF models loaded once, by the value of `reader.model` (an asset name or a path).
+#[derive(Debug, Default)]
+pub struct ModelPool {
+    models: BTreeMap<String, SharedLlm>,
+}
+
+impl ModelPool {
+    /// The model `model` names (an asset name, or a `.gguf` path resolved against
+    /// `pipeline`'s config), loaded on first use.
+    pub fn get_for(&mut self, pipeline: &Pipeline, model: &str) -> Result<SharedLlm> {
+        if let Some(m) = self.models.get(model) {
+            return Ok(m.clone());
+        }
+        let opts = LoadOptions::default();
+        let llm = match ModelRef::parse(model) {
+            ModelRef::Path(p) => Llm::load(&pipeline.config().resolve(p), &opts)?,
+            _ => Llm::from_asset(model, &opts)?,
+        };
+        let m = SharedLlm::new(llm);
+        self.models.insert(model.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// The model of asset `name`, loaded on first use.
+    pub fn get(&mut self, name: &str) -> Result<SharedLlm> {
+        if let Some(m) = self.models.get(name) {
+            return Ok(m.clone());
+        }
+        let m = SharedLlm::new(Llm::from_asset(name, &LoadOptions::default())?);
+        self.models.insert(name.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// Models loaded so far.
+    pub fn loaded(&self) -> Vec<String> {
+        self.models.keys().cloned().collect()
+    }
+}
+
+/// A reader and the query transform on its model.
+pub type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
+
+/// The reader `pipeline`'s `[reader]` names and, when the config has a
+/// `[query_transform]`, the transform on the same model (the loaded GGUF of `pool`, or
+/// the same server).
+pub fn build(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderAndTransform> {
+    let c = &pipeline.config().reader;
+    match c.kind {
+        ReaderKind::Generative => {
+            let llm = pool.get_for(pipeline, &c.model)?;
+            let reader = generative_reader_on(pipeline, llm)?;
+            let transform = transform_for(pipeline, Generator::Local(reader.llm().clone()))?
+                .map(|t| Box::new(t) as Box<dyn QueryTransform>);
+            Ok((Box::new(reader), transform))
+        }
+        ReaderKind::Openai => {
+            let reader = Arc::new(openai_reader(pipeline)?);
+            let transform = transform_for(pipeline, Generator::Remote(reader.clone()))?
+                .map(|t| Box::new(t) as Box<dyn QueryTransform>);
+            Ok((Box::new(SharedOpenAi(reader)), transform))
+        }
+    }
+}
+
+/// An [`OpenAiReader`] shared with the query transform.
+struct SharedOpenAi(Arc<OpenAiReader>);
+
+impl Reader for SharedOpenAi {
+    fn name(&self) -> &str {
+        Reader::name(&*self.0)
+    }
+    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
+        self.0.answer(question, passages)
+    }
+    fn prompt(&self, question: &str, passages: &[Context]) -> Result<Option<String>> {
+        Reader::prompt(&*self.0, question, passages)
+    }
+    fn concurrency(&self) -> usize {
+        self.0.options().concurrency
+    }
+    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
+        self.0.answer_many(items)
+    }
+}
+
+/// The template text and passage format `[reader]` gives both reader kinds: `{k}`
+/// replaced, `{{`/`}}` unescaped, `{passages}` appended to a closed-book template, `{i}`
+/// written as `{rank}`.
+fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
+    let c = &pipeline.config().reader;
+    let template = crate::load::read_to_string(&pipeline.config().resolve(&c.prompt))?;
+    let template = template.strip_suffix('\n').unwrap_or(&template);
+    let mut prompt = template
+        .replace("{k}", &c.passages.to_string())
+        .replace("{{", "{")
+        .replace("}}", "}");
+    if !pipeline.template().uses_passages() {
+        prompt.push_str("{passages}");
+    }
+    Ok((prompt, c.passage_format.replace("{i}", "{rank}")))
+}
+
+/// The [`OpenAiReader`] of `[reader]` (`kind = "openai"`).
+pub fn openai_reader(pipeline: &Pipeline) -> Result<OpenAiReader> {
+    let c = &pipeline.config().reader;
+    let (prompt, passage) = prompt_parts(pipeline)?;
+    OpenAiReader::new(OpenAiOptions {
+        base_url: c.base_url.clone(),
+        model: c.model.clone(),
+        api_key_env: c.api_key_env.clone(),
+        name: c.model.clone(),
+        system: Some(c.system.clone()).filter(|s| !s.is_empty()),
+        prompt,
+        passage,
+        passage_separator: c.passage_separator.clone(),
+        temperature: c.temperature,
+        top_p: c.top_p,
+        seed: c.seed,
+        max_tokens: c.max_new_tokens,
+        stop: c.stop.clone(),
+        concurrency: c.concurrency,
+        timeout_secs: c.timeout_secs,
+        retries: c.retries,
+        backoff_secs: c.backoff_secs,
+        abstention: c.abstention.clone(),
+    })
+}
 
 /// A [`GenerativeReader`] whose [`Reader::prompt`] returns the chat text of its last
 /// call (the exact text the model read).
@@ -43,8 +183,7 @@ impl ConfiguredReader {
 
 /// Load the model of `[reader]` and build the reader for `pipeline`.
 pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
-    let c = &pipeline.config().reader;
-    let llm = SharedLlm::new(Llm::from_asset(&c.model, &LoadOptions::default())?);
+    let llm = ModelPool::default().get_for(pipeline, &pipeline.config().reader.model)?;
     generative_reader_on(pipeline, llm)
 }
 
@@ -53,21 +192,13 @@ pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
 /// copy). The reader's name is `reader.model`.
 pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<ConfiguredReader> {
     let c = &pipeline.config().reader;
-    let template = crate::load::read_to_string(&pipeline.config().resolve(&c.prompt))?;
-    let template = template.strip_suffix('\n').unwrap_or(&template);
-    let mut prompt = template
-        .replace("{k}", &c.passages.to_string())
-        .replace("{{", "{")
-        .replace("}}", "}");
-    if !pipeline.template().uses_passages() {
-        prompt.push_str("{passages}");
-    }
+    let (prompt, passage) = prompt_parts(pipeline)?;
     let defaults = ReaderOptions::default();
     let opts = ReaderOptions {
         name: c.model.clone(),
-        system: None,
+        system: Some(c.system.clone()).filter(|s| !s.is_empty()),
         prompt,
-        passage: c.passage_format.replace("{i}", "{rank}"),
+        passage,
         passage_separator: c.passage_separator.clone(),
         params: GenerateParams {
             max_new_tokens: c.max_new_tokens,
@@ -80,6 +211,7 @@ pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<Confi
                     seed: c.seed,
                 }
             },
+            stop_strings: c.stop.clone(),
             ..defaults.params
         },
         abstention: c.abstention.clone(),

@@ -2,7 +2,7 @@
 //! reports 001, 002 and 004 and the notebooks.
 //!
 //! - [`ModelPool`] loads each GGUF model once; every config's reader and query transform
-//!   that names it shares that copy ([`SharedLlm`]);
+//!   that names it shares that copy ([`SharedLlm`](crate::read::generative::SharedLlm));
 //! - [`run_config`] builds a config's pipeline, its reader on the pool's model and its
 //!   LLM transform, and runs it;
 //! - [`scaled`] sets a config's question count (a seeded sample) and reader model, the
@@ -28,14 +28,12 @@
 //! # Ok(()) }
 //! ```
 
-use super::llm_transform::transform_for;
-use super::reader::generative_reader_on;
+pub use super::reader::ModelPool;
 use super::trace::Summary;
 use super::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
 use crate::display::Table;
 use crate::env::{Env, Outputs, Resolved, Scale};
 use crate::evaluate::significance;
-use crate::read::generative::{Llm, LoadOptions, SharedLlm};
 use crate::results::ResultDir;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -618,29 +616,6 @@ impl Outputs for ReproResult {
     }
 }
 
-/// GGUF models loaded once, by asset name.
-#[derive(Debug, Default)]
-pub struct ModelPool {
-    models: BTreeMap<String, SharedLlm>,
-}
-
-impl ModelPool {
-    /// The model of asset `name`, loaded on first use.
-    pub fn get(&mut self, name: &str) -> Result<SharedLlm> {
-        if let Some(m) = self.models.get(name) {
-            return Ok(m.clone());
-        }
-        let m = SharedLlm::new(Llm::from_asset(name, &LoadOptions::default())?);
-        self.models.insert(name.to_string(), m.clone());
-        Ok(m)
-    }
-
-    /// Models loaded so far.
-    pub fn loaded(&self) -> Vec<String> {
-        self.models.keys().cloned().collect()
-    }
-}
-
 /// `config` with `questions.limit` set to `questions` (`Some(0)`: every question; `None`:
 /// as the file says) and `reader.model` set to `reader` (`None`: as the file says).
 pub fn scaled(
@@ -664,14 +639,15 @@ pub fn run_config(pool: &mut ModelPool, config: PipelineConfig) -> Result<Pipeli
     run_pipeline(pool, &pipeline)
 }
 
-/// [`run_config`] for an already built pipeline.
+/// [`run_config`] for an already built pipeline: its reader ([`super::reader::build`]:
+/// the in-process GGUF from `pool`, or a server) and query transform.
 pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<PipelineRun> {
-    let llm = pool.get(&pipeline.config().reader.model)?;
-    let mut reader = generative_reader_on(pipeline, llm)?;
-    let mut transform = transform_for(pipeline, reader.llm())?;
+    let (mut reader, mut transform) = super::reader::build(pipeline, pool)?;
     pipeline.run(
-        &mut reader,
-        transform.as_mut().map(|t| t as &mut dyn QueryTransform),
+        reader.as_mut(),
+        transform
+            .as_mut()
+            .map(|t| t.as_mut() as &mut dyn QueryTransform),
     )
 }
 

@@ -65,7 +65,11 @@ impl EncoderPool {
         if let Some(e) = self.loaded.get(model) {
             return Ok(e.clone());
         }
-        let e = Arc::new(BertEncoder::load(assets, model, EncoderParams::default())?);
+        let e = Arc::new(BertEncoder::load_named(
+            assets,
+            model,
+            EncoderParams::default(),
+        )?);
         self.loaded.insert(model.to_string(), e.clone());
         Ok(e)
     }

@@ -27,6 +27,146 @@ use std::path::Path;
 
 pub use crate::evaluate::groups::question_group;
 
+/// The traces of a run as it goes (JSON Lines), so that a killed run continues where it
+/// stopped: [`super::Pipeline::run_journaled`] appends each question's [`TraceRecord`]
+/// as soon as it is scored (written and flushed to disk), and a new run with the same
+/// `key` takes the recorded questions as done.
+///
+/// The first line is `{"journal": 1, "key": …}`; a journal with another key (another
+/// config or program) is never continued: it is started over, and [`Journal::discarded`]
+/// says why. A last line cut off by a kill is dropped.
+#[derive(Debug)]
+pub struct Journal {
+    path: std::path::PathBuf,
+    key: String,
+    done: Vec<TraceRecord>,
+    discarded: Option<String>,
+    file: Option<std::fs::File>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JournalHeader {
+    journal: u32,
+    key: String,
+}
+
+impl Journal {
+    /// Open (or create) the journal at `path` for a run identified by `key` (for
+    /// example the sha256 of the resolved configuration and the program).
+    pub fn open(path: &Path, key: &str) -> Result<Self> {
+        let mut j = Journal {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            done: Vec::new(),
+            discarded: None,
+            file: None,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(j),
+            Err(e) => return Err(Error::io(path, e)),
+        };
+        let mut lines = text.split_inclusive('\n');
+        let header = lines
+            .next()
+            .and_then(|l| serde_json::from_str::<JournalHeader>(l.trim()).ok());
+        match header {
+            Some(h) if h.journal == 1 && h.key == key => {}
+            Some(_) => {
+                j.discarded = Some("it belongs to another configuration or program".into());
+                return Ok(j);
+            }
+            None => {
+                j.discarded = Some("its first line is not a journal header".into());
+                return Ok(j);
+            }
+        }
+        for (i, line) in lines.enumerate() {
+            if !line.ends_with('\n') {
+                break; // the last line, cut off by a kill: dropped, rewritten on continuing
+            }
+            let r = serde_json::from_str::<TraceRecord>(line.trim()).map_err(|e| {
+                Error::malformed(
+                    path,
+                    i + 2,
+                    format!("not a trace record ({e}); delete the journal to start over"),
+                )
+            })?;
+            j.done.push(r);
+        }
+        Ok(j)
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The questions finished by earlier runs, in order.
+    pub fn done(&self) -> &[TraceRecord] {
+        &self.done
+    }
+
+    /// Why an existing journal was not continued (`None`: it was, or there was none).
+    pub fn discarded(&self) -> Option<&str> {
+        self.discarded.as_deref()
+    }
+
+    /// Start writing: rewrite the file as its header and the records kept (dropping a
+    /// cut-off last line, or everything of a discarded journal).
+    pub fn begin(&mut self) -> Result<()> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        let mut text = serde_json::to_string(&JournalHeader {
+            journal: 1,
+            key: self.key.clone(),
+        })?;
+        text.push('\n');
+        for r in &self.done {
+            text.push_str(&serde_json::to_string(r)?);
+            text.push('\n');
+        }
+        let tmp = self.path.with_extension("jsonl.tmp");
+        std::fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        let f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.file = Some(f);
+        Ok(())
+    }
+
+    /// Append one finished question (written and flushed to disk before returning).
+    pub fn append(&mut self, r: &TraceRecord) -> Result<()> {
+        if self.file.is_none() {
+            self.begin()?;
+        }
+        let mut line = serde_json::to_string(r)?;
+        line.push('\n');
+        let path = self.path.clone();
+        let f = self
+            .file
+            .as_mut()
+            .ok_or_else(|| Error::bad_input(&path, "journal not open"))?;
+        f.write_all(line.as_bytes())
+            .and_then(|_| f.sync_data())
+            .map_err(|e| Error::io(&path, e))?;
+        self.done.push(r.clone());
+        Ok(())
+    }
+
+    /// Delete the journal (its run's results are written).
+    pub fn remove(self) -> Result<()> {
+        drop(self.file);
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&self.path, e)),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Seconds spent in each stage for one question.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct StageTimes {
@@ -36,7 +176,8 @@ pub struct StageTimes {
     pub retrieve: f64,
     /// Re-ranking (0 without a re-ranker).
     pub rerank: f64,
-    /// The reader call, wall clock.
+    /// The reader call, wall clock (a reader that works on several questions at once:
+    /// the batch's wall clock over its questions).
     pub read: f64,
     /// Of which prompt processing, as the reader reports it.
     pub prefill: f64,
@@ -434,6 +575,37 @@ impl PipelineRun {
                 )),
             })
             .collect()
+    }
+
+    /// A run read back from a folder [`PipelineRun::write`] wrote (`traces.jsonl` and
+    /// `summary.json`), with the `config` that produced it. The retrieval-cache status
+    /// and the skipped records are not stored there: they come back as `hit` and empty.
+    pub fn read(dir: &Path, config: PipelineConfig) -> Result<PipelineRun> {
+        let sp = dir.join("summary.json");
+        let summary: Summary = serde_json::from_str(&crate::load::read_to_string(&sp)?)
+            .map_err(|e| Error::bad_input(&sp, e.to_string()))?;
+        let tp = dir.join("traces.jsonl");
+        let text = crate::load::read_to_string(&tp)?;
+        let records = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str::<TraceRecord>(l)
+                    .map_err(|e| Error::malformed(&tp, i + 1, e.to_string()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PipelineRun {
+            name: summary.name,
+            reader: summary.reader,
+            retrieval: summary.retrieval,
+            transform: summary.transform,
+            answer_match: config.evaluation.answer_match,
+            config,
+            skipped: Vec::new(),
+            retrieval_cache: Status::Hit,
+            records,
+        })
     }
 
     /// Write the files listed in the [module docs](self) into `dir` (created).

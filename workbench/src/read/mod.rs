@@ -11,6 +11,7 @@
 //! | (this module) | the [`Reader`] trait, [`Answer`], [`AbstentionRule`], [`read_all`] with progress | – |
 //! | [`parse`] | [`AnswerParser`]: the scored answer taken out of a generative reader's raw output | – |
 //! | [`generative`] | GGUF language models (qwen2, llama) on candle: tokenizer, chat template, decoding, [`generative::GenerativeReader`] | `llm` |
+//! | [`openai`] | [`openai::OpenAiReader`]: any OpenAI-compatible chat-completions server (llama.cpp's, vLLM, a hosted API), requests in flight, retries | – |
 //! | [`extractive`] | `ExtractiveReader`: a question-answering model (BERT / DistilBERT / RoBERTa `*ForQuestionAnswering`), sliding windows, n-best spans with a null score, evidence offsets | `dense` |
 //!
 //! ## Contract
@@ -29,6 +30,7 @@
 pub mod extractive;
 #[cfg(feature = "llm")]
 pub mod generative;
+pub mod openai;
 pub mod parse;
 
 pub use parse::AnswerParser;
@@ -146,6 +148,38 @@ pub trait Reader {
         let _ = (question, passages);
         Ok(None)
     }
+
+    /// How many questions [`Reader::read_many`] works on at once (1, the default: one
+    /// at a time). Callers give it batches of this size.
+    fn concurrency(&self) -> usize {
+        1
+    }
+
+    /// Answer several questions; the results are in the order of `items`. The default
+    /// reads them one after the other with [`Reader::read`]; a reader with
+    /// [`Reader::concurrency`] > 1 works on them together.
+    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
+        items.iter().map(|(q, p)| self.read(q, p)).collect()
+    }
+}
+
+/// A prompt's user message: `prompt` with `{passages}` and `{question}` filled in one
+/// pass ([`crate::text::fill_placeholders`]: a passage holding `{question}` keeps it).
+pub fn user_message(prompt: &str, question: &str, passages: &str) -> String {
+    crate::text::fill_placeholders(prompt, &[("passages", passages), ("question", question)])
+}
+
+/// One passage: `format` with `{rank}`, `{id}`, `{title}` and `{text}` filled in one pass.
+pub fn format_passage(format: &str, rank: usize, p: &Context) -> String {
+    crate::text::fill_placeholders(
+        format,
+        &[
+            ("rank", &rank.to_string()),
+            ("id", &p.id),
+            ("title", &p.title),
+            ("text", &p.text),
+        ],
+    )
 }
 
 /// Check a question against the [`Reader`] contract: non-empty after trimming.

@@ -47,7 +47,10 @@ mod sample;
 mod template;
 mod tokenizer;
 
-use crate::read::{check_question, fit_passages, AbstentionRule, Answer, Context, Reader, Usage};
+use crate::read::{
+    check_question, fit_passages, format_passage, user_message, AbstentionRule, Answer, Context,
+    Reader, Usage,
+};
 use crate::{Error, Result};
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -698,25 +701,6 @@ pub struct BuiltPrompt {
     pub kept: usize,
     /// Ids of the dropped passages.
     pub dropped: Vec<String>,
-}
-
-/// The user message: `prompt` with `{passages}` and `{question}` filled in one pass
-/// ([`crate::text::fill_placeholders`]: a passage holding `{question}` keeps it).
-fn user_message(prompt: &str, question: &str, passages: &str) -> String {
-    crate::text::fill_placeholders(prompt, &[("passages", passages), ("question", question)])
-}
-
-/// One passage: `format` with `{rank}`, `{id}`, `{title}` and `{text}` filled in one pass.
-fn format_passage(format: &str, rank: usize, p: &Context) -> String {
-    crate::text::fill_placeholders(
-        format,
-        &[
-            ("rank", &rank.to_string()),
-            ("id", &p.id),
-            ("title", &p.title),
-            ("text", &p.text),
-        ],
-    )
 }
 
 /// A [`Reader`] that generates the answer with an [`Llm`].
