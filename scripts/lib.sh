@@ -71,12 +71,14 @@ ensure_apt() {
 ensure_python() {
   # Jupyter (to run notebooks headlessly) and pytrec-eval-terrier (trec_eval 9.0.8's C code,
   # the reference of tests/trec_eval.rs) in a venv outside the repository. An existing venv
-  # without pytrec_eval gets it installed too.
-  if ! "$VENV/bin/python" -c 'import nbclient, nbconvert, jupyter_client, pytrec_eval' >/dev/null 2>&1; then
-    step "python venv with jupyter and pytrec-eval-terrier ($VENV)"
+  # without one of them gets them installed too.
+  # xllamacpp: llama.cpp's OpenAI-compatible server (a 34 MB wheel, no dependencies), for
+  # tests/openai_reader.rs and scripts/python/llamacpp_server.py.
+  if ! "$VENV/bin/python" -c 'import nbclient, nbconvert, jupyter_client, pytrec_eval, xllamacpp' >/dev/null 2>&1; then
+    step "python venv with jupyter, pytrec-eval-terrier and xllamacpp ($VENV)"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check jupyterlab nbclient nbconvert ipykernel \
-      'pytrec-eval-terrier==0.5.11'
+      'pytrec-eval-terrier==0.5.11' 'xllamacpp==2026.10.11549'
   fi
 }
 

@@ -127,6 +127,14 @@ fn config(text: &str) -> workbench::Result<PipelineConfig> {
     Ok(c)
 }
 
+/// `configs/tiny.toml`'s text with its paths (relative to `configs/`) made relative to
+/// the project root, for [`config`].
+fn tiny_text() -> String {
+    std::fs::read_to_string(root().join("configs/tiny.toml"))
+        .unwrap()
+        .replace("\"../", "\"")
+}
+
 fn tiny() -> PipelineConfig {
     PipelineConfig::from_file(&root().join("configs/tiny.toml")).unwrap()
 }
@@ -554,7 +562,7 @@ fn retrieval_cache_hit_miss_and_rebuilt() {
 
 #[test]
 fn paraphrase_fuse_and_rewrite_with_a_fake_transform() {
-    let base = std::fs::read_to_string(root().join("configs/tiny.toml")).unwrap();
+    let base = tiny_text();
     let text = base.replace(
         "[reader]",
         "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_002.txt\"\nvariants = 2\n\n[reader]",
@@ -670,7 +678,7 @@ fn closed_book_gets_no_passages() {
 
 #[test]
 fn config_errors_name_the_field_or_file() {
-    let base = std::fs::read_to_string(root().join("configs/tiny.toml")).unwrap();
+    let base = tiny_text();
     // Unknown field.
     let e = config(&base.replace("passages = 2", "pasages = 2"))
         .unwrap_err()
@@ -798,16 +806,13 @@ fn config_errors_name_the_field_or_file() {
         if path.is_dir() {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap();
-        let c = PipelineConfig::from_toml(&text, &path, &root()).unwrap();
-        c.validate()
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        PipelineConfig::from_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 }
 
 #[test]
 fn question_set_bad_records_error_or_counted_skip() {
-    let base = std::fs::read_to_string(root().join("configs/tiny.toml")).unwrap();
+    let base = tiny_text();
     let text = base.replace("questions.jsonl", "bad_questions.jsonl");
     let e = Pipeline::build(config(&text).unwrap())
         .err()
@@ -928,7 +933,7 @@ fn tiny_config_with_the_smollm2_reader() {
 fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
     use workbench::pipeline::llm_transform::{transform_for, LlmTransform};
     use workbench::pipeline::transform::parse_list;
-    let base = std::fs::read_to_string(root().join("configs/tiny.toml")).unwrap();
+    let base = tiny_text();
     let text = base.replace(
         "[reader]",
         "[query_transform]\nkind = \"paraphrase-fuse\"\nprompt = \"data/prompts/paraphrase_list.txt\"\n\
@@ -1110,4 +1115,79 @@ fn test_split_keeps_only_the_questions_no_trained_model_saw() {
         .title
         .as_deref()
         .is_some_and(|t| HELD_OUT_ARTICLES.contains(&t))));
+}
+
+/// `reader.kind = "extractive"` with a QA folder given by a path relative to the config:
+/// the pipeline's answers are the reader's own on the same passages, with evidence;
+/// concatenated and per-passage reading are both reachable; an unknown `trained:` recipe
+/// and a transform without a language model are refused.
+#[test]
+fn extractive_reader_in_a_pipeline() {
+    use workbench::pipeline::reader::{build, extractive_reader, ModelPool};
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("extractive.toml");
+    let qa = root().join("tests/data/tiny_qa");
+    let text = tiny_text()
+        .replace("\"tests/", &format!("\"{}/tests/", root().display()))
+        .replace("\"data/", &format!("\"{}/data/", root().display()))
+        .replace(
+            "model = \"smollm2-135m-instruct-gguf\"",
+            &format!("kind = \"extractive\"\nmodel = \"{}\"", qa.display()),
+        );
+    std::fs::write(&cfg, &text).unwrap();
+    let p = Pipeline::build(PipelineConfig::from_file(&cfg).unwrap()).unwrap();
+    let (mut reader, transform) = build(&p, &mut ModelPool::default()).unwrap();
+    assert!(transform.is_none());
+    let run = p.run(reader.as_mut(), None).unwrap();
+    let mut direct = extractive_reader(&p).unwrap();
+    for r in &run.records {
+        let ctx: Vec<Context> = r
+            .reranked
+            .as_ref()
+            .unwrap_or(&r.retrieved)
+            .iter()
+            .take(p.config().reader.passages)
+            .map(|h| {
+                let x = p.passages().iter().find(|x| x.id == h.id).unwrap();
+                Context {
+                    id: x.id.clone(),
+                    title: x.title.clone(),
+                    text: x.text.clone(),
+                    score: h.score,
+                }
+            })
+            .collect();
+        let a = direct.read(&r.question, &ctx).unwrap();
+        assert_eq!(r.answer, a.text, "{}", r.question);
+        assert!(r.prompt.is_none());
+    }
+    assert!(run.records.iter().any(|r| !r.answer.is_empty()));
+
+    let per = text.replace(
+        "kind = \"extractive\"",
+        "kind = \"extractive\"\nread_mode = \"best-per-passage\"\nnull_threshold = 0.5",
+    );
+    std::fs::write(&cfg, &per).unwrap();
+    let c = PipelineConfig::from_file(&cfg).unwrap();
+    assert_eq!(c.reader.null_threshold, Some(0.5));
+    let p2 = Pipeline::build(c).unwrap();
+    let r2 = extractive_reader(&p2).unwrap();
+    assert_eq!(
+        r2.params().mode,
+        workbench::read::extractive::MultiPassage::BestPerPassage
+    );
+
+    let unknown = text.replace(&qa.display().to_string(), "trained:no-such-recipe");
+    std::fs::write(&cfg, &unknown).unwrap();
+    let p3 = Pipeline::build(PipelineConfig::from_file(&cfg).unwrap()).unwrap();
+    let e = extractive_reader(&p3).unwrap_err().to_string();
+    assert!(e.contains("no-such-recipe"), "{e}");
+
+    let with_transform = text.replace(
+        "[reader]",
+        "[query_transform]\nkind = \"rewrite\"\n\n[reader]",
+    );
+    std::fs::write(&cfg, &with_transform).unwrap();
+    let e = PipelineConfig::from_file(&cfg).unwrap_err().to_string();
+    assert!(e.contains("query_transform"), "{e}");
 }

@@ -13,7 +13,9 @@ use std::str::FromStr;
 /// A study's checked parameters: `checked_params!(Dl19Valid, Dl19Params, "Checked [`Dl19Params`].")`
 /// declares `pub struct Dl19Valid(Dl19Params)` with `Deref` to the parameters. Only the
 /// module that invokes it can build one (the field is private to that module), so a value
-/// of the type has been through that module's `check()`.
+/// of the type has been through that module's `check()`. (Every user is behind a crate
+/// feature, hence the `allow` for a build without features.)
+#[allow(unused_macros)]
 macro_rules! checked_params {
     ($valid:ident, $params:ty, $doc:expr) => {
         #[doc = $doc]
@@ -28,6 +30,7 @@ macro_rules! checked_params {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use checked_params;
 
 /// How much of a study runs. Every scale runs the same code; only sizes differ.

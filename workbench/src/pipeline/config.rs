@@ -26,7 +26,9 @@
 //! kind = "bm25"                       # bm25 | tfidf | dense
 //! k1 = 0.9                            # bm25                                 default 0.9
 //! b = 0.4                             # bm25                                 default 0.4
-//! model = "all-minilm-l6-v2"          # dense: encoder asset                 default "all-minilm-l6-v2"
+//! model = "all-minilm-l6-v2"          # dense: encoder asset or folder       default "all-minilm-l6-v2"
+//! query_prefix = "query: "            # dense: before each query (E5 / BGE)  default ""
+//! passage_prefix = "passage: "        # dense: before each passage           default ""
 //!
 //! [query_transform]                   # optional                             default: none
 //! kind = "rewrite"                    # rewrite | paraphrase-fuse            default "rewrite"
@@ -47,9 +49,10 @@
 //! head_groups = 800                   # late-interaction: its training groups  default 800
 //!
 //! [reader]
-//! kind = "generative"                 # generative | openai                  default "generative"
+//! kind = "generative"                 # generative | openai | extractive     default "generative"
 //! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset or path to a .gguf;
-//!                                     # openai: the server's model name     default that
+//!                                     # openai: the server's model name;
+//!                                     # extractive: a QA folder or "trained:<recipe>"   default that
 //! prompt = "data/prompts/rag_001.txt" # the template                         default that
 //! passages = 5                        # passages given to the reader (k)     default 5
 //! passage_format = "[CHUNK {i}]\n{text}"   # one passage in {passages}      default that
@@ -66,6 +69,8 @@
 //! timeout_secs = 120.0                # openai: per request                  default 120
 //! retries = 3                         # openai: after 429/5xx/timeouts/drops  default 3
 //! backoff_secs = 1.0                  # openai: first wait, doubling         default 1
+//! read_mode = "concatenate"           # extractive: concatenate | best-per-passage   default "concatenate"
+//! null_threshold = 0.0                # extractive: SQuAD 2.0 abstention     default absent (never)
 //! [reader.abstention]                 # read::AbstentionRule                 default its defaults
 //! phrases = ["not found"]
 //! [reader.parse]                      # read::AnswerParser: the scored answer out of the raw output
@@ -251,8 +256,16 @@ pub struct RetrieverConfig {
     pub k1: f32,
     /// BM25 b. Default 0.4.
     pub b: f32,
-    /// Dense: encoder asset. Default `all-minilm-l6-v2`.
+    /// Dense: encoder asset, or a folder with `config.json`, `tokenizer.json` and
+    /// `model.safetensors`. Default `all-minilm-l6-v2`.
     pub model: String,
+    /// Dense: text put before every query (E5's `"query: "`, BGE's instruction). Default
+    /// empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub query_prefix: String,
+    /// Dense: text put before every passage (E5's `"passage: "`). Default empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub passage_prefix: String,
 }
 
 impl Default for RetrieverConfig {
@@ -262,6 +275,8 @@ impl Default for RetrieverConfig {
             k1: 0.9,
             b: 0.4,
             model: "all-minilm-l6-v2".into(),
+            query_prefix: String::new(),
+            passage_prefix: String::new(),
         }
     }
 }
@@ -420,6 +435,21 @@ pub enum ReaderKind {
     /// Any OpenAI-compatible chat-completions server (`read::openai`): `model` is the
     /// server's name for the model, `base_url` where it listens.
     Openai,
+    /// An extractive question-answering model (`read::extractive`): `model` is a Hugging
+    /// Face `*ForQuestionAnswering` folder (or asset), or `trained:<recipe>` (a reader the
+    /// workbench trained: `minilm-all`, `minilm-squad`, `minilm-squad2`, `-quick`).
+    Extractive,
+}
+
+/// How an extractive reader reads several passages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadMode {
+    /// Report 000: the passages joined into one context; the best span of it.
+    #[default]
+    Concatenate,
+    /// Each passage read alone; the best span over all of them.
+    BestPerPassage,
 }
 
 /// The reader.
@@ -470,6 +500,11 @@ pub struct ReaderConfig {
     pub retries: usize,
     /// `openai`: first wait before a retry, seconds (doubling). Default 1.
     pub backoff_secs: f64,
+    /// `extractive`: how the passages are read. Default `concatenate`.
+    pub read_mode: ReadMode,
+    /// `extractive`: abstain when the null score beats the best span by more than this
+    /// (SQuAD 2.0); absent = never abstain. Default absent.
+    pub null_threshold: Option<f64>,
 }
 
 impl Default for ReaderConfig {
@@ -495,6 +530,8 @@ impl Default for ReaderConfig {
             timeout_secs: 120.0,
             retries: 3,
             backoff_secs: 1.0,
+            read_mode: ReadMode::Concatenate,
+            null_threshold: None,
         }
     }
 }
@@ -944,6 +981,25 @@ impl PipelineConfig {
                     ));
                 }
                 Ok(())
+            }
+            ReaderKind::Extractive => {
+                if r.null_threshold.is_some_and(|t| !t.is_finite()) {
+                    return Err(Error::param("reader.null_threshold", "must be finite"));
+                }
+                if self.query_transform.is_some() {
+                    return Err(Error::param(
+                        "query_transform",
+                        "an extractive reader has no language model to transform queries \
+                         with: use a generative or openai reader",
+                    ));
+                }
+                match ModelRef::parse(&r.model) {
+                    ModelRef::Path(p) => self.require_file("reader.model", p),
+                    ModelRef::Asset(a) if a.trim().is_empty() => {
+                        Err(Error::param("reader.model", "no model given"))
+                    }
+                    _ => Ok(()),
+                }
             }
         }
     }

@@ -80,13 +80,10 @@ use crate::evaluate::{context, qa};
 use crate::load::question_set::{self, QuestionSet};
 use crate::read::{Context, Reader};
 use crate::rerank::{PassageLookup, Reranker};
-use crate::retrieve::analyzer::Analyzer;
-use crate::retrieve::bm25::{Bm25, Bm25Params};
 use crate::retrieve::fusion::{Fusion, FusionMethod};
-use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use crate::retrieve::Retriever;
 use crate::{Document, Error, Hit, Passage, QaExample, Result};
-use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, RetrieverKind, TransformKind};
+use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, TransformKind};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -98,7 +95,7 @@ pub struct Pipeline {
     passages: Vec<Passage>,
     position: HashMap<String, usize>,
     lookup: PassageLookup,
-    retrievers: Vec<Box<dyn Retriever>>,
+    retrievers: Vec<std::sync::Arc<dyn Retriever>>,
     fusion: Option<Fusion>,
     reranker: Option<Box<dyn Reranker>>,
     questions: QuestionSet,
@@ -240,12 +237,7 @@ impl Pipeline {
             }
         }
         let lookup = PassageLookup::from_passages(&passages)?;
-        let retrievers = config
-            .retrieval
-            .retrievers
-            .iter()
-            .map(|r| Self::build_retriever(&config, r, &passages))
-            .collect::<Result<Vec<_>>>()?;
+        let retrievers = Self::build_retrievers(&config, &passages)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
                 (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
@@ -376,48 +368,60 @@ impl Pipeline {
         }
     }
 
-    #[allow(unused_variables)]
-    fn build_retriever(
+    /// The first stages: built as the retrieval studies build theirs
+    /// ([`systems::SystemBuilder::first_stage`]), one per spec.
+    #[cfg(feature = "dense")]
+    fn build_retrievers(
         c: &PipelineConfig,
-        r: &config::RetrieverConfig,
         passages: &[Passage],
-    ) -> Result<Box<dyn Retriever>> {
-        match r.kind {
-            RetrieverKind::Bm25 => Ok(Box::new(Bm25::build(
-                passages,
-                &Analyzer::default(),
-                Bm25Params::new().k1(r.k1).b(r.b),
-            )?)),
-            RetrieverKind::Tfidf => Ok(Box::new(TfIdf::build(
-                passages,
-                &Analyzer::default(),
-                TfIdfVariant::cosine(),
-            )?)),
-            RetrieverKind::Dense => {
-                #[cfg(all(feature = "dense", feature = "faiss"))]
-                {
-                    use crate::encode::{BertEncoder, EmbeddingCache, EncoderParams};
-                    let assets = crate::assets::Assets::load()?;
-                    let enc = std::sync::Arc::new(BertEncoder::load_named(
-                        &assets,
-                        &r.model,
-                        EncoderParams::default(),
-                    )?);
-                    let cache = EmbeddingCache::project_default()?;
-                    Ok(Box::new(crate::retrieve::dense::DenseRetriever::build(
-                        enc,
-                        passages,
-                        crate::retrieve::faiss::IndexParams::flat_ip(),
-                        Some(&cache),
-                    )?))
-                }
-                #[cfg(not(all(feature = "dense", feature = "faiss")))]
-                Err(Error::param(
-                    "retrieval.retrievers.kind",
-                    "`dense` needs the crate features `dense` and `faiss`",
-                ))
-            }
+    ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
+        if c.retrieval.retrievers.is_empty() {
+            return Ok(Vec::new());
         }
+        let env = crate::env::Env::project()?;
+        let mut b =
+            systems::SystemBuilder::new(&env, crate::env::Scale::Default, passages.to_vec())?;
+        c.retrieval
+            .retrievers
+            .iter()
+            .map(|r| b.first_stage(r))
+            .collect()
+    }
+
+    /// The first stages without the crate feature `dense`: BM25 and TF-IDF.
+    #[cfg(not(feature = "dense"))]
+    fn build_retrievers(
+        c: &PipelineConfig,
+        passages: &[Passage],
+    ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
+        use crate::retrieve::analyzer::Analyzer;
+        use crate::retrieve::bm25::{Bm25, Bm25Params};
+        use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
+        use config::RetrieverKind;
+        c.retrieval
+            .retrievers
+            .iter()
+            .map(|r| -> Result<std::sync::Arc<dyn Retriever>> {
+                Ok(match r.kind {
+                    RetrieverKind::Bm25 => std::sync::Arc::new(Bm25::build(
+                        passages,
+                        &Analyzer::default(),
+                        Bm25Params::new().k1(r.k1).b(r.b),
+                    )?),
+                    RetrieverKind::Tfidf => std::sync::Arc::new(TfIdf::build(
+                        passages,
+                        &Analyzer::default(),
+                        TfIdfVariant::cosine(),
+                    )?),
+                    RetrieverKind::Dense => {
+                        return Err(Error::param(
+                            "retrieval.retrievers.kind",
+                            "`dense` needs the crate features `dense` and `faiss`",
+                        ))
+                    }
+                })
+            })
+            .collect()
     }
 
     #[allow(unused_variables)]

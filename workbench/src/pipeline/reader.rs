@@ -4,7 +4,8 @@
 //! - `generative`: the [`GenerativeReader`] on `reader.model` (an asset name or a `.gguf`
 //!   path), loaded once per [`ModelPool`], wrapped so traces get its prompt;
 //! - `openai`: an [`OpenAiReader`] on `reader.base_url` (the same prompt, passage format,
-//!   decoding settings and stop strings; the API key from `reader.api_key_env`).
+//!   decoding settings and stop strings; the API key from `reader.api_key_env`);
+//! - `extractive`: an [`ExtractiveReader`] ([`extractive_reader`]): the prompt is not used.
 //!
 //! How the config maps onto [`ReaderOptions`] (and [`OpenAiOptions`]):
 //!
@@ -20,16 +21,17 @@
 //! - decoding: greedy when `temperature = 0`, else seeded top-p; `max_new_tokens`;
 //!   `reader.stop`.
 
-use super::config::ReaderKind;
+use super::config::{ReadMode, ReaderKind};
 use super::llm_transform::{transform_for, Generator};
 use super::{Pipeline, QueryTransform};
 use crate::assets::ModelRef;
+use crate::read::extractive::ExtractiveReader;
 use crate::read::generative::{
     GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling, SharedLlm,
 };
 use crate::read::openai::{OpenAiOptions, OpenAiReader};
 use crate::read::{Answer, Context, Reader};
-use crate::Result;
+use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -88,6 +90,7 @@ pub fn build(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderAndTrans
                 .map(|t| Box::new(t) as Box<dyn QueryTransform>);
             Ok((Box::new(reader), transform))
         }
+        ReaderKind::Extractive => Ok((Box::new(extractive_reader(pipeline)?), None)),
         ReaderKind::Openai => {
             let reader = Arc::new(openai_reader(pipeline)?);
             let transform = transform_for(pipeline, Generator::Remote(reader.clone()))?
@@ -133,6 +136,86 @@ fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
         prompt.push_str("{passages}");
     }
     Ok((prompt, c.passage_format.replace("{i}", "{rank}")))
+}
+
+/// The [`ExtractiveReader`] of `[reader]` (`kind = "extractive"`): a QA folder or asset,
+/// or a reader the workbench trained (`trained:<recipe>`, the recipe at the default scale
+/// or its `-quick` variant, read from the cache with the recipe's windows).
+///
+/// Errors: a `trained:` reader that is not in the cache ([`Error::InvalidParam`] naming
+/// `reader.model` and the command that trains it); a folder that is not a QA checkpoint.
+pub fn extractive_reader(pipeline: &Pipeline) -> Result<ExtractiveReader> {
+    use crate::read::extractive::{DecodeParams, MultiPassage, ReaderParams};
+    use crate::train::reader::{ReaderRecipe, TrainedReader};
+    let c = &pipeline.config().reader;
+    let params = ReaderParams {
+        mode: match c.read_mode {
+            ReadMode::Concatenate => MultiPassage::Concatenate,
+            ReadMode::BestPerPassage => MultiPassage::BestPerPassage,
+        },
+        decode: DecodeParams {
+            null_threshold: c.null_threshold.map(|t| t as f32),
+            ..DecodeParams::default()
+        },
+        ..ReaderParams::default()
+    };
+    match ModelRef::parse(&c.model) {
+        ModelRef::Trained(name) => {
+            let env = crate::env::Env::project()?;
+            let recipe = ReaderRecipe::at_scale(name, crate::env::Scale::Default)?;
+            let dir = env.cache_dir("readers").join(recipe.key(&env.assets)?);
+            match crate::train::checkpoint::read_done::<TrainedReader>(&dir)? {
+                Some((t, _)) => ExtractiveReader::load_dir(
+                    &t.model_dir,
+                    ReaderParams {
+                        window: t.recipe.windows,
+                        ..params
+                    },
+                ),
+                None => Err(Error::param(
+                    "reader.model",
+                    format!(
+                        "`{}` is not trained yet ({} has no finished run): train it with \
+                         `cargo run --release --bin train_reader -- --recipe {}{}`",
+                        c.model,
+                        dir.display(),
+                        name.trim_end_matches("-quick"),
+                        if name.ends_with("-quick") {
+                            " --scale quick"
+                        } else {
+                            ""
+                        }
+                    ),
+                )),
+            }
+        }
+        ModelRef::Path(p) => {
+            let dir = pipeline.config().resolve(p);
+            let params = fit_window(params, &dir.join("config.json"))?;
+            ExtractiveReader::load_dir(dir, params)
+        }
+        ModelRef::Asset(a) => {
+            let assets = crate::assets::Assets::load()?;
+            let params = fit_window(params, &assets.resolve(a, "config.json")?)?;
+            ExtractiveReader::load_asset(&assets, a, params)
+        }
+    }
+}
+
+/// `params` with windows no longer than the model of `config` allows (a small model's
+/// position limit below the default 384 tokens: the window is cut to it, the stride to a
+/// quarter of it at most).
+fn fit_window(
+    mut params: crate::read::extractive::ReaderParams,
+    config: &std::path::Path,
+) -> Result<crate::read::extractive::ReaderParams> {
+    let limit = crate::read::extractive::QaConfig::from_file(config)?.max_positions;
+    let w = &mut params.window;
+    if w.max_seq_len > limit {
+        w.max_seq_len = limit;
+        w.doc_stride = w.doc_stride.min(limit / 4);
+    }
+    Ok(params)
 }
 
 /// The [`OpenAiReader`] of `[reader]` (`kind = "openai"`).

@@ -164,12 +164,24 @@ impl<'e> SystemBuilder<'e> {
             RetrieverKind::Dense => {
                 let enc = self.encoder(&spec.model)?;
                 let cache = EmbeddingCache::new(self.env.cache_dir("embeddings"));
-                Arc::new(DenseRetriever::build(
-                    enc,
-                    &self.passages,
-                    IndexParams::flat_ip(),
-                    Some(&cache),
-                )?)
+                let prefixed: Vec<Passage>;
+                let passages = if spec.passage_prefix.is_empty() {
+                    &self.passages
+                } else {
+                    prefixed = self
+                        .passages
+                        .iter()
+                        .map(|p| Passage {
+                            text: format!("{}{}", spec.passage_prefix, p.text),
+                            ..p.clone()
+                        })
+                        .collect();
+                    &prefixed
+                };
+                Arc::new(
+                    DenseRetriever::build(enc, passages, IndexParams::flat_ip(), Some(&cache))?
+                        .with_query_prefix(spec.query_prefix.clone()),
+                )
             }
         };
         self.first_stages.insert(key, r.clone());

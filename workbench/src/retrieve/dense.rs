@@ -48,6 +48,7 @@ pub struct DenseRetriever {
     encoder: Arc<BertEncoder>,
     index: VectorIndex,
     ids: Vec<String>,
+    query_prefix: String,
 }
 
 impl std::fmt::Debug for DenseRetriever {
@@ -113,7 +114,15 @@ impl DenseRetriever {
             encoder,
             index,
             ids,
+            query_prefix: String::new(),
         })
+    }
+
+    /// Put `prefix` before every query before it is encoded (E5's `"query: "`, a BGE
+    /// instruction). Passages get theirs by being built prefixed.
+    pub fn with_query_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.query_prefix = prefix.into();
+        self
     }
 
     /// The encoder.
@@ -163,7 +172,9 @@ impl DenseRetriever {
             return Ok((Vec::new(), QueryTiming::default()));
         }
         let t0 = Instant::now();
-        let q = self.encoder.embed(&[query])?;
+        let q = self
+            .encoder
+            .embed(&[format!("{}{query}", self.query_prefix).as_str()])?;
         let t1 = Instant::now();
         let hits = self.search_vectors(&q, k)?.remove(0);
         let t2 = Instant::now();
@@ -208,7 +219,11 @@ impl Retriever for DenseRetriever {
         if live.is_empty() {
             return Ok(run);
         }
-        let texts: Vec<&str> = live.iter().map(|q| q.text.as_str()).collect();
+        let texts: Vec<String> = live
+            .iter()
+            .map(|q| format!("{}{}", self.query_prefix, q.text))
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = self.encoder.embed(&texts)?;
         for (q, hits) in live.iter().zip(self.search_vectors(&vectors, k)?) {
             run.insert(q.id.clone(), hits);
