@@ -5,7 +5,8 @@
 //!   records (times and the cache flag aside); a journal of another config is not
 //!   continued; a journal cut off mid-line loses only that line;
 //! - binary: `rag` on SmolLM2 is killed (SIGKILL) once the journal holds two questions,
-//!   started again, and continues: its predictions equal an uninterrupted run's.
+//!   started again, and continues: its predictions equal an uninterrupted run's;
+//! - `rag --compare` prints the paired tests of two configs and reuses fresh results.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -281,4 +282,52 @@ fn a_killed_rag_run_continues_where_it_stopped() {
     edit("max_new_tokens = 40", "max_new_tokens = 44");
     let (out, _) = rag(&config, &killed_results, None);
     assert!(out.contains("starting over"), "{out}");
+}
+
+/// `rag --compare`: both configs run on the same questions, the paired table and the
+/// intervals are printed; a second call reuses the fresh results instead of reading again.
+#[test]
+fn rag_compare_prints_paired_tests_and_reuses_fresh_results() {
+    let (tmp, a) = project("max_new_tokens = 24");
+    let b = a.with_file_name("one_passage.toml");
+    let text = std::fs::read_to_string(&a)
+        .unwrap()
+        .replace("name = \"resume\"", "name = \"one-passage\"")
+        .replace("passages = 2", "passages = 1");
+    std::fs::write(&b, text).unwrap();
+    let results = tmp.path().join("results");
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_rag"))
+            .args(["--compare", "--trials", "500"])
+            .arg(&a)
+            .arg(&b)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let first = run();
+    for want in [
+        "p_randomization_holm",
+        "mde_80",
+        "ci95_lo",
+        "one-passage",
+        "resume",
+    ] {
+        assert!(first.contains(want), "no {want:?} in:\n{first}");
+    }
+    // One row per metric of the comparison of `one-passage` against `resume`.
+    let rows = first
+        .lines()
+        .filter(|l| l.contains("| one-passage | resume |"))
+        .count();
+    assert_eq!(rows, 4, "{first}");
+    let second = run();
+    assert_eq!(second.matches("fresh, reused").count(), 2, "{second}");
 }

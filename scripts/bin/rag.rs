@@ -19,7 +19,8 @@
 //!
 //! `--compare` runs each config (or reuses its fresh result) and prints every config
 //! against the first on the questions they share: EM, F1, Match and token recall with
-//! paired tests, Holm-corrected marks, the detectable difference, 95% intervals.
+//! paired tests, Holm-corrected marks, the detectable difference, 95% intervals (and the LLM
+//! judge's verdicts when the configs name one: `evaluation.judge_model`).
 //! `--max-questions N` overrides `questions.limit` (a seeded sample) in every config;
 //! `--results DIR` puts the result folders in `DIR` instead of `data/results`.
 
@@ -112,7 +113,10 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
     let transform = transform
         .as_mut()
         .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
-    let run = pipeline.run_journaled(reader.as_mut(), transform, &mut journal)?;
+    let mut run = pipeline.run_journaled(reader.as_mut(), transform, &mut journal)?;
+    if let Some(judge) = workbench::pipeline::reader::judge(&pipeline, pool)? {
+        run.judge_with(&judge)?;
+    }
     run.write(exp.out.out_dir())?;
     let system = run.retrieval.clone();
     let df = groups::per_question_frame(&run.question_scores(&system))?;

@@ -94,6 +94,8 @@
 //!
 //! [evaluation]
 //! answer_match = "dpr"                # dpr | dpr-regex | squad (context precision)   default "dpr"
+//! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset or .gguf path  default "" (none)
+//! judge_prompt = "data/prompts/judge.txt"  # its template                    default that
 //!
 //! [cache]
 //! retrieval = true                    # cache retrieval results              default true
@@ -602,12 +604,29 @@ impl Default for QuestionsConfig {
 }
 
 /// Scoring options.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvaluationConfig {
     /// How a passage is judged to contain a gold answer (context precision), and
     /// `dpr-regex` for regex answers. Default `dpr`.
     pub answer_match: AnswerMatch,
+    /// The LLM judge's GGUF model (an asset name or a `.gguf` path; the reader's own
+    /// model is shared); empty = no judge. Default empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub judge_model: String,
+    /// The judge's prompt template (`{question}`, `{gold}`, `{answer}`). Default
+    /// `data/prompts/judge.txt`.
+    pub judge_prompt: String,
+}
+
+impl Default for EvaluationConfig {
+    fn default() -> Self {
+        EvaluationConfig {
+            answer_match: AnswerMatch::default(),
+            judge_model: String::new(),
+            judge_prompt: crate::evaluate::judge::DEFAULT_PROMPT.into(),
+        }
+    }
 }
 
 /// Retrieval cache.
@@ -725,6 +744,12 @@ impl PipelineConfig {
         }
         if has("cache", "dir") {
             rebase(&mut self.cache.dir);
+        }
+        if has("evaluation", "judge_prompt") {
+            rebase(&mut self.evaluation.judge_prompt);
+        }
+        if has("evaluation", "judge_model") {
+            model(&mut self.evaluation.judge_model);
         }
         if let Some(t) = self
             .query_transform
@@ -931,6 +956,14 @@ impl PipelineConfig {
         }
         if self.reader.max_new_tokens == 0 {
             return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
+        }
+        if !self.evaluation.judge_model.trim().is_empty() {
+            self.require_file("evaluation.judge_prompt", &self.evaluation.judge_prompt)?;
+            if let crate::assets::ModelRef::Path(p) =
+                crate::assets::ModelRef::parse(&self.evaluation.judge_model)
+            {
+                self.require_file("evaluation.judge_model", p)?;
+            }
         }
         self.validate_reader_kind()
     }

@@ -957,6 +957,7 @@ impl Pipeline {
             f1: qa::f1(&prediction, &q.answers),
             recall: qa::token_recall(&prediction, &q.answers),
             answer_found,
+            judge: None,
             context_precision: cp.as_ref().map(|c| c.precision),
             outcome,
             context_average_precision: cp.as_ref().map(|c| c.average_precision),

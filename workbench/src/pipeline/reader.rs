@@ -74,6 +74,21 @@ impl ModelPool {
     }
 }
 
+/// The LLM judge `[evaluation]` names (`None` without `judge_model`), on `pool`'s copy of
+/// the model (the reader's own when they are the same).
+pub fn judge(
+    pipeline: &Pipeline,
+    pool: &mut ModelPool,
+) -> Result<Option<crate::evaluate::judge::LlmJudge>> {
+    let e = &pipeline.config().evaluation;
+    if e.judge_model.trim().is_empty() {
+        return Ok(None);
+    }
+    let llm = pool.get_for(pipeline, &e.judge_model)?;
+    let template = crate::load::read_to_string(&pipeline.config().resolve(&e.judge_prompt))?;
+    Ok(Some(crate::evaluate::judge::LlmJudge::new(llm, &template)?))
+}
+
 /// A reader and the query transform on its model.
 pub type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
 

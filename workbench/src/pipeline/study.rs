@@ -337,6 +337,15 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
 /// prediction contains a gold answer, 0 or 1) and token recall, per question.
 pub const QA_METRICS: [&str; 4] = ["em", "f1", "match", "recall"];
 
+/// [`QA_METRICS`], and `judge` when every run of `runs` was judged.
+pub fn metrics_of(runs: &[&PipelineRun]) -> Vec<&'static str> {
+    let mut m = QA_METRICS.to_vec();
+    if runs.iter().all(|r| r.judged()) {
+        m.push("judge");
+    }
+    m
+}
+
 /// Paired tests of a QA study, collected comparison by comparison, written as one table
 /// ([`QaComparisons::table`]) with the Holm–Bonferroni correction applied per family and
 /// the minimum detectable difference of each comparison.
@@ -379,7 +388,7 @@ impl QaComparisons {
         trials: usize,
         seed: u64,
     ) -> Result<()> {
-        for metric in QA_METRICS {
+        for metric in metrics_of(&[run, base]) {
             let (a, b) = (run.per_query(metric)?, base.per_query(metric)?);
             self.rows.push(QaComparison {
                 reader: short_name(reader),
@@ -449,6 +458,7 @@ pub fn significance_note(c: &QaComparisons) -> String {
     }
     let ranges: Vec<String> = QA_METRICS
         .iter()
+        .chain(&["judge"])
         .filter_map(|m| {
             by_metric
                 .get(m)
@@ -479,7 +489,7 @@ pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
         "95% percentile bootstrap intervals of each system's mean ({trials} resamples, seed {seed})"
     ));
     for r in &runs.0 {
-        for metric in QA_METRICS {
+        for metric in metrics_of(&[&r.run]) {
             let v: Vec<f64> = r.run.per_query(metric)?.into_values().collect();
             let (lo, hi) = significance::mean_ci95(&v, trials, seed)?;
             t.push([
@@ -640,15 +650,20 @@ pub fn run_config(pool: &mut ModelPool, config: PipelineConfig) -> Result<Pipeli
 }
 
 /// [`run_config`] for an already built pipeline: its reader ([`super::reader::build`]:
-/// the in-process GGUF from `pool`, or a server) and query transform.
+/// the in-process GGUF from `pool`, or a server) and query transform, then the LLM judge
+/// when the config names one.
 pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<PipelineRun> {
     let (mut reader, mut transform) = super::reader::build(pipeline, pool)?;
-    pipeline.run(
+    let mut run = pipeline.run(
         reader.as_mut(),
         transform
             .as_mut()
             .map(|t| t.as_mut() as &mut dyn QueryTransform),
-    )
+    )?;
+    if let Some(j) = super::reader::judge(pipeline, pool)? {
+        run.judge_with(&j)?;
+    }
+    Ok(run)
 }
 
 /// A number of ours beside the report's, for [`side_by_side`].

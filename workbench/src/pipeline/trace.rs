@@ -10,7 +10,7 @@
 //! | `raw_predictions.json` | `{question id: the reader's raw output}`, before answer parsing and abstention |
 //! | `summary.json` | the [`Summary`] |
 //! | `summary.md` | the summary as a Markdown table |
-//! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times |
+//! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times, the LLM judge's P(Yes) (empty when not judged) |
 //! | `config.toml` | the resolved configuration (every default written out) |
 //! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
 
@@ -312,6 +312,9 @@ pub struct TraceRecord {
     /// Whether the prediction contains a gold answer under the run's answer-match rule
     /// (the score that makes sense for regex answers).
     pub answer_found: bool,
+    /// The LLM judge's P(Yes) for the prediction (`evaluate::judge`; `None`: not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<f64>,
     /// Context precision of the kept passages (`None` when not scored).
     pub context_precision: Option<f64>,
     /// What became of the question ([`Outcome`]).
@@ -391,6 +394,13 @@ pub struct Summary {
     /// Mean token recall over every question, percent.
     #[serde(default)]
     pub recall: f64,
+    /// Share judged correct by the LLM judge (P(Yes) > 0.5), percent; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<f64>,
+    /// Cohen's kappa of the judge's verdicts against Match (`answer_found`); `None` when
+    /// not judged or undefined (both constant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_kappa: Option<f64>,
     /// Mean context precision over scored questions.
     pub context_precision: Option<f64>,
     /// Mean rank-aware context precision.
@@ -449,6 +459,8 @@ impl Summary {
                 f(Some(self.answer_found), 2),
             ),
             ("token recall (%)", f(Some(self.recall), 2)),
+            ("LLM judge: correct (%)", f(self.judge, 2)),
+            ("LLM judge: kappa against Match", f(self.judge_kappa, 3)),
             ("context precision", f(self.context_precision, 3)),
             (
                 "context precision, rank-aware (AP)",
@@ -511,6 +523,10 @@ impl PipelineRun {
             f1_answered: mean(answered.iter().map(|x| x.f1)).map(|v| 100.0 * v),
             answer_found: 100.0 * r.iter().filter(|x| x.answer_found).count() as f64 / n,
             recall: 100.0 * r.iter().map(|x| x.recall).sum::<f64>() / n,
+            judge: self
+                .judged()
+                .then(|| 100.0 * r.iter().filter(|x| x.judge > Some(0.5)).count() as f64 / n),
+            judge_kappa: self.judge_kappa(),
             context_precision: mean(r.iter().filter_map(|x| x.context_precision)),
             context_average_precision: mean(r.iter().filter_map(|x| x.context_average_precision)),
             context_scored: r.iter().filter(|x| x.context_precision.is_some()).count(),
@@ -558,10 +574,18 @@ impl PipelineRun {
             .collect()
     }
 
-    /// Per-question values of `em`, `f1`, `recall` or `match` (1 when the prediction
-    /// contains a gold answer) keyed by id, for the paired tests of
-    /// `evaluate::significance`.
+    /// Per-question values of `em`, `f1`, `recall`, `match` (1 when the prediction
+    /// contains a gold answer) or `judge` (1 when the LLM judge's P(Yes) > 0.5) keyed by id,
+    /// for the paired tests of `evaluate::significance`.
+    ///
+    /// Errors: an unknown metric; `judge` on a run that was not judged.
     pub fn per_query(&self, metric: &str) -> Result<BTreeMap<String, f64>> {
+        if metric == "judge" && !self.judged() {
+            return Err(Error::param(
+                "metric",
+                format!("`judge`: run `{}` was not judged", self.name),
+            ));
+        }
         self.records
             .iter()
             .map(|r| match metric {
@@ -569,12 +593,51 @@ impl PipelineRun {
                 "f1" => Ok((r.id.clone(), r.f1)),
                 "recall" => Ok((r.id.clone(), r.recall)),
                 "match" => Ok((r.id.clone(), if r.answer_found { 1.0 } else { 0.0 })),
+                "judge" => Ok((r.id.clone(), if r.judge > Some(0.5) { 1.0 } else { 0.0 })),
                 other => Err(Error::param(
                     "metric",
-                    format!("`{other}`: choose `em`, `f1`, `recall` or `match`"),
+                    format!("`{other}`: choose `em`, `f1`, `recall`, `match` or `judge`"),
                 )),
             })
             .collect()
+    }
+
+    /// Whether every question has the LLM judge's verdict.
+    pub fn judged(&self) -> bool {
+        !self.records.is_empty() && self.records.iter().all(|r| r.judge.is_some())
+    }
+
+    /// Cohen's kappa of the judge's verdicts against Match (`None`: not judged, or
+    /// undefined).
+    pub fn judge_kappa(&self) -> Option<f64> {
+        if !self.judged() {
+            return None;
+        }
+        let judge: Vec<bool> = self.records.iter().map(|r| r.judge > Some(0.5)).collect();
+        let matched: Vec<bool> = self.records.iter().map(|r| r.answer_found).collect();
+        crate::evaluate::judge::cohen_kappa(&judge, &matched)
+            .ok()
+            .flatten()
+    }
+
+    /// Ask `judge` about every question's prediction (an abstention is 0 without asking),
+    /// with a progress bar.
+    #[cfg(feature = "llm")]
+    pub fn judge_with(&mut self, judge: &crate::evaluate::judge::LlmJudge) -> Result<()> {
+        let mut bar =
+            crate::progress::bar(self.records.len(), &format!("judge ({})", judge.name()));
+        for (i, r) in self.records.iter_mut().enumerate() {
+            let p = judge
+                .p_yes(&r.question, &r.gold_answers, &r.prediction)
+                .map_err(|e| Error::AtItem {
+                    what: "question",
+                    number: i + 1,
+                    source: Box::new(e),
+                })?;
+            r.judge = Some(p);
+            crate::progress::tick(&mut bar, 1);
+        }
+        Ok(())
     }
 
     /// A run read back from a folder [`PipelineRun::write`] wrote (`traces.jsonl` and
@@ -661,6 +724,7 @@ impl PipelineRun {
             "retrieve_s",
             "rerank_s",
             "read_s",
+            "judge",
         ]);
         let o = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.6}"));
         for r in &self.records {
@@ -681,6 +745,7 @@ impl PipelineRun {
                 format!("{:.6}", r.times.retrieve),
                 format!("{:.6}", r.times.rerank),
                 format!("{:.6}", r.times.read),
+                o(r.judge),
             ])?;
         }
         t.write_csv(&dir.join("per_question.csv"))

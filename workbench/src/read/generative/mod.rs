@@ -546,6 +546,32 @@ impl Llm {
             .map_err(|e| Error::bad_input(path, format!("forward pass: {e}")))
     }
 
+    /// The logits of the token that would follow `ids` (one prefill; the KV cache is reset
+    /// first): for scoring answers by their first token, as an LLM judge does.
+    ///
+    /// Errors: an empty prompt, or one longer than the context.
+    pub fn next_token_logits(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        if ids.is_empty() {
+            return Err(Error::param("ids", "the prompt has no token"));
+        }
+        if ids.len() > self.context_len {
+            return Err(Error::param(
+                "ids",
+                format!(
+                    "{} tokens exceed the context of {}",
+                    ids.len(),
+                    self.context_len
+                ),
+            ));
+        }
+        self.model.clear_cache();
+        let mut logits = Vec::new();
+        for chunk in ids.chunks(GenerateParams::default().prefill_batch) {
+            logits = self.run(chunk)?;
+        }
+        Ok(logits)
+    }
+
     /// Generate from prompt token ids (see the module doc). The KV cache is reset first,
     /// so calls are independent.
     pub fn generate_ids(

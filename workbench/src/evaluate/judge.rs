@@ -1,0 +1,177 @@
+//! An LLM judge ([`LlmJudge`](self), feature `llm`): does a model, shown the question, the gold answers and the
+//! prediction, say the prediction is correct?
+//!
+//! The judge's prompt is a template file (`data/prompts/judge.txt` by default) with
+//! `{question}`, `{gold}` (the gold answers joined by ` | `) and `{answer}`; it is sent as
+//! the user message with the judge model's chat template. The verdict is read from the
+//! **first generated token**: P(Yes) = e^{l_Yes} / (e^{l_Yes} + e^{l_No}), the two logits of
+//! the tokens `Yes` and `No` at the first position (each must be one token of the model's
+//! vocabulary). No sampling: the same model, prompt and answer always give the same number.
+//! A prediction counts as correct when P(Yes) > 0.5; an abstention (empty prediction) is
+//! judged incorrect without asking.
+//!
+//! A small judge is weak. [`cohen_kappa`] of its verdicts against the token-bounded
+//! containment Match (`answer_found`) is reported with every judged run, so a judge that
+//! disagrees with the string rule is visible.
+
+#[cfg(feature = "llm")]
+use crate::read::generative::{ChatMessage, Llm, SharedLlm};
+use crate::{Error, Result};
+
+/// The judge's default prompt template, relative to the project root.
+pub const DEFAULT_PROMPT: &str = "data/prompts/judge.txt";
+
+/// An LLM judge over a loaded GGUF model. See the [module docs](self).
+#[cfg(feature = "llm")]
+#[derive(Debug, Clone)]
+pub struct LlmJudge {
+    llm: SharedLlm,
+    template: String,
+    yes: u32,
+    no: u32,
+    name: String,
+}
+
+/// The one token `text` is for `llm`.
+#[cfg(feature = "llm")]
+fn single_token(llm: &Llm, text: &str) -> Result<u32> {
+    let ids = llm.tokenize(text, false)?;
+    match ids.as_slice() {
+        [id] => Ok(*id),
+        _ => Err(Error::param(
+            "judge",
+            format!(
+                "`{text}` is {} tokens for {}: the judge reads one token",
+                ids.len(),
+                llm.name()
+            ),
+        )),
+    }
+}
+
+#[cfg(feature = "llm")]
+impl LlmJudge {
+    /// A judge on `llm` with the prompt `template` (its text).
+    ///
+    /// Errors: a template without `{question}`, `{gold}` or `{answer}`; a model whose
+    /// vocabulary has no single token for `Yes` or `No`.
+    pub fn new(llm: SharedLlm, template: &str) -> Result<Self> {
+        for key in ["{question}", "{gold}", "{answer}"] {
+            if !template.contains(key) {
+                return Err(Error::param(
+                    "judge prompt",
+                    format!("the template has no {key}"),
+                ));
+            }
+        }
+        let (yes, no, name) = {
+            let m = llm.lock()?;
+            (
+                single_token(&m, "Yes")?,
+                single_token(&m, "No")?,
+                m.name().to_string(),
+            )
+        };
+        Ok(LlmJudge {
+            llm,
+            template: template.strip_suffix('\n').unwrap_or(template).to_string(),
+            yes,
+            no,
+            name,
+        })
+    }
+
+    /// The judge model's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The user message for one judgement.
+    pub fn prompt(&self, question: &str, golds: &[String], answer: &str) -> String {
+        crate::text::fill_placeholders(
+            &self.template,
+            &[
+                ("question", question.trim()),
+                ("gold", &golds.join(" | ")),
+                ("answer", answer.trim()),
+            ],
+        )
+    }
+
+    /// P(Yes) of the first token for `answer` to `question` with `golds`; 0 for an empty
+    /// answer (an abstention), without asking.
+    pub fn p_yes(&self, question: &str, golds: &[String], answer: &str) -> Result<f64> {
+        if answer.trim().is_empty() {
+            return Ok(0.0);
+        }
+        let user = self.prompt(question, golds, answer);
+        let mut m = self.llm.lock()?;
+        let chat = m.render_chat(&[ChatMessage::user(user)], true)?;
+        let ids = m.tokenize(&chat, true)?;
+        let logits = m.next_token_logits(&ids)?;
+        let (y, n) = match (logits.get(self.yes as usize), logits.get(self.no as usize)) {
+            (Some(&y), Some(&n)) => (y as f64, n as f64),
+            _ => {
+                return Err(Error::param(
+                    "judge",
+                    "the Yes / No token is outside the model's logits",
+                ))
+            }
+        };
+        let top = y.max(n);
+        let (ey, en) = ((y - top).exp(), (n - top).exp());
+        Ok(ey / (ey + en))
+    }
+}
+
+/// Cohen's kappa of two raters' yes/no verdicts on the same items: (p_o − p_e) / (1 − p_e),
+/// with p_o the observed agreement and p_e the agreement expected from each rater's own
+/// rate of yes. `None` when it is undefined (no item, or both raters give one verdict to
+/// every item, p_e = 1).
+///
+/// Errors: lists of different lengths.
+pub fn cohen_kappa(a: &[bool], b: &[bool]) -> Result<Option<f64>> {
+    if a.len() != b.len() {
+        return Err(Error::param(
+            "kappa",
+            format!("{} verdicts against {}", a.len(), b.len()),
+        ));
+    }
+    if a.is_empty() {
+        return Ok(None);
+    }
+    let n = a.len() as f64;
+    let agree = a.iter().zip(b).filter(|(x, y)| x == y).count() as f64 / n;
+    let pa = a.iter().filter(|x| **x).count() as f64 / n;
+    let pb = b.iter().filter(|x| **x).count() as f64 / n;
+    let expected = pa * pb + (1.0 - pa) * (1.0 - pb);
+    if (1.0 - expected).abs() < 1e-12 {
+        return Ok(None);
+    }
+    Ok(Some((agree - expected) / (1.0 - expected)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kappa_matches_hand_computed_values() {
+        // 10 items: 7 agreements; a says yes 5 times, b 4 times.
+        // p_o = 0.7, p_e = 0.5·0.4 + 0.5·0.6 = 0.5, kappa = 0.4.
+        let a = [
+            true, true, true, true, true, false, false, false, false, false,
+        ];
+        let b = [
+            true, true, true, false, false, true, false, false, false, false,
+        ];
+        let k = cohen_kappa(&a, &b).unwrap().unwrap();
+        assert!((k - 0.4).abs() < 1e-12, "{k}");
+        assert_eq!(cohen_kappa(&a, &a).unwrap(), Some(1.0));
+        let flipped: Vec<bool> = a.iter().map(|x| !x).collect();
+        assert_eq!(cohen_kappa(&a, &flipped).unwrap(), Some(-1.0));
+        assert_eq!(cohen_kappa(&[true, true], &[true, true]).unwrap(), None);
+        assert_eq!(cohen_kappa(&[], &[]).unwrap(), None);
+        assert!(cohen_kappa(&[true], &[]).is_err());
+    }
+}
