@@ -28,7 +28,12 @@ fn a_small_judge_prefers_right_answers_to_wrong_ones() {
     let j = LlmJudge::new(llm, &template).unwrap();
     let g = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let cases = [
-        ("What is the capital of France?", g(&["Paris"]), "Paris", "Berlin"),
+        (
+            "What is the capital of France?",
+            g(&["Paris"]),
+            "Paris",
+            "Berlin",
+        ),
         (
             "Who wrote Hamlet?",
             g(&["William Shakespeare", "Shakespeare"]),
@@ -64,9 +69,7 @@ fn a_small_judge_prefers_right_answers_to_wrong_ones() {
 }
 
 fn j_llm() -> SharedLlm {
-    SharedLlm::new(
-        Llm::from_asset("smollm2-135m-instruct-gguf", &LoadOptions::default()).unwrap(),
-    )
+    SharedLlm::new(Llm::from_asset("smollm2-135m-instruct-gguf", &LoadOptions::default()).unwrap())
 }
 
 #[test]
@@ -88,7 +91,11 @@ fn a_judged_pipeline_run_carries_verdicts_and_kappa() {
     assert!(!run.judged());
     assert!(run.per_query("judge").is_err());
     let j = judge(&p, &mut pool).unwrap().expect("a judge");
-    assert_eq!(pool.loaded().len(), 1, "the judge shares the reader's model");
+    assert_eq!(
+        pool.loaded().len(),
+        1,
+        "the judge shares the reader's model"
+    );
     run.judge_with(&j).unwrap();
     assert!(run.judged());
     for r in &run.records {

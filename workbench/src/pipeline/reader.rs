@@ -136,6 +136,17 @@ impl Reader for SharedOpenAi {
     }
 }
 
+/// A model's name for tables: an asset name as it is, a `.gguf` path by its file name
+/// without the extension.
+fn model_label(model: &str) -> String {
+    match ModelRef::parse(model) {
+        ModelRef::Path(p) => std::path::Path::new(p)
+            .file_stem()
+            .map_or_else(|| p.to_string(), |s| s.to_string_lossy().into_owned()),
+        _ => model.to_string(),
+    }
+}
+
 /// The template text and passage format `[reader]` gives both reader kinds: `{k}`
 /// replaced, `{{`/`}}` unescaped, `{passages}` appended to a closed-book template, `{i}`
 /// written as `{rank}`.
@@ -287,13 +298,14 @@ pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
 
 /// The reader for `pipeline` on an already loaded model (`llm` must be the model
 /// `[reader].model` names: several pipelines, and their query transforms, then share one
-/// copy). The reader's name is `reader.model`.
+/// copy). The reader's name is `reader.model` (a `.gguf` path: its file name without the
+/// extension).
 pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<ConfiguredReader> {
     let c = &pipeline.config().reader;
     let (prompt, passage) = prompt_parts(pipeline)?;
     let defaults = ReaderOptions::default();
     let opts = ReaderOptions {
-        name: c.model.clone(),
+        name: model_label(&c.model),
         system: Some(c.system.clone()).filter(|s| !s.is_empty()),
         prompt,
         passage,
