@@ -1191,3 +1191,44 @@ fn extractive_reader_in_a_pipeline() {
     let e = PipelineConfig::from_file(&cfg).unwrap_err().to_string();
     assert!(e.contains("query_transform"), "{e}");
 }
+
+/// The controls as retrievers: `oracle` gives each SQuAD question its own paragraph (and
+/// refuses a JSONL question set), `random` the same seeded passages run after run.
+#[test]
+fn oracle_and_random_controls() {
+    let text = |kind: &str| {
+        format!(
+            "name = \"control\"\n[corpus]\nkind = \"squad\"\nasset = \"squad-v2-dev-half\"\n\
+             [retrieval]\ndepth = 3\n[[retrieval.retrievers]]\nkind = \"{kind}\"\n\
+             [reader]\nmodel = \"smollm2-135m-instruct-gguf\"\nprompt = \"data/prompts/rag_001.txt\"\npassages = 3\n\
+             [questions]\nkind = \"squad\"\nasset = \"squad-v2-dev-half\"\nlimit = 6\n\
+             [evaluation]\nanswer_match = \"squad\"\n[cache]\nretrieval = false\n"
+        )
+    };
+    let p = Pipeline::build(config(&text("oracle")).unwrap()).unwrap();
+    let run = p.run(&mut FirstSentence::new(&p), None).unwrap();
+    for (r, q) in run.records.iter().zip(&p.questions().questions) {
+        let gold = q.context_id.as_deref().unwrap();
+        assert!(!r.retrieved.is_empty(), "{}", r.id);
+        for h in &r.retrieved {
+            let doc = &p.passages().iter().find(|x| x.id == h.id).unwrap().doc_id;
+            assert_eq!(doc, gold, "{}", r.id);
+        }
+        // The gold paragraph holds the answer: every kept passage is relevant.
+        assert_eq!(r.context_precision, Some(1.0), "{}", r.id);
+    }
+    let random = |_: ()| {
+        let p = Pipeline::build(config(&text("random")).unwrap()).unwrap();
+        let run = p.run(&mut FirstSentence::new(&p), None).unwrap();
+        run.records
+            .iter()
+            .map(|r| r.retrieved.iter().map(|h| h.id.clone()).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    let a = random(());
+    assert_eq!(a, random(()));
+    assert!(a.iter().all(|ids| ids.len() == 3));
+    let jsonl = tiny_text().replace("kind = \"bm25\"", "kind = \"oracle\"");
+    let e = config(&jsonl).unwrap_err().to_string();
+    assert!(e.contains("oracle") && e.contains("squad"), "{e}");
+}

@@ -23,12 +23,13 @@
 //! rank_constant = 60.0                # RRF k                                default 60
 //! weights = [0.5, 0.5]                # one per retriever, [] = 1 each       default []
 //! [[retrieval.retrievers]]            # none = closed-book                   default []
-//! kind = "bm25"                       # bm25 | tfidf | dense
+//! kind = "bm25"                       # bm25 | tfidf | dense | oracle | random (controls)
 //! k1 = 0.9                            # bm25                                 default 0.9
 //! b = 0.4                             # bm25                                 default 0.4
 //! model = "all-minilm-l6-v2"          # dense: encoder asset or folder       default "all-minilm-l6-v2"
 //! query_prefix = "query: "            # dense: before each query (E5 / BGE)  default ""
 //! passage_prefix = "passage: "        # dense: before each passage           default ""
+//! seed = 42                           # random: with each query's text       default 42
 //!
 //! [query_transform]                   # optional                             default: none
 //! kind = "rewrite"                    # rewrite | paraphrase-fuse            default "rewrite"
@@ -246,6 +247,11 @@ pub enum RetrieverKind {
     Tfidf,
     /// Sentence-BERT + FAISS flat inner product (features `dense` + `faiss`).
     Dense,
+    /// Control: the question's gold passage(s) (`retrieve::control::OracleRetriever`;
+    /// SQuAD questions, whose paragraph is known).
+    Oracle,
+    /// Control: seeded random passages (`retrieve::control::RandomRetriever`).
+    Random,
 }
 
 /// One first-stage retriever.
@@ -268,6 +274,9 @@ pub struct RetrieverConfig {
     /// Dense: text put before every passage (E5's `"passage: "`). Default empty.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub passage_prefix: String,
+    /// Random: the seed (with each query's text). Default 42.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl Default for RetrieverConfig {
@@ -279,6 +288,7 @@ impl Default for RetrieverConfig {
             model: "all-minilm-l6-v2".into(),
             query_prefix: String::new(),
             passage_prefix: String::new(),
+            seed: None,
         }
     }
 }
@@ -919,6 +929,25 @@ impl PipelineConfig {
                 return Err(Error::param(
                     "chunker.overlap",
                     "must be smaller than chunker.window",
+                ));
+            }
+        }
+        if self
+            .retrieval
+            .retrievers
+            .iter()
+            .any(|r| r.kind == RetrieverKind::Oracle)
+        {
+            if self.questions.kind != QuestionsKind::Squad {
+                return Err(Error::param(
+                    "retrieval.retrievers.kind",
+                    "`oracle` needs questions whose gold passage is known: questions.kind = \"squad\"",
+                ));
+            }
+            if self.query_transform.is_some() {
+                return Err(Error::param(
+                    "query_transform",
+                    "the oracle knows the questions' gold passages, not those of transformed queries",
                 ));
             }
         }

@@ -237,7 +237,8 @@ impl Pipeline {
             }
         }
         let lookup = PassageLookup::from_passages(&passages)?;
-        let retrievers = Self::build_retrievers(&config, &passages)?;
+        let questions = Self::load_questions(&config)?;
+        let retrievers = Self::build_retrievers(&config, &passages, &questions)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
                 (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
@@ -258,7 +259,6 @@ impl Pipeline {
             None => None,
             Some(r) => Some(Self::build_reranker(&config, r)?),
         };
-        let questions = Self::load_questions(&config)?;
         Ok(Pipeline {
             config,
             passages,
@@ -374,6 +374,7 @@ impl Pipeline {
     fn build_retrievers(
         c: &PipelineConfig,
         passages: &[Passage],
+        questions: &QuestionSet,
     ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
         if c.retrieval.retrievers.is_empty() {
             return Ok(Vec::new());
@@ -384,15 +385,44 @@ impl Pipeline {
         c.retrieval
             .retrievers
             .iter()
-            .map(|r| b.first_stage(r))
+            .map(|r| match r.kind {
+                config::RetrieverKind::Oracle => Self::oracle(questions, passages),
+                _ => b.first_stage(r),
+            })
             .collect()
     }
 
-    /// The first stages without the crate feature `dense`: BM25 and TF-IDF.
+    /// The oracle of `questions` (their SQuAD paragraphs) over `passages`.
+    fn oracle(
+        questions: &QuestionSet,
+        passages: &[Passage],
+    ) -> Result<std::sync::Arc<dyn Retriever>> {
+        let pairs: Vec<(&str, &str)> = questions
+            .questions
+            .iter()
+            .map(|q| {
+                q.context_id
+                    .as_deref()
+                    .map(|c| (q.question.as_str(), c))
+                    .ok_or_else(|| {
+                        Error::param(
+                            "retrieval.retrievers.kind",
+                            format!("`oracle`: question `{}` has no known gold passage", q.id),
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(std::sync::Arc::new(
+            crate::retrieve::control::OracleRetriever::new(pairs, passages)?,
+        ))
+    }
+
+    /// The first stages without the crate feature `dense`: BM25, TF-IDF and the controls.
     #[cfg(not(feature = "dense"))]
     fn build_retrievers(
         c: &PipelineConfig,
         passages: &[Passage],
+        questions: &QuestionSet,
     ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
         use crate::retrieve::analyzer::Analyzer;
         use crate::retrieve::bm25::{Bm25, Bm25Params};
@@ -413,6 +443,13 @@ impl Pipeline {
                         &Analyzer::default(),
                         TfIdfVariant::cosine(),
                     )?),
+                    RetrieverKind::Random => {
+                        std::sync::Arc::new(crate::retrieve::control::RandomRetriever::new(
+                            passages,
+                            r.seed.unwrap_or(42),
+                        )?)
+                    }
+                    RetrieverKind::Oracle => return Self::oracle(questions, passages),
                     RetrieverKind::Dense => {
                         return Err(Error::param(
                             "retrieval.retrievers.kind",

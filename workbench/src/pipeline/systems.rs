@@ -153,6 +153,17 @@ impl<'e> SystemBuilder<'e> {
                 &Analyzer::default(),
                 TfIdfVariant::cosine(),
             )?),
+            RetrieverKind::Random => Arc::new(crate::retrieve::control::RandomRetriever::new(
+                &self.passages,
+                spec.seed.unwrap_or(42),
+            )?),
+            RetrieverKind::Oracle => {
+                return Err(crate::Error::param(
+                    "retrievers.kind",
+                    "`oracle` needs the questions' gold passages: it is built by a pipeline \
+                     (questions.kind = \"squad\"), not a retrieval study",
+                ))
+            }
             #[cfg(not(feature = "faiss"))]
             RetrieverKind::Dense => {
                 return Err(crate::Error::param(

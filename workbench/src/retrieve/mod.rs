@@ -11,11 +11,13 @@
 //! | [`tfidf`] | TF-IDF: raw and length-normalised (report 002), cosine (report 003) |
 //! | [`bm25`] | BM25: Robertson, ATIRE (report 002 as printed), Lucene |
 //! | [`fusion`] | min-max / z-score hybrid (report 001), RRF (report 002), CombSUM / CombMNZ, [`fusion::Fused`] |
+//! | [`control`] | controls: the gold passage ([`control::OracleRetriever`]) and seeded random passages |
 //! | [`conformance`] | the data-driven conformance suite read by `tests/conformance.rs` |
 
 pub mod analyzer;
 pub mod bm25;
 pub mod conformance;
+pub mod control;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod dense;
 #[cfg(feature = "faiss")]

@@ -3,8 +3,10 @@
 //! answerable SQuAD 2.0 questions over the paragraphs of the dev half; F1 and EM beside
 //! the report's (baseline 63.55 / 55, fusion 59.23 / 52).
 //!
-//! The systems are `configs/report002_baseline.toml` and `configs/report002_fusion.toml`
-//! (the 5 paraphrases asked for in one call as a numbered list); [`with_each`] adds
+//! The systems are `configs/report002_baseline.toml`, `configs/report002_span.toml` (the
+//! baseline read with a span prompt), `configs/report002_fusion.toml` (the 5 paraphrases
+//! asked for in one call as a numbered list) and two controls, `report002_oracle.toml`
+//! (the gold paragraph) and `report002_random.toml` (random paragraphs); [`with_each`] adds
 //! `configs/report002_fusion_each.toml` (report 002's own `paraphrase: {question}` input,
 //! 5 calls sampled at temperature 0.5, as the report sampled T5). Default scale: a
 //! seeded sample of 24 of the 100 questions the report used; paper: the configs' 100.
@@ -27,26 +29,47 @@ pub const NAME: &str = "report002";
 /// The file printed when a fresh result is skipped.
 pub const SUMMARY_FILE: &str = "table.md";
 
-/// (system, config file, report F1, EM).
-pub const SYSTEMS: [(&str, &str, f64, f64); 3] = [
-    ("baseline", "configs/report002_baseline.toml", 63.55, 55.0),
-    ("fusion", "configs/report002_fusion.toml", 59.23, 52.0),
+/// (system, config file, report F1, EM). `span` is the baseline read with a span prompt,
+/// the stand-in for the report's SQuAD-fine-tuned T5 (an extractive-style generator);
+/// `oracle` and `random` are controls (the gold paragraph; 5 random paragraphs), with no
+/// number in the report.
+pub const SYSTEMS: [(&str, &str, Option<f64>, Option<f64>); 6] = [
+    (
+        "baseline",
+        "configs/report002_baseline.toml",
+        Some(63.55),
+        Some(55.0),
+    ),
+    (
+        "span",
+        "configs/report002_span.toml",
+        Some(63.55),
+        Some(55.0),
+    ),
+    (
+        "fusion",
+        "configs/report002_fusion.toml",
+        Some(59.23),
+        Some(52.0),
+    ),
+    ("oracle", "configs/report002_oracle.toml", None, None),
+    ("random", "configs/report002_random.toml", None, None),
     (
         "fusion-each",
         "configs/report002_fusion_each.toml",
-        59.23,
-        52.0,
+        Some(59.23),
+        Some(52.0),
     ),
 ];
 
 /// The system every other is tested against.
 pub const BASELINE: &str = "baseline";
 
-/// The published parameters at `scale` (baseline and fusion): 5 questions per system
-/// at the quick scale, a seeded sample of 24 at the default scale, the configs' 100 at
-/// the paper scale.
+/// The published parameters at `scale` (baseline, span, fusion and the two controls): 5
+/// questions per system at the quick scale, a seeded sample of 24 at the default scale, the
+/// configs' 100 at the paper scale.
 pub fn params(scale: Scale) -> ReproParams {
-    let systems = SYSTEMS[..2]
+    let systems = SYSTEMS[..5]
         .iter()
         .map(|s| ConfigSystem::new(s.0, s.1))
         .collect();
@@ -56,7 +79,7 @@ pub fn params(scale: Scale) -> ReproParams {
 /// `params` with `fusion-each` (report 002's own paraphrase input, one sampled call per
 /// paraphrase) added.
 pub fn with_each(mut params: ReproParams) -> ReproParams {
-    let (name, config, ..) = SYSTEMS[2];
+    let (name, config, ..) = SYSTEMS[5];
     if !params.systems.iter().any(|s| s.name == name) {
         params.systems.push(ConfigSystem::new(name, config));
     }
@@ -91,16 +114,17 @@ pub fn tables(
         "s/q transform",
         "s/q retrieve",
         "s/q read",
+        "prompt",
     ]))
-    .caption("Abstentions counted apart; gold passage = the question's own SQuAD paragraph among the reader's passages; paraphrase counts; mean seconds per question by stage");
+    .caption("Abstentions counted apart; gold passage = the question's own SQuAD paragraph among the reader's passages; paraphrase counts; mean seconds per question by stage; the reader's prompt (data/prompts/)");
     let none = BTreeMap::new();
     for r in &runs.0 {
         let s = r.run.summary();
         let report = SYSTEMS.iter().find(|x| x.0 == r.system);
         let label = format!("{} ({})", r.system, short_name(&r.reader));
         for (metric, ours, theirs) in [
-            ("F1", s.f1, report.map(|x| x.2)),
-            ("EM", s.em, report.map(|x| x.3)),
+            ("F1", s.f1, report.and_then(|x| x.2)),
+            ("EM", s.em, report.and_then(|x| x.3)),
         ] {
             rows.push(Compared {
                 system: label.clone(),
@@ -127,6 +151,9 @@ pub fn tables(
             format!("{:.2}", s.mean_times.transform),
             format!("{:.3}", s.mean_times.retrieve),
             format!("{:.2}", s.mean_times.read),
+            std::path::Path::new(&r.run.config.reader.prompt)
+                .file_name()
+                .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
         ]);
         details.push(cells)?;
     }
@@ -190,10 +217,11 @@ pub fn gold_paragraphs(env: &Env, config: &PipelineConfig) -> Result<BTreeMap<St
 fn substitutions(n: usize, readers: &[String]) -> String {
     format!(
         "Substitutions against report 002:\n\
-         - generator and paraphraser: T5-large → {} (GGUF, candle), one loaded copy shared by the paraphrase transform and the reader, greedy answers; the reader prompt is report 001's RAG prompt (report 002 does not print its T5 input);\n\
+         - generator and paraphraser: T5-large → {} (GGUF, candle), one loaded copy shared by the paraphrase transform and the reader, greedy answers; report 002 does not print its T5 input. `baseline` and `fusion` read with report 001's RAG prompt (`rag_001.txt`, answers in a sentence or less); `span` is the baseline read with a span prompt (`extractive.txt`, the shortest span copied from the passages), the stand-in for a T5 fine-tuned on SQuAD, which answers with spans; the details table names each row's prompt;\n\
          - paraphrases: report 002 sampled 5 outputs of T5 from `paraphrase: {{question}}` (num_beams 10, temperature 0.5); `fusion` asks the chat model for 5 numbered paraphrases in one greedy call (`data/prompts/paraphrase_list.txt`), `fusion-each` (with `--each`) sends report 002's own input 5 times sampled at temperature 0.5, seeds 42–46. Duplicates are dropped and a count short of 5 is recorded in the traces (`transform_note`), never padded;\n\
          - questions and corpus: {n} answerable questions sampled (seed 42) from the mirrored SQuAD 2.0 dev half, retrieved from that half's paragraphs (the report: 100 samples of the training set, retrieved from the training set);\n\
          - retriever: BM25 (k1 0.9, b 0.4) top 5 for every query (the report's slides describe TF-IDF and BM25 but do not name the one used); RRF k = 60 over the 5 paraphrases' runs, as in the report;\n\
+         - controls (not in the report): `oracle` gives the reader the question's own paragraph, `random` 5 paragraphs drawn at random (seeded by the question and seed 42), both with the baseline's prompt: they bound what retrieval can add;\n\
          - scoring: SQuAD's EM and F1 on the answer text (an abstention scores as the empty prediction).\n",
         readers.join(", ")
     )
@@ -210,7 +238,17 @@ mod tests {
         assert_eq!(params(Scale::Paper).questions, None);
         let p = with_each(with_each(params(Scale::Default)));
         let names: Vec<&str> = p.systems.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["baseline", "fusion", "fusion-each"]);
+        assert_eq!(
+            names,
+            [
+                "baseline",
+                "span",
+                "fusion",
+                "oracle",
+                "random",
+                "fusion-each"
+            ]
+        );
         assert!(p.check().is_ok());
     }
 
