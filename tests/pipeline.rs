@@ -1232,3 +1232,65 @@ fn oracle_and_random_controls() {
     let e = config(&jsonl).unwrap_err().to_string();
     assert!(e.contains("oracle") && e.contains("squad"), "{e}");
 }
+
+/// A dense retriever's model given as a folder (the all-MiniLM-L6-v2 files, by path)
+/// retrieves exactly as the asset does; a query prefix is put before the query, and a
+/// passage prefix before every passage, before encoding.
+#[test]
+fn dense_model_by_folder_and_prefixes() {
+    let folder = workbench::assets::Assets::load()
+        .unwrap()
+        .resolve("all-minilm-l6-v2", "model.safetensors")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let dense = |model: &str, extra: &str| {
+        let text = tiny_text().replace(
+            "kind = \"bm25\"",
+            &format!("kind = \"dense\"\nmodel = \"{model}\"\n{extra}"),
+        );
+        Pipeline::build(config(&text).unwrap()).unwrap()
+    };
+    let ids = |p: &Pipeline| {
+        let run = p.run(&mut FirstSentence::new(p), None).unwrap();
+        run.records
+            .iter()
+            .map(|r| {
+                r.retrieved
+                    .iter()
+                    .map(|h| (h.id.clone(), (h.score * 1e4).round() as i64))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    let by_asset = ids(&dense("all-minilm-l6-v2", ""));
+    let by_folder = ids(&dense(&folder.display().to_string(), ""));
+    assert_eq!(by_asset, by_folder);
+    let prefixed = ids(&dense(
+        "all-minilm-l6-v2",
+        "query_prefix = \"query: \"\npassage_prefix = \"passage: \"",
+    ));
+    assert_ne!(by_asset, prefixed, "the prefixes change the vectors");
+    // The query prefix alone: the scores of the question with "query: " written in front.
+    let p = dense("all-minilm-l6-v2", "query_prefix = \"query: \"");
+    let plain = dense("all-minilm-l6-v2", "");
+    let q = &p.questions().questions[0];
+    let with_prefix = p.run(&mut FirstSentence::new(&p), None).unwrap().records[0]
+        .retrieved
+        .clone();
+    let enc = workbench::encode::BertEncoder::load(
+        &workbench::assets::Assets::load().unwrap(),
+        "all-minilm-l6-v2",
+        Default::default(),
+    )
+    .unwrap();
+    let qv = enc
+        .embed(&[format!("query: {}", q.question).as_str()])
+        .unwrap();
+    let top = &with_prefix[0];
+    let passage = plain.passages().iter().find(|x| x.id == top.id).unwrap();
+    let pv = enc.embed(&[passage.text.as_str()]).unwrap();
+    let dot: f32 = qv[0].iter().zip(&pv[0]).map(|(a, b)| a * b).sum();
+    assert!((dot - top.score).abs() < 1e-4, "{dot} vs {}", top.score);
+}
