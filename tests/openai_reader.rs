@@ -13,6 +13,8 @@
 //!   tokens at the first difference is under 1 nat (a near tie that quantised arithmetic
 //!   may flip, as in `tests/llm_reference.rs`).
 
+mod common;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -357,23 +359,8 @@ fn requests_are_in_flight_together_and_answers_keep_their_order() {
 // ---------------------------------------------------------------------------------------
 // llama.cpp's own server
 
-/// The test venv's python (as `scripts/lib.sh`: `$WORKBENCH_VENV`, else
-/// `$WORKBENCH_HOME/venv`, else `~/.cache/rag-workbench/venv`).
 fn python() -> PathBuf {
-    let venv = std::env::var_os("WORKBENCH_VENV")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("WORKBENCH_HOME").map(|h| PathBuf::from(h).join("venv")))
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rag-workbench/venv"))
-        })
-        .expect("neither WORKBENCH_VENV nor HOME is set: cannot find the test venv");
-    let py = venv.join("bin/python");
-    assert!(
-        py.exists(),
-        "no python at {}: run `bash scripts/test` once (it creates the venv with xllamacpp)",
-        py.display()
-    );
-    py
+    common::venv_python("the llama.cpp server test (xllamacpp)")
 }
 
 /// llama.cpp's server on a GGUF, stopped when dropped.

@@ -15,6 +15,8 @@
 //! output: `recip_rank` is exactly `1 / rank` of the first relevant document in
 //! trec_eval's ranking, so RR@k = `recip_rank` if that rank ≤ k, else 0.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -31,26 +33,8 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The test venv's python: `$WORKBENCH_VENV/bin/python`, else
-/// `$WORKBENCH_HOME/venv`, else `~/.cache/rag-workbench/venv` (as `scripts/lib.sh`).
 fn python() -> PathBuf {
-    let venv = std::env::var_os("WORKBENCH_VENV")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("WORKBENCH_HOME").map(|h| PathBuf::from(h).join("venv")))
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rag-workbench/venv"))
-        })
-        .expect("neither WORKBENCH_VENV nor HOME is set: cannot find the test venv");
-    let py = venv.join("bin/python");
-    assert!(
-        py.exists(),
-        "no python at {}: the trec_eval agreement test needs the test venv with \
-         pytrec-eval-terrier. Run `bash scripts/test` once (its setup, scripts/lib.sh \
-         ensure_python, creates the venv and installs it), or point WORKBENCH_VENV at a venv \
-         that has it.",
-        py.display()
-    );
-    py
+    common::venv_python("the trec_eval agreement test (pytrec-eval-terrier)")
 }
 
 /// Send `cases` to trec_eval (through pytrec_eval); returns case id → qid →

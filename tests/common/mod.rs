@@ -64,3 +64,25 @@ impl Project {
         a
     }
 }
+
+/// The test venv's python: `$WORKBENCH_VENV/bin/python`, else `$WORKBENCH_HOME/venv`, else
+/// `~/.cache/rag-workbench/venv` (as `scripts/lib.sh`). `needs` says what the test uses it
+/// for, in the failure message when it is missing.
+pub fn venv_python(needs: &str) -> PathBuf {
+    let venv = std::env::var_os("WORKBENCH_VENV")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("WORKBENCH_HOME").map(|h| PathBuf::from(h).join("venv")))
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rag-workbench/venv"))
+        })
+        .expect("neither WORKBENCH_VENV nor HOME is set: cannot find the test venv");
+    let py = venv.join("bin/python");
+    assert!(
+        py.exists(),
+        "no python at {}: {needs} needs the test venv. Run `bash scripts/test` once (its setup, \
+         scripts/lib.sh ensure_python, creates the venv and installs it), or point \
+         WORKBENCH_VENV at a venv that has it.",
+        py.display()
+    );
+    py
+}

@@ -163,6 +163,26 @@ pub trait Reader {
     }
 }
 
+/// Check a generative reader's templates: the prompt has `{question}` and `{passages}`,
+/// the passage format `{text}` ([`Error::InvalidParam`] naming `prompt` or `passage`).
+pub fn check_templates(prompt: &str, passage: &str) -> Result<()> {
+    for key in ["{question}", "{passages}"] {
+        if !prompt.contains(key) {
+            return Err(Error::param(
+                "prompt",
+                format!("the prompt template has no {key}"),
+            ));
+        }
+    }
+    if !passage.contains("{text}") {
+        return Err(Error::param(
+            "passage",
+            "the passage template has no {text}",
+        ));
+    }
+    Ok(())
+}
+
 /// A prompt's user message: `prompt` with `{passages}` and `{question}` filled in one
 /// pass ([`crate::text::fill_placeholders`]: a passage holding `{question}` keeps it).
 pub fn user_message(prompt: &str, question: &str, passages: &str) -> String {

@@ -26,7 +26,8 @@
 //!   prompt longer than the server's context comes back as the server's error.
 
 use super::{
-    check_question, format_passage, user_message, AbstentionRule, Answer, Context, Reader, Usage,
+    check_question, check_templates, format_passage, user_message, AbstentionRule, Answer, Context,
+    Reader, Usage,
 };
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -190,20 +191,7 @@ impl OpenAiReader {
                 "name the model the server should use (its `model` field)",
             ));
         }
-        for key in ["{question}", "{passages}"] {
-            if !opts.prompt.contains(key) {
-                return Err(Error::param(
-                    "prompt",
-                    format!("the prompt template has no {key}"),
-                ));
-            }
-        }
-        if !opts.passage.contains("{text}") {
-            return Err(Error::param(
-                "passage",
-                "the passage template has no {text}",
-            ));
-        }
+        check_templates(&opts.prompt, &opts.passage)?;
         if opts.concurrency == 0 {
             return Err(Error::param("concurrency", "must be at least 1"));
         }

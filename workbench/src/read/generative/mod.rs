@@ -48,8 +48,8 @@ mod template;
 mod tokenizer;
 
 use crate::read::{
-    check_question, fit_passages, format_passage, user_message, AbstentionRule, Answer, Context,
-    Reader, Usage,
+    check_question, check_templates, fit_passages, format_passage, user_message, AbstentionRule,
+    Answer, Context, Reader, Usage,
 };
 use crate::{Error, Result};
 use rand::SeedableRng;
@@ -748,20 +748,7 @@ impl GenerativeReader {
     /// A reader over a model shared with other users (see [`SharedLlm`]); the checks of
     /// [`GenerativeReader::new`].
     pub fn with_shared(llm: SharedLlm, opts: ReaderOptions) -> Result<Self> {
-        for key in ["{question}", "{passages}"] {
-            if !opts.prompt.contains(key) {
-                return Err(Error::param(
-                    "prompt",
-                    format!("the prompt template has no {key}"),
-                ));
-            }
-        }
-        if !opts.passage.contains("{text}") {
-            return Err(Error::param(
-                "passage",
-                "the passage template has no {text}",
-            ));
-        }
+        check_templates(&opts.prompt, &opts.passage)?;
         let (context_len, model_name) = {
             let m = llm.lock()?;
             (m.context_len(), m.name().to_string())
