@@ -96,7 +96,7 @@ groups::overall(&groups::per_question_frame(&rows)?)?
 groups::by_group(&groups::per_question_frame(&rows)?)?
 """),
     ("code", """
-groups::winners(&groups::per_question_frame(&rows)?)?
+groups::winners(&groups::per_question_frame(&rows)?, 2)?
 """),
     ("code", """
 Table::read_csv(&results("report001", scale)?.join("table4.csv"))?
