@@ -508,8 +508,9 @@ pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
 
 /// The first columns of a study's details table: abstentions counted apart, then the
 /// lenient scores of every question: Match (the prediction contains a gold answer under
-/// the run's answer-match rule) and token recall, in percent.
-pub const ANSWERED_COLUMNS: [&str; 8] = [
+/// the run's answer-match rule), token recall, and the share the LLM judge called correct
+/// (`–` when the run was not judged), in percent.
+pub const ANSWERED_COLUMNS: [&str; 9] = [
     "system",
     "questions",
     "answered",
@@ -518,6 +519,7 @@ pub const ANSWERED_COLUMNS: [&str; 8] = [
     "F1 (answered)",
     "Match (%)",
     "token recall (%)",
+    "LLM judge (%)",
 ];
 
 /// The [`ANSWERED_COLUMNS`] cells of one run.
@@ -532,6 +534,7 @@ pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
         o(s.f1_answered),
         format!("{:.2}", s.answer_found),
         format!("{:.2}", s.recall),
+        o(s.judge),
     ]
 }
 
