@@ -26,7 +26,10 @@ use workbench::plot::{render, Bins, ParagraphLengths};
 use workbench::text::word_count;
 
 let assets = Assets::load()?;
-println!("hub cache: {}", assets.cache_dir.display());
+// Relative to the project root when it is inside it (it is, unless WORKBENCH_HF_CACHE moved it).
+let root = workbench::paths::project_root()?;
+let shown = assets.cache_dir.strip_prefix(&root).unwrap_or(&assets.cache_dir);
+println!("hub cache: {}", shown.display());
 """),
     ("markdown", """
 ## The corpora
