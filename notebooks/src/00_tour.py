@@ -27,9 +27,11 @@ use workbench::text::word_count;
 
 let assets = Assets::load()?;
 // Relative to the project root when it is inside it (it is, unless WORKBENCH_HF_CACHE moved it).
-let root = workbench::paths::project_root()?;
-let shown = assets.cache_dir.strip_prefix(&root).unwrap_or(&assets.cache_dir);
-println!("hub cache: {}", shown.display());
+let shown: String = {
+    let root = workbench::paths::project_root()?;
+    assets.cache_dir.strip_prefix(&root).unwrap_or(&assets.cache_dir).display().to_string()
+};
+println!("hub cache: {shown}");
 """),
     ("markdown", """
 ## The corpora
