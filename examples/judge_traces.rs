@@ -25,10 +25,9 @@ fn main() -> Result<()> {
         .filter(|(_, d)| !d.is_empty())
         .context("usage: judge_traces JUDGE_MODEL RUN_DIR [RUN_DIR …]")?;
     let opts = LoadOptions::default();
-    let llm = if model.ends_with(".gguf") {
-        Llm::load(model.as_ref(), &opts)?
-    } else {
-        Llm::from_asset(model, &opts)?
+    let llm = match workbench::assets::ModelRef::parse(model) {
+        workbench::assets::ModelRef::Path(p) => Llm::load(p.as_ref(), &opts)?,
+        _ => Llm::from_asset(model, &opts)?,
     };
     let root = workbench::paths::project_root()?;
     let template = std::fs::read_to_string(root.join(DEFAULT_PROMPT))?;

@@ -102,6 +102,13 @@ pub struct Pipeline {
     template: PromptTemplate,
 }
 
+/// A pipeline's first stages, its passages and their id → text lookup.
+type FirstStages = (
+    Vec<std::sync::Arc<dyn Retriever>>,
+    Vec<Passage>,
+    PassageLookup,
+);
+
 /// A JSONL corpus line: `{"id", "title"?, "text"}`, or FlashRAG's `{"id", "contents"}`.
 #[derive(serde::Deserialize)]
 struct DocLine {
@@ -236,9 +243,8 @@ impl Pipeline {
                 ));
             }
         }
-        let lookup = PassageLookup::from_passages(&passages)?;
         let questions = Self::load_questions(&config)?;
-        let retrievers = Self::build_retrievers(&config, &passages, &questions)?;
+        let (retrievers, passages, lookup) = Self::build_retrievers(&config, passages, &questions)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
                 (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
@@ -369,27 +375,31 @@ impl Pipeline {
     }
 
     /// The first stages: built as the retrieval studies build theirs
-    /// ([`systems::SystemBuilder::first_stage`]), one per spec.
+    /// ([`systems::SystemBuilder::first_stage`]), one per spec; the passages and their
+    /// lookup come back from the builder.
     #[cfg(feature = "dense")]
     fn build_retrievers(
         c: &PipelineConfig,
-        passages: &[Passage],
+        passages: Vec<Passage>,
         questions: &QuestionSet,
-    ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
+    ) -> Result<FirstStages> {
         if c.retrieval.retrievers.is_empty() {
-            return Ok(Vec::new());
+            let lookup = PassageLookup::from_passages(&passages)?;
+            return Ok((Vec::new(), passages, lookup));
         }
         let env = crate::env::Env::project()?;
-        let mut b =
-            systems::SystemBuilder::new(&env, crate::env::Scale::Default, passages.to_vec())?;
-        c.retrieval
+        let mut b = systems::SystemBuilder::new(&env, crate::env::Scale::Default, passages)?;
+        let retrievers = c
+            .retrieval
             .retrievers
             .iter()
             .map(|r| match r.kind {
-                config::RetrieverKind::Oracle => Self::oracle(questions, passages),
+                config::RetrieverKind::Oracle => Self::oracle(questions, b.passages()),
                 _ => b.first_stage(r),
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let (passages, lookup) = b.into_parts();
+        Ok((retrievers, passages, lookup))
     }
 
     /// The oracle of `questions` (their SQuAD paragraphs) over `passages`.
@@ -421,35 +431,36 @@ impl Pipeline {
     #[cfg(not(feature = "dense"))]
     fn build_retrievers(
         c: &PipelineConfig,
-        passages: &[Passage],
+        passages: Vec<Passage>,
         questions: &QuestionSet,
-    ) -> Result<Vec<std::sync::Arc<dyn Retriever>>> {
+    ) -> Result<FirstStages> {
         use crate::retrieve::analyzer::Analyzer;
         use crate::retrieve::bm25::{Bm25, Bm25Params};
         use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
         use config::RetrieverKind;
-        c.retrieval
+        let retrievers = c
+            .retrieval
             .retrievers
             .iter()
             .map(|r| -> Result<std::sync::Arc<dyn Retriever>> {
                 Ok(match r.kind {
                     RetrieverKind::Bm25 => std::sync::Arc::new(Bm25::build(
-                        passages,
+                        &passages,
                         &Analyzer::default(),
                         Bm25Params::new().k1(r.k1).b(r.b),
                     )?),
                     RetrieverKind::Tfidf => std::sync::Arc::new(TfIdf::build(
-                        passages,
+                        &passages,
                         &Analyzer::default(),
                         TfIdfVariant::cosine(),
                     )?),
                     RetrieverKind::Random => {
                         std::sync::Arc::new(crate::retrieve::control::RandomRetriever::new(
-                            passages,
+                            &passages,
                             r.seed.unwrap_or(42),
                         )?)
                     }
-                    RetrieverKind::Oracle => return Self::oracle(questions, passages),
+                    RetrieverKind::Oracle => return Self::oracle(questions, &passages),
                     RetrieverKind::Dense => {
                         return Err(Error::param(
                             "retrieval.retrievers.kind",
@@ -458,7 +469,9 @@ impl Pipeline {
                     }
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        let lookup = PassageLookup::from_passages(&passages)?;
+        Ok((retrievers, passages, lookup))
     }
 
     #[allow(unused_variables)]

@@ -45,26 +45,26 @@ impl ModelPool {
     /// The model `model` names (an asset name, or a `.gguf` path resolved against
     /// `pipeline`'s config), loaded on first use.
     pub fn get_for(&mut self, pipeline: &Pipeline, model: &str) -> Result<SharedLlm> {
-        if let Some(m) = self.models.get(model) {
-            return Ok(m.clone());
+        match ModelRef::parse(model) {
+            ModelRef::Path(p) => self.cached(model, || {
+                Llm::load(&pipeline.config().resolve(p), &LoadOptions::default())
+            }),
+            _ => self.get(model),
         }
-        let opts = LoadOptions::default();
-        let llm = match ModelRef::parse(model) {
-            ModelRef::Path(p) => Llm::load(&pipeline.config().resolve(p), &opts)?,
-            _ => Llm::from_asset(model, &opts)?,
-        };
-        let m = SharedLlm::new(llm);
-        self.models.insert(model.to_string(), m.clone());
-        Ok(m)
     }
 
     /// The model of asset `name`, loaded on first use.
     pub fn get(&mut self, name: &str) -> Result<SharedLlm> {
-        if let Some(m) = self.models.get(name) {
+        self.cached(name, || Llm::from_asset(name, &LoadOptions::default()))
+    }
+
+    /// The model under `key`, loaded with `load` on first use.
+    fn cached(&mut self, key: &str, load: impl FnOnce() -> Result<Llm>) -> Result<SharedLlm> {
+        if let Some(m) = self.models.get(key) {
             return Ok(m.clone());
         }
-        let m = SharedLlm::new(Llm::from_asset(name, &LoadOptions::default())?);
-        self.models.insert(name.to_string(), m.clone());
+        let m = SharedLlm::new(load()?);
+        self.models.insert(key.to_string(), m.clone());
         Ok(m)
     }
 

@@ -131,6 +131,12 @@ impl<'e> SystemBuilder<'e> {
         &self.passages
     }
 
+    /// The corpus and its id → text lookup, back from the builder (a pipeline keeps them
+    /// after its first stages are built, instead of a second copy).
+    pub fn into_parts(self) -> (Vec<Passage>, PassageLookup) {
+        (self.passages, self.lookup)
+    }
+
     /// The encoder of asset `model` (loaded once).
     pub fn encoder(&mut self, model: &str) -> Result<Arc<BertEncoder>> {
         self.encoders.get(&self.env.assets, model)
