@@ -1,9 +1,13 @@
 //! Benchmark: prefill and decode tokens/s of our GGUF reader (candle, `read::generative`)
-//! against llama.cpp (the `xllamacpp` wheel) on the same GGUF files, the same prompt token
-//! ids and the same thread count, interleaved in one run.
+//! against llama.cpp on the same GGUF files, the same prompt token ids and the same thread
+//! count, interleaved in one run. Two llama.cpp peers: the `xllamacpp` wheel (compiled for a
+//! generic x86-64: AVX2, FMA, F16C) and, with `--native-server`, a `llama-server` built from
+//! source for this CPU by `scripts/python/build_llamacpp.py` (`-march=native`). Each ratio's
+//! denominator is the faster of the two on that measurement.
 //!
 //! ```text
-//! cargo run --release --bin bench_llm [-- --models qwen2.5-coder-1.5b-instruct-gguf --rounds 5 --threads 2]
+//! cargo run --release --bin bench_llm [-- --models qwen2.5-coder-1.5b-instruct-gguf --rounds 5 --threads 2 \
+//!     --native-server ~/.cache/rag-workbench/llamacpp-native/KEY/llama-server]
 //! ```
 //!
 //! Prompts (built once per model with its chat template, tokenised by us; llama.cpp gets the
@@ -14,9 +18,9 @@
 //! passages). Both ask for a detailed answer so that decoding runs for a while; generation is
 //! greedy, at most `--new-tokens` tokens, ending early at end-of-generation on both sides.
 //!
-//! Each model: both systems load, one untimed warm-up generation per prompt on each side,
-//! then `--rounds` rounds; in a round each prompt is run by both systems, the order of the two
-//! systems alternating from round to round. Reported: the median over rounds of
+//! Each model: every system loads, one untimed warm-up generation per prompt on each side,
+//! then `--rounds` rounds; in a round each prompt is run by every system, the order of the
+//! systems rotating from round to round. Reported: the median over rounds of
 //!
 //! - prefill tokens/s = prompt tokens / prompt time (ours: [`Generation::prefill_secs`];
 //!   llama.cpp: its server's `prompt_ms`),
@@ -26,7 +30,11 @@
 //!   `predicted_ms`, llama.cpp's own generation timer, which starts when the first token is
 //!   sampled),
 //!
-//! and the ratio ours / llama.cpp of the medians. Besides: how many leading generated tokens
+//! and the ratio ours / llama.cpp of the medians (the faster peer's). The machine's ceilings
+//! beside them: decode at the measured read bandwidth over the GGUF's bytes (decode streams
+//! every weight once per token) and prefill at the measured peak int8 multiply-add rate
+//! (`workbench::machine::measure_peak`) over the layers' weight multiply-adds per token.
+//! Besides: how many leading generated tokens
 //! agree between the two (same greedy ids expected up to quantised-arithmetic differences),
 //! the in-process memory bandwidth (a `--threads`-thread sequential read and a memcpy of
 //! 512 MiB, best of 3) and the decode bound it implies, bandwidth / GGUF file bytes (decode
@@ -55,7 +63,7 @@ use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
-use workbench::machine::load_average;
+use workbench::machine::{load_average, measure_peak};
 use workbench::read::generative::{
     ChatMessage, GenerateParams, Llm, LoadOptions, Requantize, Sampling,
 };
@@ -77,7 +85,7 @@ const MODELS: [&str; 3] = [
 
 #[derive(Parser, Serialize, Debug)]
 #[command(
-    about = "GGUF reader prefill/decode tokens/s vs llama.cpp (xllamacpp), same GGUF, same ids, same threads, interleaved"
+    about = "GGUF reader prefill/decode tokens/s vs llama.cpp (xllamacpp wheel, native build), same GGUF, same ids, same threads, interleaved"
 )]
 struct Args {
     /// Models (asset names), comma-separated.
@@ -104,6 +112,10 @@ struct Args {
     /// llama.cpp's flash attention: auto, on, off.
     #[arg(long, default_value = "auto")]
     flash_attn: String,
+    /// A `llama-server` built for this CPU by `scripts/python/build_llamacpp.py`: run as a
+    /// second llama.cpp peer beside the xllamacpp wheel (`scripts/bench` builds and passes it).
+    #[arg(long, env = "LLAMACPP_NATIVE_SERVER")]
+    native_server: Option<PathBuf>,
     /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
     #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
@@ -211,13 +223,23 @@ struct PeerGen {
 }
 
 impl Peer {
-    fn start(args: &Args, peers: &PythonPeers, model: &Path) -> Result<Self> {
-        let mut child = peers
-            .command(PEER)?
-            .arg("--model")
+    /// Start the peer process on `model`: xllamacpp's server, or the `llama-server` binary
+    /// `server` when given.
+    fn start(
+        args: &Args,
+        peers: &PythonPeers,
+        model: &Path,
+        server: Option<&Path>,
+    ) -> Result<Self> {
+        let mut cmd = peers.command(PEER)?;
+        cmd.arg("--model")
             .arg(model)
             .args(["--threads", &args.threads.to_string()])
-            .args(["--flash-attn", &args.flash_attn])
+            .args(["--flash-attn", &args.flash_attn]);
+        if let Some(bin) = server {
+            cmd.arg("--server-binary").arg(bin);
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -342,7 +364,7 @@ struct Run {
     model: String,
     prompt: String,
     round: usize,
-    system: &'static str,
+    system: String,
     /// Position of this system in the round (0 first).
     order: usize,
     prompt_tokens: usize,
@@ -356,7 +378,8 @@ struct Run {
 }
 
 const OURS: &str = "workbench (candle)";
-const LLAMA: &str = "llama.cpp (xllamacpp)";
+const WHEEL: &str = "llama.cpp (xllamacpp wheel)";
+const NATIVE: &str = "llama.cpp (native build)";
 
 fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run, Vec<u32>)> {
     let t = Instant::now();
@@ -366,7 +389,7 @@ fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run,
         model: String::new(),
         prompt: String::new(),
         round: 0,
-        system: OURS,
+        system: OURS.to_string(),
         order: 0,
         prompt_tokens: g.prompt_tokens,
         generated_tokens: g.generated_tokens,
@@ -384,7 +407,12 @@ fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run,
     Ok((r, g.token_ids))
 }
 
-fn run_llama(peer: &mut Peer, ids: &[u32], n_predict: usize) -> Result<(Run, Vec<u32>)> {
+fn run_llama(
+    peer: &mut Peer,
+    label: &str,
+    ids: &[u32],
+    n_predict: usize,
+) -> Result<(Run, Vec<u32>)> {
     let g = peer.generate(ids, n_predict)?;
     let steps = g.predicted_n.saturating_sub(1);
     let mut tokens = g.tokens.clone();
@@ -395,7 +423,7 @@ fn run_llama(peer: &mut Peer, ids: &[u32], n_predict: usize) -> Result<(Run, Vec
         model: String::new(),
         prompt: String::new(),
         round: 0,
-        system: LLAMA,
+        system: label.to_string(),
         order: 0,
         prompt_tokens: g.prompt_n,
         generated_tokens: tokens.len(),
@@ -413,6 +441,17 @@ fn run_llama(peer: &mut Peer, ids: &[u32], n_predict: usize) -> Result<(Run, Vec
     Ok((r, tokens))
 }
 
+/// One llama.cpp peer's medians on one (model, prompt).
+#[derive(Serialize, Clone, Debug)]
+struct PeerLine {
+    system: String,
+    generated: usize,
+    /// Leading generated tokens equal to ours (first timed round).
+    agree: usize,
+    prefill_tok_s: f64,
+    decode_tok_s: f64,
+}
+
 /// One (model, prompt) line of the table.
 #[derive(Serialize, Clone, Debug)]
 struct Line {
@@ -420,18 +459,34 @@ struct Line {
     prompt: String,
     prompt_tokens: usize,
     generated_ours: usize,
-    generated_llama: usize,
-    /// Leading generated tokens equal on both sides (first timed round).
-    agree: usize,
     ours_prefill_tok_s: f64,
-    llama_prefill_tok_s: f64,
-    prefill_ratio: f64,
     ours_decode_tok_s: f64,
-    llama_decode_tok_s: f64,
+    /// Every llama.cpp peer that ran (the wheel; the native build when given).
+    peers: Vec<PeerLine>,
+    /// The faster peer's prefill and decode rates: each ratio's denominator.
+    best_prefill_peer: String,
+    prefill_ratio: f64,
+    best_decode_peer: String,
     decode_ratio: f64,
     file_bytes: u64,
     /// Read bandwidth / file bytes.
     decode_bound_tok_s: f64,
+    /// Multiply-adds of the layers' weight matrices per token ([`LlmInfo::layer_macs_per_token`]).
+    weight_macs_per_token: u64,
+    /// Peak int8 multiply-add rate / weight multiply-adds per token.
+    prefill_bound_tok_s: f64,
+}
+
+/// The median rates of `system` on (model, prompt): (prefill, decode, most tokens generated).
+fn medians(runs: &[Run], model: &str, prompt: &str, system: &str) -> (f64, f64, usize) {
+    let sel: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.model == model && r.prompt == prompt && r.system == system)
+        .collect();
+    let p: Vec<f64> = sel.iter().map(|r| r.prefill_tok_s).collect();
+    let d: Vec<f64> = sel.iter().map(|r| r.decode_tok_s).collect();
+    let g = sel.iter().map(|r| r.generated_tokens).max().unwrap_or(0);
+    (median_finite(&p), median_finite(&d), g)
 }
 
 fn main() -> Result<()> {
@@ -481,6 +536,24 @@ fn main() -> Result<()> {
         bw.read_threads,
         bw.memcpy_bytes_per_s / 1e9
     );
+    let peak = measure_peak(args.threads);
+    println!(
+        "peak multiply-add rate ({} threads): int8 {:.0} G/s ({}), f32 {:.0} G/s ({})",
+        peak.threads,
+        peak.int8_macs_per_s / 1e9,
+        peak.int8_kernel,
+        peak.f32_fmas_per_s / 1e9,
+        peak.f32_kernel
+    );
+    let mut servers: Vec<(&str, Option<&Path>)> = vec![(WHEEL, None)];
+    if let Some(bin) = &args.native_server {
+        ensure!(
+            bin.is_file(),
+            "--native-server: {} is not a file (build it with scripts/python/build_llamacpp.py)",
+            bin.display()
+        );
+        servers.push((NATIVE, Some(bin.as_path())));
+    }
 
     let opts = LoadOptions {
         requantize: args.requantize,
@@ -507,19 +580,31 @@ fn main() -> Result<()> {
         let file_bytes = std::fs::metadata(&path)?.len();
         let mut llm = Llm::from_asset(key, &opts)?;
         let info = llm.info();
-        let mut peer = Peer::start(&args, &peers, &path)?;
+        let macs = info.layer_macs_per_token;
+        let mut llamas: Vec<(&str, Peer)> = Vec::new();
+        for (label, bin) in &servers {
+            llamas.push((label, Peer::start(&args, &peers, &path, *bin)?));
+        }
         println!(
-            "\n{key}: {} ({} layers, {} MB file), ours loaded in {:.1} s ({} tensors requantised); llama.cpp {}",
+            "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised)",
             info.architecture,
             info.n_layer,
             file_bytes / 1_000_000,
+            macs as f64 / 1e9,
             info.load_secs,
             info.requantized_tensors,
-            peer.ready["xllamacpp_version"]
         );
+        let mut peer_info = serde_json::Map::new();
+        for (label, peer) in &llamas {
+            println!(
+                "  {label}: {} · {}",
+                peer.ready["xllamacpp_version"], peer.ready["settings"]["system_info"]
+            );
+            peer_info.insert(label.to_string(), peer.ready.clone());
+        }
         models_info.insert(
             key.clone(),
-            serde_json::json!({ "ours": info, "llama_cpp": peer.ready.clone(), "file_bytes": file_bytes }),
+            serde_json::json!({ "ours": info, "llama_cpp": peer_info, "file_bytes": file_bytes, "weight_macs_per_token": macs }),
         );
         let ps = prompts(&llm, &assets, args.long_tokens)?;
         for (name, _, ids) in &ps {
@@ -533,115 +618,164 @@ fn main() -> Result<()> {
                     .collect::<Vec<_>>(),
             )?,
         )?;
-        // Warm-up, untimed: pages the weights in and sizes the caches on both sides.
+        // Warm-up, untimed: pages the weights in and sizes the caches on every side.
         for (_, _, ids) in &ps {
             run_ours(&mut llm, ids, &params)?;
-            run_llama(&mut peer, ids, args.new_tokens)?;
+            for (label, peer) in llamas.iter_mut() {
+                run_llama(peer, label, ids, args.new_tokens)?;
+            }
         }
-        let mut agree: Vec<usize> = vec![0; ps.len()];
+        let n_sys = 1 + llamas.len();
+        // agree[prompt][peer]: leading tokens equal to ours in the first timed round.
+        let mut agree: Vec<Vec<usize>> = vec![vec![0; llamas.len()]; ps.len()];
         for round in 0..args.rounds {
             for (pi, (pname, _, ids)) in ps.iter().enumerate() {
-                let llama_first = round % 2 == 1;
-                let mut pair: Vec<(Run, Vec<u32>)> = Vec::new();
-                for slot in 0..2 {
-                    let (mut r, toks) = if (slot == 0) != llama_first {
+                // System 0 is ours, 1.. the peers; the order rotates from round to round.
+                let mut ours_tokens = Vec::new();
+                let mut peer_tokens: Vec<Vec<u32>> = vec![Vec::new(); llamas.len()];
+                for slot in 0..n_sys {
+                    let sys = (slot + round) % n_sys;
+                    let (mut r, toks) = if sys == 0 {
                         run_ours(&mut llm, ids, &params)?
                     } else {
-                        run_llama(&mut peer, ids, args.new_tokens)?
+                        let (label, peer) = &mut llamas[sys - 1];
+                        run_llama(peer, label, ids, args.new_tokens)?
                     };
                     r.model = key.clone();
                     r.prompt = pname.clone();
                     r.round = round;
                     r.order = slot;
-                    pair.push((r, toks));
+                    runs.push(r);
+                    if sys == 0 {
+                        ours_tokens = toks;
+                    } else {
+                        peer_tokens[sys - 1] = toks;
+                    }
                 }
                 if round == 0 {
-                    let (a, b) = (&pair[0].1, &pair[1].1);
-                    agree[pi] = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+                    for (k, toks) in peer_tokens.iter().enumerate() {
+                        agree[pi][k] = ours_tokens
+                            .iter()
+                            .zip(toks)
+                            .take_while(|(x, y)| x == y)
+                            .count();
+                    }
                 }
-                runs.extend(pair.into_iter().map(|(r, _)| r));
             }
             println!("  round {} done (load {})", round + 1, load_average());
         }
-        peer.stop()?;
+        for (_, peer) in llamas.drain(..) {
+            peer.stop()?;
+        }
         drop(llm);
         for (pi, (pname, _, ids)) in ps.iter().enumerate() {
-            let sel = |sys: &str, f: fn(&Run) -> f64| -> Vec<f64> {
-                runs.iter()
-                    .filter(|r| &r.model == key && &r.prompt == pname && r.system == sys)
-                    .map(f)
-                    .collect()
+            let (op, od, og) = medians(&runs, key, pname, OURS);
+            let peer_lines: Vec<PeerLine> = servers
+                .iter()
+                .enumerate()
+                .map(|(k, (label, _))| {
+                    let (p, d, g) = medians(&runs, key, pname, label);
+                    PeerLine {
+                        system: label.to_string(),
+                        generated: g,
+                        agree: agree[pi][k],
+                        prefill_tok_s: p,
+                        decode_tok_s: d,
+                    }
+                })
+                .collect();
+            let best = |f: fn(&PeerLine) -> f64| {
+                peer_lines
+                    .iter()
+                    .filter(|l| f(l).is_finite())
+                    .max_by(|a, b| f(a).total_cmp(&f(b)))
+                    .map(|l| (l.system.clone(), f(l)))
+                    .unwrap_or_else(|| ("none".into(), f64::NAN))
             };
-            let gen = |sys: &str| {
-                runs.iter()
-                    .filter(|r| &r.model == key && &r.prompt == pname && r.system == sys)
-                    .map(|r| r.generated_tokens)
-                    .max()
-                    .unwrap_or(0)
-            };
-            let op = median_finite(&sel(OURS, |r| r.prefill_tok_s));
-            let lp = median_finite(&sel(LLAMA, |r| r.prefill_tok_s));
-            let od = median_finite(&sel(OURS, |r| r.decode_tok_s));
-            let ld = median_finite(&sel(LLAMA, |r| r.decode_tok_s));
+            let (bp_name, bp) = best(|l| l.prefill_tok_s);
+            let (bd_name, bd) = best(|l| l.decode_tok_s);
             lines.push(Line {
                 model: key.clone(),
                 prompt: pname.clone(),
                 prompt_tokens: ids.len(),
-                generated_ours: gen(OURS),
-                generated_llama: gen(LLAMA),
-                agree: agree[pi],
+                generated_ours: og,
                 ours_prefill_tok_s: op,
-                llama_prefill_tok_s: lp,
-                prefill_ratio: op / lp,
                 ours_decode_tok_s: od,
-                llama_decode_tok_s: ld,
-                decode_ratio: od / ld,
+                peers: peer_lines,
+                best_prefill_peer: bp_name,
+                prefill_ratio: op / bp,
+                best_decode_peer: bd_name,
+                decode_ratio: od / bd,
                 file_bytes,
                 decode_bound_tok_s: bw.read_bytes_per_s / file_bytes as f64,
+                weight_macs_per_token: macs,
+                prefill_bound_tok_s: peak.int8_macs_per_s / macs as f64,
             });
         }
     }
     let up_end = load_average();
     println!("\nload at the end: {up_end}");
 
-    let mut t = Table::new([
-        "model",
-        "prompt",
-        "prompt tokens",
-        "generated (ours / llama.cpp)",
-        "greedy tokens agreeing",
-        "prefill tok/s ours",
-        "prefill tok/s llama.cpp",
-        "prefill ratio",
-        "decode tok/s ours",
-        "decode tok/s llama.cpp",
-        "decode ratio",
-        "decode bound (read bw / file)",
-    ])
-    .caption(format!(
-        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; load {} → {}",
+    // Columns per peer: the wheel, and the native build when it ran.
+    let short = |label: &str| if label == NATIVE { "native" } else { "wheel" };
+    let names: Vec<&str> = servers.iter().map(|(l, _)| short(l)).collect();
+    let mut header: Vec<String> = vec![
+        "model".into(),
+        "prompt".into(),
+        "prompt tokens".into(),
+        format!("generated (ours / {})", names.join(" / ")),
+        format!("greedy tokens agreeing ({})", names.join(" / ")),
+        "prefill tok/s ours".into(),
+    ];
+    header.extend(names.iter().map(|n| format!("prefill tok/s llama.cpp {n}")));
+    header.extend([
+        "prefill ratio (vs faster llama.cpp)".into(),
+        "prefill bound (int8 peak / weight MACs)".into(),
+        "decode tok/s ours".into(),
+    ]);
+    header.extend(names.iter().map(|n| format!("decode tok/s llama.cpp {n}")));
+    header.extend([
+        "decode ratio (vs faster llama.cpp)".into(),
+        "decode bound (read bw / file)".into(),
+    ]);
+    let mut t = Table::new(header).caption(format!(
+        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; peak int8 multiply-adds {:.0} G/s ({}); load {} → {}",
         args.threads,
         args.rounds,
         args.new_tokens,
         bw.read_bytes_per_s / 1e9,
+        peak.int8_macs_per_s / 1e9,
+        peak.int8_kernel,
         up_start,
         up_end
     ));
     for l in &lines {
-        t.push([
+        let join =
+            |f: fn(&PeerLine) -> String| l.peers.iter().map(f).collect::<Vec<_>>().join(" / ");
+        let mut row: Vec<String> = vec![
             l.model.clone(),
             l.prompt.clone(),
             l.prompt_tokens.to_string(),
-            format!("{} / {}", l.generated_ours, l.generated_llama),
-            l.agree.to_string(),
+            format!(
+                "{} / {}",
+                l.generated_ours,
+                join(|p| p.generated.to_string())
+            ),
+            join(|p| p.agree.to_string()),
             format!("{:.1}", l.ours_prefill_tok_s),
-            format!("{:.1}", l.llama_prefill_tok_s),
-            format!("{:.2}×", l.prefill_ratio),
+        ];
+        row.extend(l.peers.iter().map(|p| format!("{:.1}", p.prefill_tok_s)));
+        row.extend([
+            format!("{:.2}× ({})", l.prefill_ratio, short(&l.best_prefill_peer)),
+            format!("{:.0}", l.prefill_bound_tok_s),
             format!("{:.1}", l.ours_decode_tok_s),
-            format!("{:.1}", l.llama_decode_tok_s),
-            format!("{:.2}×", l.decode_ratio),
+        ]);
+        row.extend(l.peers.iter().map(|p| format!("{:.1}", p.decode_tok_s)));
+        row.extend([
+            format!("{:.2}× ({})", l.decode_ratio, short(&l.best_decode_peer)),
             format!("{:.1}", l.decode_bound_tok_s),
-        ])?;
+        ]);
+        t.push(row)?;
     }
     let md = format!(
         "{}\n{}\n\n{}",
@@ -672,7 +806,7 @@ fn main() -> Result<()> {
             r.model.clone(),
             r.prompt.clone(),
             r.round.to_string(),
-            r.system.to_string(),
+            r.system.clone(),
             r.order.to_string(),
             r.prompt_tokens.to_string(),
             r.generated_tokens.to_string(),
@@ -688,6 +822,7 @@ fn main() -> Result<()> {
     exp.finish(serde_json::json!({
         "lines": lines,
         "bandwidth": bw,
+        "compute_peak": peak,
         "load_start": up_start,
         "load_end": up_end,
         "models": models_info,

@@ -3,10 +3,12 @@
 Run with the peers venv (scripts/lib.sh `ensure_peers`); `bench_llm` starts it itself:
 
     ~/.cache/rag-workbench/peers-venv/bin/python scripts/python/bench_llamacpp.py \
-        --model PATH.gguf [--threads 2] [--flash-attn auto|on|off] [--n-ctx 4096]
+        --model PATH.gguf [--threads 2] [--flash-attn auto|on|off] [--n-ctx 4096] \
+        [--server-binary PATH/llama-server]
 
-The process loads the GGUF into llama.cpp's server (xllamacpp, see llamacpp_peer.py for the
-configuration: one slot, n_batch 2048 / n_ubatch 512, REPACK buffers, mmap, no prompt
+The process loads the GGUF into llama.cpp's server (xllamacpp; or, with `--server-binary`, a
+`llama-server` built from source by build_llamacpp.py; see llamacpp_peer.py for the
+configuration, the same for both: one slot, n_batch 2048 / n_ubatch 512, REPACK buffers, mmap, no prompt
 cache), prints one JSON line `{"ready": true, "xllamacpp_version", "settings", "model"}`, and
 then answers requests, one JSON object per stdin line, one JSON line per answer on stdout:
 
@@ -34,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from llamacpp_peer import Peer, xllamacpp_version
+from llamacpp_peer import NativePeer, Peer, xllamacpp_version
 
 
 def main() -> None:
@@ -43,22 +45,43 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--n-ctx", type=int, default=4096)
+    ap.add_argument("--server-binary", type=Path, help="a llama-server built by build_llamacpp.py (default: xllamacpp)")
     args = ap.parse_args()
     if not args.model.is_file():
         raise SystemExit(f"--model: {args.model} is not a file")
 
-    peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn)
+    if args.server_binary is not None:
+        if not args.server_binary.is_file():
+            raise SystemExit(f"--server-binary: {args.server_binary} is not a file")
+        peer = NativePeer(args.server_binary, args.model, threads=args.threads, n_ctx=args.n_ctx,
+                          flash_attn=args.flash_attn)
+        version = "native build: " + args.server_binary.parent.name
+        info = args.server_binary.parent / "build-info.json"
+        build = json.loads(info.read_text()) if info.is_file() else None
+    else:
+        peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn)
+        version = xllamacpp_version()
+        build = None
     print(
         json.dumps(
             {
                 "ready": True,
-                "xllamacpp_version": xllamacpp_version(),
+                "xllamacpp_version": version,
+                "build": build,
                 "settings": peer.settings,
                 "model": str(args.model),
             }
         ),
         flush=True,
     )
+    try:
+        serve(peer)
+    finally:
+        if isinstance(peer, NativePeer):
+            peer.close()
+
+
+def serve(peer: Peer | NativePeer) -> None:
     for line in sys.stdin:
         line = line.strip()
         if not line:

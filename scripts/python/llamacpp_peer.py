@@ -1,4 +1,6 @@
-"""llama.cpp (the `xllamacpp` wheel) as a peer: start its in-process server on a GGUF file.
+"""llama.cpp as a peer: the `xllamacpp` wheel's in-process server (`Peer`) or a `llama-server`
+binary built from source for this CPU by build_llamacpp.py (`NativePeer`), on a GGUF file.
+Both serve the same native endpoints and are driven by the same methods.
 
 Shared by llamacpp_ref.py (reference token ids and greedy continuations) and
 bench_llamacpp.py (prefill / decode speed). Run them with the peers venv's python (see
@@ -94,7 +96,50 @@ def xllamacpp_version() -> str:
     return xllamacpp.__version__
 
 
-class Peer:
+class _Http:
+    """llama.cpp's native endpoints at `self.base` (http://127.0.0.1:PORT)."""
+
+    base: str
+
+    def post(self, path: str, body: dict) -> dict:
+        req = urllib.request.Request(
+            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+    def get(self, path: str) -> dict:
+        with urllib.request.urlopen(self.base + path, timeout=60) as r:
+            return json.loads(r.read())
+
+    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        r = self.post("/tokenize", {"content": text, "add_special": add_special, "parse_special": parse_special})
+        return [int(t) for t in r["tokens"]]
+
+    def detokenize(self, ids: list[int]) -> str:
+        return self.post("/detokenize", {"tokens": ids})["content"]
+
+    def greedy(self, prompt_ids: list[int], n_predict: int, n_probs: int = 0) -> dict:
+        """Greedy continuation of `prompt_ids`: the /completion response (tokens, stop_type,
+        timings; with `n_probs` > 0 also `completion_probabilities`, each generated token's
+        top `n_probs` log-probabilities under the model's full softmax)."""
+        return self.post(
+            "/completion",
+            {
+                "prompt": prompt_ids,
+                "n_predict": n_predict,
+                "temperature": 0.0,
+                "top_k": 1,
+                "samplers": ["top_k"],
+                "return_tokens": True,
+                "cache_prompt": False,
+                "ignore_eos": False,
+                "n_probs": n_probs,
+            },
+        )
+
+
+class Peer(_Http):
     """llama.cpp's server on one GGUF, with `threads` threads for prompt and generation.
 
     Configuration (llama.cpp's fastest documented CPU setup for one sequence): one slot
@@ -146,39 +191,81 @@ class Peer:
         if not self.base.startswith("http://127.0.0.1:"):
             raise SystemExit(f"llama.cpp server is not on loopback: {self.base}")
 
-    def post(self, path: str, body: dict) -> dict:
-        req = urllib.request.Request(
-            self.base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=600) as r:
-            return json.loads(r.read())
 
-    def get(self, path: str) -> dict:
-        with urllib.request.urlopen(self.base + path, timeout=60) as r:
-            return json.loads(r.read())
+def free_port() -> int:
+    import socket
 
-    def tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
-        r = self.post("/tokenize", {"content": text, "add_special": add_special, "parse_special": parse_special})
-        return [int(t) for t in r["tokens"]]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def detokenize(self, ids: list[int]) -> str:
-        return self.post("/detokenize", {"tokens": ids})["content"]
 
-    def greedy(self, prompt_ids: list[int], n_predict: int, n_probs: int = 0) -> dict:
-        """Greedy continuation of `prompt_ids`: the /completion response (tokens, stop_type,
-        timings; with `n_probs` > 0 also `completion_probabilities`, each generated token's
-        top `n_probs` log-probabilities under the model's full softmax)."""
-        return self.post(
-            "/completion",
-            {
-                "prompt": prompt_ids,
-                "n_predict": n_predict,
-                "temperature": 0.0,
-                "top_k": 1,
-                "samplers": ["top_k"],
-                "return_tokens": True,
-                "cache_prompt": False,
-                "ignore_eos": False,
-                "n_probs": n_probs,
-            },
-        )
+class NativePeer(_Http):
+    """A `llama-server` binary built from source (build_llamacpp.py) on one GGUF, configured as
+    `Peer`: one slot, n_batch 2048 / n_ubatch 512, `threads` threads for prompt and generation,
+    flash attention as given, the RAM prompt cache off, bound to 127.0.0.1 on a free port. Its
+    log goes to a temporary file; `settings["system_info"]` is llama.cpp's own `system_info`
+    line from it (the instruction sets the build uses)."""
+
+    def __init__(self, binary: Path, path: Path, threads: int, n_ctx: int = 4096, flash_attn: str = "auto",
+                 startup_secs: float = 300.0):
+        import subprocess
+        import tempfile
+        import time
+
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
+        cmd = [
+            str(binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(n_ctx), "-np", "1", "-b", "2048", "-ub", "512",
+            "-t", str(threads), "-tb", str(threads), "-fa", flash_attn, "--cache-ram", "0",
+            "--no-webui",
+        ]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + startup_secs
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"llama-server exited during start-up: {self.failure()}")
+            try:
+                if self.get("/health").get("status") == "ok":
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                self.close()
+                raise SystemExit(f"llama-server not ready after {startup_secs:.0f} s: {self.failure()}")
+            time.sleep(0.2)
+        info = ""
+        for line in Path(self.log.name).read_text(errors="replace").splitlines():
+            if "system_info:" in line:
+                info = line.split("system_info:", 1)[1].strip()
+        self.settings = {
+            "binary": str(binary),
+            "n_ctx": n_ctx,
+            "n_parallel": 1,
+            "n_batch": 2048,
+            "n_ubatch": 512,
+            "threads": threads,
+            "threads_batch": threads,
+            "flash_attn": flash_attn,
+            "cache_ram_mib": 0,
+            "cache_prompt": False,
+            "sampler": "greedy: temperature 0, samplers [top_k], top_k 1",
+            "system_info": info,
+        }
+
+    def failure(self) -> str:
+        """The exit status (or "running") and the last lines of the server's log."""
+        code = self.proc.poll()
+        status = "running" if code is None else (f"killed by signal {-code}" if code < 0 else f"exit {code}")
+        tail = Path(self.log.name).read_text(errors="replace").splitlines()[-8:]
+        return f"{status}; log {self.log.name}: " + " | ".join(tail)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()

@@ -253,6 +253,10 @@ pub struct LlmInfo {
     pub trained_context_len: usize,
     /// Weight tensors requantised to Q8_0 at load.
     pub requantized_tensors: usize,
+    /// Multiply-adds per token of the layers' weight matrices (attention and feed-forward
+    /// projections; not the embedding lookup, the output projection, or attention over
+    /// the context): what a prefill's compute ceiling divides the CPU's peak rate by.
+    pub layer_macs_per_token: u64,
     /// Bytes of weights in memory.
     pub weight_bytes: usize,
     /// Load time, seconds.
@@ -420,6 +424,7 @@ impl Llm {
             context_len: self.context_len,
             trained_context_len: c.n_ctx_train,
             requantized_tensors: self.model.requantized,
+            layer_macs_per_token: self.model.layer_macs,
             weight_bytes: self.model.weight_bytes,
             load_secs: self.load_secs,
         }

@@ -98,6 +98,9 @@ pub(crate) struct Model {
     pub requantized: usize,
     /// Bytes of the weights as held in memory.
     pub weight_bytes: usize,
+    /// Multiply-adds per token of the layers' weight matrices (the elements of every
+    /// `blk.*` matrix: attention and feed-forward projections).
+    pub layer_macs: u64,
     /// Use candle's fused single-row matmuls in decode (where it has them).
     pub fuse: bool,
 }
@@ -179,12 +182,16 @@ impl Model {
         let cpu = Device::Cpu;
         let mut requantized = 0usize;
         let mut weight_bytes = 0usize;
+        let mut layer_macs = 0u64;
         // `copy`: also keep the f32 copy for prefill (when `f32_prefill`).
         let mut qmm =
             |g: &mut GgufFile, name: &str, copy: bool| -> Result<(Weight, Arc<QTensor>)> {
                 // Read once; the f32 copy comes from the file's own type, not the Q8_0
                 // requantisation.
                 let raw = g.tensor(name, false)?;
+                if name.starts_with("blk.") {
+                    layer_macs += raw.shape().elem_count() as u64;
+                }
                 let before = raw.dtype();
                 let f32 = if f32_prefill && copy {
                     let w = raw.dequantize(&cpu).map_err(ce(&path, name))?;
@@ -284,6 +291,7 @@ impl Model {
             cache,
             requantized,
             weight_bytes: weight_bytes + embd_bytes,
+            layer_macs,
             fuse: std::env::var("WORKBENCH_LLM_NO_FUSE").map_or(true, |v| v.is_empty() || v == "0"),
         })
     }

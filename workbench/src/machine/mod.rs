@@ -7,6 +7,7 @@
 //! | [`load_average_1min`] | its first number (NaN where unreadable) |
 //! | [`Machine`] | the record benchmarks write into their `config.json`, with a one-line [`Machine::summary`] |
 //! | [`CpuInfo`] | what [`CpuInfo::parse`] reads from `/proc/cpuinfo` text |
+//! | [`ceiling`] | the measured peak multiply-add rates ([`measure_peak`]): compute ceilings beside measured speeds |
 //!
 //! Timings taken on a shared machine mean little without the load they were measured
 //! under, and the ratio of two kernels depends on which vector extensions the CPU has
@@ -19,6 +20,9 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+
+pub mod ceiling;
+pub use ceiling::{measure_peak, ComputePeak};
 
 /// The instruction-set flags (as spelt in `/proc/cpuinfo`) that [`Machine`] records:
 /// the ones the matrix-product and distance kernels of candle, gemm, FAISS and

@@ -1,0 +1,263 @@
+//! Ceilings of the machine: how fast its cores can multiply-add at best, measured.
+//!
+//! A prefill (a prompt's tokens through a model's weight matrices) is compute-bound: its
+//! ceiling is the CPU's peak multiply-add rate over the multiply-adds a token needs. That
+//! peak is measured here, not taken from a data sheet: [`measure_peak`] runs, on each of
+//! `threads` threads, a loop of independent multiply-add instructions (twelve accumulators,
+//! no loads or stores) with the widest kernel the CPU executes, and reports the rate.
+//!
+//! | kernel | instruction | multiply-adds per instruction |
+//! |---|---|---|
+//! | `avx512-vnni` | `vpdpbusd zmm` (u8 × i8 → i32) | 64 |
+//! | `avx-vnni` | `vpdpbusd ymm` (VEX) | 32 |
+//! | `avx2` | `vpmaddubsw` + `vpmaddwd` + `vpaddd` (what AVX2 int8 dot products do) | 32 per 3 |
+//! | `avx512f` (f32) | `vfmadd231ps zmm` | 16 |
+//! | `avx2-fma` (f32) | `vfmadd231ps ymm` | 8 |
+//!
+//! A real kernel also loads, unpacks quantised blocks and scales, so it reaches a fraction
+//! of these rates; the ratio says how much is left.
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Measured peak multiply-add rates of this CPU with `threads` threads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComputePeak {
+    /// Threads run at once, one loop each.
+    pub threads: usize,
+    /// The int8 kernel measured (`avx512-vnni`, `avx-vnni`, `avx2`; `none` elsewhere).
+    pub int8_kernel: String,
+    /// int8 multiply-adds per second, all threads (0 when no kernel ran).
+    pub int8_macs_per_s: f64,
+    /// The f32 kernel measured (`avx512f`, `avx2-fma`; `none` elsewhere).
+    pub f32_kernel: String,
+    /// f32 fused multiply-adds per second, all threads (0 when no kernel ran).
+    pub f32_fmas_per_s: f64,
+}
+
+/// Independent accumulators per loop (enough to cover the multiply-add latency).
+const ACC: usize = 12;
+
+/// Measure the peak rates with `threads` threads (best of 3 runs of about 0.1 s each).
+pub fn measure_peak(threads: usize) -> ComputePeak {
+    let threads = threads.max(1);
+    let (int8_kernel, int8) = match int8_kernel() {
+        Some((name, f, macs)) => (name, best_rate(threads, f, macs)),
+        None => ("none", 0.0),
+    };
+    let (f32_kernel, f32) = match f32_kernel() {
+        Some((name, f, macs)) => (name, best_rate(threads, f, macs)),
+        None => ("none", 0.0),
+    };
+    ComputePeak {
+        threads,
+        int8_kernel: int8_kernel.into(),
+        int8_macs_per_s: int8,
+        f32_kernel: f32_kernel.into(),
+        f32_fmas_per_s: f32,
+    }
+}
+
+/// A kernel: runs `iters` iterations, returns a value that depends on every one.
+type Kernel = fn(usize) -> f64;
+
+/// Multiply-adds per second of `kernel` on `threads` threads at once: each runs
+/// `iters` iterations of `macs_per_iter`; best of three timings.
+fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
+    // Calibrate to about 0.1 s on one thread.
+    let mut iters = 1 << 16;
+    loop {
+        let t = Instant::now();
+        std::hint::black_box(kernel(iters));
+        if t.elapsed().as_secs_f64() > 0.02 || iters >= 1 << 30 {
+            let per = t.elapsed().as_secs_f64() / iters as f64;
+            iters = ((0.1 / per.max(1e-12)) as usize).clamp(1 << 16, 1 << 31);
+            break;
+        }
+        iters *= 4;
+    }
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(move || std::hint::black_box(kernel(iters)));
+            }
+        });
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (threads * iters * macs_per_iter) as f64 / best
+}
+
+#[cfg(target_arch = "x86_64")]
+fn int8_kernel() -> Option<(&'static str, Kernel, usize)> {
+    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") {
+        Some(("avx512-vnni", x86::vnni512_safe, ACC * 64))
+    } else if is_x86_feature_detected!("avxvnni") {
+        Some(("avx-vnni", x86::vnni256_safe, ACC * 32))
+    } else if is_x86_feature_detected!("avx2") {
+        Some(("avx2", x86::maddubs_safe, ACC * 32))
+    } else {
+        None
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
+    if is_x86_feature_detected!("avx512f") {
+        Some(("avx512f", x86::fma512_safe, ACC * 16))
+    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        Some(("avx2-fma", x86::fma256_safe, ACC * 8))
+    } else {
+        None
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn int8_kernel() -> Option<(&'static str, Kernel, usize)> {
+    None
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod x86 {
+    //! The loops. Each `*_safe` wrapper is only handed out by `int8_kernel` / `f32_kernel`
+    //! after the CPU feature it needs was detected at run time.
+    use super::ACC;
+    use std::arch::x86_64::*;
+
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    unsafe fn vnni512(iters: usize) -> f64 {
+        let a = _mm512_set1_epi8(3);
+        let b = _mm512_set1_epi8(-2);
+        let mut acc = [_mm512_setzero_si512(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm512_dpbusd_epi32(*x, a, b);
+            }
+        }
+        let mut s = _mm512_setzero_si512();
+        for x in acc {
+            s = _mm512_add_epi32(s, x);
+        }
+        _mm512_reduce_add_epi32(s) as f64
+    }
+
+    #[target_feature(enable = "avxvnni")]
+    unsafe fn vnni256(iters: usize) -> f64 {
+        let a = _mm256_set1_epi8(3);
+        let b = _mm256_set1_epi8(-2);
+        let mut acc = [_mm256_setzero_si256(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm256_dpbusd_avx_epi32(*x, a, b);
+            }
+        }
+        let mut s = _mm256_setzero_si256();
+        for x in acc {
+            s = _mm256_add_epi32(s, x);
+        }
+        _mm256_extract_epi32::<0>(s) as f64
+    }
+
+    #[target_feature(enable = "avx2")]
+    unsafe fn maddubs(iters: usize) -> f64 {
+        let a = _mm256_set1_epi8(3);
+        let b = _mm256_set1_epi8(-2);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_si256(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                let p = _mm256_maddubs_epi16(a, b);
+                *x = _mm256_add_epi32(*x, _mm256_madd_epi16(p, ones));
+            }
+        }
+        let mut s = _mm256_setzero_si256();
+        for x in acc {
+            s = _mm256_add_epi32(s, x);
+        }
+        _mm256_extract_epi32::<0>(s) as f64
+    }
+
+    #[target_feature(enable = "avx512f")]
+    unsafe fn fma512(iters: usize) -> f64 {
+        let a = _mm512_set1_ps(1.000_000_1);
+        let b = _mm512_set1_ps(0.999_999_9);
+        let mut acc = [_mm512_setzero_ps(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm512_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut s = _mm512_setzero_ps();
+        for x in acc {
+            s = _mm512_add_ps(s, x);
+        }
+        _mm512_reduce_add_ps(s) as f64
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn fma256(iters: usize) -> f64 {
+        let a = _mm256_set1_ps(1.000_000_1);
+        let b = _mm256_set1_ps(0.999_999_9);
+        let mut acc = [_mm256_setzero_ps(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm256_fmadd_ps(*x, a, b);
+            }
+        }
+        let mut s = _mm256_setzero_ps();
+        for x in acc {
+            s = _mm256_add_ps(s, x);
+        }
+        let mut out = [0f32; 8];
+        _mm256_storeu_ps(out.as_mut_ptr(), s);
+        out.iter().map(|&v| v as f64).sum()
+    }
+
+    pub(super) fn vnni512_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avx512f and avx512vnni were detected.
+        unsafe { vnni512(iters) }
+    }
+    pub(super) fn vnni256_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avxvnni was detected.
+        unsafe { vnni256(iters) }
+    }
+    pub(super) fn maddubs_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avx2 was detected.
+        unsafe { maddubs(iters) }
+    }
+    pub(super) fn fma512_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avx512f was detected.
+        unsafe { fma512(iters) }
+    }
+    pub(super) fn fma256_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avx2 and fma were detected.
+        unsafe { fma256(iters) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_rates_are_positive_where_a_kernel_ran_and_round_trip_through_json() {
+        let one = measure_peak(1);
+        if one.int8_kernel != "none" {
+            assert!(one.int8_macs_per_s > 1e9, "{one:?}");
+        }
+        if one.f32_kernel != "none" {
+            assert!(one.f32_fmas_per_s > 1e8, "{one:?}");
+            // int8 kernels do at least as many multiply-adds per instruction as f32 ones.
+            assert!(one.int8_macs_per_s > one.f32_fmas_per_s, "{one:?}");
+        }
+        let json = serde_json::to_string(&one).unwrap();
+        assert_eq!(serde_json::from_str::<ComputePeak>(&json).unwrap(), one);
+    }
+}
