@@ -119,8 +119,9 @@ PY
 }
 
 build() {
-  step "cargo build --release (target dir $CARGO_TARGET_DIR)"
-  cargo build --release --workspace --bins
+  # Extra arguments go to cargo (scripts/bench adds the tantivy peer's feature).
+  step "cargo build --release $* (target dir $CARGO_TARGET_DIR)"
+  cargo build --release --workspace --bins "$@"
 }
 
 fetch_assets() {

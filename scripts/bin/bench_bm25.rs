@@ -17,6 +17,10 @@
 //! passes; the table reports the median over rounds and the ratio against the fastest
 //! peer. Before timing, the pruned search is checked to return exactly (ids and score
 //! bits) the hits of exhaustive scoring for every query.
+//!
+//! Built with `--features tantivy` (as `scripts/bench` builds it), a second table compares
+//! the workbench's BM25 with tantivy (block-max WAND) on the same tokens at tantivy's fixed
+//! constants k1 = 1.2, b = 0.75: see `bench_bm25/tantivy_peer.rs`.
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
@@ -36,6 +40,10 @@ use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
 use workbench::retrieve::impact::Scratch;
 
 const NAME: &str = "bench-bm25";
+
+#[cfg(feature = "tantivy")]
+#[path = "bench_bm25/tantivy_peer.rs"]
+mod tantivy_peer;
 
 #[derive(Parser, Serialize, Debug)]
 #[command(
@@ -181,6 +189,155 @@ fn overlap(
         }
     }
     Ok(overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64)
+}
+
+/// The comparison with tantivy: its table and its numbers for `summary.json`.
+#[cfg(feature = "tantivy")]
+fn compare_tantivy(
+    passages: &[workbench::Passage],
+    queries: &[(String, String)],
+    analyzer: &workbench::retrieve::analyzer::Analyzer,
+    args: &Args,
+) -> Result<Option<(Table, serde_json::Value)>> {
+    use tantivy_peer::{TantivyBm25, B, K1};
+    let t0 = Instant::now();
+    let docs: Vec<String> = passages
+        .iter()
+        .map(|p| analyzer.analyze(&p.text).join(" "))
+        .collect();
+    let tv = TantivyBm25::build(&docs)?;
+    let tv_index_s = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let ours = Bm25::build(
+        passages,
+        analyzer,
+        Bm25Params::new().k1(K1).b(B).variant(Bm25Variant::Lucene),
+    )?;
+    let ours_index_s = t0.elapsed().as_secs_f64();
+
+    // Agreement: top-10 ids, and the top-1 scores' relative difference.
+    let mut scratch = Scratch::new();
+    let (mut ours_top, mut tv_top) = (BTreeMap::new(), BTreeMap::new());
+    let mut rel = Vec::new();
+    for (id, q) in queries {
+        let a = ours.retrieve_with(q, 10, &mut scratch)?;
+        let b = tv.search(&analyzer.analyze(q), 10)?;
+        if let (Some(x), Some(y)) = (a.first(), b.first()) {
+            if x.score > 0.0 {
+                rel.push(((x.score - y.1).abs() / x.score.max(y.1)) as f64);
+            }
+        }
+        ours_top.insert(
+            id.clone(),
+            a.into_iter()
+                .filter(|h| h.score > 0.0)
+                .map(|h| h.id)
+                .collect::<Vec<_>>(),
+        );
+        tv_top.insert(
+            id.clone(),
+            b.iter()
+                .map(|&(d, _)| passages[d as usize].id.clone())
+                .collect::<Vec<_>>(),
+        );
+    }
+    let agree = overlap(&ours_top, &tv_top, "tantivy")?;
+    let max_rel = rel.iter().copied().fold(0.0, f64::max);
+    let median_rel = median(&rel);
+
+    // Speed: per round, `--repeats` passes of each, interleaved; medians.
+    let nq = queries.len() as f64;
+    let (mut ours_rounds, mut tv_rounds, mut loads) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..args.rounds {
+        loads.push(load_average_1min());
+        for (_, q) in queries {
+            ours.retrieve_with(q, 10, &mut scratch)?; // warm-up
+            tv.search(&analyzer.analyze(q), 10)?;
+        }
+        let (mut o, mut t) = (Vec::new(), Vec::new());
+        for pass in 0..2 * args.repeats {
+            let ours_pass = matches!(pass % 4, 0 | 3);
+            let start = Instant::now();
+            for (_, q) in queries {
+                if ours_pass {
+                    std::hint::black_box(ours.retrieve_with(q, 10, &mut scratch)?);
+                } else {
+                    std::hint::black_box(tv.search(&analyzer.analyze(q), 10)?);
+                }
+            }
+            let rate = nq / start.elapsed().as_secs_f64();
+            if ours_pass {
+                o.push(rate);
+            } else {
+                t.push(rate);
+            }
+        }
+        ours_rounds.push(median(&o));
+        tv_rounds.push(median(&t));
+        loads.push(load_average_1min());
+        eprintln!(
+            "tantivy round: workbench {:.0} q/s, tantivy {:.0} q/s",
+            ours_rounds[ours_rounds.len() - 1],
+            tv_rounds[tv_rounds.len() - 1]
+        );
+    }
+    let (o, t) = (median(&ours_rounds), median(&tv_rounds));
+    let (lo, hi) = loads
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let mut table = Table::new([
+        "system",
+        "queries/s (median of rounds)",
+        "ratio vs tantivy",
+        "index build (s)",
+        "top-10 overlap with tantivy",
+        "top-1 score relative difference (median / max)",
+    ])
+    .caption(format!(
+        "BM25 at tantivy's constants (Lucene idf, k1={K1}, b={B}), {} passages, {} queries × {} passes × {} rounds, top 10, one thread, the same tokens on both sides (the workbench's analyzer; tantivy indexes them with its whitespace tokenizer), query analysis timed on both sides; tantivy 0.27, one segment, block-max WAND; 1-min load average {lo:.2}–{hi:.2}",
+        passages.len(),
+        queries.len(),
+        args.repeats,
+        args.rounds,
+    ));
+    table.push([
+        "tantivy (BooleanQuery of term queries, TopDocs)".to_string(),
+        format!("{t:.0}"),
+        "1.00".into(),
+        format!("{tv_index_s:.1}"),
+        "–".into(),
+        "–".into(),
+    ])?;
+    table.push([
+        "workbench Bm25 (pruned search)".to_string(),
+        format!("{o:.0}"),
+        format!("{:.2}", o / t),
+        format!("{ours_index_s:.1}"),
+        format!("{agree:.3}"),
+        format!("{median_rel:.2e} / {max_rel:.2e}"),
+    ])?;
+    let json = serde_json::json!({
+        "k1": K1, "b": B,
+        "ours_qps": o, "tantivy_qps": t, "ratio": o / t,
+        "ours_qps_rounds": ours_rounds, "tantivy_qps_rounds": tv_rounds,
+        "top10_overlap": agree, "top1_rel_diff_median": median_rel, "top1_rel_diff_max": max_rel,
+        "index_s": { "ours": ours_index_s, "tantivy": tv_index_s },
+        "loadavg_1min": loads,
+    });
+    Ok(Some((table, json)))
+}
+
+#[cfg(not(feature = "tantivy"))]
+fn compare_tantivy(
+    _: &[workbench::Passage],
+    _: &[(String, String)],
+    _: &workbench::retrieve::analyzer::Analyzer,
+    _: &Args,
+) -> Result<Option<(Table, serde_json::Value)>> {
+    eprintln!("tantivy peer not compiled in: build with `--features tantivy` (scripts/bench does)");
+    Ok(None)
 }
 
 fn main() -> Result<()> {
@@ -441,10 +598,17 @@ fn main() -> Result<()> {
         format!("{:.3}", overlaps[fastest]),
     ])?;
     t.write_csv(&out.path("bench.csv"))?;
-    std::fs::write(
-        out.path("bench.md"),
-        format!("{}\n\n{}", machine.summary(), t.to_markdown()),
-    )?;
+    let tantivy = compare_tantivy(&passages, &queries, &analyzer, &args)?;
+    let mut md = format!("{}\n\n{}", machine.summary(), t.to_markdown());
+    if let Some((tt, _)) = &tantivy {
+        tt.write_csv(&out.path("bench_tantivy.csv"))?;
+        md.push_str(&format!(
+            "\n\n{}\n\n{}",
+            tt.caption.as_deref().unwrap_or(""),
+            tt.to_markdown()
+        ));
+    }
+    std::fs::write(out.path("bench.md"), &md)?;
     let work = format!(
         "Pruned search: {:.0} of {:.0} postings per query scored as whole lists ({:.1}%), {:.0} candidate look-ups per query, pruning ran on {} of {} queries; its hits equal exhaustive scoring's (ids and score bits) on every query.",
         scored as f64 / nq,
@@ -475,7 +639,15 @@ fn main() -> Result<()> {
         "num_queries": queries.len(),
         "loadavg_1min": loads,
         "index_s": index_s,
+        "tantivy": tantivy.as_ref().map(|(_, j)| j.clone()),
     }))?;
+    if let Some((tt, _)) = &tantivy {
+        println!(
+            "{}\n\n{}\n",
+            tt.caption.as_deref().unwrap_or(""),
+            tt.to_markdown()
+        );
+    }
     println!(
         "{}\n{}\n\n{}\n{work}\nRatio per round: {}",
         machine.summary(),

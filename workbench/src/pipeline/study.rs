@@ -510,7 +510,7 @@ pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
 /// lenient scores of every question: Match (the prediction contains a gold answer under
 /// the run's answer-match rule), token recall, and the share the LLM judge called correct
 /// (`–` when the run was not judged), in percent.
-pub const ANSWERED_COLUMNS: [&str; 9] = [
+pub const ANSWERED_COLUMNS: [&str; 10] = [
     "system",
     "questions",
     "answered",
@@ -520,6 +520,7 @@ pub const ANSWERED_COLUMNS: [&str; 9] = [
     "Match (%)",
     "token recall (%)",
     "LLM judge (%)",
+    "judge kappa (vs Match)",
 ];
 
 /// The [`ANSWERED_COLUMNS`] cells of one run.
@@ -535,6 +536,7 @@ pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
         format!("{:.2}", s.answer_found),
         format!("{:.2}", s.recall),
         o(s.judge),
+        s.judge_kappa.map_or("–".into(), |v| format!("{v:.3}")),
     ]
 }
 

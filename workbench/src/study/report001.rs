@@ -24,9 +24,9 @@ use crate::display::Table;
 use crate::env::{Outputs, Scale};
 use crate::evaluate::groups;
 use crate::pipeline::study::{
-    intervals, load_average, manifest_summary, run_study, short_name, side_by_side,
+    answered_cells, intervals, load_average, manifest_summary, run_study, short_name, side_by_side,
     significance_note, write_outputs, Compared, ConfigSystem, ModelPool, QaComparisons,
-    ReproParams, ReproValid, StudyRuns,
+    ReproParams, ReproValid, StudyRuns, ANSWERED_COLUMNS,
 };
 use crate::results::ResultDir;
 use crate::{Error, Result};
@@ -161,6 +161,9 @@ pub struct Report001 {
     pub table2: Table,
     /// Per system: abstentions counted apart, EM / F1 over the questions answered.
     pub overall: Table,
+    /// Per run: every answer metric (EM, F1 over the answered, Match, token recall, the
+    /// LLM judge and its agreement with Match).
+    pub details: Table,
     /// Table 3: per question group, ours beside the report's.
     pub table3: Table,
     /// Table 4: the winner per question group by F1, ours beside the report's.
@@ -230,6 +233,15 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
     let overall = groups::to_table(&groups::overall(&df)?, 2)?.caption(
         "Per system: abstentions (\"Not found\") counted apart; em_answered / f1_answered over the questions answered",
     );
+    let mut details = Table::new(ANSWERED_COLUMNS).caption(
+        "Per system: abstentions counted apart; EM / F1 over the questions answered; Match (gold inside the answer, token-bounded), token recall and the LLM judge over all questions; Cohen's kappa of the judge against Match",
+    );
+    for r in &runs.0 {
+        details.push(answered_cells(
+            &label(&r.reader, &r.system),
+            &r.run.summary(),
+        ))?;
+    }
     let table3 = join_report_t3(&groups::to_table(&groups::by_group(&df)?, 2)?, single)?;
     let table4 = winners_beside_report(&groups::to_table(&groups::winners(&df, 2)?, 2)?)?;
 
@@ -257,6 +269,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         runs,
         table2,
         overall,
+        details,
         table3,
         table4,
         significance,
@@ -370,6 +383,7 @@ impl Outputs for Report001 {
             &[
                 ("table2.csv", &self.table2),
                 ("overall.csv", &self.overall),
+                ("details.csv", &self.details),
                 ("table3.csv", &self.table3),
                 ("table4.csv", &self.table4),
                 ("significance.csv", &self.significance),
@@ -379,6 +393,7 @@ impl Outputs for Report001 {
             ],
             &[
                 ("table2.md", &self.table2_markdown()),
+                ("details.md", &self.details.to_markdown()),
                 ("table3.md", &self.table3.to_markdown()),
                 ("table4.md", &self.table4.to_markdown()),
                 ("significance.md", &self.significance.to_markdown()),
@@ -391,8 +406,9 @@ impl Outputs for Report001 {
 
     fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n{}\n{}\n{}\n{}\n{}",
+            "{}\n{}\n{}\n{}\n{}\n{}\n{}",
             self.table2_markdown(),
+            self.details.to_markdown(),
             self.table3.to_markdown(),
             self.table4.to_markdown(),
             self.significance.to_markdown(),
