@@ -7,7 +7,10 @@
 //!
 //! Same scoring function where tantivy's API allows: tantivy's BM25 has fixed constants
 //! (k1 = 1.2, b = 0.75) and Lucene's idf, ln(1 + (N − n + 0.5) / (n + 0.5)); the workbench
-//! side of this comparison runs at those constants. tantivy stores each passage's length
+//! side of this comparison runs at those constants. tantivy keeps the (k1 + 1) factor of the
+//! original BM25 numerator, which Lucene (and the workbench's Lucene variant) drops: the
+//! same ranking, every score larger by that constant, which the comparison multiplies ours
+//! by before comparing scores. tantivy stores each passage's length
 //! as a one-byte code (exact for short passages, bucketed for long ones), so scores agree
 //! closely, not bit for bit: the comparison reports the top-10 overlap and the largest
 //! relative difference of the top-1 scores.
