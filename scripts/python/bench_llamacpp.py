@@ -58,6 +58,10 @@ def main() -> None:
         version = "native build: " + args.server_binary.parent.name
         info = args.server_binary.parent / "build-info.json"
         build = json.loads(info.read_text()) if info.is_file() else None
+        if not peer.settings["system_info"] and build is not None:
+            # This llama-server prints no system_info line: name the build's instruction sets.
+            on = [o[len("-DGGML_"):-len("=ON")] for o in build["options"] if o.startswith("-DGGML_") and o.endswith("=ON")]
+            peer.settings["system_info"] = f"build {build['variant']}: " + " ".join(on)
     else:
         peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn)
         version = xllamacpp_version()
