@@ -40,6 +40,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llamacpp_peer import model_path, sha256_file  # noqa: E402
+
 SDIST_PACKAGE = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
 SDIST_FILE = "llama_cpp_python-0.3.36.tar.gz"
@@ -105,14 +108,6 @@ def compiler_version() -> str:
     return out.splitlines()[0].strip()
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch_sdist(python: str, dest: Path) -> Path:
     """The pinned sdist in `dest` (downloaded with pip unless present), checksum checked."""
     path = dest / SDIST_FILE
@@ -160,7 +155,6 @@ def build(src: Path, work: Path, options: list[str], jobs: int) -> Path:
 
 def smoke(binary: Path, model: Path) -> str | None:
     """None when the server loads `model` and generates; otherwise what went wrong."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from llamacpp_peer import NativePeer
 
     try:
@@ -187,9 +181,6 @@ def main() -> None:
         "WORKBENCH_HOME", Path.home() / ".cache" / "rag-workbench")) / "llamacpp-native")
     args = ap.parse_args()
     if args.smoke_asset is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from llamacpp_peer import model_path
-
         args.smoke_model = model_path(args.smoke_asset)
     if args.smoke_model is not None and not args.smoke_model.is_file():
         raise SystemExit(f"--smoke-model: {args.smoke_model} is not a file")

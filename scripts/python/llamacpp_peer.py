@@ -96,6 +96,23 @@ def xllamacpp_version() -> str:
     return xllamacpp.__version__
 
 
+def settings(n_ctx: int, threads: int, flash_attn: str, system_info: str) -> dict:
+    """The configuration both peers run with, as recorded in results."""
+    return {
+        "n_ctx": n_ctx,
+        "n_parallel": 1,
+        "n_batch": 2048,
+        "n_ubatch": 512,
+        "threads": threads,
+        "threads_batch": threads,
+        "flash_attn": flash_attn,
+        "cache_ram_mib": 0,
+        "cache_prompt": False,
+        "sampler": "greedy: temperature 0, samplers [top_k], top_k 1",
+        "system_info": system_info,
+    }
+
+
 class _Http:
     """llama.cpp's native endpoints at `self.base` (http://127.0.0.1:PORT)."""
 
@@ -170,19 +187,7 @@ class Peer(_Http):
             "off": xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
         }[flash_attn]
         p.flash_attn_type = fa
-        self.settings = {
-            "n_ctx": n_ctx,
-            "n_parallel": 1,
-            "n_batch": 2048,
-            "n_ubatch": 512,
-            "threads": threads,
-            "threads_batch": threads,
-            "flash_attn": flash_attn,
-            "cache_ram_mib": 0,
-            "cache_prompt": False,
-            "sampler": "greedy: temperature 0, samplers [top_k], top_k 1",
-            "system_info": xlc.get_system_info().strip(),
-        }
+        self.settings = settings(n_ctx, threads, flash_attn, xlc.get_system_info().strip())
         # llama.cpp's log verbosity: 3 (info) prints every request's timings to stderr;
         # quiet keeps warnings and errors only (1).
         p.verbosity = 1 if quiet else 3
@@ -240,20 +245,7 @@ class NativePeer(_Http):
         for line in Path(self.log.name).read_text(errors="replace").splitlines():
             if "system_info:" in line:
                 info = line.split("system_info:", 1)[1].strip()
-        self.settings = {
-            "binary": str(binary),
-            "n_ctx": n_ctx,
-            "n_parallel": 1,
-            "n_batch": 2048,
-            "n_ubatch": 512,
-            "threads": threads,
-            "threads_batch": threads,
-            "flash_attn": flash_attn,
-            "cache_ram_mib": 0,
-            "cache_prompt": False,
-            "sampler": "greedy: temperature 0, samplers [top_k], top_k 1",
-            "system_info": info,
-        }
+        self.settings = {"binary": str(binary), **settings(n_ctx, threads, flash_attn, info)}
 
     def failure(self) -> str:
         """The exit status (or "running") and the last lines of the server's log."""
