@@ -191,6 +191,15 @@ fn overlap(
     Ok(overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64)
 }
 
+/// The lowest and highest of the 1-minute load averages sampled during a run.
+fn load_range(loads: &[f64]) -> (f64, f64) {
+    loads
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        })
+}
+
 /// The comparison with tantivy: its table and its numbers for `summary.json`.
 #[cfg(feature = "tantivy")]
 fn compare_tantivy(
@@ -285,11 +294,7 @@ fn compare_tantivy(
         );
     }
     let (o, t) = (median(&ours_rounds), median(&tv_rounds));
-    let (lo, hi) = loads
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
-            (a.min(x), b.max(x))
-        });
+    let (lo, hi) = load_range(&loads);
     let mut table = Table::new([
         "system",
         "queries/s (median of rounds)",
@@ -546,11 +551,7 @@ fn main() -> Result<()> {
         .map(|p| overlap(&top10, &p.top10, &p.name))
         .collect::<Result<_>>()?;
 
-    let (lo, hi) = loads
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
-            (a.min(x), b.max(x))
-        });
+    let (lo, hi) = load_range(&loads);
     let mut t = Table::new([
         "system".to_string(),
         "queries/s (median of rounds)".into(),
