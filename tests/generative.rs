@@ -479,3 +479,149 @@ fn bad_parameters_are_named() {
         "{e}"
     );
 }
+
+/// Prompts of different lengths whose greedy answers run to different lengths: some stop
+/// at the end-of-turn token, others at the token limit, so the batch shrinks as it goes.
+fn batch_prompts(llm: &Llm) -> Vec<Vec<u32>> {
+    [
+        "What is the capital of France?",
+        "Write a haiku about the sea.",
+        "List three prime numbers.",
+        "Passage: The Amazon river flows through Brazil, Peru and Colombia. It carries more water \
+         than any other river. Question: Which countries does the Amazon flow through?",
+        "Say yes.",
+    ]
+    .iter()
+    .map(|q| {
+        let text = llm
+            .render_chat(&[ChatMessage::user(*q)], true)
+            .expect("chat template renders");
+        llm.tokenize(&text, true).unwrap()
+    })
+    .collect()
+}
+
+/// Decoding several prompts together gives each prompt exactly what it gets alone.
+fn assert_batch_equals_single(llm: &mut Llm, params: &GenerateParams) {
+    let prompts = batch_prompts(llm);
+    let alone: Vec<_> = prompts
+        .iter()
+        .map(|p| llm.generate_ids(p, params).unwrap())
+        .collect();
+    let refs: Vec<&[u32]> = prompts.iter().map(|p| p.as_slice()).collect();
+    let together = llm.generate_batch(&refs, params).unwrap();
+    assert_eq!(together.len(), prompts.len());
+    let lengths: Vec<usize> = alone.iter().map(|g| g.generated_tokens).collect();
+    assert!(
+        lengths.iter().min() < lengths.iter().max(),
+        "the prompts should stop at different steps: {lengths:?}"
+    );
+    for (i, (a, b)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(
+            a.token_ids, b.token_ids,
+            "prompt {i}: {:?} vs {:?}",
+            a.text, b.text
+        );
+        assert_eq!(a.text, b.text, "prompt {i}");
+        assert_eq!(a.stop, b.stop, "prompt {i}");
+        assert_eq!(a.prompt_tokens, b.prompt_tokens);
+        assert_eq!(a.decode_steps, b.decode_steps, "prompt {i}");
+    }
+}
+
+#[test]
+fn batched_greedy_decoding_equals_one_at_a_time() {
+    let params = GenerateParams {
+        max_new_tokens: 24,
+        ..GenerateParams::default()
+    };
+    assert_batch_equals_single(&mut smol(), &params);
+}
+
+#[test]
+fn batched_sampling_equals_one_at_a_time() {
+    let params = GenerateParams {
+        max_new_tokens: 16,
+        sampling: Sampling::TopP {
+            temperature: 0.8,
+            top_p: 0.9,
+            seed: 7,
+        },
+        ..GenerateParams::default()
+    };
+    assert_batch_equals_single(&mut smol(), &params);
+}
+
+/// Qwen2.5-Coder 0.5B (Q4_K / Q6_K weights: candle's repacked multi-row kernels, not the
+/// Q8_0 of the SmolLM2 fixture).
+#[test]
+fn batched_greedy_decoding_equals_one_at_a_time_qwen() {
+    let mut llm = Llm::from_asset("qwen2.5-coder-0.5b-instruct-gguf", &LoadOptions::default())
+        .expect("Qwen2.5-Coder 0.5B GGUF in the asset cache (scripts/test fetches it)");
+    let params = GenerateParams {
+        max_new_tokens: 24,
+        ..GenerateParams::default()
+    };
+    assert_batch_equals_single(&mut llm, &params);
+}
+
+#[test]
+fn batch_errors_name_the_prompt() {
+    let mut llm = smol();
+    let ok = llm.tokenize("Hello", true).unwrap();
+    let err = llm
+        .generate_batch(&[&ok, &[]], &GenerateParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("prompt 2 of 2"), "{err}");
+}
+
+/// The reader with `batch = 3` over five questions: the same answers as one at a time, in
+/// order; a question that cannot be read gets its own error and the others are answered.
+#[test]
+fn reader_read_many_in_batches_equals_read() {
+    let llm = Llm::load(&smol_path(), &LoadOptions::default()).unwrap();
+    let mut one = GenerativeReader::new(llm, ReaderOptions::default()).unwrap();
+    let llm = Llm::load(&smol_path(), &LoadOptions::default()).unwrap();
+    let mut three = GenerativeReader::new(
+        llm,
+        ReaderOptions {
+            batch: 3,
+            ..ReaderOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(three.concurrency(), 3);
+    let passages = [
+        Context::new("p1", "Paris is the capital of France."),
+        Context::new("p2", "The Nile is the longest river in Africa."),
+    ];
+    let qs = [
+        "What is the capital of France?",
+        "What is the longest river in Africa?",
+        "",
+        "Which city is the capital of France?",
+        "Where is the Nile?",
+    ];
+    let items: Vec<(&str, &[Context])> = qs.iter().map(|q| (*q, &passages[..])).collect();
+    let batched = three.read_many(&items);
+    assert_eq!(batched.len(), qs.len());
+    for (q, b) in qs.iter().zip(&batched) {
+        match one.read(q, &passages) {
+            Ok(a) => assert_eq!(&b.as_ref().unwrap().text, &a.text, "{q}"),
+            Err(_) => assert!(b.is_err(), "{q:?} should fail in the batch too"),
+        }
+    }
+    assert!(batched[2].is_err());
+    assert_eq!(three.last_prompts().len(), qs.len());
+    assert!(three.last_prompts()[2].is_empty());
+    let zero = GenerativeReader::new(
+        Llm::load(&smol_path(), &LoadOptions::default()).unwrap(),
+        ReaderOptions {
+            batch: 0,
+            ..ReaderOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(zero.to_string().contains("batch"), "{zero}");
+}

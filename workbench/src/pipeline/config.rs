@@ -66,7 +66,7 @@
 //! stop = ["\n\n"]                     # stop strings                         default ["\n\n"]
 //! base_url = "http://127.0.0.1:8080/v1"  # openai: API root                  default that
 //! api_key_env = "OPENAI_API_KEY"      # openai: env variable with the key    default "" (none)
-//! concurrency = 4                     # openai: requests in flight           default 1
+//! concurrency = 4                     # openai: requests in flight; generative: questions decoded together   default 1
 //! timeout_secs = 120.0                # openai: per request                  default 120
 //! retries = 3                         # openai: after 429/5xx/timeouts/drops  default 3
 //! backoff_secs = 1.0                  # openai: first wait, doubling         default 1
@@ -503,7 +503,9 @@ pub struct ReaderConfig {
     /// `openai`: environment variable holding the API key (its value is never written
     /// anywhere); empty = no key. Default empty.
     pub api_key_env: String,
-    /// `openai`: requests in flight. Default 1.
+    /// `openai`: requests in flight; `generative`: questions decoded together (one pass
+    /// over the weights per step for all of them, answers as when read one at a time).
+    /// Default 1.
     pub concurrency: usize,
     /// `openai`: seconds allowed per request. Default 120.
     pub timeout_secs: f64,
@@ -1000,6 +1002,9 @@ impl PipelineConfig {
     fn validate_reader_kind(&self) -> Result<()> {
         use crate::assets::ModelRef;
         let r = &self.reader;
+        if r.concurrency == 0 {
+            return Err(Error::param("reader.concurrency", "must be at least 1"));
+        }
         match r.kind {
             ReaderKind::Generative => match ModelRef::parse(&r.model) {
                 ModelRef::Path(p) => self.require_file("reader.model", p),
@@ -1026,9 +1031,6 @@ impl PipelineConfig {
                         "reader.model",
                         "name the model the server should run (its `model` field)",
                     ));
-                }
-                if r.concurrency == 0 {
-                    return Err(Error::param("reader.concurrency", "must be at least 1"));
                 }
                 if !(r.timeout_secs.is_finite() && r.timeout_secs > 0.0) {
                     return Err(Error::param(

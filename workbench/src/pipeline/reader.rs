@@ -274,7 +274,8 @@ pub fn openai_reader(pipeline: &Pipeline) -> Result<OpenAiReader> {
 /// call (the exact text the model read).
 pub struct ConfiguredReader {
     inner: GenerativeReader,
-    last: Option<(String, String)>,
+    /// (question, chat text) of the last questions read, in order.
+    last: Vec<(String, String)>,
 }
 
 impl ConfiguredReader {
@@ -325,10 +326,11 @@ pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<Confi
             ..defaults.params
         },
         abstention: c.abstention.clone(),
+        batch: c.concurrency,
     };
     Ok(ConfiguredReader {
         inner: GenerativeReader::with_shared(llm, opts)?,
-        last: None,
+        last: Vec::new(),
     })
 }
 
@@ -339,16 +341,30 @@ impl Reader for ConfiguredReader {
 
     fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
         let a = self.inner.read(question, passages)?;
-        self.last = Some((question.to_string(), self.inner.last_prompt().to_string()));
+        self.last = vec![(question.to_string(), self.inner.last_prompt().to_string())];
         Ok(a)
     }
 
-    /// The chat text of the last [`Reader::read`] when it was for `question`.
+    fn concurrency(&self) -> usize {
+        self.inner.concurrency()
+    }
+
+    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
+        let answers = self.inner.read_many(items);
+        self.last = items
+            .iter()
+            .zip(self.inner.last_prompts())
+            .map(|((q, _), p)| (q.to_string(), p.clone()))
+            .collect();
+        answers
+    }
+
+    /// The chat text of `question` when it was among the last questions read.
     fn prompt(&self, question: &str, _passages: &[Context]) -> Result<Option<String>> {
         Ok(self
             .last
-            .as_ref()
-            .filter(|(q, _)| q == question)
+            .iter()
+            .find(|(q, p)| q == question && !p.is_empty())
             .map(|(_, p)| p.clone()))
     }
 }

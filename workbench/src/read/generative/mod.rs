@@ -584,65 +584,181 @@ impl Llm {
         prompt_ids: &[u32],
         params: &GenerateParams,
     ) -> Result<Generation> {
-        self.check_params(prompt_ids, params)?;
-        self.model.clear_cache();
-        let t0 = Instant::now();
-        let mut logits = Vec::new();
-        for chunk in prompt_ids.chunks(params.prefill_batch) {
-            logits = self.run(chunk)?;
+        let mut g = self.generate_batch(&[prompt_ids], params)?;
+        g.pop()
+            .ok_or_else(|| Error::param("prompt", "no generation came back"))
+    }
+
+    /// Generate from several prompts together: each prompt is prefilled on its own, then
+    /// the sequences are decoded in lockstep, one forward pass per step for all that are
+    /// still generating (each weight matrix read once per step, not once per sequence).
+    /// Each sequence keeps its own KV cache, sampler and stop rules, so every result is
+    /// what [`Llm::generate_ids`] gives for that prompt alone (for greedy decoding,
+    /// token for token, as far as candle's matmul computes a row the same way whatever
+    /// the number of rows; `tests` check this on the shipped models).
+    ///
+    /// Timings per result: `prefill_secs` is its own prompt's; `decode_secs` runs from
+    /// the batch's first decoding step to this sequence's last (shared with the others).
+    ///
+    /// Errors: any prompt failing the checks of [`Llm::generate_ids`] (naming its
+    /// position); a forward pass failing.
+    pub fn generate_batch(
+        &mut self,
+        prompts: &[&[u32]],
+        params: &GenerateParams,
+    ) -> Result<Vec<Generation>> {
+        for (i, p) in prompts.iter().enumerate() {
+            self.check_params(p, params).map_err(|e| {
+                if prompts.len() > 1 {
+                    Error::param(
+                        "prompt",
+                        format!("prompt {} of {}: {e}", i + 1, prompts.len()),
+                    )
+                } else {
+                    e
+                }
+            })?;
         }
-        let prefill_secs = t0.elapsed().as_secs_f64();
-        let t1 = Instant::now();
-        let mut rng = match params.sampling {
-            Sampling::TopP { seed, .. } => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
-            Sampling::Greedy => rand_chacha::ChaCha8Rng::seed_from_u64(0),
-        };
-        let mut out: Vec<u32> = Vec::new();
-        let mut steps = 0usize;
-        let mut cut: Option<String> = None;
-        let stop = loop {
-            let next = match params.sampling {
-                Sampling::Greedy => sample::argmax(&logits),
-                Sampling::TopP {
-                    temperature, top_p, ..
-                } => sample::top_p(&logits, temperature, top_p, &mut rng),
-            };
-            if self.tok.eog.binary_search(&next).is_ok() {
-                break StopReason::Eos;
+        let path = self.path.clone();
+        let fwd = |e: candle_core::Error| Error::bad_input(&path, format!("forward pass: {e}"));
+        let mut seqs = Vec::with_capacity(prompts.len());
+        for p in prompts {
+            self.model.clear_cache();
+            let t0 = Instant::now();
+            let mut logits = Vec::new();
+            for chunk in p.chunks(params.prefill_batch) {
+                logits = self.model.forward(chunk).map_err(&fwd)?;
             }
-            out.push(next);
-            if !params.stop_strings.is_empty() {
-                let text = self.tok.decode(&out)?;
-                let first = params
-                    .stop_strings
-                    .iter()
-                    .filter_map(|s| text.find(s.as_str()))
-                    .min();
-                if let Some(i) = first {
-                    cut = Some(text[..i].to_string());
-                    break StopReason::StopString;
+            let mut cache = self.model.take_cache();
+            let room = (p.len() + params.max_new_tokens).min(self.context_len);
+            self.model.reserve(&mut cache, room).map_err(&fwd)?;
+            seqs.push(Seq {
+                cache,
+                logits,
+                out: Vec::new(),
+                rng: match params.sampling {
+                    Sampling::TopP { seed, .. } => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+                    Sampling::Greedy => rand_chacha::ChaCha8Rng::seed_from_u64(0),
+                },
+                cut: None,
+                stop: None,
+                steps: 0,
+                prefill_secs: t0.elapsed().as_secs_f64(),
+                decode_secs: 0.0,
+            });
+        }
+        let t1 = Instant::now();
+        loop {
+            let mut active = Vec::new();
+            let mut next_ids = Vec::new();
+            for (i, s) in seqs.iter_mut().enumerate() {
+                if s.stop.is_some() {
+                    continue;
+                }
+                match s.advance(&self.tok, params, self.context_len)? {
+                    Some(next) => {
+                        active.push(i);
+                        next_ids.push(next);
+                    }
+                    None => {
+                        s.decode_secs = t1.elapsed().as_secs_f64();
+                        s.cache = Default::default();
+                    }
                 }
             }
-            if out.len() >= params.max_new_tokens || self.model.cached() >= self.context_len {
-                break StopReason::MaxTokens;
+            if active.is_empty() {
+                break;
             }
-            logits = self.run(&[next])?;
-            steps += 1;
+            let mut caches: Vec<_> = active
+                .iter()
+                .map(|&i| std::mem::take(&mut seqs[i].cache))
+                .collect();
+            let out = self
+                .model
+                .decode_step(&mut caches, &next_ids)
+                .map_err(&fwd)?;
+            for ((&i, cache), logits) in active.iter().zip(caches).zip(out) {
+                let s = &mut seqs[i];
+                s.cache = cache;
+                s.logits = logits;
+                s.steps += 1;
+            }
+        }
+        seqs.into_iter()
+            .zip(prompts)
+            .map(|(s, p)| {
+                let text = match s.cut {
+                    Some(t) => t,
+                    None => self.tok.decode(&s.out)?,
+                };
+                Ok(Generation {
+                    generated_tokens: s.out.len(),
+                    token_ids: s.out,
+                    text,
+                    prompt_tokens: p.len(),
+                    decode_steps: s.steps,
+                    prefill_secs: s.prefill_secs,
+                    decode_secs: s.decode_secs,
+                    stop: s.stop.unwrap_or(StopReason::MaxTokens),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One sequence of [`Llm::generate_batch`].
+struct Seq {
+    cache: model::KvCache,
+    /// Logits of the position after the last token run.
+    logits: Vec<f32>,
+    out: Vec<u32>,
+    rng: rand_chacha::ChaCha8Rng,
+    /// The text cut before a stop string, once one appeared.
+    cut: Option<String>,
+    stop: Option<StopReason>,
+    steps: usize,
+    prefill_secs: f64,
+    decode_secs: f64,
+}
+
+impl Seq {
+    /// Pick the next token from the logits and apply the stop rules: `Some(token)` to run
+    /// it, or `None` when the sequence has stopped (`stop` set).
+    fn advance(
+        &mut self,
+        tok: &tokenizer::GgufTokenizer,
+        params: &GenerateParams,
+        context_len: usize,
+    ) -> Result<Option<u32>> {
+        let next = match params.sampling {
+            Sampling::Greedy => sample::argmax(&self.logits),
+            Sampling::TopP {
+                temperature, top_p, ..
+            } => sample::top_p(&self.logits, temperature, top_p, &mut self.rng),
         };
-        let text = match cut {
-            Some(t) => t,
-            None => self.tok.decode(&out)?,
-        };
-        Ok(Generation {
-            generated_tokens: out.len(),
-            token_ids: out,
-            text,
-            prompt_tokens: prompt_ids.len(),
-            decode_steps: steps,
-            prefill_secs,
-            decode_secs: t1.elapsed().as_secs_f64(),
-            stop,
-        })
+        if tok.eog.binary_search(&next).is_ok() {
+            self.stop = Some(StopReason::Eos);
+            return Ok(None);
+        }
+        self.out.push(next);
+        if !params.stop_strings.is_empty() {
+            let text = tok.decode(&self.out)?;
+            let first = params
+                .stop_strings
+                .iter()
+                .filter_map(|s| text.find(s.as_str()))
+                .min();
+            if let Some(i) = first {
+                self.cut = Some(text[..i].to_string());
+                self.stop = Some(StopReason::StopString);
+                return Ok(None);
+            }
+        }
+        if self.out.len() >= params.max_new_tokens || self.cache.len() >= context_len {
+            self.stop = Some(StopReason::MaxTokens);
+            return Ok(None);
+        }
+        Ok(Some(next))
     }
 }
 
@@ -697,6 +813,14 @@ pub struct ReaderOptions {
     pub params: GenerateParams,
     /// Which answers are abstentions.
     pub abstention: AbstentionRule,
+    /// Questions decoded together by [`Reader::read_many`] (≥ 1; see
+    /// [`Llm::generate_batch`]). 1 reads one question at a time.
+    #[serde(skip_serializing_if = "is_one")]
+    pub batch: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Default for ReaderOptions {
@@ -717,6 +841,7 @@ impl Default for ReaderOptions {
                 ..GenerateParams::default()
             },
             abstention: AbstentionRule::default(),
+            batch: 1,
         }
     }
 }
@@ -741,6 +866,7 @@ pub struct GenerativeReader {
     opts: ReaderOptions,
     name: String,
     last_prompt: String,
+    last_prompts: Vec<String>,
 }
 
 impl GenerativeReader {
@@ -754,6 +880,9 @@ impl GenerativeReader {
     /// [`GenerativeReader::new`].
     pub fn with_shared(llm: SharedLlm, opts: ReaderOptions) -> Result<Self> {
         check_templates(&opts.prompt, &opts.passage)?;
+        if opts.batch == 0 {
+            return Err(Error::param("batch", "must be at least 1"));
+        }
         let (context_len, model_name) = {
             let m = llm.lock()?;
             (m.context_len(), m.name().to_string())
@@ -777,6 +906,7 @@ impl GenerativeReader {
             opts,
             name,
             last_prompt: String::new(),
+            last_prompts: Vec::new(),
         };
         r.render(&*r.llm.lock()?, "?", "")?;
         Ok(r)
@@ -878,19 +1008,11 @@ impl GenerativeReader {
     }
 }
 
-impl Reader for GenerativeReader {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
-        let mut llm = self.llm.lock()?;
-        let built = self.build_prompt_with(&llm, question, passages)?;
-        let g = llm.generate_ids(&built.ids, &self.opts.params)?;
-        drop(llm);
-        self.last_prompt = built.text;
+impl GenerativeReader {
+    /// The answer to a question from its generation.
+    fn answer(&self, passages: &[Context], built: BuiltPrompt, g: Generation) -> Answer {
         let text = g.text.trim().to_string();
-        Ok(Answer {
+        Answer {
             abstained: self.opts.abstention.is_abstention(&text),
             text,
             passage_ids: passages[..built.kept]
@@ -906,7 +1028,107 @@ impl Reader for GenerativeReader {
                 prefill_secs: g.prefill_secs,
                 decode_secs: g.decode_secs,
             },
-        })
+        }
+    }
+
+    /// The chat texts of the questions of the last [`Reader::read_many`] call (one for
+    /// [`Reader::read`]), in order; empty text for a question whose prompt failed.
+    pub fn last_prompts(&self) -> &[String] {
+        &self.last_prompts
+    }
+}
+
+impl Reader for GenerativeReader {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
+        let mut llm = self.llm.lock()?;
+        let built = self.build_prompt_with(&llm, question, passages)?;
+        let g = llm.generate_ids(&built.ids, &self.opts.params)?;
+        drop(llm);
+        self.last_prompt = built.text.clone();
+        self.last_prompts = vec![built.text.clone()];
+        Ok(self.answer(passages, built, g))
+    }
+
+    fn concurrency(&self) -> usize {
+        self.opts.batch
+    }
+
+    /// Decodes the questions together ([`Llm::generate_batch`]) in groups of
+    /// [`ReaderOptions::batch`]; a question whose prompt cannot be built gets its error and
+    /// the others are read.
+    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
+        let mut out: Vec<Option<Result<Answer>>> = Vec::with_capacity(items.len());
+        let mut prompts = Vec::new();
+        for group in items.chunks(self.opts.batch.max(1)) {
+            let mut llm = match self.llm.lock() {
+                Ok(l) => l,
+                Err(e) => {
+                    let msg = e.to_string();
+                    out.extend(
+                        group
+                            .iter()
+                            .map(|_| Some(Err(Error::param("llm", msg.clone())))),
+                    );
+                    continue;
+                }
+            };
+            let mut built = Vec::with_capacity(group.len());
+            for (q, p) in group {
+                match self.build_prompt_with(&llm, q, p) {
+                    Ok(b) => {
+                        prompts.push(b.text.clone());
+                        built.push(Some(b));
+                    }
+                    Err(e) => {
+                        prompts.push(String::new());
+                        built.push(None);
+                        out.push(Some(Err(e)));
+                        continue;
+                    }
+                }
+                out.push(None);
+            }
+            let ids: Vec<&[u32]> = built.iter().flatten().map(|b| b.ids.as_slice()).collect();
+            let gens = if ids.is_empty() {
+                Ok(Vec::new())
+            } else {
+                llm.generate_batch(&ids, &self.opts.params)
+            };
+            drop(llm);
+            let base = out.len() - group.len();
+            match gens {
+                Ok(gens) => {
+                    let mut gens = gens.into_iter();
+                    for (j, b) in built.into_iter().enumerate() {
+                        if let (Some(b), Some(g)) = (b, gens.next()) {
+                            out[base + j] = Some(Ok(self.answer(group[j].1, b, g)));
+                        }
+                    }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    for (j, b) in built.iter().enumerate() {
+                        if b.is_some() {
+                            out[base + j] = Some(Err(Error::param(
+                                "reader",
+                                format!("batch of {} questions: {msg}", group.len()),
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(p) = prompts.last() {
+            self.last_prompt = p.clone();
+        }
+        self.last_prompts = prompts;
+        out.into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(Error::param("reader", "no answer came back"))))
+            .collect()
     }
 }
 

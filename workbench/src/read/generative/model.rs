@@ -75,12 +75,48 @@ impl Weight {
     }
 }
 
-/// Per-layer key and value caches, `[n_kv_head, capacity, head_dim]`, grown on demand.
-struct KvCache {
+/// One sequence's per-layer key and value caches, `[n_kv_head, capacity, head_dim]`,
+/// grown on demand. The model holds one for [`Model::forward`]; batched decoding
+/// ([`Model::decode_step`]) keeps one per sequence.
+#[derive(Default)]
+pub(crate) struct KvCache {
     k: Vec<Tensor>,
     v: Vec<Tensor>,
     cap: usize,
     len: usize,
+}
+
+impl KvCache {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Room for `needed` positions (at most `max_ctx`), keeping what is cached.
+    fn reserve(&mut self, cfg: &Config, max_ctx: usize, needed: usize) -> candle_core::Result<()> {
+        if needed <= self.cap {
+            return Ok(());
+        }
+        let cap = needed.max(self.cap * 2).max(256).min(max_ctx);
+        let shape = (cfg.n_kv_head, cap, cfg.head_dim);
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        for l in 0..cfg.n_layer {
+            let nk = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
+            let nv = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
+            if self.len > 0 {
+                let ok = self.k[l].narrow(1, 0, self.len)?.contiguous()?;
+                let ov = self.v[l].narrow(1, 0, self.len)?.contiguous()?;
+                nk.slice_set(&ok, 1, 0)?;
+                nv.slice_set(&ov, 1, 0)?;
+            }
+            k.push(nk);
+            v.push(nv);
+        }
+        self.k = k;
+        self.v = v;
+        self.cap = cap;
+        Ok(())
+    }
 }
 
 /// Weights, rotary tables and the KV cache of one loaded model.
@@ -273,12 +309,7 @@ impl Model {
         }
         let (cos, sin) = rope_tables(cfg.head_dim, cfg.rope_base, max_ctx)
             .map_err(ce(&path, "rotary tables"))?;
-        let cache = KvCache {
-            k: Vec::new(),
-            v: Vec::new(),
-            cap: 0,
-            len: 0,
-        };
+        let cache = KvCache::default();
         Ok(Model {
             cfg,
             embd,
@@ -298,47 +329,36 @@ impl Model {
 
     /// Forget the cached keys and values (the buffers are dropped too).
     pub fn clear_cache(&mut self) {
-        self.cache.len = 0;
-        self.cache.cap = 0;
-        self.cache.k.clear();
-        self.cache.v.clear();
+        self.cache = KvCache::default();
     }
 
     /// Positions held in the KV cache.
+    #[cfg(test)]
     pub fn cached(&self) -> usize {
         self.cache.len
     }
 
-    fn reserve(&mut self, needed: usize) -> candle_core::Result<()> {
-        if needed <= self.cache.cap {
-            return Ok(());
-        }
-        let cap = needed.max(self.cache.cap * 2).max(256).min(self.max_ctx);
-        let shape = (self.cfg.n_kv_head, cap, self.cfg.head_dim);
-        let (mut k, mut v) = (Vec::new(), Vec::new());
-        for l in 0..self.cfg.n_layer {
-            let nk = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
-            let nv = Tensor::zeros(shape, DType::F32, &Device::Cpu)?;
-            if self.cache.len > 0 {
-                let ok = self.cache.k[l].narrow(1, 0, self.cache.len)?.contiguous()?;
-                let ov = self.cache.v[l].narrow(1, 0, self.cache.len)?.contiguous()?;
-                nk.slice_set(&ok, 1, 0)?;
-                nv.slice_set(&ov, 1, 0)?;
-            }
-            k.push(nk);
-            v.push(nv);
-        }
-        self.cache.k = k;
-        self.cache.v = v;
-        self.cache.cap = cap;
-        Ok(())
+    /// Take the model's own KV cache out (leaving an empty one): the state of a sequence
+    /// that [`Model::forward`] prefilled, for [`Model::decode_step`].
+    pub fn take_cache(&mut self) -> KvCache {
+        std::mem::take(&mut self.cache)
+    }
+
+    /// Make room for `needed` positions in `cache`.
+    pub fn reserve(&self, cache: &mut KvCache, needed: usize) -> candle_core::Result<()> {
+        cache.reserve(&self.cfg, self.max_ctx, needed)
     }
 
     /// Run `ids` at positions `cached()..cached() + ids.len()` (appending to the cache) and
     /// return the logits of the last position.
     pub fn forward(&mut self, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
-        let t = ids.len();
-        let pos = self.cache.len;
+        let mut cache = std::mem::take(&mut self.cache);
+        let out = self.forward_in(&mut cache, ids);
+        self.cache = cache;
+        out
+    }
+
+    fn check_room(&self, pos: usize, t: usize) -> candle_core::Result<()> {
         if t == 0 {
             candle_core::bail!("no tokens to run");
         }
@@ -349,15 +369,133 @@ impl Model {
                 self.max_ctx
             );
         }
-        self.reserve(pos + t)?;
+        Ok(())
+    }
+
+    /// `[rows, d]` projections of `h` by `ws` (one activation quantisation and one
+    /// parallel region through candle's fused matmul where it has one for these shapes,
+    /// else one matmul each). `quantised`: never the f32 prefill copies.
+    fn project<const N: usize>(
+        &self,
+        fused_t: &[Arc<QTensor>; N],
+        ws: [&Weight; N],
+        h: &Tensor,
+        quantised: bool,
+    ) -> candle_core::Result<[Tensor; N]> {
+        let rows = h.dim(0)?;
+        if self.fuse && (rows == 1 || quantised) {
+            let ts: Vec<&QTensor> = fused_t.iter().map(|t| t.as_ref()).collect();
+            if let Some(out) = QTensor::gemv_fused_shared_lhs(&ts, h)? {
+                if let Ok(arr) = <[Tensor; N]>::try_from(out) {
+                    return Ok(arr);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(N);
+        for w in ws {
+            out.push(if quantised {
+                w.q.forward(h)?
+            } else {
+                w.forward(h)?
+            });
+        }
+        <[Tensor; N]>::try_from(out).map_err(|_| candle_core::Error::Msg("projection count".into()))
+    }
+
+    /// Queries, keys and values of `h: [t, d]`, with the biases added.
+    fn qkv(&self, l: &Layer, h: &Tensor, quantised: bool) -> candle_core::Result<[Tensor; 3]> {
+        let [mut q, mut k, mut v] = self.project(&l.qkv_t, [&l.wq, &l.wk, &l.wv], h, quantised)?;
+        if let Some(b) = &l.bq {
+            q = q.broadcast_add(b)?;
+        }
+        if let Some(b) = &l.bk {
+            k = k.broadcast_add(b)?;
+        }
+        if let Some(b) = &l.bv {
+            v = v.broadcast_add(b)?;
+        }
+        Ok([q, k, v])
+    }
+
+    /// Rotate `q: [t, nh * hd]` and `k: [t, nkv * hd]` for positions `pos..pos + t`,
+    /// append `k` and `v` to layer `li` of `cache` (which has room), and attend: the
+    /// `[t, nh * hd]` output of the heads.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        cache: &mut KvCache,
+        li: usize,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        pos: usize,
+        mask: Option<&Tensor>,
+    ) -> candle_core::Result<Tensor> {
         let cfg = &self.cfg;
         let (nh, nkv, hd) = (cfg.n_head, cfg.n_kv_head, cfg.head_dim);
         let group = nh / nkv;
+        let t = q.dim(0)?;
+        let kv_len = pos + t;
+        let cos = self.cos.narrow(0, pos, t)?;
+        let sin = self.sin.narrow(0, pos, t)?;
+        let q = q.reshape((1, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
+        let k = k.reshape((1, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
+        let v = v.reshape((t, nkv, hd))?.transpose(0, 1)?.contiguous()?;
+        let (q, k) = match cfg.arch {
+            Arch::Qwen2 => (
+                candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
+                candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
+            ),
+            Arch::Llama => (
+                candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
+                candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
+            ),
+        };
+        cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
+        cache.v[li].slice_set(&v, 1, pos)?;
+        // Contiguous copies: candle's batched matmul gave wrong scores on the strided
+        // cache views when a multi-token chunk follows cached positions.
+        let kc = cache.k[li].narrow(1, 0, kv_len)?.contiguous()?;
+        let vc = cache.v[li].narrow(1, 0, kv_len)?.contiguous()?;
+        // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
+        let q = q.reshape((nkv, group * t, hd))?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        let att = (q.matmul(&kc.t()?)? * scale)?;
+        let att = match mask {
+            Some(m) => att.broadcast_add(m)?,
+            None => att,
+        };
+        let att = candle_nn::ops::softmax_last_dim(&att)?;
+        let y = att.matmul(&vc)?; // [nkv, group * t, hd]
+        y.reshape((nh, t, hd))?
+            .transpose(0, 1)?
+            .contiguous()?
+            .reshape((t, nh * hd))
+    }
+
+    /// The feed-forward block's output for `h: [t, d]` (already normalised).
+    fn ffn(&self, l: &Layer, h: &Tensor, quantised: bool) -> candle_core::Result<Tensor> {
+        let [gt, up] = self.project(&l.gate_up_t, [&l.gate, &l.up], h, quantised)?;
+        let act = (gt.silu()? * up)?;
+        if quantised {
+            l.down.q.forward(&act)
+        } else {
+            l.down.forward(&act)
+        }
+    }
+
+    /// Run `ids` at positions `cache.len()..` of `cache` (appending to it) and return the
+    /// logits of the last position.
+    pub fn forward_in(&self, cache: &mut KvCache, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        let t = ids.len();
+        let pos = cache.len;
+        self.check_room(pos, t)?;
+        self.reserve(cache, pos + t)?;
+        let cfg = &self.cfg;
+        let group = cfg.n_head / cfg.n_kv_head;
         let cpu = Device::Cpu;
         let ids_t = Tensor::new(ids, &cpu)?;
         let mut x = self.embd.embedding(&ids_t)?; // [t, d]
-        let cos = self.cos.narrow(0, pos, t)?;
-        let sin = self.sin.narrow(0, pos, t)?;
         let kv_len = pos + t;
         let mask = if t > 1 {
             // Row (g, i) of a KV head's stacked queries may see keys 0..=pos + i.
@@ -374,82 +512,60 @@ impl Model {
         } else {
             None
         };
-        let scale = 1.0 / (hd as f64).sqrt();
         for (li, l) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &l.attn_norm, cfg.eps)?;
-            let fused = if t == 1 && self.fuse {
-                let [a, b, c] = &l.qkv_t;
-                QTensor::gemv_fused_shared_lhs(&[a.as_ref(), b.as_ref(), c.as_ref()], &h)?
-            } else {
-                None
-            };
-            let (mut q, mut k, mut v) = match fused.and_then(|v| <[Tensor; 3]>::try_from(v).ok()) {
-                Some([q, k, v]) => (q, k, v),
-                None => (l.wq.forward(&h)?, l.wk.forward(&h)?, l.wv.forward(&h)?),
-            };
-            if let Some(b) = &l.bq {
-                q = q.broadcast_add(b)?;
-            }
-            if let Some(b) = &l.bk {
-                k = k.broadcast_add(b)?;
-            }
-            if let Some(b) = &l.bv {
-                v = v.broadcast_add(b)?;
-            }
-            let q = q.reshape((1, t, nh, hd))?.transpose(1, 2)?.contiguous()?;
-            let k = k.reshape((1, t, nkv, hd))?.transpose(1, 2)?.contiguous()?;
-            let v = v.reshape((t, nkv, hd))?.transpose(0, 1)?.contiguous()?;
-            let (q, k) = match cfg.arch {
-                Arch::Qwen2 => (
-                    candle_nn::rotary_emb::rope(&q, &cos, &sin)?,
-                    candle_nn::rotary_emb::rope(&k, &cos, &sin)?,
-                ),
-                Arch::Llama => (
-                    candle_nn::rotary_emb::rope_i(&q, &cos, &sin)?,
-                    candle_nn::rotary_emb::rope_i(&k, &cos, &sin)?,
-                ),
-            };
-            self.cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
-            self.cache.v[li].slice_set(&v, 1, pos)?;
-            // Contiguous copies: candle's batched matmul gave wrong scores on the strided
-            // cache views when a multi-token chunk follows cached positions.
-            let kc = self.cache.k[li].narrow(1, 0, kv_len)?.contiguous()?;
-            let vc = self.cache.v[li].narrow(1, 0, kv_len)?.contiguous()?;
-            // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
-            let q = q.reshape((nkv, group * t, hd))?;
-            let att = (q.matmul(&kc.t()?)? * scale)?;
-            let att = match &mask {
-                Some(m) => att.broadcast_add(m)?,
-                None => att,
-            };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            let y = att.matmul(&vc)?; // [nkv, group * t, hd]
-            let y = y
-                .reshape((nh, t, hd))?
-                .transpose(0, 1)?
-                .contiguous()?
-                .reshape((t, nh * hd))?;
-            let o = l.wo.forward(&y)?;
-            x = (x + o)?;
+            let [q, k, v] = self.qkv(l, &h, false)?;
+            let y = self.attend(cache, li, &q, &k, &v, pos, mask.as_ref())?;
+            x = (x + l.wo.forward(&y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
-            let fused = if t == 1 && self.fuse {
-                let [a, b] = &l.gate_up_t;
-                QTensor::gemv_fused_shared_lhs(&[a.as_ref(), b.as_ref()], &h)?
-            } else {
-                None
-            };
-            let (gt, up) = match fused.and_then(|v| <[Tensor; 2]>::try_from(v).ok()) {
-                Some([gt, up]) => (gt.silu()?, up),
-                None => (l.gate.forward(&h)?.silu()?, l.up.forward(&h)?),
-            };
-            let ff = l.down.forward(&(gt * up)?)?;
-            x = (x + ff)?;
+            x = (&x + self.ffn(l, &h, false)?)?;
         }
-        self.cache.len = kv_len;
+        cache.len = kv_len;
         let last = x.narrow(0, t - 1, 1)?;
         let h = candle_nn::ops::rms_norm(&last, &self.out_norm, cfg.eps)?;
         let logits = self.output.forward(&h)?;
         logits.squeeze(0)?.to_vec1::<f32>()
+    }
+
+    /// One decoding step of several sequences together: token `ids[b]` goes at the end of
+    /// `caches[b]`. The weight matrices are applied to all the sequences' rows at once
+    /// (one pass over the weights per step, instead of one per sequence); attention is
+    /// per sequence, over its own cache. Returns each sequence's next-token logits.
+    pub fn decode_step(
+        &self,
+        caches: &mut [KvCache],
+        ids: &[u32],
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        let b = ids.len();
+        if b != caches.len() {
+            candle_core::bail!("{b} tokens for {} sequences", caches.len());
+        }
+        for c in caches.iter_mut() {
+            self.check_room(c.len, 1)?;
+            self.reserve(c, c.len + 1)?;
+        }
+        let cfg = &self.cfg;
+        let ids_t = Tensor::new(ids, &Device::Cpu)?;
+        let mut x = self.embd.embedding(&ids_t)?; // [b, d]
+        for (li, l) in self.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &l.attn_norm, cfg.eps)?;
+            let [q, k, v] = self.qkv(l, &h, true)?;
+            let mut ys = Vec::with_capacity(b);
+            for (i, c) in caches.iter_mut().enumerate() {
+                let pos = c.len;
+                let (qi, ki, vi) = (q.narrow(0, i, 1)?, k.narrow(0, i, 1)?, v.narrow(0, i, 1)?);
+                ys.push(self.attend(c, li, &qi, &ki, &vi, pos, None)?);
+            }
+            let y = Tensor::cat(&ys, 0)?;
+            x = (x + l.wo.q.forward(&y)?)?;
+            let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
+            x = (&x + self.ffn(l, &h, true)?)?;
+        }
+        for c in caches.iter_mut() {
+            c.len += 1;
+        }
+        let h = candle_nn::ops::rms_norm(&x, &self.out_norm, cfg.eps)?;
+        self.output.forward(&h)?.to_vec2::<f32>()
     }
 }
 
