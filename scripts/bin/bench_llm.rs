@@ -120,10 +120,129 @@ struct Args {
     #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
     python: Option<PathBuf>,
+    /// Questions of the question-set measurement (ours one at a time vs in batches of
+    /// `--batch`; distinct RAG prompts of about `--long-tokens` tokens); 0 skips it.
+    #[arg(long, default_value_t = 8)]
+    question_set: usize,
+    /// Questions decoded together in the question-set measurement.
+    #[arg(long, default_value_t = 4)]
+    batch: usize,
+    /// Rounds of the question-set measurement (each reads the set once per system and way).
+    #[arg(long, default_value_t = 2)]
+    set_rounds: usize,
     /// Accepted for symmetry with the experiments; benchmarks always re-run.
     #[arg(long)]
     #[serde(skip)]
     force: bool,
+}
+
+/// One system's question-set measurement: the questions read one at a time or in batches.
+#[derive(Serialize, Debug)]
+struct SetLine {
+    model: String,
+    system: String,
+    batched: bool,
+    questions: usize,
+    batch: usize,
+    prompt_tokens_median: f64,
+    generated_tokens: usize,
+    wall_s: f64,
+    questions_per_min: f64,
+    /// Answers equal to the same system's one-at-a-time answers.
+    answers_as_one_at_a_time: usize,
+}
+
+/// Read `set` with ours and each llama.cpp peer (started with `batch` slots), one at a
+/// time and in batches of `batch`, `rounds` times with the order of the systems rotating;
+/// median wall times.
+#[allow(clippy::too_many_arguments)]
+fn measure_set(
+    llm: &mut Llm,
+    llamas: &mut [(&str, Peer)],
+    key: &str,
+    set: &[Vec<u32>],
+    batch: usize,
+    rounds: usize,
+    params: &GenerateParams,
+) -> Result<Vec<SetLine>> {
+    let n_sys = 2 * (1 + llamas.len());
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); n_sys];
+    let mut outs: Vec<Vec<Vec<u32>>> = vec![Vec::new(); n_sys];
+    for round in 0..rounds {
+        for slot in 0..n_sys {
+            let sys = (slot + round) % n_sys;
+            let batched = sys % 2 == 1;
+            let t = Instant::now();
+            let mut out = Vec::new();
+            let mut peer_wall = 0.0;
+            if sys < 2 {
+                if batched {
+                    for group in set.chunks(batch) {
+                        let refs: Vec<&[u32]> = group.iter().map(|p| p.as_slice()).collect();
+                        out.extend(
+                            llm.generate_batch(&refs, params)?
+                                .into_iter()
+                                .map(|g| g.token_ids),
+                        );
+                    }
+                } else {
+                    for p in set {
+                        out.push(llm.generate_ids(p, params)?.token_ids);
+                    }
+                }
+            } else {
+                let (_, peer) = &mut llamas[sys / 2 - 1];
+                if batched {
+                    for group in set.chunks(batch) {
+                        let (w, toks) = peer.generate_batch(group, params.max_new_tokens)?;
+                        peer_wall += w;
+                        out.extend(toks);
+                    }
+                } else {
+                    for p in set {
+                        let g = peer.generate(p, params.max_new_tokens)?;
+                        peer_wall += g.wall_ms / 1e3;
+                        out.push(g.tokens);
+                    }
+                }
+            }
+            walls[sys].push(if sys < 2 {
+                t.elapsed().as_secs_f64()
+            } else {
+                peer_wall
+            });
+            outs[sys] = out;
+        }
+        println!(
+            "  question set: round {} done (load {})",
+            round + 1,
+            load_average()
+        );
+    }
+    let mut lens: Vec<f64> = set.iter().map(|p| p.len() as f64).collect();
+    lens.sort_by(f64::total_cmp);
+    let mut lines = Vec::new();
+    for sys in 0..n_sys {
+        let wall = median(&walls[sys]);
+        let one = &outs[sys - sys % 2];
+        lines.push(SetLine {
+            model: key.to_string(),
+            system: if sys < 2 {
+                OURS.to_string()
+            } else {
+                llamas[sys / 2 - 1].0.to_string()
+            },
+            batched: sys % 2 == 1,
+            questions: set.len(),
+            batch: if sys % 2 == 1 { batch } else { 1 },
+            prompt_tokens_median: median(&lens),
+            generated_tokens: outs[sys].iter().map(Vec::len).sum(),
+            wall_s: wall,
+            questions_per_min: set.len() as f64 * 60.0 / wall,
+            answers_as_one_at_a_time: outs[sys].iter().zip(one).filter(|(x, y)| x == y).count(),
+        });
+    }
+    Ok(lines)
 }
 
 fn parse_requantize(s: &str) -> std::result::Result<Requantize, String> {
@@ -218,6 +337,13 @@ fn bandwidth(bytes: usize, threads: usize) -> Bandwidth {
 
 // ---------------------------------------------------------------- llama.cpp peer
 
+/// A batch request's answer from `bench_llamacpp.py`.
+#[derive(Deserialize, Debug)]
+struct PeerBatch {
+    wall_ms: f64,
+    results: Vec<PeerGen>,
+}
+
 const PEER: &str = "bench_llamacpp.py";
 
 /// The long-lived `bench_llamacpp.py` process.
@@ -248,12 +374,14 @@ impl Peer {
         peers: &PythonPeers,
         model: &Path,
         server: Option<&Path>,
+        parallel: usize,
     ) -> Result<Self> {
         let mut cmd = peers.command(PEER)?;
         cmd.arg("--model")
             .arg(model)
             .args(["--threads", &args.threads.to_string()])
-            .args(["--flash-attn", &args.flash_attn]);
+            .args(["--flash-attn", &args.flash_attn])
+            .args(["--parallel", &parallel.to_string()]);
         if let Some(bin) = server {
             cmd.arg("--server-binary").arg(bin);
         }
@@ -309,6 +437,37 @@ impl Peer {
         Ok(g)
     }
 
+    /// Send `prompts` at once (the server decodes them together in its slots): the wall
+    /// time seen from Python, seconds, and each prompt's tokens.
+    fn generate_batch(
+        &mut self,
+        prompts: &[Vec<u32>],
+        n_predict: usize,
+    ) -> Result<(f64, Vec<Vec<u32>>)> {
+        let req = serde_json::json!({ "batch": prompts, "n_predict": n_predict });
+        writeln!(self.stdin, "{req}")?;
+        self.stdin.flush()?;
+        let b: PeerBatch = self.read_line()?;
+        ensure!(
+            b.results.len() == prompts.len(),
+            "llama.cpp answered {} of {} prompts",
+            b.results.len(),
+            prompts.len()
+        );
+        for (g, p) in b.results.iter().zip(prompts) {
+            ensure!(
+                g.prompt_n == p.len(),
+                "llama.cpp processed {} prompt tokens, sent {}",
+                g.prompt_n,
+                p.len()
+            );
+        }
+        Ok((
+            b.wall_ms / 1e3,
+            b.results.into_iter().map(|g| g.tokens).collect(),
+        ))
+    }
+
     fn stop(mut self) -> Result<()> {
         writeln!(self.stdin, "{{\"quit\": true}}")?;
         self.stdin.flush()?;
@@ -320,23 +479,21 @@ impl Peer {
 
 // ---------------------------------------------------------------- prompts
 
-/// The benchmark's prompts for one model: (name, text, ids).
-fn prompts(
+/// The RAG prompt of `qa`: the passages from the first one holding its answer on, as many
+/// as keep the prompt within `long_tokens` (at least one); `None` when no passage holds the
+/// answer.
+fn rag_prompt(
     llm: &Llm,
-    assets: &Assets,
+    docs: &[workbench::Document],
+    qa: &workbench::QaExample,
     long_tokens: usize,
-) -> Result<Vec<(String, String, Vec<u32>)>> {
-    let passages = assets.resolve(PASSAGES, "infos.csv")?;
-    let questions = assets.resolve(PASSAGES, "questions.csv")?;
-    let (docs, qas) = workbench::load::rag_mini::load_csv(&passages, &questions)?;
-    let qa = qas
-        .get(QUESTION_ROW)
-        .with_context(|| format!("{PASSAGES}: no question row {QUESTION_ROW}"))?;
-    let answer = qa.answers.first().context("question without an answer")?;
-    let first = docs
-        .iter()
-        .position(|d| d.text.contains(answer.as_str()))
-        .with_context(|| format!("{PASSAGES}: no passage holds the answer {answer:?}"))?;
+) -> Result<Option<String>> {
+    let Some(answer) = qa.answers.first() else {
+        return Ok(None);
+    };
+    let Some(first) = docs.iter().position(|d| d.text.contains(answer.as_str())) else {
+        return Ok(None);
+    };
     let render = |n: usize| -> Result<String> {
         let body: Vec<String> = docs[first..first + n]
             .iter()
@@ -353,12 +510,28 @@ fn prompts(
             true,
         )?)
     };
-    // As many passages as keep the prompt within `long_tokens`, at least one.
     let mut n = 1;
     while first + n < docs.len() && llm.tokenize(&render(n + 1)?, true)?.len() <= long_tokens {
         n += 1;
     }
-    let long = render(n)?;
+    render(n).map(Some)
+}
+
+/// The benchmark's prompts for one model: (name, text, ids).
+fn prompts(
+    llm: &Llm,
+    assets: &Assets,
+    long_tokens: usize,
+) -> Result<Vec<(String, String, Vec<u32>)>> {
+    let passages = assets.resolve(PASSAGES, "infos.csv")?;
+    let questions = assets.resolve(PASSAGES, "questions.csv")?;
+    let (docs, qas) = workbench::load::rag_mini::load_csv(&passages, &questions)?;
+    let qa = qas
+        .get(QUESTION_ROW)
+        .with_context(|| format!("{PASSAGES}: no question row {QUESTION_ROW}"))?;
+    let long = rag_prompt(llm, &docs, qa, long_tokens)?.with_context(|| {
+        format!("{PASSAGES}: no passage holds the answer of row {QUESTION_ROW}")
+    })?;
     let short = llm.render_chat(
         &[
             ChatMessage::system(SYSTEM),
@@ -371,6 +544,29 @@ fn prompts(
         let ids = llm.tokenize(&text, true)?;
         out.push((name.to_string(), text, ids));
     }
+    Ok(out)
+}
+
+/// `n` RAG prompts of different questions (the first rows whose answer some passage holds),
+/// each of about `long_tokens` tokens: a question set for batched reading.
+fn question_set(llm: &Llm, assets: &Assets, long_tokens: usize, n: usize) -> Result<Vec<Vec<u32>>> {
+    let passages = assets.resolve(PASSAGES, "infos.csv")?;
+    let questions = assets.resolve(PASSAGES, "questions.csv")?;
+    let (docs, qas) = workbench::load::rag_mini::load_csv(&passages, &questions)?;
+    let mut out = Vec::new();
+    for qa in &qas {
+        if out.len() == n {
+            break;
+        }
+        if let Some(text) = rag_prompt(llm, &docs, qa, long_tokens)? {
+            out.push(llm.tokenize(&text, true)?);
+        }
+    }
+    ensure!(
+        out.len() == n,
+        "{PASSAGES}: only {} questions have their answer in a passage",
+        out.len()
+    );
     Ok(out)
 }
 
@@ -510,8 +706,13 @@ fn medians(runs: &[Run], model: &str, prompt: &str, system: &str) -> (f64, f64, 
 fn main() -> Result<()> {
     let args = Args::parse();
     ensure!(
-        args.rounds > 0 && args.threads > 0 && args.new_tokens > 1 && args.prefill_batch > 0,
-        "--rounds, --threads, --prefill-batch must be at least 1 and --new-tokens at least 2"
+        args.rounds > 0
+            && args.threads > 0
+            && args.new_tokens > 1
+            && args.prefill_batch > 0
+            && args.batch > 0
+            && args.set_rounds > 0,
+        "--rounds, --threads, --prefill-batch, --batch, --set-rounds must be at least 1 and --new-tokens at least 2"
     );
     ensure!(
         ["auto", "on", "off"].contains(&args.flash_attn.as_str()),
@@ -586,6 +787,7 @@ fn main() -> Result<()> {
     let mut runs: Vec<Run> = Vec::new();
     let mut lines: Vec<Line> = Vec::new();
     let mut models_info = serde_json::Map::new();
+    let mut set_lines: Vec<SetLine> = Vec::new();
     for key in &args.models {
         let spec = assets.spec(key)?;
         let file = spec
@@ -601,7 +803,7 @@ fn main() -> Result<()> {
         let macs = info.layer_macs_per_token;
         let mut llamas: Vec<(&str, Peer)> = Vec::new();
         for (label, bin) in &servers {
-            llamas.push((label, Peer::start(&args, &peers, &path, *bin)?));
+            llamas.push((label, Peer::start(&args, &peers, &path, *bin, 1)?));
         }
         println!(
             "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised)",
@@ -684,6 +886,34 @@ fn main() -> Result<()> {
         }
         for (_, peer) in llamas.drain(..) {
             peer.stop()?;
+        }
+        if args.question_set > 0 {
+            let set = question_set(&llm, &assets, args.long_tokens, args.question_set)?;
+            // The peers again, with a slot per question of a batch.
+            for (label, bin) in &servers {
+                llamas.push((label, Peer::start(&args, &peers, &path, *bin, args.batch)?));
+            }
+            // Warm-up (untimed): one question and one batch on each side.
+            let first = &set[..args.batch.min(set.len())];
+            run_ours(&mut llm, &set[0], &params)?;
+            let refs: Vec<&[u32]> = first.iter().map(|p| p.as_slice()).collect();
+            llm.generate_batch(&refs, &params)?;
+            for (label, peer) in llamas.iter_mut() {
+                run_llama(peer, label, &set[0], args.new_tokens)?;
+                peer.generate_batch(first, args.new_tokens)?;
+            }
+            set_lines.extend(measure_set(
+                &mut llm,
+                &mut llamas,
+                key,
+                &set,
+                args.batch,
+                args.set_rounds,
+                &params,
+            )?);
+            for (_, peer) in llamas.drain(..) {
+                peer.stop()?;
+            }
         }
         drop(llm);
         for (pi, (pname, _, ids)) in ps.iter().enumerate() {
@@ -795,12 +1025,58 @@ fn main() -> Result<()> {
         ]);
         t.push(row)?;
     }
-    let md = format!(
+    let mut md = format!(
         "{}\n{}\n\n{}",
         machine.summary(),
         t.caption.as_deref().unwrap_or(""),
         t.to_markdown()
     );
+    if !set_lines.is_empty() {
+        let mut st = Table::new([
+            "model",
+            "system",
+            "reading",
+            "questions",
+            "prompt tokens (median)",
+            "generated tokens",
+            "wall (s)",
+            "questions/min",
+            "vs ours one at a time",
+            "answers as its one-at-a-time",
+        ])
+        .caption(format!(
+            "Question set: {} distinct RAG prompts read one at a time and in batches of {} (llama.cpp: the server with {} slots, the batch's requests sent at once), greedy, ≤ {} new tokens, {} threads, median wall time of {} rounds with the order rotating",
+            args.question_set, args.batch, args.batch, args.new_tokens, args.threads, args.set_rounds
+        ));
+        for l in &set_lines {
+            let base = set_lines
+                .iter()
+                .find(|b| b.model == l.model && b.system == OURS && !b.batched)
+                .map_or(f64::NAN, |b| b.questions_per_min);
+            st.push([
+                l.model.clone(),
+                l.system.clone(),
+                if l.batched {
+                    format!("batches of {}", l.batch)
+                } else {
+                    "one at a time".into()
+                },
+                l.questions.to_string(),
+                format!("{:.0}", l.prompt_tokens_median),
+                l.generated_tokens.to_string(),
+                format!("{:.1}", l.wall_s),
+                format!("{:.2}", l.questions_per_min),
+                format!("{:.2}×", l.questions_per_min / base),
+                format!("{} of {}", l.answers_as_one_at_a_time, l.questions),
+            ])?;
+        }
+        md.push_str(&format!(
+            "\n\n{}\n\n{}",
+            st.caption.as_deref().unwrap_or(""),
+            st.to_markdown()
+        ));
+        st.write_csv(&out.path("question_set.csv"))?;
+    }
     println!("\n{md}");
     std::fs::write(out.path(SUMMARY_FILE), &md)?;
     t.write_csv(&out.path("bench.csv"))?;
@@ -839,6 +1115,7 @@ fn main() -> Result<()> {
     rt.write_csv(&out.path("rounds.csv"))?;
     exp.finish(serde_json::json!({
         "lines": lines,
+        "question_set": set_lines,
         "bandwidth": bw,
         "compute_peak": peak,
         "load_start": up_start,

@@ -161,6 +161,15 @@ fn run(out: &mut String) -> Result<bool> {
                 }
                 blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
             }
+            if !named || marked.iter().any(|m| m == grade::STEP_TIMES_ID) {
+                blocks.push((
+                    grade::STEP_TIMES_ID.to_string(),
+                    grade::render_step_times(
+                        &root.join("scripts/reproduce"),
+                        &root.join("data/reproduce-times.tsv"),
+                    )?,
+                ));
+            }
             let updates = grade::update_pages(&pages, &blocks)?;
             let show =
                 |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();

@@ -16,6 +16,11 @@ then answers requests, one JSON object per stdin line, one JSON line per answer 
     answer:   {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms", "tokens": [...],
                "stop_type", "wall_ms"}
 
+With `--parallel N` the server has N slots (each with `--n-ctx` positions) and a request
+`{"batch": [[...], ...], "n_predict": 64}` sends its prompts at once, one HTTP request each
+from its own thread, so the server decodes them together (continuous batching); the answer
+is `{"wall_ms", "results": [answer, ...]}` with one answer as above per prompt, in order.
+
 `prompt_ms` and `predicted_ms` are llama.cpp's own timings of the prompt batch and of the
 generation (the server's `timings`), so HTTP and JSON overhead is not in them; `wall_ms` is
 the whole request as seen from Python. The prompt is sent as token ids (used as is: no BOS,
@@ -46,6 +51,7 @@ def main() -> None:
     ap.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto")
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--server-binary", type=Path, help="a llama-server built by build_llamacpp.py (default: xllamacpp)")
+    ap.add_argument("--parallel", type=int, default=1, help="server slots (sequences decoded together)")
     args = ap.parse_args()
     if not args.model.is_file():
         raise SystemExit(f"--model: {args.model} is not a file")
@@ -54,7 +60,7 @@ def main() -> None:
         if not args.server_binary.is_file():
             raise SystemExit(f"--server-binary: {args.server_binary} is not a file")
         peer = NativePeer(args.server_binary, args.model, threads=args.threads, n_ctx=args.n_ctx,
-                          flash_attn=args.flash_attn)
+                          flash_attn=args.flash_attn, n_parallel=args.parallel)
         version = "native build: " + args.server_binary.parent.name
         info = args.server_binary.parent / "build-info.json"
         build = json.loads(info.read_text()) if info.is_file() else None
@@ -63,7 +69,8 @@ def main() -> None:
             on = [o[len("-DGGML_"):-len("=ON")] for o in build["options"] if o.startswith("-DGGML_") and o.endswith("=ON")]
             peer.settings["system_info"] = f"build {build['variant']}: " + " ".join(on)
     else:
-        peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn)
+        peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn,
+                    n_parallel=args.parallel)
         version = xllamacpp_version()
         build = None
     print(
@@ -85,7 +92,28 @@ def main() -> None:
             peer.close()
 
 
+def one(peer: Peer | NativePeer, ids: list[int], n_predict: int) -> dict:
+    """One greedy generation, timed from Python, checked to have processed the whole prompt."""
+    t0 = time.perf_counter()
+    r = peer.greedy(ids, n_predict)
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    t = r["timings"]
+    if t.get("prompt_n") != len(ids) or t.get("cache_n", 0) != 0:
+        raise SystemExit(f"llama.cpp processed {t.get('prompt_n')} prompt tokens ({t.get('cache_n')} cached), sent {len(ids)}")
+    return {
+        "prompt_n": t["prompt_n"],
+        "prompt_ms": t["prompt_ms"],
+        "predicted_n": t["predicted_n"],
+        "predicted_ms": t["predicted_ms"],
+        "tokens": [int(x) for x in r["tokens"]],
+        "stop_type": r.get("stop_type"),
+        "wall_ms": wall_ms,
+    }
+
+
 def serve(peer: Peer | NativePeer) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     for line in sys.stdin:
         line = line.strip()
         if not line:
@@ -93,27 +121,16 @@ def serve(peer: Peer | NativePeer) -> None:
         req = json.loads(line)
         if req.get("quit"):
             break
-        ids = [int(t) for t in req["prompt_ids"]]
-        t0 = time.perf_counter()
-        r = peer.greedy(ids, int(req["n_predict"]))
-        wall_ms = (time.perf_counter() - t0) * 1e3
-        t = r["timings"]
-        if t.get("prompt_n") != len(ids) or t.get("cache_n", 0) != 0:
-            raise SystemExit(f"llama.cpp processed {t.get('prompt_n')} prompt tokens ({t.get('cache_n')} cached), sent {len(ids)}")
-        print(
-            json.dumps(
-                {
-                    "prompt_n": t["prompt_n"],
-                    "prompt_ms": t["prompt_ms"],
-                    "predicted_n": t["predicted_n"],
-                    "predicted_ms": t["predicted_ms"],
-                    "tokens": [int(x) for x in r["tokens"]],
-                    "stop_type": r.get("stop_type"),
-                    "wall_ms": wall_ms,
-                }
-            ),
-            flush=True,
-        )
+        n_predict = int(req["n_predict"])
+        if "batch" in req:
+            prompts = [[int(t) for t in p] for p in req["batch"]]
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
+                results = list(pool.map(lambda ids: one(peer, ids, n_predict), prompts))
+            answer = {"wall_ms": (time.perf_counter() - t0) * 1e3, "results": results}
+        else:
+            answer = one(peer, [int(t) for t in req["prompt_ids"]], n_predict)
+        print(json.dumps(answer), flush=True)
 
 
 if __name__ == "__main__":

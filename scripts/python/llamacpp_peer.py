@@ -96,11 +96,12 @@ def xllamacpp_version() -> str:
     return xllamacpp.__version__
 
 
-def settings(n_ctx: int, threads: int, flash_attn: str, system_info: str) -> dict:
-    """The configuration both peers run with, as recorded in results."""
+def settings(n_ctx: int, threads: int, flash_attn: str, system_info: str, n_parallel: int = 1) -> dict:
+    """The configuration both peers run with, as recorded in results (`n_ctx` is the whole
+    context, `n_ctx / n_parallel` per slot)."""
     return {
         "n_ctx": n_ctx,
-        "n_parallel": 1,
+        "n_parallel": n_parallel,
         "n_batch": 2048,
         "n_ubatch": 512,
         "threads": threads,
@@ -167,13 +168,14 @@ class Peer(_Http):
     false` on every request, so each request processes its whole prompt.
     """
 
-    def __init__(self, path: Path, threads: int, n_ctx: int = 4096, flash_attn: str = "auto", quiet: bool = True):
+    def __init__(self, path: Path, threads: int, n_ctx: int = 4096, flash_attn: str = "auto", quiet: bool = True,
+                 n_parallel: int = 1):
         import xllamacpp as xlc
 
         p = xlc.CommonParams()
         p.model.path = str(path)
-        p.n_ctx = n_ctx
-        p.n_parallel = 1
+        p.n_ctx = n_ctx * n_parallel
+        p.n_parallel = n_parallel
         p.n_batch = 2048
         p.n_ubatch = 512
         p.cpuparams.n_threads = threads
@@ -187,7 +189,7 @@ class Peer(_Http):
             "off": xlc.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
         }[flash_attn]
         p.flash_attn_type = fa
-        self.settings = settings(n_ctx, threads, flash_attn, xlc.get_system_info().strip())
+        self.settings = settings(n_ctx * n_parallel, threads, flash_attn, xlc.get_system_info().strip(), n_parallel)
         # llama.cpp's log verbosity: 3 (info) prints every request's timings to stderr;
         # quiet keeps warnings and errors only (1).
         p.verbosity = 1 if quiet else 3
@@ -213,7 +215,7 @@ class NativePeer(_Http):
     line from it (the instruction sets the build uses)."""
 
     def __init__(self, binary: Path, path: Path, threads: int, n_ctx: int = 4096, flash_attn: str = "auto",
-                 startup_secs: float = 300.0):
+                 startup_secs: float = 300.0, n_parallel: int = 1):
         import subprocess
         import tempfile
         import time
@@ -223,7 +225,7 @@ class NativePeer(_Http):
         self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
         cmd = [
             str(binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port),
-            "-c", str(n_ctx), "-np", "1", "-b", "2048", "-ub", "512",
+            "-c", str(n_ctx * n_parallel), "-np", str(n_parallel), "-b", "2048", "-ub", "512",
             "-t", str(threads), "-tb", str(threads), "-fa", flash_attn, "--cache-ram", "0",
             "--no-webui",
         ]
@@ -245,7 +247,7 @@ class NativePeer(_Http):
         for line in Path(self.log.name).read_text(errors="replace").splitlines():
             if "system_info:" in line:
                 info = line.split("system_info:", 1)[1].strip()
-        self.settings = {"binary": str(binary), **settings(n_ctx, threads, flash_attn, info)}
+        self.settings = {"binary": str(binary), **settings(n_ctx * n_parallel, threads, flash_attn, info, n_parallel)}
 
     def failure(self) -> str:
         """The exit status (or "running") and the last lines of the server's log."""

@@ -1208,6 +1208,93 @@ pub fn pages(root: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
+/// Id of the generated block with each `scripts/reproduce` step's last measured time per
+/// scale ([`render_step_times`]).
+pub const STEP_TIMES_ID: &str = "step-times";
+
+/// `m`m`ss`s, as `scripts/reproduce` prints step times.
+fn minutes(secs: f64) -> String {
+    let s = secs.round() as u64;
+    format!("{}m{:02}s", s / 60, s % 60)
+}
+
+/// The table of `scripts/reproduce --list`: each step of `reproduce` (the script, whose
+/// `STEPS` lines are `"name|scales|what"`) with the last time of `times` (the TSV
+/// `step, scale, seconds, date, CPU, load` that the script appends to) at each scale.
+///
+/// Errors: a script without steps, a TSV line with fewer than three fields or a time that
+/// is not a number (each naming the file and line).
+pub fn render_step_times(reproduce: &Path, times: &Path) -> Result<String> {
+    let script = std::fs::read_to_string(reproduce).map_err(|e| Error::io(reproduce, e))?;
+    let mut steps: Vec<(String, Vec<String>, String)> = Vec::new();
+    let mut inside = false;
+    for line in script.lines() {
+        let t = line.trim();
+        if t.starts_with("STEPS=(") {
+            inside = true;
+            continue;
+        }
+        if inside && t == ")" {
+            break;
+        }
+        if inside {
+            let body = t.trim_matches('"');
+            let mut parts = body.splitn(3, '|');
+            if let (Some(n), Some(sc), Some(w)) = (parts.next(), parts.next(), parts.next()) {
+                let scales = sc.split_whitespace().map(str::to_string).collect();
+                steps.push((n.to_string(), scales, w.to_string()));
+            }
+        }
+    }
+    if steps.is_empty() {
+        return Err(Error::bad_input(
+            reproduce,
+            "no STEPS=( \"name|scales|what\" … ) list found",
+        ));
+    }
+    let mut last: HashMap<(String, String), f64> = HashMap::new();
+    if times.is_file() {
+        let text = std::fs::read_to_string(times).map_err(|e| Error::io(times, e))?;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split('\t').collect();
+            if f.len() < 3 {
+                return Err(Error::bad_input(
+                    times,
+                    format!("line {}: expected step, scale, seconds", i + 1),
+                ));
+            }
+            let secs: f64 = f[2].parse().map_err(|_| {
+                Error::bad_input(
+                    times,
+                    format!("line {}: seconds `{}` is not a number", i + 1, f[2]),
+                )
+            })?;
+            last.insert((f[0].to_string(), f[1].to_string()), secs);
+        }
+    }
+    let mut t = Table::new(["step (`--only`)", "quick", "default", "paper", "what"]);
+    for (name, scales, what) in &steps {
+        let mut row = vec![format!("`{name}`")];
+        for sc in ["quick", "default", "paper"] {
+            row.push(if !scales.iter().any(|s| s == sc) {
+                "–".to_string()
+            } else {
+                last.get(&(name.clone(), sc.to_string()))
+                    .map_or_else(|| "not timed".to_string(), |s| minutes(*s))
+            });
+        }
+        row.push(what.clone());
+        t.push(row)?;
+    }
+    Ok(format!(
+        "{}\nWall times of the last measured run of each step (`data/reproduce-times.tsv`, which `scripts/reproduce` appends to; `bash scripts/reproduce --list` prints the same).",
+        t.to_markdown()
+    ))
+}
+
 /// One generated block of one page, compared with the table the results give.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockCheck {
@@ -1307,6 +1394,37 @@ mod tests {
         )
         .unwrap();
         r
+    }
+
+    #[test]
+    fn step_times_take_the_last_run_per_scale() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("reproduce");
+        std::fs::write(
+            &script,
+            "X=1\nSTEPS=(\n  \"fig1|quick default|Figure 1\"\n  \"dl19|quick|DL19 systems\"\n)\nrest\n",
+        )
+        .unwrap();
+        let tsv = dir.path().join("times.tsv");
+        std::fs::write(
+            &tsv,
+            "fig1\tquick\t61\td\tcpu\tload\nfig1\tquick\t125\td\tcpu\tload\nfig1\tdefault\t3\td\tcpu\tload\n",
+        )
+        .unwrap();
+        let md = render_step_times(&script, &tsv).unwrap();
+        assert!(
+            md.contains("| `fig1` | 2m05s | 0m03s | – | Figure 1 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `dl19` | not timed | – | – | DL19 systems |"),
+            "{md}"
+        );
+        std::fs::write(&tsv, "fig1\tquick\tsoon\n").unwrap();
+        let e = render_step_times(&script, &tsv).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("soon"), "{e}");
+        std::fs::write(&script, "no steps\n").unwrap();
+        assert!(render_step_times(&script, &tsv).is_err());
     }
 
     const METRICS: &str = "system,nDCG@10,MRR@10,seconds\n\

@@ -1226,6 +1226,49 @@ mod tests {
         assert_eq!(sample::argmax(&a2), sample::argmax(&b2));
     }
 
+    /// A decoding step of several sequences gives each the bit-identical logits of the same
+    /// step taken alone, on Qwen2.5-Coder 0.5B (Q4_K with Q6_K tensors, whose single-row
+    /// and multi-row kernels differ in candle) and on SmolLM2 (Q8_0).
+    #[test]
+    fn batched_decode_step_is_bit_identical_to_single() {
+        let qwen = Llm::from_asset("qwen2.5-coder-0.5b-instruct-gguf", &LoadOptions::default())
+            .expect("Qwen2.5-Coder 0.5B GGUF in the asset cache (scripts/test fetches it)");
+        let smol = Llm::load(&smol_path(), &LoadOptions::default()).unwrap();
+        for mut llm in [qwen, smol] {
+            let texts = [
+                "The quick brown fox jumps over the lazy dog near the river bank.",
+                "Paris is the capital of France.",
+                "Rust is a systems programming language focused on safety, speed and concurrency.",
+            ];
+            let prompts: Vec<Vec<u32>> = texts
+                .iter()
+                .map(|t| llm.tokenize(t, false).unwrap())
+                .collect();
+            let next = [11u32, 264, 1000];
+            let mut alone = Vec::new();
+            for (p, &t) in prompts.iter().zip(&next) {
+                llm.model.clear_cache();
+                llm.model.forward(p).unwrap();
+                let mut c = llm.model.take_cache();
+                alone.push(
+                    llm.model
+                        .decode_step(std::slice::from_mut(&mut c), &[t])
+                        .unwrap(),
+                );
+            }
+            let mut caches = Vec::new();
+            for p in &prompts {
+                llm.model.clear_cache();
+                llm.model.forward(p).unwrap();
+                caches.push(llm.model.take_cache());
+            }
+            let together = llm.model.decode_step(&mut caches, &next).unwrap();
+            for (i, a) in alone.iter().enumerate() {
+                assert!(a[0] == together[i], "{}: sequence {i} differs", llm.name());
+            }
+        }
+    }
+
     /// Prefill in one pass, in chunks, and token by token: the same last logits.
     #[test]
     fn chunked_prefill_matches_one_pass() {

@@ -59,6 +59,29 @@ struct Layer {
 struct Weight {
     q: QMatMul,
     f32: Option<Tensor>,
+    /// Multiply several decoding rows one row at a time (see [`row_exact`]).
+    per_row: bool,
+}
+
+/// Whether candle computes a row of `x · Wᵀ` differently for one row than for several:
+/// for Q6_K it runs one kernel on the compact blocks for a single row and another on
+/// repacked tiles for more, and their sums differ in the last bits (Q4_K and Q8_0 give
+/// bit-identical rows either way). Batched decoding multiplies such weights row by row,
+/// so that each sequence gets exactly the logits it gets alone.
+fn row_exact(dtype: candle_core::quantized::GgmlDType) -> bool {
+    dtype == candle_core::quantized::GgmlDType::Q6K
+}
+
+/// `x · Wᵀ` with the quantised weights, row by row when `per_row` and `x` has several.
+fn qforward(q: &QMatMul, per_row: bool, x: &Tensor) -> candle_core::Result<Tensor> {
+    let rows = x.dim(0)?;
+    if !per_row || rows == 1 {
+        return q.forward(x);
+    }
+    let parts = (0..rows)
+        .map(|r| q.forward(&x.narrow(0, r, 1)?))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    Tensor::cat(&parts, 0)
 }
 
 /// Rows from which a matmul uses the f32 copy (when there is one): one or a few rows are
@@ -126,6 +149,8 @@ pub(crate) struct Model {
     layers: Vec<Layer>,
     out_norm: Tensor,
     output: QMatMul,
+    /// The output head is multiplied row by row in batched decoding (see [`row_exact`]).
+    output_per_row: bool,
     cos: Tensor,
     sin: Tensor,
     max_ctx: usize,
@@ -245,9 +270,10 @@ impl Model {
                     requantized += 1;
                 }
                 weight_bytes += t.storage_size_in_bytes();
+                let per_row = row_exact(t.dtype());
                 let t = Arc::new(t);
                 let q = QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?;
-                Ok((Weight { q, f32 }, t))
+                Ok((Weight { q, f32, per_row }, t))
             };
         let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
             g.tensor(name, false)?
@@ -263,11 +289,15 @@ impl Model {
         };
         let embd = Arc::new(g.tensor("token_embd.weight", false)?);
         let embd_bytes = embd.storage_size_in_bytes();
-        let output = if g.has_tensor("output.weight") {
+        let (output, output_per_row) = if g.has_tensor("output.weight") {
             // The head runs on the last position only: no f32 copy.
-            qmm(g, "output.weight", false)?.0.q
+            let w = qmm(g, "output.weight", false)?.0;
+            (w.q, w.per_row)
         } else {
-            QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?
+            (
+                QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?,
+                row_exact(embd.dtype()),
+            )
         };
         let out_norm = vec(g, "output_norm.weight")?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
@@ -316,6 +346,7 @@ impl Model {
             layers,
             out_norm,
             output,
+            output_per_row,
             cos,
             sin,
             max_ctx,
@@ -383,7 +414,7 @@ impl Model {
         quantised: bool,
     ) -> candle_core::Result<[Tensor; N]> {
         let rows = h.dim(0)?;
-        if self.fuse && (rows == 1 || quantised) {
+        if self.fuse && (rows == 1 || (quantised && !ws.iter().any(|w| w.per_row))) {
             let ts: Vec<&QTensor> = fused_t.iter().map(|t| t.as_ref()).collect();
             if let Some(out) = QTensor::gemv_fused_shared_lhs(&ts, h)? {
                 if let Ok(arr) = <[Tensor; N]>::try_from(out) {
@@ -478,7 +509,7 @@ impl Model {
         let [gt, up] = self.project(&l.gate_up_t, [&l.gate, &l.up], h, quantised)?;
         let act = (gt.silu()? * up)?;
         if quantised {
-            l.down.q.forward(&act)
+            qforward(&l.down.q, l.down.per_row, &act)
         } else {
             l.down.forward(&act)
         }
@@ -557,7 +588,7 @@ impl Model {
                 ys.push(self.attend(c, li, &qi, &ki, &vi, pos, None)?);
             }
             let y = Tensor::cat(&ys, 0)?;
-            x = (x + l.wo.q.forward(&y)?)?;
+            x = (x + qforward(&l.wo.q, l.wo.per_row, &y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
             x = (&x + self.ffn(l, &h, true)?)?;
         }
@@ -565,7 +596,7 @@ impl Model {
             c.len += 1;
         }
         let h = candle_nn::ops::rms_norm(&x, &self.out_norm, cfg.eps)?;
-        self.output.forward(&h)?.to_vec2::<f32>()
+        qforward(&self.output, self.output_per_row, &h)?.to_vec2::<f32>()
     }
 }
 
