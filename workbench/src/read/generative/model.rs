@@ -425,7 +425,7 @@ impl Model {
         let mut out = Vec::with_capacity(N);
         for w in ws {
             out.push(if quantised {
-                w.q.forward(h)?
+                qforward(&w.q, w.per_row, h)?
             } else {
                 w.forward(h)?
             });
