@@ -161,7 +161,8 @@ fn run(out: &mut String) -> Result<bool> {
                 }
                 blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
             }
-            if !named || marked.iter().any(|m| m == grade::STEP_TIMES_ID) {
+            // The step-times table, wherever a page holds its markers (README.md).
+            if marked.iter().any(|m| m == grade::STEP_TIMES_ID) {
                 blocks.push((
                     grade::STEP_TIMES_ID.to_string(),
                     grade::render_step_times(
