@@ -44,6 +44,12 @@ step() {
   STEP_NAMES+=("$*") STEP_START=$SECONDS
   printf '\n== %s\n' "$*"
 }
+# Scripts that set SCRIPT_TIMES_NAME (`test`, `reproduce quick`, …) have their step times
+# appended to data/results/script-times.tsv (script, step, seconds, finished, CPU, load,
+# setup: `fresh` when this run installed the Rust kernel, else `cached`); the committed
+# record data/script-times.tsv, from which the README's times are generated, takes them
+# only through `bash scripts/record_times`.
+SCRIPT_TIMES_NAME="" SETUP_KIND=cached
 steps_summary() {
   _step_close
   printf '\n== time per step\n'
@@ -52,6 +58,19 @@ steps_summary() {
     printf '%4dm%02ds  %s\n' $((STEP_SECONDS[i] / 60)) $((STEP_SECONDS[i] % 60)) "${STEP_NAMES[i]}"
   done
   printf '%4dm%02ds  total\n' $((SECONDS / 60)) $((SECONDS % 60))
+  if [ -n "$SCRIPT_TIMES_NAME" ]; then
+    local log="$ROOT/data/results/script-times.tsv" when cpu load
+    mkdir -p "$ROOT/data/results"
+    when="$(date -u +%FT%TZ)"
+    cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+    load="$(cut -d' ' -f1-3 /proc/loadavg)"
+    for i in "${!STEP_SECONDS[@]}"; do
+      printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
+        "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" >>"$log"
+    done
+    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
+      "$load" "$SETUP_KIND" >>"$log"
+  fi
 }
 
 ensure_apt() {
@@ -86,6 +105,7 @@ ensure_evcxr() {
   # The Rust Jupyter kernel. A clean `cargo install` takes ~8 min here.
   if ! command -v evcxr_jupyter >/dev/null 2>&1; then
     step "cargo install evcxr_jupyter $EVCXR_VERSION (one-off, ~8 min)"
+    SETUP_KIND=fresh
     cargo install evcxr_jupyter --locked --version "$EVCXR_VERSION"
   fi
   local kdir

@@ -316,3 +316,29 @@ fn split_file_missing_part_entry_names_the_wheel_and_entry() {
         .unwrap_or_default();
     assert!(left.is_empty(), "left in the snapshot folder: {left:?}");
 }
+
+#[test]
+fn a_manifest_size_that_disagrees_with_the_file_is_named() {
+    let p = project();
+    let manifest = p.root().join("data").join("assets.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    // The right size passes; a wrong one is a manifest error naming the field.
+    let right = text.replace("sha256 =", &format!("bytes = {}, sha256 =", BODY.len()));
+    assert_ne!(right, text, "the fixture manifest has a sha256 field");
+    std::fs::write(&manifest, &right).unwrap();
+    let a = p.assets();
+    assert_eq!(a.specs["tiny-model"].total_bytes(), Some(BODY.len() as u64));
+    a.fetch("tiny-model").unwrap();
+    a.resolve("tiny-model", "config.json").unwrap();
+    let wrong = text.replace("sha256 =", "bytes = 7, sha256 =");
+    std::fs::write(&manifest, wrong).unwrap();
+    let err = p.assets().resolve("tiny-model", "config.json").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("bytes = 7") && msg.contains("assets.toml"),
+        "{msg}"
+    );
+    assert_eq!(workbench::assets::human_bytes(1_117_320_768), "1.12 GB");
+    assert_eq!(workbench::assets::human_bytes(491_400_064), "491 MB");
+    assert_eq!(workbench::assets::human_bytes(591_000), "0.6 MB");
+}

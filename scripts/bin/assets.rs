@@ -75,9 +75,10 @@ fn main() -> Result<()> {
             for (name, s) in &assets.specs {
                 let cached = if assets.is_valid(name)? { "yes" } else { "no" };
                 println!(
-                    "{name} ({}, {}; in the cache: {cached})",
+                    "{name} ({}, {}, {}; in the cache: {cached})",
                     format!("{:?}", s.kind).to_lowercase(),
-                    s.license
+                    s.license,
+                    s.size_label()
                 );
                 match &s.online {
                     Some(o) => {

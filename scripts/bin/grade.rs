@@ -161,16 +161,9 @@ fn run(out: &mut String) -> Result<bool> {
                 }
                 blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
             }
-            // The step-times table, wherever a page holds its markers (README.md).
-            if marked.iter().any(|m| m == grade::STEP_TIMES_ID) {
-                blocks.push((
-                    grade::STEP_TIMES_ID.to_string(),
-                    grade::render_step_times(
-                        &root.join("scripts/reproduce"),
-                        &root.join("data/reproduce-times.tsv"),
-                    )?,
-                ));
-            }
+            // Blocks generated from committed sources (the reproduction matrix, step times,
+            // assets, benchmark records), wherever a page holds their markers.
+            blocks.extend(grade::records::record_blocks(&root, &conditions, &marked)?);
             let updates = grade::update_pages(&pages, &blocks)?;
             let show =
                 |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();

@@ -184,6 +184,11 @@ pub struct FileSpec {
     /// LFS sha256 when downloaded, and is not checked once cached.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// Size in bytes, where known (shown by `assets list` and the README's models and
+    /// data table). A cached file whose sha256 matches but whose size differs is a
+    /// manifest error, named as such.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     /// Path inside the offline source (wheel entry, zip entry or mirror-relative
     /// path); empty when the asset has no offline `source`.
     #[serde(default)]
@@ -215,6 +220,34 @@ pub struct AssetSpec {
     pub source: Option<Source>,
     /// Files: path in the repository → checksum and source path.
     pub files: BTreeMap<String, FileSpec>,
+}
+
+impl AssetSpec {
+    /// The files' sizes added up, when the manifest gives every one.
+    pub fn total_bytes(&self) -> Option<u64> {
+        self.files.values().map(|f| f.bytes).sum()
+    }
+
+    /// [`AssetSpec::total_bytes`] for a reader (`91.3 MB`), or `not known`.
+    pub fn size_label(&self) -> String {
+        self.total_bytes()
+            .map_or_else(|| "not known".to_string(), human_bytes)
+    }
+}
+
+/// A size for a reader: `1.12 GB`, `491 MB`, `6.5 MB`, `0.6 MB`, `68 KB`
+/// (decimal units, three significant digits at most).
+pub fn human_bytes(n: u64) -> String {
+    let x = n as f64;
+    if x >= 1e9 {
+        format!("{:.2} GB", x / 1e9)
+    } else if x >= 1e8 {
+        format!("{:.0} MB", x / 1e6)
+    } else if x >= 1e5 {
+        format!("{:.1} MB", x / 1e6)
+    } else {
+        format!("{:.0} KB", x / 1e3)
+    }
 }
 
 fn default_revision() -> String {
@@ -493,6 +526,20 @@ impl Assets {
                 actual,
                 fetch_command: fetch_command(name),
             })));
+        }
+        if let Some(bytes) = fspec.bytes {
+            let len = std::fs::metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .len();
+            if len != bytes {
+                return Err(Error::bad_input(
+                    &self.manifest_path,
+                    format!(
+                        "asset `{name}`: {} has the manifest's sha256 but {len} bytes, where the manifest says `bytes = {bytes}`: correct `bytes`",
+                        path.display()
+                    ),
+                ));
+            }
         }
         Ok(path)
     }

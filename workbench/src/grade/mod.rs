@@ -17,6 +17,8 @@
 //!
 //! The file format is documented at the top of `data/expected.toml`.
 
+pub mod records;
+
 use crate::assets::sha256_file;
 use crate::display::Table;
 use crate::results::Manifest;
@@ -43,9 +45,40 @@ pub struct Conditions {
     /// Tables of README.md and docs/*.md generated from result files (`[[readme]]`).
     #[serde(default)]
     pub readme: Vec<ReadmeTable>,
+    /// Rows of the README's reproduction matrix (`[[headline]]`), whose numbers are
+    /// expected values of this file ([`Conditions::render_matrix`]).
+    #[serde(default)]
+    pub headline: Vec<Headline>,
     #[serde(skip)]
     path: PathBuf,
 }
+
+/// One row of the reproduction matrix: a report's figure or table, the `scripts/reproduce`
+/// steps that make it, and a sentence whose numbers are expected values of the conditions
+/// file, so that `grade` checks them against the results.
+///
+/// In `text`, `{result|file|row|column}` stands for a CSV expected value and
+/// `{result|file|/pointer}` for a JSON one; each is replaced by the expected value as
+/// written, without its significance mark.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Headline {
+    /// Report number (`000` … `004`), or `–` for a study that belongs to none.
+    pub report: String,
+    /// The figure or table.
+    pub what: String,
+    /// The `scripts/reproduce --only` steps.
+    pub only: String,
+    /// The sentence, with placeholders.
+    pub text: String,
+    /// Link text of the page.
+    pub page: String,
+    /// Link target, relative to the README.
+    pub link: String,
+}
+
+/// Id of the generated reproduction matrix ([`Conditions::render_matrix`]).
+pub const MATRIX_ID: &str = "matrix";
 
 /// One result folder, `data/results/<name>/`.
 #[derive(Debug, Clone, Deserialize)]
@@ -382,7 +415,58 @@ impl Conditions {
                 }
             }
         }
+        let all = self.conditions();
+        for (i, h) in self.headline.iter().enumerate() {
+            fill_headline(&h.text, &all).map_err(|m| {
+                self.bad(format!(
+                    "[[headline]] {} ({} {}): {m}",
+                    i + 1,
+                    h.report,
+                    h.what
+                ))
+            })?;
+        }
         Ok(())
+    }
+
+    /// The reproduction matrix: one row per `[[headline]]` (report, figure / table, the
+    /// `--only` steps, the sentence with its expected values filled in, the page).
+    ///
+    /// With `times`, two columns more: the summed last recorded time of the row's steps at
+    /// the quick and the default scale (`not timed` when one of them is not).
+    pub fn render_matrix(&self, times: Option<&StepTimes>) -> Result<String> {
+        let all = self.conditions();
+        let mut header = vec!["report", "figure / table", "`--only`"];
+        if times.is_some() {
+            header.extend(["quick", "default"]);
+        }
+        header.extend(["headline (default scale)", "page"]);
+        let mut t = Table::new(header);
+        for (i, h) in self.headline.iter().enumerate() {
+            let text = fill_headline(&h.text, &all).map_err(|m| {
+                self.bad(format!(
+                    "[[headline]] {} ({} {}): {m}",
+                    i + 1,
+                    h.report,
+                    h.what
+                ))
+            })?;
+            let names: Vec<&str> = h.only.split_whitespace().collect();
+            let only: Vec<String> = names.iter().map(|s| format!("`{s}`")).collect();
+            let mut row = vec![h.report.clone(), h.what.clone(), only.join(" ")];
+            if let Some(times) = times {
+                for scale in ["quick", "default"] {
+                    row.push(
+                        times
+                            .sum(&names, scale)
+                            .map_or_else(|| "not timed".to_string(), minutes),
+                    );
+                }
+            }
+            row.extend([text, format!("[{}]({})", h.page, h.link)]);
+            t.push(row)?;
+        }
+        Ok(t.to_markdown())
     }
 
     fn tolerance(&self, t: &ToleranceSpec, at: &str) -> Result<Tolerance> {
@@ -446,6 +530,61 @@ impl Conditions {
         }
         out
     }
+}
+
+/// `text` with each `{result|file|row|column}` / `{result|file|/pointer}` replaced by the
+/// expected value it names (without its mark). Errors name the placeholder: one that is
+/// not closed, has another shape, or names no condition, or two conditions that disagree.
+fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("`{{` without `}}` in `{text}`"))?;
+        let inner = &after[..close];
+        let parts: Vec<&str> = inner.split('|').collect();
+        let found: Vec<&Condition> = match parts.as_slice() {
+            [result, file, pointer] if pointer.starts_with('/') => all
+                .iter()
+                .filter(|c| {
+                    c.result == *result
+                        && c.file == *file
+                        && matches!(&c.locator, Locator::Json { pointer: p } if p == pointer)
+                })
+                .collect(),
+            [result, file, row, column] => all
+                .iter()
+                .filter(|c| {
+                    c.result == *result
+                        && c.file == *file
+                        && matches!(&c.locator, Locator::Csv { key, column: col, .. } if key == row && col == column)
+                })
+                .collect(),
+            _ => {
+                return Err(format!(
+                    "placeholder `{{{inner}}}` is neither `{{result|file|row|column}}` nor `{{result|file|/pointer}}`"
+                ))
+            }
+        };
+        let Some(first) = found.first() else {
+            return Err(format!("placeholder `{{{inner}}}` names no expected value"));
+        };
+        if found.iter().any(|c| c.expected.text != first.expected.text) {
+            let all: Vec<&str> = found.iter().map(|c| c.expected.text.as_str()).collect();
+            return Err(format!(
+                "placeholder `{{{inner}}}` names expected values that differ: {}",
+                all.join(", ")
+            ));
+        }
+        let e = &first.expected;
+        out.push_str(e.text[..e.text.len() - e.mark.len()].trim_end());
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// The grade of one condition.
@@ -897,6 +1036,7 @@ impl Conditions {
                 .cloned()
                 .collect(),
             readme: self.readme.clone(),
+            headline: self.headline.clone(),
             path: self.path.clone(),
             result,
         }
@@ -996,21 +1136,18 @@ fn show_json(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_i64() {
             Some(i) if i.abs() >= 1000 => {
-                let digits = i.abs().to_string();
-                let mut s = String::new();
-                for (k, ch) in digits.chars().enumerate() {
-                    if k > 0 && (digits.len() - k) % 3 == 0 {
-                        s.push(',');
-                    }
-                    s.push(ch);
-                }
+                let s = records::thousands(&i.abs().to_string());
                 if i < 0 {
                     format!("-{s}")
                 } else {
                     s
                 }
             }
-            _ => n.to_string(),
+            // Long floats (run times in seconds) to whole units.
+            _ => match n.as_f64() {
+                Some(x) if n.as_i64().is_none() && x.abs() >= 100.0 => format!("{x:.0}"),
+                _ => n.to_string(),
+            },
         },
         other => other.to_string(),
     }
@@ -1212,21 +1349,65 @@ pub fn pages(root: &Path) -> Result<Vec<PathBuf>> {
 /// scale ([`render_step_times`]).
 pub const STEP_TIMES_ID: &str = "step-times";
 
-/// `m`m`ss`s, as `scripts/reproduce` prints step times.
+/// `m`m`ss`s (`h`h`mm`m from an hour), as `scripts/reproduce` prints step times.
 fn minutes(secs: f64) -> String {
     let s = secs.round() as u64;
-    format!("{}m{:02}s", s / 60, s % 60)
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600 + 30) / 60)
+    } else {
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
 }
+
+/// The steps of `scripts/reproduce` and the last recorded time of each at each scale.
+#[derive(Debug, Clone, Default)]
+pub struct StepTimes {
+    /// `(name, scales, what)` in the script's order.
+    pub steps: Vec<(String, Vec<String>, String)>,
+    /// `(step, scale)` → `(seconds, finished, load)` of the last recorded line.
+    pub last: HashMap<(String, String), (f64, String, String)>,
+}
+
+impl StepTimes {
+    /// Read `reproduce` (the script, whose `STEPS` lines are `"name|scales|what"`) and
+    /// `times` (the TSV `step, scale, seconds, date, CPU, load`; absent = nothing timed).
+    ///
+    /// Errors: a script without steps, a TSV line with fewer than three fields or a time
+    /// that is not a number (each naming the file and line).
+    pub fn load(reproduce: &Path, times: &Path) -> Result<Self> {
+        let (steps, last) = read_step_times(reproduce, times)?;
+        Ok(StepTimes { steps, last })
+    }
+
+    /// The summed last times of `names` at `scale`; `None` when one is not timed.
+    pub fn sum(&self, names: &[&str], scale: &str) -> Option<f64> {
+        names
+            .iter()
+            .map(|n| {
+                self.last
+                    .get(&(n.to_string(), scale.to_string()))
+                    .map(|t| t.0)
+            })
+            .sum()
+    }
+}
+
+type StepList = Vec<(String, Vec<String>, String)>;
+type LastTimes = HashMap<(String, String), (f64, String, String)>;
 
 /// The table of `scripts/reproduce --list`: each step of `reproduce` (the script, whose
 /// `STEPS` lines are `"name|scales|what"`) with the last time of `times` (the TSV
 /// `step, scale, seconds, date, CPU, load` that the script appends to) at each scale.
 ///
-/// Errors: a script without steps, a TSV line with fewer than three fields or a time that
-/// is not a number (each naming the file and line).
+/// Errors: those of [`StepTimes::load`].
 pub fn render_step_times(reproduce: &Path, times: &Path) -> Result<String> {
+    let StepTimes { steps, last } = StepTimes::load(reproduce, times)?;
+    render_steps(&steps, &last)
+}
+
+fn read_step_times(reproduce: &Path, times: &Path) -> Result<(StepList, LastTimes)> {
     let script = std::fs::read_to_string(reproduce).map_err(|e| Error::io(reproduce, e))?;
-    let mut steps: Vec<(String, Vec<String>, String)> = Vec::new();
+    let mut steps: StepList = Vec::new();
     let mut inside = false;
     for line in script.lines() {
         let t = line.trim();
@@ -1252,7 +1433,8 @@ pub fn render_step_times(reproduce: &Path, times: &Path) -> Result<String> {
             "no STEPS=( \"name|scales|what\" … ) list found",
         ));
     }
-    let mut last: HashMap<(String, String), f64> = HashMap::new();
+    // (step, scale) → (seconds, finished, load) of the last line.
+    let mut last: LastTimes = HashMap::new();
     if times.is_file() {
         let text = std::fs::read_to_string(times).map_err(|e| Error::io(times, e))?;
         for (i, line) in text.lines().enumerate() {
@@ -1272,26 +1454,81 @@ pub fn render_step_times(reproduce: &Path, times: &Path) -> Result<String> {
                     format!("line {}: seconds `{}` is not a number", i + 1, f[2]),
                 )
             })?;
-            last.insert((f[0].to_string(), f[1].to_string()), secs);
+            last.insert(
+                (f[0].to_string(), f[1].to_string()),
+                (
+                    secs,
+                    f.get(3).map_or_else(String::new, |d| d.to_string()),
+                    f.get(5).map_or_else(String::new, |l| l.to_string()),
+                ),
+            );
         }
     }
+    Ok((steps, last))
+}
+
+fn render_steps(steps: &StepList, last: &LastTimes) -> Result<String> {
     let mut t = Table::new(["step (`--only`)", "quick", "default", "paper", "what"]);
-    for (name, scales, what) in &steps {
+    for (name, scales, what) in steps {
         let mut row = vec![format!("`{name}`")];
         for sc in ["quick", "default", "paper"] {
             row.push(if !scales.iter().any(|s| s == sc) {
                 "–".to_string()
             } else {
                 last.get(&(name.clone(), sc.to_string()))
-                    .map_or_else(|| "not timed".to_string(), |s| minutes(*s))
+                    .map_or_else(|| "not timed".to_string(), |(s, _, _)| minutes(*s))
             });
         }
         row.push(what.clone());
         t.push(row)?;
     }
+    // When and under what load the times shown were measured, per scale.
+    let mut when = Vec::new();
+    for sc in ["quick", "default", "paper"] {
+        let shown: Vec<&(f64, String, String)> = steps
+            .iter()
+            .filter_map(|(name, _, _)| last.get(&(name.clone(), sc.to_string())))
+            .collect();
+        if shown.is_empty() {
+            continue;
+        }
+        let mut dates: Vec<&str> = shown
+            .iter()
+            .map(|(_, d, _)| d.get(..10).unwrap_or(d))
+            .collect();
+        dates.sort();
+        let loads: Vec<f64> = shown
+            .iter()
+            .filter_map(|(_, _, l)| l.split_whitespace().next()?.parse().ok())
+            .collect();
+        let range = |lo: &str, hi: &str| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo} to {hi}")
+            }
+        };
+        let mut line = format!("{sc}: {}", range(dates[0], dates[dates.len() - 1]));
+        if !loads.is_empty() {
+            let lo = loads.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = loads.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            line.push_str(&format!(
+                ", 1-min load average {} when the step ended",
+                range(&format!("{lo:.1}"), &format!("{hi:.1}"))
+            ));
+        }
+        if loads.len() < shown.len() {
+            line.push_str(&format!(
+                " ({} recorded without a load average)",
+                shown.len() - loads.len()
+            ));
+        }
+        when.push(line);
+    }
     Ok(format!(
-        "{}\nWall times of the last measured run of each step (`data/reproduce-times.tsv`, which `scripts/reproduce` appends to; `bash scripts/reproduce --list` prints the same).",
-        t.to_markdown()
+        "{}\nWall times of the last measured run of each step (`data/reproduce-times.tsv`; `bash scripts/reproduce --list` prints the same); measured {}.",
+        t.to_markdown(),
+        if when.is_empty() { "never".to_string() } else { when.join("; ") }
     ))
 }
 
@@ -1916,13 +2153,15 @@ rows = [["a", "1.50"]]
         let found = pages(&root).unwrap();
         assert!(found.len() > 1, "README.md and docs/*.md: {found:?}");
         let mut ids: Vec<String> = c.readme.iter().map(|t| t.id.clone()).collect();
-        // Generated from scripts/reproduce and data/reproduce-times.tsv, not from a result.
-        ids.push(STEP_TIMES_ID.to_string());
         let mut marked = Vec::new();
         for p in &found {
             let text = std::fs::read_to_string(p).unwrap();
             for id in marked_ids(&text) {
                 block_content(&text, &id, p).unwrap();
+                // Generated from committed sources, not from a result.
+                if records::is_record_block(&id) {
+                    ids.push(id.clone());
+                }
                 assert!(
                     ids.contains(&id),
                     "{} holds `{id}`, which no [[readme]] describes",
@@ -1931,6 +2170,7 @@ rows = [["a", "1.50"]]
                 marked.push(id);
             }
         }
+        ids.dedup();
         ids.sort();
         marked.sort();
         marked.dedup();

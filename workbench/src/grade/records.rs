@@ -1,0 +1,925 @@
+//! Generated blocks whose source is committed with the repository rather than a result
+//! folder, so that `grade readme --check` and the test suite can check them on any clone:
+//!
+//! | id | generated from |
+//! |---|---|
+//! | [`MATRIX_ID`] | `data/expected.toml`'s `[[headline]]` rows (their numbers are graded expected values), with their steps' times from `data/reproduce-times.tsv` |
+//! | [`STEP_TIMES_ID`](super::STEP_TIMES_ID) | `scripts/reproduce`'s steps and `data/reproduce-times.tsv` |
+//! | [`ASSETS_ID`] | `data/assets.toml` (licence, size, online source, offline fill) |
+//! | [`PERFORMANCE_ID`] | `data/benchmarks.toml`'s `[[row]]`s, read from the benchmark records |
+//! | [`BENCH_RUNS_ID`] | each benchmark record's date, commit, CPU and load |
+//! | `bench-record-NAME` | the record's `bench.md`, as the benchmark wrote it |
+//! | [`SCRIPT_TIMES_ID`] | `data/script-times.tsv`: the last total of `scripts/test` and `scripts/reproduce` per scale, on a fresh machine and with the setup cached |
+//! | [`SCRIPT_STEPS_ID`] | `data/script-times.tsv`: the steps of the last recorded run of each script and setup |
+//! | [`NOTEBOOK_TIMES_ID`] | `data/script-times.tsv`: the last execution time of each notebook |
+//!
+//! A benchmark record is `data/benchmarks/NAME/`: the small outputs of `data/results/NAME/`
+//! (`bench.md`, the CSV files, `config.json`, `manifest.json`) and `recorded.json`
+//! (`finished`, `commit`, `dirty`), copied there by `scripts/bench` after a run.
+
+use super::{Conditions, MATRIX_ID};
+use crate::assets::{Assets, Online, Source};
+use crate::display::Table;
+use crate::{Error, Result};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Id of the models-and-data table ([`render_assets`]).
+pub const ASSETS_ID: &str = "assets";
+/// Id of the README's performance table ([`Benchmarks::render_performance`]).
+pub const PERFORMANCE_ID: &str = "performance";
+/// Id of the table of benchmark runs ([`Benchmarks::render_runs`]).
+pub const BENCH_RUNS_ID: &str = "benchmark-runs";
+/// Prefix of the id of a record's own tables (`bench-record-NAME`).
+pub const RECORD_PREFIX: &str = "bench-record-";
+/// Id of the quick start's time table ([`render_script_times`]).
+pub const SCRIPT_TIMES_ID: &str = "script-times";
+/// Id of the step-by-step times of the scripts' last runs ([`render_script_steps`]).
+pub const SCRIPT_STEPS_ID: &str = "script-steps";
+/// Id of the notebooks' time table ([`render_notebook_times`]).
+pub const NOTEBOOK_TIMES_ID: &str = "notebook-times";
+
+/// A line of `data/script-times.tsv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptTime {
+    /// `test`, `reproduce quick`, `reproduce default`, … (or `nbconvert` for a notebook
+    /// executed by hand).
+    pub script: String,
+    /// The step's name as the script printed it, or `total`.
+    pub step: String,
+    /// Wall time.
+    pub seconds: u64,
+    /// When it finished (a date or an RFC 3339 time, UTC).
+    pub finished: String,
+    /// CPU model.
+    pub cpu: String,
+    /// Load average (as recorded).
+    pub load: String,
+    /// `fresh`: the run installed the Rust kernel (nothing was set up); `cached`: it was.
+    pub setup: String,
+    /// What the time covers, when a plain reading would mislead.
+    pub note: String,
+}
+
+/// Read `data/script-times.tsv` (`#` lines are comments). Errors name the file and line.
+pub fn read_script_times(path: &Path) -> Result<Vec<ScriptTime>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 7 {
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "line {}: {} fields, expected script, step, seconds, finished, CPU, load, setup[, note]",
+                    i + 1,
+                    f.len()
+                ),
+            ));
+        }
+        let seconds = f[2].parse().map_err(|_| {
+            Error::bad_input(
+                path,
+                format!("line {}: seconds `{}` is not a whole number", i + 1, f[2]),
+            )
+        })?;
+        if f[6] != "fresh" && f[6] != "cached" {
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "line {}: setup `{}` is neither `fresh` nor `cached`",
+                    i + 1,
+                    f[6]
+                ),
+            ));
+        }
+        out.push(ScriptTime {
+            script: f[0].to_string(),
+            step: f[1].to_string(),
+            seconds,
+            finished: f[3].to_string(),
+            cpu: f[4].to_string(),
+            load: f[5].to_string(),
+            setup: f[6].to_string(),
+            note: f.get(7).map_or_else(String::new, |n| n.to_string()),
+        });
+    }
+    Ok(out)
+}
+
+/// `2h00m`, `48m39s`, `52s`.
+fn duration(secs: u64) -> String {
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600 + 30) / 60)
+    } else if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs} s")
+    }
+}
+
+/// `48m39s (2026-11-25, load …; note)`.
+fn describe(t: &ScriptTime) -> String {
+    let mut s = format!(
+        "{} ({}, load {}",
+        duration(t.seconds),
+        t.finished.chars().take(10).collect::<String>(),
+        t.load
+    );
+    if !t.note.is_empty() {
+        s.push_str(&format!("; {}", t.note));
+    }
+    s.push(')');
+    s
+}
+
+/// The scripts and their names in `data/script-times.tsv`, in the order shown.
+const SCRIPTS: [(&str, &str); 4] = [
+    ("test", "`bash scripts/test`"),
+    ("reproduce quick", "`bash scripts/reproduce`"),
+    (
+        "reproduce default",
+        "`bash scripts/reproduce --scale default`",
+    ),
+    ("reproduce paper", "`bash scripts/reproduce --scale paper`"),
+];
+
+/// For each script and setup (nothing installed, then cached) whose last recorded run has
+/// its steps recorded: a line naming the run, then its steps with their times.
+pub fn render_script_steps(times: &[ScriptTime]) -> Result<String> {
+    let mut parts = Vec::new();
+    for (script, command) in SCRIPTS {
+        for (setup, label) in [("fresh", "nothing installed"), ("cached", "setup cached")] {
+            let Some(total) = times
+                .iter()
+                .rfind(|x| x.script == script && x.step == "total" && x.setup == setup)
+            else {
+                continue;
+            };
+            let steps: Vec<&ScriptTime> = times
+                .iter()
+                .filter(|x| {
+                    x.script == script
+                        && x.setup == setup
+                        && x.finished == total.finished
+                        && x.step != "total"
+                })
+                .collect();
+            if steps.is_empty() {
+                continue;
+            }
+            let mut t = Table::new(["step", "time", "note"]);
+            for x in &steps {
+                t.push([x.step.clone(), duration(x.seconds), x.note.clone()])?;
+            }
+            t.push([
+                "**total**".to_string(),
+                format!("**{}**", duration(total.seconds)),
+                total.note.clone(),
+            ])?;
+            parts.push(format!(
+                "{command}, {label}: {}, {}, load {}.\n\n{}",
+                total.finished.chars().take(10).collect::<String>(),
+                total.cpu.replace("(R)", ""),
+                total.load,
+                t.to_markdown().trim_end()
+            ));
+        }
+    }
+    Ok(parts.join("\n\n"))
+}
+
+/// The quick start's times: for `scripts/test` and `scripts/reproduce` at each scale, the
+/// last recorded total on a machine with nothing set up and with the setup cached.
+pub fn render_script_times(times: &[ScriptTime]) -> Result<String> {
+    let mut t = Table::new([
+        "command",
+        "nothing installed",
+        "build and Rust kernel in place",
+    ]);
+    for (script, command) in SCRIPTS {
+        let last = |setup: &str| {
+            times
+                .iter()
+                .rfind(|x| x.script == script && x.step == "total" && x.setup == setup)
+                .map_or_else(|| "not measured".to_string(), describe)
+        };
+        t.push([command.to_string(), last("fresh"), last("cached")])?;
+    }
+    Ok(format!(
+        "{}\nLast recorded totals (`data/script-times.tsv`; each run of the scripts logs its steps in `data/results/script-times.tsv`, and `bash scripts/record_times` records them).",
+        t.to_markdown()
+    ))
+}
+
+/// Each notebook of `notebooks` (`*.ipynb`, by name) with its last recorded execution.
+pub fn render_notebook_times(times: &[ScriptTime], notebooks: &Path) -> Result<String> {
+    let mut names: Vec<String> = std::fs::read_dir(notebooks)
+        .map_err(|e| Error::io(notebooks, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".ipynb"))
+        .collect();
+    names.sort();
+    let mut t = Table::new(["notebook", "last execution", "by"]);
+    for n in names {
+        let step = format!("execute notebooks/{n}");
+        let (time, by) = match times.iter().rfind(|x| x.step == step) {
+            Some(x) => (
+                describe(x),
+                if x.script == "nbconvert" {
+                    "`jupyter nbconvert --execute`".to_string()
+                } else {
+                    format!("`scripts/{}`", x.script)
+                },
+            ),
+            None => ("not measured".to_string(), "–".to_string()),
+        };
+        t.push([format!("`{}`", n.trim_end_matches(".ipynb")), time, by])?;
+    }
+    Ok(t.to_markdown())
+}
+
+/// The models-and-data table: name, licence, size, online source, offline fill.
+pub fn render_assets(assets: &Assets) -> Result<String> {
+    let mut t = Table::new(["asset", "licence", "size", "online source", "offline fill"]);
+    for (name, s) in &assets.specs {
+        let online = match &s.online {
+            Some(Online::Hub {
+                repo, repo_type, ..
+            }) => {
+                let kind = repo_type.unwrap_or(s.kind);
+                if kind == crate::assets::AssetKind::Dataset {
+                    format!("hub data set `{repo}`")
+                } else {
+                    format!("hub `{repo}`")
+                }
+            }
+            Some(Online::Url { base, .. }) => match github_repo(base) {
+                Some(r) => format!("GitHub `{r}` at a commit"),
+                None => format!("`{base}`"),
+            },
+            None => "none".to_string(),
+        };
+        let fill = match &s.source {
+            Some(Source::Pypi { .. }) => "PyPI wheel",
+            Some(Source::PypiSplitZip { .. }) => "PyPI, split zip",
+            Some(Source::PypiSplitFile { .. }) => "PyPI, split file",
+            Some(Source::Mirror { .. }) => "mirror folder",
+            None => "none (online only)",
+        };
+        t.push([
+            format!("`{name}`"),
+            s.license.clone(),
+            s.size_label(),
+            online,
+            fill.to_string(),
+        ])?;
+    }
+    Ok(t.to_markdown())
+}
+
+/// `OWNER/REPO` of a `https://raw.githubusercontent.com/OWNER/REPO/COMMIT/…` prefix.
+fn github_repo(base: &str) -> Option<String> {
+    let rest = base.strip_prefix("https://raw.githubusercontent.com/")?;
+    let mut parts = rest.split('/');
+    Some(format!("{}/{}", parts.next()?, parts.next()?))
+}
+
+/// `data/benchmarks.toml`: the benchmarks whose latest run is recorded, and the README's
+/// performance rows.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Benchmarks {
+    /// The recorded benchmarks, in page order.
+    #[serde(default)]
+    pub benchmark: Vec<Benchmark>,
+    /// The performance table's rows.
+    #[serde(default)]
+    pub row: Vec<PerformanceRow>,
+    #[serde(skip)]
+    path: PathBuf,
+    #[serde(skip)]
+    records: PathBuf,
+}
+
+/// One recorded benchmark.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Benchmark {
+    /// Record folder (`data/benchmarks/NAME/`), the result folder's name.
+    pub name: String,
+    /// What it measures, against which peers.
+    pub title: String,
+    /// Link to its section.
+    pub link: String,
+}
+
+/// A row of the performance table: three templates whose `{cell}` placeholders name cells
+/// of the record's CSV files.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerformanceRow {
+    /// The record (`[[benchmark]]` name).
+    pub benchmark: String,
+    /// What is measured.
+    pub what: String,
+    /// Our system's number(s).
+    pub ours: String,
+    /// The peer and its number(s).
+    pub peer: String,
+    /// The ratio.
+    pub ratio: String,
+    /// The cells the templates name.
+    pub cells: BTreeMap<String, Cell>,
+}
+
+/// A cell of a record's CSV: the row whose columns hold the `where` values, column `column`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cell {
+    /// CSV file of the record.
+    pub file: String,
+    /// Column → value, identifying one row.
+    #[serde(rename = "where")]
+    pub row: BTreeMap<String, String>,
+    /// The column.
+    pub column: String,
+    /// Take the median of every matching row (per-round CSVs) instead of exactly one row;
+    /// printed with the inputs' largest number of decimals.
+    #[serde(default)]
+    pub median: bool,
+    /// Round the value to this many decimals (the CSV's own text otherwise).
+    #[serde(default)]
+    pub decimals: Option<usize>,
+}
+
+/// `recorded.json` of a record.
+#[derive(Debug, Clone, Deserialize)]
+struct Recorded {
+    finished: String,
+    commit: String,
+    #[serde(default)]
+    dirty: bool,
+}
+
+impl Benchmarks {
+    /// Read `path` (`data/benchmarks.toml`); records are in `records` (`data/benchmarks/`).
+    pub fn load(path: &Path, records: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut b: Benchmarks =
+            toml::from_str(&text).map_err(|e| Error::bad_input(path, e.to_string()))?;
+        b.path = path.to_path_buf();
+        b.records = records.to_path_buf();
+        for r in &b.row {
+            if !b.benchmark.iter().any(|x| x.name == r.benchmark) {
+                return Err(Error::bad_input(
+                    path,
+                    format!(
+                        "[[row]] `{}` names benchmark `{}`, which no [[benchmark]] lists",
+                        r.what, r.benchmark
+                    ),
+                ));
+            }
+        }
+        Ok(b)
+    }
+
+    fn record(&self, name: &str) -> PathBuf {
+        self.records.join(name)
+    }
+
+    fn read_json(&self, name: &str, file: &str) -> Result<Value> {
+        let p = self.record(name).join(file);
+        let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+        serde_json::from_str(&text).map_err(|e| Error::bad_input(&p, e.to_string()))
+    }
+
+    fn cell(&self, name: &str, c: &Cell) -> Result<String> {
+        let v = self.raw_cell(name, c)?;
+        match c.decimals {
+            None => Ok(v),
+            Some(d) => {
+                let x: f64 = v.trim().parse().map_err(|_| {
+                    Error::bad_input(
+                        self.record(name).join(&c.file),
+                        format!("column `{}`: `{v}` is not a number to round", c.column),
+                    )
+                })?;
+                Ok(format!("{x:.d$}"))
+            }
+        }
+    }
+
+    fn raw_cell(&self, name: &str, c: &Cell) -> Result<String> {
+        let p = self.record(name).join(&c.file);
+        let t = Table::read_csv(&p)?;
+        let col = |h: &str| {
+            t.header.iter().position(|x| x == h).ok_or_else(|| {
+                Error::bad_input(
+                    &p,
+                    format!("no column `{h}` (columns: {})", t.header.join(", ")),
+                )
+            })
+        };
+        let want = col(&c.column)?;
+        let keys: Vec<(usize, &String)> = c
+            .row
+            .iter()
+            .map(|(k, v)| col(k).map(|i| (i, v)))
+            .collect::<Result<_>>()?;
+        let found: Vec<&Vec<String>> = t
+            .rows
+            .iter()
+            .filter(|r| keys.iter().all(|(i, v)| r[*i] == **v))
+            .collect();
+        if c.median && !found.is_empty() {
+            let mut xs = Vec::with_capacity(found.len());
+            let mut decimals = 0;
+            for r in &found {
+                let v = r[want].trim();
+                xs.push(v.parse::<f64>().map_err(|_| {
+                    Error::bad_input(&p, format!("column `{}`: `{v}` is not a number", c.column))
+                })?);
+                decimals = decimals.max(v.split_once('.').map_or(0, |(_, f)| f.len()));
+            }
+            xs.sort_by(f64::total_cmp);
+            let n = xs.len();
+            let m = if n % 2 == 1 {
+                xs[n / 2]
+            } else {
+                (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+            };
+            return Ok(format!("{m:.decimals$}"));
+        }
+        match found.as_slice() {
+            [r] => Ok(r[want].clone()),
+            _ => Err(Error::bad_input(
+                &p,
+                format!(
+                    "{} rows where {:?}, expected exactly one (column `{}`)",
+                    found.len(),
+                    c.row,
+                    c.column
+                ),
+            )),
+        }
+    }
+
+    fn fill(&self, row: &PerformanceRow, template: &str) -> Result<String> {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let close = after.find('}').ok_or_else(|| {
+                Error::bad_input(&self.path, format!("`{template}`: `{{` without `}}`"))
+            })?;
+            let inner = &after[..close];
+            let value = |name: &str| -> Result<String> {
+                let c = row.cells.get(name).ok_or_else(|| {
+                    Error::bad_input(
+                        &self.path,
+                        format!(
+                            "[[row]] `{}`: `{{{name}}}` is not one of its cells",
+                            row.what
+                        ),
+                    )
+                })?;
+                self.cell(&row.benchmark, c)
+            };
+            match inner.split_once('/') {
+                // `{a/b}`: the ratio of two cells, two decimals.
+                Some((a, b)) => {
+                    let num = |name: &str| -> Result<f64> {
+                        let v = value(name)?;
+                        v.trim().parse::<f64>().map_err(|_| {
+                            Error::bad_input(
+                                &self.path,
+                                format!(
+                                    "[[row]] `{}`: cell `{name}` = `{v}` is not a number",
+                                    row.what
+                                ),
+                            )
+                        })
+                    };
+                    out.push_str(&format!("{:.2}", num(a)? / num(b)?));
+                }
+                None => out.push_str(&thousands(&value(inner)?)),
+            }
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// The README's performance table: what, ours, peer, ratio, and the run's date.
+    pub fn render_performance(&self) -> Result<String> {
+        let mut t = Table::new(["what", "ours", "peer", "ratio", "run"]);
+        for r in &self.row {
+            let rec: Recorded = self.recorded(&r.benchmark)?;
+            t.push([
+                r.what.clone(),
+                self.fill(r, &r.ours)?,
+                self.fill(r, &r.peer)?,
+                self.fill(r, &r.ratio)?,
+                rec.finished.chars().take(10).collect(),
+            ])?;
+        }
+        Ok(t.to_markdown())
+    }
+
+    fn recorded(&self, name: &str) -> Result<Recorded> {
+        let v = self.read_json(name, "recorded.json")?;
+        serde_json::from_value(v)
+            .map_err(|e| Error::bad_input(self.record(name).join("recorded.json"), e.to_string()))
+    }
+
+    /// The benchmark runs: link, date, commit, CPU model and flags, load average before
+    /// (and after, when the benchmark recorded it).
+    pub fn render_runs(&self) -> Result<String> {
+        let mut t = Table::new([
+            "benchmark",
+            "finished (UTC)",
+            "commit",
+            "CPU model and flags",
+            "load average before → after",
+        ]);
+        for b in &self.benchmark {
+            let rec = self.recorded(&b.name)?;
+            let config = self.read_json(&b.name, "config.json")?;
+            let manifest = self.read_json(&b.name, "manifest.json")?;
+            let m = &config["machine"];
+            let cpu = match (m["cpu_model"].as_str(), m["features"].as_array()) {
+                (Some(model), Some(f)) => {
+                    let flags: Vec<&str> = f.iter().filter_map(Value::as_str).collect();
+                    format!(
+                        "{model}, {} cores, {}",
+                        m["cores"].as_u64().unwrap_or(0),
+                        flags.join(" ")
+                    )
+                }
+                _ => "not recorded".to_string(),
+            };
+            let before = m["load_before"].as_str().unwrap_or("not recorded");
+            // The benchmarks name the load at their end in several ways.
+            let summary = &manifest["summary"];
+            let end = summary["load_end"]
+                .as_str()
+                .or_else(|| summary["load_avg_end"].as_str())
+                .map(str::to_string)
+                .or_else(|| {
+                    summary["loadavg_1min"]
+                        .as_array()
+                        .and_then(|a| a.last())
+                        .map(|x| format!("{x} (1 min)"))
+                });
+            let load = format!("{before} → {}", end.as_deref().unwrap_or("not recorded"));
+            let commit = if rec.dirty {
+                format!("`{}` with uncommitted changes", rec.commit)
+            } else {
+                format!("`{}`", rec.commit)
+            };
+            t.push([
+                format!("[{}]({})", b.title, b.link),
+                rec.finished
+                    .replace('T', " ")
+                    .trim_end_matches('Z')
+                    .to_string(),
+                commit,
+                cpu,
+                load,
+            ])?;
+        }
+        Ok(t.to_markdown())
+    }
+
+    /// A record's own tables: its `bench.md`, as the benchmark wrote it.
+    pub fn render_record(&self, name: &str) -> Result<String> {
+        if !self.benchmark.iter().any(|b| b.name == name) {
+            return Err(Error::bad_input(
+                &self.path,
+                format!("no [[benchmark]] `{name}` (block `{RECORD_PREFIX}{name}`)"),
+            ));
+        }
+        let p = self.record(name).join("bench.md");
+        let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+        Ok(text.trim().to_string())
+    }
+}
+
+/// `54823` → `54,823`; anything that is not a plain integer of four or more digits is
+/// returned as it is.
+pub(super) fn thousands(s: &str) -> String {
+    if s.len() < 4 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every record-backed block among `wanted` (the ids the pages mark), rendered from the
+/// project at `root`: the matrix from `conditions`, the step times, the assets table, the
+/// benchmark tables. Ids that are not record-backed are left to the caller.
+pub fn record_blocks(
+    root: &Path,
+    conditions: &Conditions,
+    wanted: &[String],
+) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let want = |id: &str| wanted.iter().any(|w| w == id);
+    if want(MATRIX_ID) {
+        let times = super::StepTimes::load(
+            &root.join("scripts/reproduce"),
+            &root.join("data/reproduce-times.tsv"),
+        )?;
+        out.push((
+            MATRIX_ID.to_string(),
+            conditions.render_matrix(Some(&times))?,
+        ));
+    }
+    if want(super::STEP_TIMES_ID) {
+        out.push((
+            super::STEP_TIMES_ID.to_string(),
+            super::render_step_times(
+                &root.join("scripts/reproduce"),
+                &root.join("data/reproduce-times.tsv"),
+            )?,
+        ));
+    }
+    if want(SCRIPT_TIMES_ID) || want(NOTEBOOK_TIMES_ID) || want(SCRIPT_STEPS_ID) {
+        let times = read_script_times(&root.join("data/script-times.tsv"))?;
+        if want(SCRIPT_TIMES_ID) {
+            out.push((SCRIPT_TIMES_ID.to_string(), render_script_times(&times)?));
+        }
+        if want(SCRIPT_STEPS_ID) {
+            out.push((SCRIPT_STEPS_ID.to_string(), render_script_steps(&times)?));
+        }
+        if want(NOTEBOOK_TIMES_ID) {
+            out.push((
+                NOTEBOOK_TIMES_ID.to_string(),
+                render_notebook_times(&times, &root.join("notebooks"))?,
+            ));
+        }
+    }
+    if want(ASSETS_ID) {
+        let assets = Assets::from_manifest(
+            &root.join("data/assets.toml"),
+            crate::paths::hf_cache_dir(root),
+            crate::paths::mirror_dir(root),
+            crate::paths::wheel_dir(root),
+        )?;
+        out.push((ASSETS_ID.to_string(), render_assets(&assets)?));
+    }
+    let bench_ids: Vec<&String> = wanted
+        .iter()
+        .filter(|w| *w == PERFORMANCE_ID || *w == BENCH_RUNS_ID || w.starts_with(RECORD_PREFIX))
+        .collect();
+    if !bench_ids.is_empty() {
+        let b = Benchmarks::load(
+            &root.join("data/benchmarks.toml"),
+            &root.join("data/benchmarks"),
+        )?;
+        let mut seen = std::collections::BTreeSet::new();
+        for id in bench_ids {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let text = if id == PERFORMANCE_ID {
+                b.render_performance()?
+            } else if id == BENCH_RUNS_ID {
+                b.render_runs()?
+            } else {
+                b.render_record(&id[RECORD_PREFIX.len()..])?
+            };
+            out.push((id.clone(), text));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `id` is a block [`record_blocks`] renders.
+pub fn is_record_block(id: &str) -> bool {
+    [
+        MATRIX_ID,
+        super::STEP_TIMES_ID,
+        ASSETS_ID,
+        PERFORMANCE_ID,
+        BENCH_RUNS_ID,
+        SCRIPT_TIMES_ID,
+        SCRIPT_STEPS_ID,
+        NOTEBOOK_TIMES_ID,
+    ]
+    .contains(&id)
+        || id.starts_with(RECORD_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_long_integers_only() {
+        assert_eq!(thousands("54823"), "54,823");
+        assert_eq!(thousands("1234567"), "1,234,567");
+        assert_eq!(thousands("3715"), "3,715");
+        assert_eq!(thousands("512"), "512");
+        assert_eq!(thousands("2.36"), "2.36");
+        assert_eq!(thousands("1.12× (native)"), "1.12× (native)");
+    }
+
+    #[test]
+    fn script_times_take_the_last_total_per_setup() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.tsv");
+        std::fs::write(
+            &p,
+            "# header\ntest\ttotal\t2919\t2026-11-25\tEPYC\t0.5\tfresh\tfirst\n\
+             test\ttotal\t432\t2026-11-23\tEPYC\t1.0\tcached\t\n\
+             test\texecute notebooks/a.ipynb\t61\t2026-11-24T10:00:00Z\tXeon\t2.0\tcached\t\n\
+             test\tcargo test\t219\t2026-11-25\tEPYC\t1.0\tcached\t\n\
+             test\ttotal\t684\t2026-11-25\tEPYC\t1.0\tcached\n",
+        )
+        .unwrap();
+        let times = read_script_times(&p).unwrap();
+        let md = render_script_times(&times).unwrap();
+        assert!(
+            md.contains("| `bash scripts/test` | 48m39s (2026-11-25, load 0.5; first) | 11m24s (2026-11-25, load 1.0) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `bash scripts/reproduce --scale paper` | not measured | not measured |"),
+            "{md}"
+        );
+        let steps = render_script_steps(&times).unwrap();
+        assert!(
+            steps.starts_with("`bash scripts/test`, setup cached: 2026-11-25, EPYC, load 1.0."),
+            "{steps}"
+        );
+        // The fresh run has no step rows: only the cached run of 2026-11-25 is shown (the
+        // notebook row belongs to 2026-11-24's run).
+        assert!(steps.contains("| cargo test | 3m39s |"), "{steps}");
+        assert!(!steps.contains("notebooks/a"), "{steps}");
+        assert!(steps.contains("| **total** | **11m24s** |"), "{steps}");
+        assert!(!steps.contains("nothing installed"), "{steps}");
+        let nb = dir.path().join("nb");
+        std::fs::create_dir_all(&nb).unwrap();
+        std::fs::write(nb.join("a.ipynb"), "{}").unwrap();
+        std::fs::write(nb.join("b.ipynb"), "{}").unwrap();
+        let md = render_notebook_times(&times, &nb).unwrap();
+        assert!(
+            md.contains("| `a` | 1m01s (2026-11-24, load 2.0) | `scripts/test` |"),
+            "{md}"
+        );
+        assert!(md.contains("| `b` | not measured | – |"), "{md}");
+        std::fs::write(&p, "test\ttotal\tsoon\td\tc\tl\tfresh\n").unwrap();
+        let e = read_script_times(&p).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("soon"), "{e}");
+        assert_eq!(duration(7200), "2h00m");
+        assert_eq!(duration(52), "52 s");
+    }
+
+    #[test]
+    fn github_repo_from_a_raw_prefix() {
+        assert_eq!(
+            github_repo("https://raw.githubusercontent.com/chrischute/squad/4f2f/data/").as_deref(),
+            Some("chrischute/squad")
+        );
+        assert_eq!(github_repo("https://example.org/x/"), None);
+    }
+
+    /// A record with one CSV; a performance row naming two of its cells.
+    fn fixture(dir: &Path, csv: &str, row: &str) -> Benchmarks {
+        let rec = dir.join("records/bench-x");
+        std::fs::create_dir_all(&rec).unwrap();
+        std::fs::write(rec.join("bench.csv"), csv).unwrap();
+        std::fs::write(rec.join("bench.md"), "\n| a |\n|---|\n| 1 |\n\n").unwrap();
+        std::fs::write(
+            rec.join("recorded.json"),
+            r#"{"finished": "2026-11-27T08:25:00Z", "commit": "ef4fd67", "dirty": false}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            rec.join("config.json"),
+            r#"{"machine": {"cpu_model": "Xeon", "cores": 2, "features": ["avx2", "fma"], "load_before": "0.5 0.4 0.3"}}"#,
+        )
+        .unwrap();
+        std::fs::write(rec.join("manifest.json"), r#"{"summary": {}}"#).unwrap();
+        let toml = dir.join("benchmarks.toml");
+        std::fs::write(
+            &toml,
+            format!(
+                "[[benchmark]]\nname = \"bench-x\"\ntitle = \"X vs Y\"\nlink = \"#x\"\n\n{row}"
+            ),
+        )
+        .unwrap();
+        Benchmarks::load(&toml, &dir.join("records")).unwrap()
+    }
+
+    const ROW: &str = r#"[[row]]
+benchmark = "bench-x"
+what = "queries/s"
+ours = "{ours}"
+peer = "Y {peer}"
+ratio = "{ratio}× ({ours/peer}×)"
+cells = { ours = { file = "bench.csv", where = { system = "ours", mode = "fast" }, column = "qps" }, peer = { file = "bench.csv", where = { system = "Y" }, column = "qps" }, ratio = { file = "bench.csv", where = { system = "ours", mode = "fast" }, column = "ratio" } }
+"#;
+
+    #[test]
+    fn performance_rows_come_from_the_record_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "system,mode,qps,ratio\nY,fast,23273,1.00\nours,fast,54823,2.36\nours,slow,15623,0.67\n";
+        let b = fixture(dir.path(), csv, ROW);
+        let md = b.render_performance().unwrap();
+        assert!(
+            md.contains("| queries/s | 54,823 | Y 23,273 | 2.36× (2.36×) | 2026-11-27 |"),
+            "{md}"
+        );
+        let runs = b.render_runs().unwrap();
+        assert!(
+            runs.contains("| [X vs Y](#x) | 2026-11-27 08:25:00 | `ef4fd67` | Xeon, 2 cores, avx2 fma | 0.5 0.4 0.3 → not recorded |"),
+            "{runs}"
+        );
+        assert_eq!(b.render_record("bench-x").unwrap(), "| a |\n|---|\n| 1 |");
+        assert!(b.render_record("bench-y").is_err());
+    }
+
+    #[test]
+    fn a_median_cell_takes_every_matching_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv =
+            "round,system,qps,ratio\n1,Y,10.0,1\n1,ours,3.22,1\n2,ours,4.50,1\n3,ours,4.26,1\n";
+        let row = r#"[[row]]
+benchmark = "bench-x"
+what = "w"
+ours = "{ours}"
+peer = "{peer}"
+ratio = "{ours/peer}"
+cells.ours = { file = "bench.csv", where = { system = "ours" }, column = "qps", median = true }
+cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps", median = true, decimals = 0 }
+"#;
+        let b = fixture(dir.path(), csv, row);
+        let md = b.render_performance().unwrap();
+        assert!(md.contains("| w | 4.26 | 10 | 0.43 |"), "{md}");
+    }
+
+    #[test]
+    fn an_ambiguous_or_missing_cell_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two `ours, fast` rows.
+        let csv = "system,mode,qps,ratio\nY,fast,1,1\nours,fast,2,2\nours,fast,3,3\n";
+        let b = fixture(dir.path(), csv, ROW);
+        let e = b.render_performance().unwrap_err().to_string();
+        assert!(e.contains("bench.csv") && e.contains("2 rows"), "{e}");
+        let csv = "system,mode,qps\nY,fast,1\nours,fast,2\n";
+        let b = fixture(dir.path(), csv, ROW);
+        let e = b.render_performance().unwrap_err().to_string();
+        assert!(e.contains("no column `ratio`"), "{e}");
+    }
+
+    /// The record-backed blocks of README.md and docs/*.md match what they are generated
+    /// from (the matrix, step times, assets and benchmark tables): run
+    /// `cargo run --release --bin grade -- readme --write` after changing a source.
+    #[test]
+    fn project_record_blocks_are_up_to_date() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let conditions = Conditions::load(&root.join("data/expected.toml")).unwrap();
+        let pages = super::super::pages(&root).unwrap();
+        let mut texts = Vec::new();
+        let mut marked = Vec::new();
+        for p in &pages {
+            let text = std::fs::read_to_string(p).unwrap();
+            marked.extend(super::super::marked_ids(&text));
+            texts.push((p.clone(), text));
+        }
+        for id in [MATRIX_ID, ASSETS_ID, PERFORMANCE_ID, BENCH_RUNS_ID] {
+            assert!(marked.iter().any(|m| m == id), "no page marks `{id}`");
+        }
+        let blocks = record_blocks(&root, &conditions, &marked).unwrap();
+        for (page, text) in &texts {
+            for (id, table) in &blocks {
+                if super::super::marked_ids(text).contains(id) {
+                    let current = super::super::block_content(text, id, page).unwrap();
+                    let diff = super::super::block_diff(current, table);
+                    assert!(
+                        diff.is_empty(),
+                        "{}: block `{id}` is out of date (run `grade readme --write`):\n{}",
+                        page.display(),
+                        diff.join("\n")
+                    );
+                }
+            }
+        }
+    }
+}
