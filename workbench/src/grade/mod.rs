@@ -1143,9 +1143,10 @@ fn show_json(v: &Value) -> String {
                     s
                 }
             }
-            // Long floats (run times in seconds) to whole units.
+            // Floats (run times in seconds, rates) to whole units from 100, else 2 decimals.
             _ => match n.as_f64() {
                 Some(x) if n.as_i64().is_none() && x.abs() >= 100.0 => format!("{x:.0}"),
+                Some(x) if n.as_i64().is_none() && n.as_u64().is_none() => format!("{x:.2}"),
                 _ => n.to_string(),
             },
         },
