@@ -199,6 +199,10 @@ pub struct ReadmeTable {
     /// Lines printed under the table when their field exists.
     #[serde(default)]
     pub notes: Vec<Note>,
+    /// Further result folders whose `file`, with the same columns, adds its rows below
+    /// (one row per trained model, say). Notes come from `result` only.
+    #[serde(default)]
+    pub also: Vec<String>,
 }
 
 /// A note under a generated table: `text` with `{}` replaced by the JSON value at
@@ -400,6 +404,9 @@ impl Conditions {
         for t in &self.readme {
             let at = format!("[[readme]] `{}`", t.id);
             known(&at, &t.result)?;
+            for extra in &t.also {
+                known(&at, extra)?;
+            }
             if !valid_id(&t.id) {
                 return Err(self.bad(format!("{at}: an id is letters, digits, `_` and `-`")));
             }
@@ -1193,6 +1200,34 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
     for r in &t.rows {
         out.push(keep.iter().map(|&i| r[i].clone()))?;
     }
+    for extra in &spec.also {
+        let p = results_dir.join(extra).join(&spec.file);
+        if !p.is_file() {
+            return Err(Error::bad_input(
+                &p,
+                format!(
+                    "generated table `{}` adds the rows of this file, which does not exist; run its experiment first",
+                    spec.id
+                ),
+            ));
+        }
+        let more = Table::read_csv(&p)?;
+        if more.header != t.header {
+            return Err(Error::bad_input(
+                &p,
+                format!(
+                    "generated table `{}`: columns {} differ from {}'s {}",
+                    spec.id,
+                    more.header.join(", "),
+                    path.display(),
+                    t.header.join(", ")
+                ),
+            ));
+        }
+        for r in &more.rows {
+            out.push(keep.iter().map(|&i| r[i].clone()))?;
+        }
+    }
     let mut jsons: HashMap<&str, Value> = HashMap::new();
     let mut notes = Vec::new();
     for n in &spec.notes {
@@ -1218,6 +1253,9 @@ pub fn render_readme_table(spec: &ReadmeTable, results_dir: &Path) -> Result<Str
         "Generated from `data/results/{}/{}`",
         spec.result, spec.file
     );
+    for extra in &spec.also {
+        source += &format!(", `data/results/{extra}/{}`", spec.file);
+    }
     if !notes.is_empty() {
         source += "; ";
         source += &notes.join("; ");
@@ -2002,6 +2040,45 @@ rows = [["a", "1.50"]]
         assert!(e.contains("tolerance `loose`"), "{e}");
         let e = err(&format!("{head}colour = \"red\"\n"));
         assert!(e.contains("c.toml") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn readme_tables_add_the_rows_of_further_results() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = serde_json::json!({"args": {"k": 10}});
+        result(tmp.path(), "exp", cfg.clone(), &[("metrics.csv", METRICS)]);
+        result(
+            tmp.path(),
+            "exp2",
+            cfg.clone(),
+            &[(
+                "metrics.csv",
+                "system,nDCG@10,MRR@10,seconds\nsplade,0.7001,0.8001,0.9\n",
+            )],
+        );
+        let mut spec = conditions().readme[0].clone();
+        spec.also = vec!["exp2".into()];
+        let table = render_readme_table(&spec, tmp.path()).unwrap();
+        assert!(
+            table.contains("| weird | – | 0.5 |\n| splade | 0.7001 | 0.8001 |\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains("`data/results/exp/metrics.csv`, `data/results/exp2/metrics.csv`"),
+            "{table}"
+        );
+        // Other columns: an error naming the file.
+        result(
+            tmp.path(),
+            "exp3",
+            cfg,
+            &[("metrics.csv", "system,nDCG@10\nx,0.1\n")],
+        );
+        spec.also = vec!["exp3".into()];
+        let e = render_readme_table(&spec, tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exp3") && e.contains("differ"), "{e}");
     }
 
     #[test]
