@@ -5,7 +5,7 @@
 //! |---|---|
 //! | [`MATRIX_ID`] | `data/expected.toml`'s `[[headline]]` rows (their numbers are graded expected values), with their steps' times from `data/reproduce-times.tsv` |
 //! | [`STEP_TIMES_ID`](super::STEP_TIMES_ID) | `scripts/reproduce`'s steps and `data/reproduce-times.tsv` |
-//! | [`ASSETS_ID`] | `data/assets.toml` (licence, size, online source, offline fill) |
+//! | [`ASSETS_ID`], [`ASSETS_DETAIL_ID`] | `data/assets.toml` (description, licence, size, online source, offline fill) |
 //! | [`PERFORMANCE_ID`] | `data/benchmarks.toml`'s `[[row]]`s, read from the benchmark records |
 //! | [`BENCH_RUNS_ID`] | each benchmark record's date, commit, CPU and load |
 //! | `bench-record-NAME` | the record's `bench.md`, as the benchmark wrote it |
@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 
 /// Id of the models-and-data table ([`render_assets`]).
 pub const ASSETS_ID: &str = "assets";
+/// Id of the detailed models-and-data table ([`render_assets_detail`]).
+pub const ASSETS_DETAIL_ID: &str = "assets-detail";
 /// Id of the README's performance table ([`Benchmarks::render_performance`]).
 pub const PERFORMANCE_ID: &str = "performance";
 /// Id of the table of benchmark runs ([`Benchmarks::render_runs`]).
@@ -279,6 +281,47 @@ pub fn render_assets(assets: &Assets) -> Result<String> {
             s.size_label(),
             online,
             fill.to_string(),
+        ])?;
+    }
+    Ok(t.to_markdown())
+}
+
+/// The models-and-data table with each asset's description and its offline fill named:
+/// asset, what, licence, size, online source, offline fill.
+pub fn render_assets_detail(assets: &Assets) -> Result<String> {
+    let mut t = Table::new(["asset", "what", "licence", "size", "online", "offline fill"]);
+    for (name, s) in &assets.specs {
+        let online = match &s.online {
+            Some(Online::Hub {
+                repo, repo_type, ..
+            }) => match repo_type.unwrap_or(s.kind) {
+                crate::assets::AssetKind::Dataset => format!("hub data set `{repo}`"),
+                _ => format!("hub `{repo}`"),
+            },
+            Some(Online::Url { base, .. }) => match github_repo(base) {
+                Some(r) => format!("url, `{r}` at a commit"),
+                None => format!("url `{base}`"),
+            },
+            None => "none".to_string(),
+        };
+        let fill = match &s.source {
+            Some(Source::Pypi { package, .. }) => format!("PyPI `{package}`"),
+            Some(Source::PypiSplitZip { packages, .. }) => {
+                format!("PyPI, a zip split over {} wheels", packages.len())
+            }
+            Some(Source::PypiSplitFile { packages, .. }) => {
+                format!("PyPI, one file split over {} wheels", packages.len())
+            }
+            Some(Source::Mirror { folder }) => format!("mirror folder `{folder}`"),
+            None => "none (online only)".to_string(),
+        };
+        t.push([
+            format!("`{name}`"),
+            s.description.clone(),
+            s.license.clone(),
+            s.size_label(),
+            online,
+            fill,
         ])?;
     }
     Ok(t.to_markdown())
@@ -673,14 +716,19 @@ pub fn record_blocks(
             ));
         }
     }
-    if want(ASSETS_ID) {
+    if want(ASSETS_ID) || want(ASSETS_DETAIL_ID) {
         let assets = Assets::from_manifest(
             &root.join("data/assets.toml"),
             crate::paths::hf_cache_dir(root),
             crate::paths::mirror_dir(root),
             crate::paths::wheel_dir(root),
         )?;
-        out.push((ASSETS_ID.to_string(), render_assets(&assets)?));
+        if want(ASSETS_ID) {
+            out.push((ASSETS_ID.to_string(), render_assets(&assets)?));
+        }
+        if want(ASSETS_DETAIL_ID) {
+            out.push((ASSETS_DETAIL_ID.to_string(), render_assets_detail(&assets)?));
+        }
     }
     let bench_ids: Vec<&String> = wanted
         .iter()
@@ -715,6 +763,7 @@ pub fn is_record_block(id: &str) -> bool {
         MATRIX_ID,
         super::STEP_TIMES_ID,
         ASSETS_ID,
+        ASSETS_DETAIL_ID,
         PERFORMANCE_ID,
         BENCH_RUNS_ID,
         SCRIPT_TIMES_ID,
