@@ -1211,7 +1211,13 @@ fn decode_entities(s: &str) -> String {
 fn remove_doubled_brackets(line: &str) -> std::borrow::Cow<'_, str> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| Regex::new(r"\[\[+|\]\]+|\{\{+|\}\}+").expect("valid regex"));
-    re.replace_all(line, "")
+    let mut out = re.replace_all(line, "");
+    // A removal can join two brackets into a new pair (`}{{}` → `}}`): repeat until none is
+    // left; each pass shortens the line, so this ends.
+    while re.is_match(&out) {
+        out = std::borrow::Cow::Owned(re.replace_all(&out, "").into_owned());
+    }
+    out
 }
 
 /// Step 9 of [`wikitext_to_plain`].
@@ -1493,6 +1499,14 @@ mod tests {
             plain(s),
             "Anarchism is a political philosophy that advocates self-governed societies. It is often defined as opposed to the state.\nThe term anarchism is a compound word."
         );
+    }
+
+    #[test]
+    fn removing_brackets_does_not_join_new_pairs() {
+        // `&#123;` decodes to `{` after the templates are gone: `}{{}` loses `{{` and
+        // would leave `}}` after one pass.
+        assert_eq!(plain("}&#123;{}x"), "x");
+        assert_eq!(plain("a ]][[]] b"), "a b");
     }
 
     proptest::proptest! {
