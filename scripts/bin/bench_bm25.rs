@@ -101,6 +101,31 @@ struct PeerOut {
     peers: Vec<PeerBackend>,
 }
 
+/// The arguments both peer scripts take (corpus, queries, k1, b, top 10, repeats), then `extra`.
+fn peer_argv(corpus: &Path, queries: &Path, args: &Args, extra: &[&str]) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        "--corpus".into(),
+        corpus.into(),
+        "--queries".into(),
+        queries.into(),
+    ];
+    argv.extend(
+        [
+            "--k1",
+            &args.k1.to_string(),
+            "--b",
+            &args.b.to_string(),
+            "--k",
+            "10",
+            "--repeats",
+            &args.repeats.to_string(),
+        ]
+        .map(OsString::from),
+    );
+    argv.extend(extra.iter().map(OsString::from));
+    argv
+}
+
 /// The Lucene peer script's JSON line (`bench_lucene.py`).
 #[derive(serde::Deserialize)]
 struct LuceneOut {
@@ -122,26 +147,7 @@ fn run_lucene(
     queries: &Path,
     args: &Args,
 ) -> Result<(LuceneOut, String)> {
-    let mut argv: Vec<OsString> = vec![
-        "--corpus".into(),
-        corpus.into(),
-        "--queries".into(),
-        queries.into(),
-    ];
-    argv.extend(
-        [
-            "--k1",
-            &args.k1.to_string(),
-            "--b",
-            &args.b.to_string(),
-            "--k",
-            "10",
-            "--repeats",
-            &args.repeats.to_string(),
-        ]
-        .map(OsString::from),
-    );
-    let out = peers.run(LUCENE_PEER, argv)?;
+    let out = peers.run(LUCENE_PEER, peer_argv(corpus, queries, args, &[]))?;
     let mut parsed: LuceneOut = out.json()?;
     ensure!(
         parsed.peers.len() == 1,
@@ -202,28 +208,11 @@ fn run_peer(
     queries: &Path,
     args: &Args,
 ) -> Result<(PeerOut, String)> {
-    let mut argv: Vec<OsString> = vec![
-        "--corpus".into(),
-        corpus.into(),
-        "--queries".into(),
-        queries.into(),
-    ];
-    argv.extend(
-        [
-            "--k1",
-            &args.k1.to_string(),
-            "--b",
-            &args.b.to_string(),
-            "--method",
-            "lucene",
-            "--k",
-            "10",
-            "--backends",
-            "numba,numpy",
-            "--repeats",
-            &args.repeats.to_string(),
-        ]
-        .map(OsString::from),
+    let argv = peer_argv(
+        corpus,
+        queries,
+        args,
+        &["--method", "lucene", "--backends", "numba,numpy"],
     );
     let out = peers.run(PEER, argv)?;
     let parsed: PeerOut = out.json()?;

@@ -37,7 +37,6 @@ Output: one JSON line on stdout (and in `--out`) whose `peers` has one entry in 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -51,6 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_bm25s import analyze, doc_text, read_jsonl  # noqa: E402
+from llamacpp_peer import sha256_file  # noqa: E402
 
 PYSERINI = "1.6.0"
 JAR = "anserini-1.7.1-fatjar.jar"
@@ -82,14 +82,6 @@ def anserini_jar() -> Path:
                 shutil.copyfileobj(src, out)
             part.rename(dest)
     return dest
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main() -> None:
@@ -179,7 +171,7 @@ def main() -> None:
         "java": System.getProperty("java.version"),
         "lucene_version": autoclass("org.apache.lucene.util.Version").LATEST.toString(),
         "anserini_jar": JAR,
-        "anserini_jar_sha256": sha256(jar),
+        "anserini_jar_sha256": sha256_file(jar),
         "pyserini_sdist": PYSERINI,
         "num_passages": len(corpus),
         "num_queries": n,
