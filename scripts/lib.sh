@@ -62,7 +62,7 @@ steps_summary() {
     local log="$ROOT/data/results/script-times.tsv" when cpu load
     mkdir -p "$ROOT/data/results"
     when="$(date -u +%FT%TZ)"
-    cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+    cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
     for i in "${!STEP_SECONDS[@]}"; do
       printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
