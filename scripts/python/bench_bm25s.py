@@ -149,6 +149,15 @@ def backend_checks(backend: str) -> dict:
     return checks
 
 
+def emit_json_line(out: dict, path: Path | None) -> None:
+    """Print `out` as one JSON line (the peer protocol), and write it to `path` if given."""
+    line = json.dumps(out, ensure_ascii=False)
+    print(line)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(line + "\n", encoding="utf-8")
+
+
 def doc_text(d: dict) -> str:
     title = (d.get("title") or "").strip()
     return f"{title} {d['text']}" if title else d["text"]
@@ -305,11 +314,7 @@ def main() -> None:
         "backends_top10_agree": agree,
         "peers": peers,
     }
-    line = json.dumps(out, ensure_ascii=False)
-    print(line)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n", encoding="utf-8")
+    emit_json_line(out, args.out)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_bm25s import analyze, doc_text, read_jsonl  # noqa: E402
+from bench_bm25s import analyze, doc_text, emit_json_line, read_jsonl  # noqa: E402
 from llamacpp_peer import sha256_file  # noqa: E402
 
 PYSERINI = "1.6.0"
@@ -193,11 +193,7 @@ def main() -> None:
             "top10": top10,
         }],
     }
-    line = json.dumps(out, ensure_ascii=False)
-    print(line)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n", encoding="utf-8")
+    emit_json_line(out, args.out)
 
 
 if __name__ == "__main__":

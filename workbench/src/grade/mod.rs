@@ -543,17 +543,12 @@ impl Conditions {
 /// expected value it names (without its mark). Errors name the placeholder: one that is
 /// not closed, has another shape, or names no condition, or two conditions that disagree.
 fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| format!("`{{` without `}}` in `{text}`"))?;
-        let inner = &after[..close];
-        let parts: Vec<&str> = inner.split('|').collect();
-        let found: Vec<&Condition> = match parts.as_slice() {
+    fill_placeholders(
+        text,
+        || format!("`{{` without `}}` in `{text}`"),
+        |inner| {
+            let parts: Vec<&str> = inner.split('|').collect();
+            let found: Vec<&Condition> = match parts.as_slice() {
             [result, file, pointer] if pointer.starts_with('/') => all
                 .iter()
                 .filter(|c| {
@@ -576,18 +571,38 @@ fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, S
                 ))
             }
         };
-        let Some(first) = found.first() else {
-            return Err(format!("placeholder `{{{inner}}}` names no expected value"));
+            let Some(first) = found.first() else {
+                return Err(format!("placeholder `{{{inner}}}` names no expected value"));
+            };
+            if found.iter().any(|c| c.expected.text != first.expected.text) {
+                let all: Vec<&str> = found.iter().map(|c| c.expected.text.as_str()).collect();
+                return Err(format!(
+                    "placeholder `{{{inner}}}` names expected values that differ: {}",
+                    all.join(", ")
+                ));
+            }
+            let e = &first.expected;
+            Ok(e.text[..e.text.len() - e.mark.len()].trim_end().to_string())
+        },
+    )
+}
+
+/// `template` with each `{inner}` replaced by `value(inner)`; `unclosed` is the error for a
+/// `{` without its `}`. The one placeholder scanner of the generated blocks.
+fn fill_placeholders<E>(
+    template: &str,
+    unclosed: impl FnOnce() -> E,
+    mut value: impl FnMut(&str) -> std::result::Result<String, E>,
+) -> std::result::Result<String, E> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return Err(unclosed());
         };
-        if found.iter().any(|c| c.expected.text != first.expected.text) {
-            let all: Vec<&str> = found.iter().map(|c| c.expected.text.as_str()).collect();
-            return Err(format!(
-                "placeholder `{{{inner}}}` names expected values that differ: {}",
-                all.join(", ")
-            ));
-        }
-        let e = &first.expected;
-        out.push_str(e.text[..e.text.len() - e.mark.len()].trim_end());
+        out.push_str(&value(&after[..close])?);
         rest = &after[close + 1..];
     }
     out.push_str(rest);

@@ -251,23 +251,7 @@ pub fn render_notebook_times(times: &[ScriptTime], notebooks: &Path) -> Result<S
 pub fn render_assets(assets: &Assets) -> Result<String> {
     let mut t = Table::new(["asset", "licence", "size", "online source", "offline fill"]);
     for (name, s) in &assets.specs {
-        let online = match &s.online {
-            Some(Online::Hub {
-                repo, repo_type, ..
-            }) => {
-                let kind = repo_type.unwrap_or(s.kind);
-                if kind == crate::assets::AssetKind::Dataset {
-                    format!("hub data set `{repo}`")
-                } else {
-                    format!("hub `{repo}`")
-                }
-            }
-            Some(Online::Url { base, .. }) => match github_repo(base) {
-                Some(r) => format!("GitHub `{r}` at a commit"),
-                None => format!("`{base}`"),
-            },
-            None => "none".to_string(),
-        };
+        let online = online_label(s, "GitHub");
         let fill = match &s.source {
             Some(Source::Pypi { .. }) => "PyPI wheel",
             Some(Source::PypiSplitZip { .. }) => "PyPI, split zip",
@@ -291,19 +275,7 @@ pub fn render_assets(assets: &Assets) -> Result<String> {
 pub fn render_assets_detail(assets: &Assets) -> Result<String> {
     let mut t = Table::new(["asset", "what", "licence", "size", "online", "offline fill"]);
     for (name, s) in &assets.specs {
-        let online = match &s.online {
-            Some(Online::Hub {
-                repo, repo_type, ..
-            }) => match repo_type.unwrap_or(s.kind) {
-                crate::assets::AssetKind::Dataset => format!("hub data set `{repo}`"),
-                _ => format!("hub `{repo}`"),
-            },
-            Some(Online::Url { base, .. }) => match github_repo(base) {
-                Some(r) => format!("url, `{r}` at a commit"),
-                None => format!("url `{base}`"),
-            },
-            None => "none".to_string(),
-        };
+        let online = online_label(s, "url,");
         let fill = match &s.source {
             Some(Source::Pypi { package, .. }) => format!("PyPI `{package}`"),
             Some(Source::PypiSplitZip { packages, .. }) => {
@@ -325,6 +297,24 @@ pub fn render_assets_detail(assets: &Assets) -> Result<String> {
         ])?;
     }
     Ok(t.to_markdown())
+}
+
+/// An asset's online source for a table: `hub \`ORG/NAME\``, `hub data set \`…\``, or
+/// `<url_word> \`OWNER/REPO\` at a commit` for a file of a GitHub repository.
+fn online_label(s: &crate::assets::AssetSpec, url_word: &str) -> String {
+    match &s.online {
+        Some(Online::Hub {
+            repo, repo_type, ..
+        }) => match repo_type.unwrap_or(s.kind) {
+            crate::assets::AssetKind::Dataset => format!("hub data set `{repo}`"),
+            _ => format!("hub `{repo}`"),
+        },
+        Some(Online::Url { base, .. }) => match github_repo(base) {
+            Some(r) => format!("{url_word} `{r}` at a commit"),
+            None => format!("{url_word} `{base}`"),
+        },
+        None => "none".to_string(),
+    }
 }
 
 /// `OWNER/REPO` of a `https://raw.githubusercontent.com/OWNER/REPO/COMMIT/…` prefix.
@@ -515,50 +505,39 @@ impl Benchmarks {
     }
 
     fn fill(&self, row: &PerformanceRow, template: &str) -> Result<String> {
-        let mut out = String::new();
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            out.push_str(&rest[..open]);
-            let after = &rest[open + 1..];
-            let close = after.find('}').ok_or_else(|| {
-                Error::bad_input(&self.path, format!("`{template}`: `{{` without `}}`"))
+        let value = |name: &str| -> Result<String> {
+            let c = row.cells.get(name).ok_or_else(|| {
+                Error::bad_input(
+                    &self.path,
+                    format!(
+                        "[[row]] `{}`: `{{{name}}}` is not one of its cells",
+                        row.what
+                    ),
+                )
             })?;
-            let inner = &after[..close];
-            let value = |name: &str| -> Result<String> {
-                let c = row.cells.get(name).ok_or_else(|| {
-                    Error::bad_input(
-                        &self.path,
-                        format!(
-                            "[[row]] `{}`: `{{{name}}}` is not one of its cells",
-                            row.what
-                        ),
-                    )
-                })?;
-                self.cell(&row.benchmark, c)
-            };
-            match inner.split_once('/') {
+            self.cell(&row.benchmark, c)
+        };
+        let num = |name: &str| -> Result<f64> {
+            let v = value(name)?;
+            v.trim().parse::<f64>().map_err(|_| {
+                Error::bad_input(
+                    &self.path,
+                    format!(
+                        "[[row]] `{}`: cell `{name}` = `{v}` is not a number",
+                        row.what
+                    ),
+                )
+            })
+        };
+        super::fill_placeholders(
+            template,
+            || Error::bad_input(&self.path, format!("`{template}`: `{{` without `}}`")),
+            |inner| match inner.split_once('/') {
                 // `{a/b}`: the ratio of two cells, two decimals.
-                Some((a, b)) => {
-                    let num = |name: &str| -> Result<f64> {
-                        let v = value(name)?;
-                        v.trim().parse::<f64>().map_err(|_| {
-                            Error::bad_input(
-                                &self.path,
-                                format!(
-                                    "[[row]] `{}`: cell `{name}` = `{v}` is not a number",
-                                    row.what
-                                ),
-                            )
-                        })
-                    };
-                    out.push_str(&format!("{:.2}", num(a)? / num(b)?));
-                }
-                None => out.push_str(&thousands(&value(inner)?)),
-            }
-            rest = &after[close + 1..];
-        }
-        out.push_str(rest);
-        Ok(out)
+                Some((a, b)) => Ok(format!("{:.2}", num(a)? / num(b)?)),
+                None => Ok(thousands(&value(inner)?)),
+            },
+        )
     }
 
     /// The README's performance table: what, ours, peer, ratio, and the run's date.
