@@ -50,6 +50,7 @@ step() {
 # record data/script-times.tsv, from which the README's times are generated, takes them
 # only through `bash scripts/record_times`.
 SCRIPT_TIMES_NAME="" SETUP_KIND=cached
+cpu_model() { awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo; }
 steps_summary() {
   _step_close
   printf '\n== time per step\n'
@@ -62,7 +63,7 @@ steps_summary() {
     local log="$ROOT/data/results/script-times.tsv" when cpu load
     mkdir -p "$ROOT/data/results"
     when="$(date -u +%FT%TZ)"
-    cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    cpu="$(cpu_model)"
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
     for i in "${!STEP_SECONDS[@]}"; do
       printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
