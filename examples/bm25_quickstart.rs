@@ -22,8 +22,7 @@ fn main() -> workbench::Result<()> {
     let analyzer = AnalyzerParams::default().build()?;
     let bm25 = Bm25::build(&passages, &analyzer, Bm25Params::new().k1(0.9).b(0.4))?;
 
-    let mut queries = Vec::new();
-    let mut qrels = Qrels::new();
+    let (mut queries, mut qrels) = (Vec::new(), Qrels::new());
     for (id, text, relevant) in [
         ("q1", "What is the capital of France?", "paris"),
         ("q2", "Who wrote Hamlet?", "hamlet"),

@@ -67,6 +67,11 @@ enum Command {
         /// and every docs/*.md of the project root).
         #[arg(long = "page", alias = "readme")]
         pages: Vec<PathBuf>,
+        /// Only the blocks generated from committed sources (matrix, findings, step times,
+        /// assets, benchmark records); the result tables are left as they are, so this
+        /// needs no result folders.
+        #[arg(long)]
+        records_only: bool,
     },
 }
 
@@ -139,7 +144,12 @@ fn run(out: &mut String) -> Result<bool> {
             }
             Ok(report.passed())
         }
-        Some(Command::Readme { write, pages, .. }) => {
+        Some(Command::Readme {
+            write,
+            pages,
+            records_only,
+            ..
+        }) => {
             let named = !pages.is_empty();
             let paths = if named { pages } else { grade::pages(&root)? };
             let mut pages = Vec::with_capacity(paths.len());
@@ -159,7 +169,18 @@ fn run(out: &mut String) -> Result<bool> {
                 if named && !marked.contains(&t.id) {
                     continue;
                 }
-                blocks.push((t.id.clone(), grade::render_readme_table(t, &results)?));
+                let table = if records_only {
+                    match pages
+                        .iter()
+                        .find(|(_, text)| grade::marked_ids(text).contains(&t.id))
+                    {
+                        Some((page, text)) => grade::block_content(text, &t.id, page)?.to_string(),
+                        None => continue,
+                    }
+                } else {
+                    grade::render_readme_table(t, &results)?
+                };
+                blocks.push((t.id.clone(), table));
             }
             // Blocks generated from committed sources (the reproduction matrix, step times,
             // assets, benchmark records), wherever a page holds their markers.

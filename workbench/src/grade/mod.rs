@@ -77,6 +77,9 @@ pub struct Headline {
     pub link: String,
 }
 
+/// Joins the key columns of a CSV block whose rows are named by several columns.
+pub const KEY_JOIN: &str = " + ";
+
 /// Id of the generated reproduction matrix ([`Conditions::render_matrix`]).
 pub const MATRIX_ID: &str = "matrix";
 
@@ -115,7 +118,9 @@ pub struct CsvBlock {
     pub result: String,
     /// CSV file in the result folder.
     pub file: String,
-    /// The column whose value names a row.
+    /// The column whose value names a row, or several joined by ` + ` (`metric + system`)
+    /// when one column does not name a row alone; the row keys are then the cells joined the
+    /// same way (`EM + fusion`).
     pub key: String,
     /// The columns holding the expected values.
     pub columns: Vec<String>,
@@ -474,6 +479,13 @@ impl Conditions {
             t.push(row)?;
         }
         Ok(t.to_markdown())
+    }
+
+    /// `template` (markdown read from `at`) with each placeholder replaced by the expected
+    /// value it names, as in a `[[headline]]`: the text of a findings block, whose every
+    /// number is then a graded value.
+    pub fn render_text(&self, template: &str, at: &Path) -> Result<String> {
+        fill_headline(template, &self.conditions()).map_err(|m| Error::bad_input(at, m))
     }
 
     fn tolerance(&self, t: &ToleranceSpec, at: &str) -> Result<Tolerance> {
@@ -994,8 +1006,18 @@ fn measure(
                     )
                 })
             };
-            let (kc, vc) = (col(key_column)?, col(column)?);
-            let rows: Vec<&Vec<String>> = t.rows.iter().filter(|r| r[kc] == *key).collect();
+            let kcs = key_column
+                .split(KEY_JOIN)
+                .map(col)
+                .collect::<std::result::Result<Vec<usize>, String>>()?;
+            let vc = col(column)?;
+            let row_key = |r: &Vec<String>| {
+                kcs.iter()
+                    .map(|&k| r[k].as_str())
+                    .collect::<Vec<_>>()
+                    .join(KEY_JOIN)
+            };
+            let rows: Vec<&Vec<String>> = t.rows.iter().filter(|r| row_key(r) == *key).collect();
             let row = match rows.as_slice() {
                 [r] => r,
                 [] => return Err(format!("{file} has no row with {key_column} = `{key}`")),
@@ -1944,6 +1966,52 @@ notes = [
             "grades: 5 OK, 1 OKish, 3 FAIL, 6 MISSING, 0 STALE; 1 reported (not graded)\n"
         ));
         assert!(text.contains("0.845"), "expected beside measured:\n{text}");
+    }
+
+    #[test]
+    fn rows_named_by_several_columns_and_findings_texts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let text = r#"
+[[result]]
+name = "cmp"
+binary = "cmp_bin"
+what = "paired tests"
+
+[[csv]]
+result = "cmp"
+file = "significance.csv"
+key = "metric + system"
+columns = ["diff", "p"]
+tolerance = 0.01
+rows = [["EM + fusion", "-4.2", "1.00"], ["F1 + fusion", "-7.0", "0.12"], ["EM + span", "25", "0.03"]]
+"#;
+        let c = Conditions::parse(text, Path::new("test.toml")).unwrap();
+        let sig = "metric,system,diff,p\nEM,fusion,-4.1667,1.0000\nF1,fusion,-6.9513,0.1198\nEM,span,+25.0000,0.0500\n";
+        result(
+            tmp.path(),
+            "cmp",
+            serde_json::json!({}),
+            &[("significance.csv", sig)],
+        );
+        let report = grade(&c, tmp.path(), None);
+        assert_eq!(grade_of(&report, "EM + fusion / diff").grade, Grade::Ok);
+        assert_eq!(grade_of(&report, "F1 + fusion / p").grade, Grade::Ok);
+        // 0.05 against 0.03 ± 0.01: the key columns found the right row, whose value fails.
+        assert_eq!(grade_of(&report, "EM + span / p").grade, Grade::Fail);
+        let at = Path::new("findings/x.md");
+        assert_eq!(
+            c.render_text("EM {cmp|significance.csv|EM + fusion|diff} (p = {cmp|significance.csv|EM + fusion|p})", at)
+                .unwrap(),
+            "EM -4.2 (p = 1.00)"
+        );
+        let e = c
+            .render_text("{cmp|significance.csv|EM + judge|p}", at)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("findings/x.md") && e.contains("names no expected value"),
+            "{e}"
+        );
     }
 
     #[test]

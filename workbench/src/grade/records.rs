@@ -12,6 +12,7 @@
 //! | [`SCRIPT_TIMES_ID`] | `data/script-times.tsv`: the last total of `scripts/test` and `scripts/reproduce` per scale, on a fresh machine and with the setup cached |
 //! | [`SCRIPT_STEPS_ID`] | `data/script-times.tsv`: the steps of the last recorded run of each script and setup |
 //! | [`NOTEBOOK_TIMES_ID`] | `data/script-times.tsv`: the last execution time of each notebook |
+//! | `findings-NAME` | `data/findings/NAME.md`, whose `{result|file|row|column}` and `{result|file|/pointer}` placeholders are graded expected values of `data/expected.toml` |
 //!
 //! A benchmark record is `data/benchmarks/NAME/`: the small outputs of `data/results/NAME/`
 //! (`bench.md`, the CSV files, `config.json`, `manifest.json`) and `recorded.json`
@@ -36,6 +37,8 @@ pub const PERFORMANCE_ID: &str = "performance";
 pub const BENCH_RUNS_ID: &str = "benchmark-runs";
 /// Prefix of the id of a record's own tables (`bench-record-NAME`).
 pub const RECORD_PREFIX: &str = "bench-record-";
+/// Prefix of the id of a findings text (`findings-NAME`, from `data/findings/NAME.md`).
+pub const FINDINGS_PREFIX: &str = "findings-";
 /// Id of the quick start's time table ([`render_script_times`]).
 pub const SCRIPT_TIMES_ID: &str = "script-times";
 /// Id of the step-by-step times of the scripts' last runs ([`render_script_steps`]).
@@ -709,6 +712,17 @@ pub fn record_blocks(
             out.push((ASSETS_DETAIL_ID.to_string(), render_assets_detail(&assets)?));
         }
     }
+    for id in wanted {
+        if let Some(name) = id.strip_prefix(FINDINGS_PREFIX) {
+            if out.iter().any(|(done, _)| done == id) {
+                continue;
+            }
+            let path = root.join("data/findings").join(format!("{name}.md"));
+            let template = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+            let text = conditions.render_text(template.trim_end(), &path)?;
+            out.push((id.clone(), format!("{}\n", reflow(&text, 95))));
+        }
+    }
     let bench_ids: Vec<&String> = wanted
         .iter()
         .filter(|w| *w == PERFORMANCE_ID || *w == BENCH_RUNS_ID || w.starts_with(RECORD_PREFIX))
@@ -736,6 +750,61 @@ pub fn record_blocks(
     Ok(out)
 }
 
+/// `text` with each paragraph and list item (`- ` …) refilled to lines of at most `width`
+/// characters (a longer word gets a line of its own); tables, headings and blank lines are
+/// kept as they are. The placeholders of a findings text make its lines ragged once filled.
+fn reflow(text: &str, width: usize) -> String {
+    fn fill(out: &mut Vec<String>, words: &[&str], first: &str, rest: &str, width: usize) {
+        let mut line = first.to_string();
+        let mut empty = true;
+        for w in words {
+            if !empty && line.chars().count() + 1 + w.chars().count() > width {
+                out.push(std::mem::replace(&mut line, rest.to_string()));
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(w);
+            empty = false;
+        }
+        if !empty {
+            out.push(line);
+        }
+    }
+    let mut out = Vec::new();
+    let mut block: Vec<&str> = Vec::new();
+    let mut item = false;
+    let flush = |out: &mut Vec<String>, block: &mut Vec<&str>, item: bool| {
+        if block.is_empty() {
+            return;
+        }
+        let (first, rest) = if item { ("- ", "  ") } else { ("", "") };
+        fill(out, block, first, rest, width);
+        block.clear();
+    };
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('|') || t.starts_with('#') {
+            flush(&mut out, &mut block, item);
+            out.push(line.to_string());
+            continue;
+        }
+        if let Some(body) = t.strip_prefix("- ") {
+            flush(&mut out, &mut block, item);
+            item = true;
+            block.extend(body.split_whitespace());
+        } else {
+            if block.is_empty() {
+                item = false;
+            }
+            block.extend(t.split_whitespace());
+        }
+    }
+    flush(&mut out, &mut block, item);
+    out.join("\n")
+}
+
 /// Whether `id` is a block [`record_blocks`] renders.
 pub fn is_record_block(id: &str) -> bool {
     [
@@ -751,11 +820,25 @@ pub fn is_record_block(id: &str) -> bool {
     ]
     .contains(&id)
         || id.starts_with(RECORD_PREFIX)
+        || id.starts_with(FINDINGS_PREFIX)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn findings_texts_are_refilled() {
+        let text = "Intro with\na   short\nline.\n\n- item one\n  goes on\n- item two\n\n| a | b |\n|---|---|";
+        assert_eq!(
+            reflow(text, 12),
+            "Intro with a\nshort line.\n\n- item one\n  goes on\n- item two\n\n| a | b |\n|---|---|"
+        );
+        assert_eq!(
+            reflow("averyveryverylongword x", 5),
+            "averyveryverylongword\nx"
+        );
+    }
 
     #[test]
     fn thousands_groups_long_integers_only() {
