@@ -55,6 +55,12 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Print the machine kind of a benchmark's `config.json` (`workbench::grade::records::
+    /// machine_kind`); `scripts/record_bench` keeps the latest run of each kind.
+    MachineKind {
+        /// A benchmark result's (or record's) `config.json`.
+        config: PathBuf,
+    },
     /// The generated tables of README.md and docs/*.md: check them (default) or rewrite them.
     Readme {
         /// Rewrite the blocks between the markers from the results.
@@ -143,6 +149,14 @@ fn run(out: &mut String) -> Result<bool> {
                 writeln!(out, "some values are FAIL, MISSING or STALE: exit status 1")?;
             }
             Ok(report.passed())
+        }
+        Some(Command::MachineKind { config }) => {
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", config.display()))?;
+            writeln!(out, "{}", grade::records::machine_kind(&v["machine"]))?;
+            Ok(true)
         }
         Some(Command::Readme {
             write,

@@ -37,6 +37,55 @@ pub const PERFORMANCE_ID: &str = "performance";
 pub const BENCH_RUNS_ID: &str = "benchmark-runs";
 /// Prefix of the id of a record's own tables (`bench-record-NAME`).
 pub const RECORD_PREFIX: &str = "bench-record-";
+/// Sub-folder of a benchmark record holding, per kind of machine other than the latest run's,
+/// the latest run on that kind (`data/benchmarks/NAME/machines/KIND/`, see [`machine_kind`]).
+pub const MACHINES_DIR: &str = "machines";
+
+/// The kind of machine a benchmark ran on, from its `config.json` `machine` object: the CPU
+/// model as a slug and the widest instruction set the kernels can use (`amx`, `avx512`,
+/// `avx2`, else `baseline`), e.g. `intel-xeon-amx` or `amd-epyc-7b13-avx2`. Runs of one kind
+/// compare with each other; the records keep the latest run of each kind.
+pub fn machine_kind(machine: &Value) -> String {
+    let model = machine["cpu_model"].as_str().unwrap_or("unknown cpu");
+    let model = model.to_lowercase().replace("(r)", "").replace("(tm)", "");
+    let model = model.split('@').next().unwrap_or_default();
+    let words: Vec<String> = model
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty() && !matches!(*w, "processor" | "cpu" | "core"))
+        .map(str::to_string)
+        .collect();
+    let has = |f: &str| {
+        machine["features"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(f)))
+    };
+    let tier = if has("amx_int8") {
+        "amx"
+    } else if has("avx512f") {
+        "avx512"
+    } else if has("avx2") {
+        "avx2"
+    } else {
+        "baseline"
+    };
+    format!("{}-{tier}", words.join("-"))
+}
+
+/// `CPU model, N cores, flags` of a record's `machine` object.
+fn cpu_label(m: &Value) -> String {
+    match (m["cpu_model"].as_str(), m["features"].as_array()) {
+        (Some(model), Some(f)) => {
+            let flags: Vec<&str> = f.iter().filter_map(Value::as_str).collect();
+            format!(
+                "{model}, {} cores, {}",
+                m["cores"].as_u64().unwrap_or(0),
+                flags.join(" ")
+            )
+        }
+        _ => "not recorded".to_string(),
+    }
+}
+
 /// Prefix of the id of a findings text (`findings-NAME`, from `data/findings/NAME.md`).
 pub const FINDINGS_PREFIX: &str = "findings-";
 /// Id of the quick start's time table ([`render_script_times`]).
@@ -565,8 +614,30 @@ impl Benchmarks {
             .map_err(|e| Error::bad_input(self.record(name).join("recorded.json"), e.to_string()))
     }
 
-    /// The benchmark runs: link, date, commit, CPU model and flags, load average before
-    /// (and after, when the benchmark recorded it).
+    /// The records of benchmark `name`, relative to the records folder: the latest run
+    /// (`NAME`), then the latest run of each other machine kind (`NAME/machines/KIND`),
+    /// newest first.
+    fn runs_of(&self, name: &str) -> Result<Vec<String>> {
+        let mut others = Vec::new();
+        let dir = self.record(name).join(MACHINES_DIR);
+        if dir.is_dir() {
+            for e in std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let e = e.map_err(|e| Error::io(&dir, e))?;
+                if e.path().is_dir() {
+                    let run = format!("{name}/{MACHINES_DIR}/{}", e.file_name().to_string_lossy());
+                    others.push((self.recorded(&run)?.finished, run));
+                }
+            }
+        }
+        others.sort_by(|a, b| b.cmp(a));
+        Ok(std::iter::once(name.to_string())
+            .chain(others.into_iter().map(|(_, r)| r))
+            .collect())
+    }
+
+    /// The benchmark runs, the latest of each benchmark and then the latest on each other
+    /// machine kind: link, date, commit, CPU model and flags, load average before (and
+    /// after, when the benchmark recorded it).
     pub fn render_runs(&self) -> Result<String> {
         let mut t = Table::new([
             "benchmark",
@@ -576,55 +647,52 @@ impl Benchmarks {
             "load average before → after",
         ]);
         for b in &self.benchmark {
-            let rec = self.recorded(&b.name)?;
-            let config = self.read_json(&b.name, "config.json")?;
-            let manifest = self.read_json(&b.name, "manifest.json")?;
-            let m = &config["machine"];
-            let cpu = match (m["cpu_model"].as_str(), m["features"].as_array()) {
-                (Some(model), Some(f)) => {
-                    let flags: Vec<&str> = f.iter().filter_map(Value::as_str).collect();
-                    format!(
-                        "{model}, {} cores, {}",
-                        m["cores"].as_u64().unwrap_or(0),
-                        flags.join(" ")
-                    )
-                }
-                _ => "not recorded".to_string(),
-            };
-            let before = m["load_before"].as_str().unwrap_or("not recorded");
-            // The benchmarks name the load at their end in several ways.
-            let summary = &manifest["summary"];
-            let end = summary["load_end"]
-                .as_str()
-                .or_else(|| summary["load_avg_end"].as_str())
-                .map(str::to_string)
-                .or_else(|| {
-                    summary["loadavg_1min"]
-                        .as_array()
-                        .and_then(|a| a.last())
-                        .map(|x| format!("{x} (1 min)"))
-                });
-            let load = format!("{before} → {}", end.as_deref().unwrap_or("not recorded"));
-            let commit = if rec.dirty {
-                format!("`{}` with uncommitted changes", rec.commit)
-            } else {
-                format!("`{}`", rec.commit)
-            };
-            t.push([
-                format!("[{}]({})", b.title, b.link),
-                rec.finished
-                    .replace('T', " ")
-                    .trim_end_matches('Z')
-                    .to_string(),
-                commit,
-                cpu,
-                load,
-            ])?;
+            for (i, run) in self.runs_of(&b.name)?.iter().enumerate() {
+                let rec = self.recorded(run)?;
+                let config = self.read_json(run, "config.json")?;
+                let manifest = self.read_json(run, "manifest.json")?;
+                let m = &config["machine"];
+                let before = m["load_before"].as_str().unwrap_or("not recorded");
+                // The benchmarks name the load at their end in several ways.
+                let summary = &manifest["summary"];
+                let end = summary["load_end"]
+                    .as_str()
+                    .or_else(|| summary["load_avg_end"].as_str())
+                    .map(str::to_string)
+                    .or_else(|| {
+                        summary["loadavg_1min"]
+                            .as_array()
+                            .and_then(|a| a.last())
+                            .map(|x| format!("{x} (1 min)"))
+                    });
+                let load = format!("{before} → {}", end.as_deref().unwrap_or("not recorded"));
+                let commit = if rec.dirty {
+                    format!("`{}` with uncommitted changes", rec.commit)
+                } else {
+                    format!("`{}`", rec.commit)
+                };
+                let label = if i == 0 {
+                    format!("[{}]({})", b.title, b.link)
+                } else {
+                    format!("[{}]({}), other machine", b.title, b.link)
+                };
+                t.push([
+                    label,
+                    rec.finished
+                        .replace('T', " ")
+                        .trim_end_matches('Z')
+                        .to_string(),
+                    commit,
+                    cpu_label(m),
+                    load,
+                ])?;
+            }
         }
         Ok(t.to_markdown())
     }
 
-    /// A record's own tables: its `bench.md`, as the benchmark wrote it.
+    /// A record's own tables: its `bench.md`, as the benchmark wrote it, then those of the
+    /// latest run on each other machine kind, each under a line naming the machine.
     pub fn render_record(&self, name: &str) -> Result<String> {
         if !self.benchmark.iter().any(|b| b.name == name) {
             return Err(Error::bad_input(
@@ -632,9 +700,23 @@ impl Benchmarks {
                 format!("no [[benchmark]] `{name}` (block `{RECORD_PREFIX}{name}`)"),
             ));
         }
-        let p = self.record(name).join("bench.md");
-        let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
-        Ok(text.trim().to_string())
+        let mut out = String::new();
+        for (i, run) in self.runs_of(name)?.iter().enumerate() {
+            let p = self.record(run).join("bench.md");
+            let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+            if i > 0 {
+                let rec = self.recorded(run)?;
+                let config = self.read_json(run, "config.json")?;
+                out.push_str(&format!(
+                    "\n\nThe latest run on another kind of machine ({}; {}, commit `{}`):\n\n",
+                    cpu_label(&config["machine"]),
+                    rec.finished.replace('T', " ").trim_end_matches('Z'),
+                    rec.commit
+                ));
+            }
+            out.push_str(text.trim());
+        }
+        Ok(out)
     }
 }
 
@@ -826,6 +908,66 @@ pub fn is_record_block(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_kinds_name_the_model_and_the_widest_instructions() {
+        let m = |model: &str, f: &[&str]| serde_json::json!({"cpu_model": model, "features": f});
+        assert_eq!(
+            machine_kind(&m(
+                "Intel(R) Xeon(R) Processor",
+                &["avx2", "avx512f", "amx_int8"]
+            )),
+            "intel-xeon-amx"
+        );
+        assert_eq!(
+            machine_kind(&m("AMD EPYC 7B13 64-Core Processor", &["avx2", "fma"])),
+            "amd-epyc-7b13-64-avx2"
+        );
+        assert_eq!(
+            machine_kind(&m("Intel(R) Core(TM) i7-8550U CPU @ 1.80GHz", &["avx512f"])),
+            "intel-i7-8550u-avx512"
+        );
+        assert_eq!(machine_kind(&serde_json::json!({})), "unknown-baseline");
+    }
+
+    #[test]
+    fn other_machine_kinds_are_shown_after_the_latest_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = fixture(dir.path(), "x\n1\n", "");
+        let other = dir.path().join("records/bench-x/machines/amd-epyc-avx2");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("bench.md"), "| b |\n|---|\n| 2 |\n").unwrap();
+        std::fs::write(
+            other.join("recorded.json"),
+            r#"{"finished": "2026-11-25T10:00:00Z", "commit": "abc1234"}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            other.join("config.json"),
+            r#"{"machine": {"cpu_model": "AMD EPYC", "cores": 2, "features": ["avx2"], "load_before": "1.0"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            other.join("manifest.json"),
+            r#"{"summary": {"load_end": "2.0"}}"#,
+        )
+        .unwrap();
+        let runs = b.render_runs().unwrap();
+        let lines: Vec<&str> = runs.lines().skip(2).collect();
+        assert_eq!(lines.len(), 2, "{runs}");
+        assert!(
+            lines[0].starts_with("| [X vs Y](#x) | 2026-11-27 08:25:00 | `ef4fd67`"),
+            "{runs}"
+        );
+        assert!(lines[1].contains("other machine") && lines[1].contains("AMD EPYC, 2 cores, avx2"));
+        assert!(lines[1].contains("1.0 → 2.0"), "{runs}");
+        let rec = b.render_record("bench-x").unwrap();
+        assert!(rec.starts_with("| a |"), "{rec}");
+        assert!(
+            rec.contains("another kind of machine (AMD EPYC, 2 cores, avx2; 2026-11-25 10:00:00, commit `abc1234`):\n\n| b |"),
+            "{rec}"
+        );
+    }
 
     #[test]
     fn findings_texts_are_refilled() {
