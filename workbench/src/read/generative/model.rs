@@ -484,20 +484,25 @@ impl Model {
         };
         cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
         cache.v[li].slice_set(&v, 1, pos)?;
-        // Contiguous copies: candle's batched matmul gave wrong scores on the strided
-        // cache views when a multi-token chunk follows cached positions.
-        let kc = cache.k[li].narrow(1, 0, kv_len)?.contiguous()?;
-        let vc = cache.v[li].narrow(1, 0, kv_len)?.contiguous()?;
         // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
         let q = q.reshape((nkv, group * t, hd))?;
         let scale = 1.0 / (hd as f64).sqrt();
-        let att = (q.matmul(&kc.t()?)? * scale)?;
-        let att = match mask {
-            Some(m) => att.broadcast_add(m)?,
-            None => att,
-        };
-        let att = candle_nn::ops::softmax_last_dim(&att)?;
-        let y = att.matmul(&vc)?; // [nkv, group * t, hd]
+        // One KV head at a time: its cached positions `[kv_len, hd]` are a contiguous slab
+        // of the cache, so no copy of the cache is made per token. (A batched matmul over
+        // the `[nkv, kv_len, hd]` view would need one: its batch stride is the capacity.)
+        let mut ys = Vec::with_capacity(nkv);
+        for j in 0..nkv {
+            let kc = cache.k[li].get(j)?.narrow(0, 0, kv_len)?;
+            let vc = cache.v[li].get(j)?.narrow(0, 0, kv_len)?;
+            let att = (q.get(j)?.matmul(&kc.t()?)? * scale)?;
+            let att = match mask {
+                Some(m) => att.broadcast_add(m)?,
+                None => att,
+            };
+            let att = candle_nn::ops::softmax_last_dim(&att)?;
+            ys.push(att.matmul(&vc)?); // [group * t, hd]
+        }
+        let y = Tensor::stack(&ys, 0)?; // [nkv, group * t, hd]
         y.reshape((nh, t, hd))?
             .transpose(0, 1)?
             .contiguous()?
