@@ -513,6 +513,9 @@ struct Config {
     max_gap_nats: f64,
     /// (model key, requantize) runs.
     runs: Vec<(String, Requantize)>,
+    /// The CPU whose kernels produced the logits (the last bits, and so near ties, depend on
+    /// the instructions used).
+    machine: workbench::machine::Machine,
 }
 
 /// One model's figures.
@@ -563,6 +566,7 @@ fn reference_all_models() {
         min_fraction: MIN_FRACTION,
         max_gap_nats: MAX_GAP,
         runs: runs.clone(),
+        machine: workbench::machine::Machine::detect(),
     };
     let out = workbench::results::ResultDir::new("llm_reference", &config).unwrap();
     out.begin().unwrap();

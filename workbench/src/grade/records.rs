@@ -403,6 +403,14 @@ pub struct Benchmark {
     pub title: String,
     /// Link to its section.
     pub link: String,
+    /// The markdown file of the record that its `bench-record-NAME` block shows (default
+    /// `bench.md`).
+    #[serde(default = "default_record_file")]
+    pub file: String,
+}
+
+fn default_record_file() -> String {
+    "bench.md".to_string()
 }
 
 /// A row of the performance table: three templates whose `{cell}` placeholders name cells
@@ -691,18 +699,19 @@ impl Benchmarks {
         Ok(t.to_markdown())
     }
 
-    /// A record's own tables: its `bench.md`, as the benchmark wrote it, then those of the
+    /// A record's own tables: its `bench.md` (or the `file` its `[[benchmark]]` names), as
+    /// the benchmark wrote it, then those of the
     /// latest run on each other machine kind, each under a line naming the machine.
     pub fn render_record(&self, name: &str) -> Result<String> {
-        if !self.benchmark.iter().any(|b| b.name == name) {
+        let Some(b) = self.benchmark.iter().find(|b| b.name == name) else {
             return Err(Error::bad_input(
                 &self.path,
                 format!("no [[benchmark]] `{name}` (block `{RECORD_PREFIX}{name}`)"),
             ));
-        }
+        };
         let mut out = String::new();
         for (i, run) in self.runs_of(name)?.iter().enumerate() {
-            let p = self.record(run).join("bench.md");
+            let p = self.record(run).join(&b.file);
             let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
             if i > 0 {
                 let rec = self.recorded(run)?;
