@@ -188,7 +188,9 @@ fn run(out: &mut String) -> Result<bool> {
                         .iter()
                         .find(|(_, text)| grade::marked_ids(text).contains(&t.id))
                     {
-                        Some((page, text)) => grade::block_content(text, &t.id, page)?.to_string(),
+                        Some((page, text)) => {
+                            grade::block_content(text, &t.id, page)?.trim().to_string()
+                        }
                         None => continue,
                     }
                 } else {
