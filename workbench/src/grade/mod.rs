@@ -594,7 +594,9 @@ fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, S
                 ));
             }
             let e = &first.expected;
-            Ok(e.text[..e.text.len() - e.mark.len()].trim_end().to_string())
+            Ok(records::thousands(
+                e.text[..e.text.len() - e.mark.len()].trim_end(),
+            ))
         },
     )
 }
