@@ -123,7 +123,8 @@ fn run(out: &mut String) -> Result<bool> {
     let results = args
         .results
         .unwrap_or_else(|| root.join("data").join("results"));
-    let conditions = Conditions::load(&conditions_path)?;
+    // Read by the commands that grade or generate; `machine-kind` needs no conditions file.
+    let load_conditions = || Conditions::load(&conditions_path);
     match args.command {
         None => {
             let bin_dir = match args.bin_dir {
@@ -134,7 +135,7 @@ fn run(out: &mut String) -> Result<bool> {
                     .parent()
                     .map(PathBuf::from),
             };
-            let conditions = conditions.at_scale(args.scale);
+            let conditions = load_conditions()?.at_scale(args.scale);
             writeln!(
                 out,
                 "grading {} values of the {} scale from {} against {}",
@@ -164,6 +165,7 @@ fn run(out: &mut String) -> Result<bool> {
             records_only,
             ..
         }) => {
+            let conditions = load_conditions()?;
             let named = !pages.is_empty();
             let paths = if named { pages } else { grade::pages(&root)? };
             let mut pages = Vec::with_capacity(paths.len());

@@ -461,6 +461,16 @@ struct Recorded {
     dirty: bool,
 }
 
+impl Recorded {
+    /// When the run finished, as the pages show it (`2026-11-27 08:25:00`, UTC).
+    fn when(&self) -> String {
+        self.finished
+            .replace('T', " ")
+            .trim_end_matches('Z')
+            .to_string()
+    }
+}
+
 impl Benchmarks {
     /// Read `path` (`data/benchmarks.toml`); records are in `records` (`data/benchmarks/`).
     pub fn load(path: &Path, records: &Path) -> Result<Self> {
@@ -684,16 +694,7 @@ impl Benchmarks {
                 } else {
                     format!("[{}]({}), other machine", b.title, b.link)
                 };
-                t.push([
-                    label,
-                    rec.finished
-                        .replace('T', " ")
-                        .trim_end_matches('Z')
-                        .to_string(),
-                    commit,
-                    cpu_label(m),
-                    load,
-                ])?;
+                t.push([label, rec.when(), commit, cpu_label(m), load])?;
             }
         }
         Ok(t.to_markdown())
@@ -719,7 +720,7 @@ impl Benchmarks {
                 out.push_str(&format!(
                     "\n\nThe latest run on another kind of machine ({}; {}, commit `{}`):\n\n",
                     cpu_label(&config["machine"]),
-                    rec.finished.replace('T', " ").trim_end_matches('Z'),
+                    rec.when(),
                     rec.commit
                 ));
             }
