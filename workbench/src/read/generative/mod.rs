@@ -43,6 +43,7 @@
 
 mod gguf;
 mod model;
+mod q6k;
 mod sample;
 mod template;
 mod tokenizer;

@@ -8,6 +8,7 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
+use super::q6k;
 use crate::{Error, Result};
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
@@ -54,11 +55,13 @@ struct Layer {
     down: Weight,
 }
 
-/// A layer's matmul weight: candle's quantised form, and optionally an f32 copy that
-/// prefill multiplies with gemm (see [`super::LoadOptions::f32_prefill`]).
+/// A matmul weight: candle's quantised form, optionally an f32 copy that prefill
+/// multiplies with gemm (see [`super::LoadOptions::f32_prefill`]), and for Q6_K on CPUs
+/// with AVX-512 the tensor for [`q6k::matmul`], which decoding uses instead of candle.
 struct Weight {
     q: QMatMul,
     f32: Option<Tensor>,
+    q6k: Option<Arc<QTensor>>,
     /// Multiply several decoding rows one row at a time (see [`row_exact`]).
     per_row: bool,
 }
@@ -66,8 +69,9 @@ struct Weight {
 /// Whether candle computes a row of `x · Wᵀ` differently for one row than for several:
 /// for Q6_K it runs one kernel on the compact blocks for a single row and another on
 /// repacked tiles for more, and their sums differ in the last bits (Q4_K and Q8_0 give
-/// bit-identical rows either way). Batched decoding multiplies such weights row by row,
-/// so that each sequence gets exactly the logits it gets alone.
+/// bit-identical rows either way). Batched decoding multiplies such weights with
+/// [`q6k::matmul`] (the same for any number of rows) where the CPU runs it, else row by
+/// row, so that each sequence gets exactly the logits it gets alone.
 fn row_exact(dtype: candle_core::quantized::GgmlDType) -> bool {
     dtype == candle_core::quantized::GgmlDType::Q6K
 }
@@ -89,12 +93,37 @@ fn qforward(q: &QMatMul, per_row: bool, x: &Tensor) -> candle_core::Result<Tenso
 pub(crate) const F32_MIN_ROWS: usize = 16;
 
 impl Weight {
-    /// `x · Wᵀ` for `x: [rows, k]`.
+    fn new(t: Arc<QTensor>, f32: Option<Tensor>) -> candle_core::Result<Self> {
+        let fast = t.dtype() == candle_core::quantized::GgmlDType::Q6K && q6k::available();
+        Ok(Weight {
+            q: QMatMul::from_arc(t.clone())?,
+            f32,
+            per_row: row_exact(t.dtype()) && !fast,
+            q6k: fast.then_some(t),
+        })
+    }
+
+    /// `x · Wᵀ` for `x: [rows, k]` in prefill (a single row as in decoding).
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match &self.f32 {
             Some(w) if x.dim(0)? >= F32_MIN_ROWS => x.matmul(&w.t()?),
+            _ if x.dim(0)? == 1 => self.decode(x),
             _ => self.q.forward(x),
         }
+    }
+
+    /// `x · Wᵀ` for the rows of decoding sequences: each row the same whatever their
+    /// number (see [`row_exact`]).
+    fn decode(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        if let Some(t) = &self.q6k {
+            let rows = x.dim(0)?;
+            let xs = x.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+            if let Some(y) = q6k::matmul(t, &xs)? {
+                let n = y.len() / rows;
+                return Tensor::from_vec(y, (rows, n), &Device::Cpu);
+            }
+        }
+        qforward(&self.q, self.per_row, x)
     }
 }
 
@@ -148,9 +177,7 @@ pub(crate) struct Model {
     embd: Arc<QTensor>,
     layers: Vec<Layer>,
     out_norm: Tensor,
-    output: QMatMul,
-    /// The output head is multiplied row by row in batched decoding (see [`row_exact`]).
-    output_per_row: bool,
+    output: Weight,
     cos: Tensor,
     sin: Tensor,
     max_ctx: usize,
@@ -270,10 +297,9 @@ impl Model {
                     requantized += 1;
                 }
                 weight_bytes += t.storage_size_in_bytes();
-                let per_row = row_exact(t.dtype());
                 let t = Arc::new(t);
-                let q = QMatMul::from_arc(t.clone()).map_err(ce(&path, name))?;
-                Ok((Weight { q, f32, per_row }, t))
+                let w = Weight::new(t.clone(), f32).map_err(ce(&path, name))?;
+                Ok((w, t))
             };
         let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
             g.tensor(name, false)?
@@ -289,15 +315,11 @@ impl Model {
         };
         let embd = Arc::new(g.tensor("token_embd.weight", false)?);
         let embd_bytes = embd.storage_size_in_bytes();
-        let (output, output_per_row) = if g.has_tensor("output.weight") {
+        let output = if g.has_tensor("output.weight") {
             // The head runs on the last position only: no f32 copy.
-            let w = qmm(g, "output.weight", false)?.0;
-            (w.q, w.per_row)
+            qmm(g, "output.weight", false)?.0
         } else {
-            (
-                QMatMul::from_arc(embd.clone()).map_err(ce(&path, "token_embd.weight"))?,
-                row_exact(embd.dtype()),
-            )
+            Weight::new(embd.clone(), None).map_err(ce(&path, "token_embd.weight"))?
         };
         let out_norm = vec(g, "output_norm.weight")?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
@@ -346,7 +368,6 @@ impl Model {
             layers,
             out_norm,
             output,
-            output_per_row,
             cos,
             sin,
             max_ctx,
@@ -414,7 +435,10 @@ impl Model {
         quantised: bool,
     ) -> candle_core::Result<[Tensor; N]> {
         let rows = h.dim(0)?;
-        if self.fuse && (rows == 1 || (quantised && !ws.iter().any(|w| w.per_row))) {
+        // Not with a Q6_K weight that decoding multiplies with `q6k::matmul`: candle's
+        // fused product of it would round differently alone than in a batch.
+        let own = ws.iter().any(|w| w.q6k.is_some());
+        if self.fuse && !own && (rows == 1 || (quantised && !ws.iter().any(|w| w.per_row))) {
             let ts: Vec<&QTensor> = fused_t.iter().map(|t| t.as_ref()).collect();
             if let Some(out) = QTensor::gemv_fused_shared_lhs(&ts, h)? {
                 if let Ok(arr) = <[Tensor; N]>::try_from(out) {
@@ -425,7 +449,7 @@ impl Model {
         let mut out = Vec::with_capacity(N);
         for w in ws {
             out.push(if quantised {
-                qforward(&w.q, w.per_row, h)?
+                w.decode(h)?
             } else {
                 w.forward(h)?
             });
@@ -514,7 +538,7 @@ impl Model {
         let [gt, up] = self.project(&l.gate_up_t, [&l.gate, &l.up], h, quantised)?;
         let act = (gt.silu()? * up)?;
         if quantised {
-            qforward(&l.down.q, l.down.per_row, &act)
+            l.down.decode(&act)
         } else {
             l.down.forward(&act)
         }
@@ -559,7 +583,7 @@ impl Model {
         cache.len = kv_len;
         let last = x.narrow(0, t - 1, 1)?;
         let h = candle_nn::ops::rms_norm(&last, &self.out_norm, cfg.eps)?;
-        let logits = self.output.forward(&h)?;
+        let logits = self.output.decode(&h)?;
         logits.squeeze(0)?.to_vec1::<f32>()
     }
 
@@ -593,7 +617,7 @@ impl Model {
                 ys.push(self.attend(c, li, &qi, &ki, &vi, pos, None)?);
             }
             let y = Tensor::cat(&ys, 0)?;
-            x = (x + qforward(&l.wo.q, l.wo.per_row, &y)?)?;
+            x = (x + l.wo.decode(&y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &l.ffn_norm, cfg.eps)?;
             x = (&x + self.ffn(l, &h, true)?)?;
         }
@@ -601,7 +625,7 @@ impl Model {
             c.len += 1;
         }
         let h = candle_nn::ops::rms_norm(&x, &self.out_norm, cfg.eps)?;
-        qforward(&self.output, self.output_per_row, &h)?.to_vec2::<f32>()
+        self.output.decode(&h)?.to_vec2::<f32>()
     }
 }
 
