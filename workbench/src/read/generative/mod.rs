@@ -39,7 +39,9 @@
 //!
 //! Decode uses candle's fused single-row matmul for q/k/v and gate/up where candle has it
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
-//! measurements.
+//! measurements. Q6_K weights are multiplied in decode by the module's own AVX-512 kernel
+//! (`q6k.rs`: one pass over the weights for all the rows of a batch, each row the same
+//! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's.
 
 mod gguf;
 mod model;
