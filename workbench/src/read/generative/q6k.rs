@@ -62,7 +62,7 @@ impl Q8k {
     /// Quantise `x: [rows, k]` (row-major, `k` a multiple of 256) block by block, with
     /// ggml's rounding: scale `−127 / max` where `max` is the value of largest magnitude.
     pub fn quantize(x: &[f32], k: usize) -> Q8k {
-        debug_assert!(k % QK == 0 && x.len() % k == 0);
+        debug_assert!(k.is_multiple_of(QK) && x.len().is_multiple_of(k));
         let rows = x.len() / k;
         let nb = k / QK;
         let mut out = Q8k {
@@ -110,7 +110,7 @@ pub(crate) fn matmul(w: &QTensor, x: &[f32]) -> candle_core::Result<Option<Vec<f
         return Ok(None);
     }
     let (n, k) = w.shape().dims2()?;
-    if k % QK != 0 || x.len() % k != 0 {
+    if k == 0 || !k.is_multiple_of(QK) || !x.len().is_multiple_of(k) {
         candle_core::bail!("q6k matmul: {} inputs for rows of {k}", x.len());
     }
     let data = w.data()?;
