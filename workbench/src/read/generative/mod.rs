@@ -43,6 +43,7 @@
 //! (`q6k.rs`: one pass over the weights for all the rows of a batch, each row the same
 //! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's.
 
+mod decode_attn;
 mod gguf;
 mod model;
 mod q6k;

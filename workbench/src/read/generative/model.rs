@@ -8,10 +8,10 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
-use super::q6k;
+use super::{decode_attn, q6k};
 use crate::{Error, Result};
 use candle_core::quantized::{QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Module, Storage, Tensor};
 use std::sync::Arc;
 
 /// Architectures this module runs.
@@ -508,9 +508,14 @@ impl Model {
         };
         cache.k[li].slice_set(&k.squeeze(0)?, 1, pos)?;
         cache.v[li].slice_set(&v, 1, pos)?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        if t == 1 {
+            if let Some(y) = self.attend_one(cache, li, &q, kv_len, scale)? {
+                return Ok(y);
+            }
+        }
         // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
         let q = q.reshape((nkv, group * t, hd))?;
-        let scale = 1.0 / (hd as f64).sqrt();
         // One KV head at a time: its cached positions `[kv_len, hd]` are a contiguous slab
         // of the cache, so no copy of the cache is made per token. (A batched matmul over
         // the `[nkv, kv_len, hd]` view would need one: its batch stride is the capacity.)
@@ -531,6 +536,49 @@ impl Model {
             .transpose(0, 1)?
             .contiguous()?
             .reshape((t, nh * hd))
+    }
+
+    /// One position's attention (`q: [1, nh, 1, hd]`, rotated) over layer `li` of `cache`
+    /// with [`decode_attn::attend`], reading the cache in place: `[1, nh * hd]`, or `None`
+    /// where that kernel does not apply.
+    fn attend_one(
+        &self,
+        cache: &KvCache,
+        li: usize,
+        q: &Tensor,
+        kv_len: usize,
+        scale: f64,
+    ) -> candle_core::Result<Option<Tensor>> {
+        if !decode_attn::available() {
+            return Ok(None);
+        }
+        let cfg = &self.cfg;
+        let qv = q.flatten_all()?.to_vec1::<f32>()?;
+        let (ks, kl) = cache.k[li].storage_and_layout();
+        let (vs, vl) = cache.v[li].storage_and_layout();
+        let (Storage::Cpu(kc), Storage::Cpu(vc)) = (&*ks, &*vs) else {
+            return Ok(None);
+        };
+        if !kl.is_contiguous() || !vl.is_contiguous() {
+            return Ok(None);
+        }
+        let kf = &kc.as_slice::<f32>()?[kl.start_offset()..];
+        let vf = &vc.as_slice::<f32>()?[vl.start_offset()..];
+        let shape = decode_attn::Shape {
+            n_head: cfg.n_head,
+            n_kv_head: cfg.n_kv_head,
+            head_dim: cfg.head_dim,
+            cap: cache.cap,
+            kv_len,
+        };
+        match decode_attn::attend(&qv, kf, vf, shape, scale as f32) {
+            Some(y) => Ok(Some(Tensor::from_vec(
+                y,
+                (1, cfg.n_head * cfg.head_dim),
+                &Device::Cpu,
+            )?)),
+            None => Ok(None),
+        }
     }
 
     /// The feed-forward block's output for `h: [t, d]` (already normalised).
