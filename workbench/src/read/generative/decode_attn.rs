@@ -53,9 +53,9 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
         kv_len,
     } = s;
     if !available()
-        || hd % 16 != 0
+        || !hd.is_multiple_of(16)
         || n_kv_head == 0
-        || n_head % n_kv_head != 0
+        || !n_head.is_multiple_of(n_kv_head)
         || kv_len == 0
         || kv_len > cap
         || q.len() != n_head * hd

@@ -41,7 +41,9 @@
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
 //! measurements. Q6_K weights are multiplied in decode by the module's own AVX-512 kernel
 //! (`q6k.rs`: one pass over the weights for all the rows of a batch, each row the same
-//! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's.
+//! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's. The attention
+//! of a decoded position reads the KV cache in place without tensor operations
+//! (`decode_attn.rs`, AVX-512); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations.
 
 mod decode_attn;
 mod gguf;
