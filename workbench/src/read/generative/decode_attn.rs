@@ -12,10 +12,7 @@
 /// unset (it restores the tensor-operation attention, for comparisons).
 pub(crate) fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let off = std::env::var("WORKBENCH_LLM_NO_ATTN").is_ok_and(|v| !v.is_empty() && v != "0");
-        !off && cpu_has_kernel()
-    })
+    *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_ATTN") && cpu_has_kernel())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -176,19 +173,8 @@ mod kernel {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_values as values;
     use super::*;
-
-    fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
-    }
 
     /// The same attention in f64, directly from the definition.
     fn reference(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> Vec<f64> {

@@ -53,6 +53,26 @@ mod sample;
 mod template;
 mod tokenizer;
 
+/// Whether the environment variable `var` switches a fast path off (set, not empty, not
+/// `0`): the `WORKBENCH_LLM_NO_*` switches, for comparisons.
+fn switched_off(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `n` deterministic values in [-1, 1) (xorshift), for the kernels' tests.
+#[cfg(test)]
+fn test_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
 use crate::read::{
     check_question, check_templates, fit_passages, format_passage, user_message, AbstentionRule,
     Answer, Context, Reader, Usage,

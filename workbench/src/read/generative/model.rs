@@ -94,11 +94,12 @@ pub(crate) const F32_MIN_ROWS: usize = 16;
 
 impl Weight {
     fn new(t: Arc<QTensor>, f32: Option<Tensor>) -> candle_core::Result<Self> {
-        let fast = t.dtype() == candle_core::quantized::GgmlDType::Q6K && q6k::available();
+        let exact = row_exact(t.dtype());
+        let fast = exact && q6k::available();
         Ok(Weight {
             q: QMatMul::from_arc(t.clone())?,
             f32,
-            per_row: row_exact(t.dtype()) && !fast,
+            per_row: exact && !fast,
             q6k: fast.then_some(t),
         })
     }
@@ -375,7 +376,7 @@ impl Model {
             requantized,
             weight_bytes: weight_bytes + embd_bytes,
             layer_macs,
-            fuse: std::env::var("WORKBENCH_LLM_NO_FUSE").map_or(true, |v| v.is_empty() || v == "0"),
+            fuse: !super::switched_off("WORKBENCH_LLM_NO_FUSE"),
         })
     }
 

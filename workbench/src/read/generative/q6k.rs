@@ -27,10 +27,7 @@ const ROWS_PER_UNIT: usize = 32;
 /// `WORKBENCH_LLM_NO_Q6K` is unset (it restores candle's kernels, for comparisons).
 pub(crate) fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let off = std::env::var("WORKBENCH_LLM_NO_Q6K").is_ok_and(|v| !v.is_empty() && v != "0");
-        !off && cpu_has_kernel()
-    })
+    *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_Q6K") && cpu_has_kernel())
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -297,16 +294,7 @@ mod tests {
     use candle_core::{Device, Module, Tensor};
 
     fn random(n: usize, k: usize, seed: u64) -> Vec<f32> {
-        // A small deterministic generator (xorshift), values in [-1, 1).
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n * k)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-            })
-            .collect()
+        super::super::test_values(n * k, seed)
     }
 
     fn q6k(n: usize, k: usize) -> QTensor {
