@@ -45,6 +45,7 @@
 //! of a decoded position reads the KV cache in place without tensor operations
 //! (`decode_attn.rs`, AVX-512); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations.
 
+mod amx;
 mod decode_attn;
 mod gguf;
 mod model;

@@ -8,9 +8,9 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
-use super::{decode_attn, q6k};
+use super::{amx, decode_attn, q6k};
 use crate::{Error, Result};
-use candle_core::quantized::{QMatMul, QTensor};
+use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Storage, Tensor};
 use std::sync::Arc;
 
@@ -64,6 +64,9 @@ struct Weight {
     q6k: Option<Arc<QTensor>>,
     /// Multiply several decoding rows one row at a time (see [`row_exact`]).
     per_row: bool,
+    /// For Q4_K and Q6_K on CPUs with AMX: the tensor, and its [`amx::pack`]ing, made at
+    /// the first prefill that uses it.
+    amx: Option<(Arc<QTensor>, std::sync::OnceLock<Option<amx::Packed>>)>,
 }
 
 /// Whether candle computes a row of `x · Wᵀ` differently for one row than for several:
@@ -92,25 +95,62 @@ fn qforward(q: &QMatMul, per_row: bool, x: &Tensor) -> candle_core::Result<Tenso
 /// memory-bound, where the quantised weights (a quarter of the bytes) win.
 pub(crate) const F32_MIN_ROWS: usize = 16;
 
+/// Rows from which prefill multiplies with [`amx::matmul`] (where it runs).
+const AMX_MIN_ROWS: usize = 16;
+
 impl Weight {
     fn new(t: Arc<QTensor>, f32: Option<Tensor>) -> candle_core::Result<Self> {
         let exact = row_exact(t.dtype());
         let fast = exact && q6k::available();
+        let tiles = matches!(t.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) && amx::available();
         Ok(Weight {
             q: QMatMul::from_arc(t.clone())?,
             f32,
             per_row: exact && !fast,
-            q6k: fast.then_some(t),
+            q6k: fast.then(|| t.clone()),
+            amx: tiles.then(|| (t, std::sync::OnceLock::new())),
         })
     }
 
     /// `x · Wᵀ` for `x: [rows, k]` in prefill (a single row as in decoding).
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let rows = x.dim(0)?;
         match &self.f32 {
-            Some(w) if x.dim(0)? >= F32_MIN_ROWS => x.matmul(&w.t()?),
-            _ if x.dim(0)? == 1 => self.decode(x),
-            _ => self.q.forward(x),
+            Some(w) if rows >= F32_MIN_ROWS => x.matmul(&w.t()?),
+            _ if rows == 1 => self.decode(x),
+            _ => match self.prefill_amx(x)? {
+                Some(y) => Ok(y),
+                None => self.q.forward(x),
+            },
         }
+    }
+
+    /// `x · Wᵀ` with [`amx::matmul`], when this weight has it and `x` has enough rows.
+    fn prefill_amx(&self, x: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let Some((t, packed)) = &self.amx else {
+            return Ok(None);
+        };
+        let (rows, k) = x.dims2()?;
+        if rows < AMX_MIN_ROWS || x.dtype() != DType::F32 {
+            return Ok(None);
+        }
+        if packed.get().is_none() {
+            let _ = packed.set(amx::pack(t)?);
+        }
+        let Some(p) = packed.get().and_then(Option::as_ref) else {
+            return Ok(None);
+        };
+        let x = x.contiguous()?;
+        let y = {
+            let (s, l) = x.storage_and_layout();
+            let Storage::Cpu(c) = &*s else {
+                return Ok(None);
+            };
+            let at = l.start_offset();
+            amx::matmul(p, &c.as_slice::<f32>()?[at..at + rows * k])?
+        };
+        let n = y.len() / rows;
+        Tensor::from_vec(y, (rows, n), &Device::Cpu).map(Some)
     }
 
     /// `x · Wᵀ` for the rows of decoding sequences: each row the same whatever their

@@ -47,8 +47,8 @@ pub(crate) struct Q8k {
     rows: usize,
     /// Blocks per row.
     nb: usize,
-    d: Vec<f32>,
-    qs: Vec<i8>,
+    pub(super) d: Vec<f32>,
+    pub(super) qs: Vec<i8>,
     /// Per block, `−16 · bsum[j]` twice for each sub-block `j` (32 i16): multiplied by
     /// the scales pairwise it gives the `−32 · Σ scale · bsum` of the unsigned weights.
     /// Q8_K values lie in −127..=127, so `16 · bsum` fits an i16.
