@@ -82,8 +82,10 @@ pub(crate) struct Packed {
     /// Per (tile of 16 rows, block), [`TILE_BYTES`]: `h` then `l`, each as 4 chunks of 64
     /// values, a chunk as 16 lines of (16 rows × 4 consecutive values).
     hl: Vec<u8>,
-    /// Per (tile, block): `d` of the 16 rows, then `j` lines of the 16 rows' offsets.
-    f: Vec<f32>,
+    /// Per (tile, block): `d` of the 16 rows.
+    d: Vec<f32>,
+    /// Per tile, `[k / 256 · j, 16]`: the 16 rows' offsets, block by block.
+    off: Vec<f32>,
 }
 
 /// One block of a row as `(p = scale · q, d, offsets)`.
@@ -154,10 +156,14 @@ pub(crate) fn pack(w: &QTensor) -> candle_core::Result<Option<Packed>> {
         );
     }
     let tiles = n / TILE;
-    let fs = (1 + j) * TILE;
     let mut hl = vec![0u8; tiles * nb * TILE_BYTES];
-    let mut f = vec![0f32; tiles * nb * fs];
-    let (hl_ptr, f_ptr) = (hl.as_mut_ptr() as usize, f.as_mut_ptr() as usize);
+    let mut ds = vec![0f32; tiles * nb * TILE];
+    let mut offs = vec![0f32; n * nb * j];
+    let (hl_ptr, d_ptr, off_ptr) = (
+        hl.as_mut_ptr() as usize,
+        ds.as_mut_ptr() as usize,
+        offs.as_mut_ptr() as usize,
+    );
     let dtype = w.dtype();
     candle_core::utils::barrier_pool().execute_chunked(tiles, |range| {
         let mut p = [0i16; QK];
@@ -170,7 +176,8 @@ pub(crate) fn pack(w: &QTensor) -> candle_core::Result<Option<Packed>> {
                     let d = decode_block(dtype, &data[at..at + block_bytes], &mut p, &mut off);
                     let tb = t * nb + b;
                     // SAFETY: tile `t` owns bytes `[tb·TILE_BYTES, (tb+1)·TILE_BYTES)` of
-                    // `hl` and floats `[tb·fs, (tb+1)·fs)` of `f`; no other unit writes them.
+                    // `hl`, floats `[tb·16, (tb+1)·16)` of `ds` and its part of `offs`; no
+                    // other unit writes them.
                     unsafe {
                         let h = (hl_ptr as *mut u8).add(tb * TILE_BYTES);
                         for (i, &v) in p.iter().enumerate() {
@@ -178,28 +185,50 @@ pub(crate) fn pack(w: &QTensor) -> candle_core::Result<Option<Packed>> {
                             *h.add(at) = (v >> 7) as i8 as u8;
                             *h.add(TILE_BYTES / 2 + at) = (v & 127) as u8;
                         }
-                        let fp = (f_ptr as *mut f32).add(tb * fs);
-                        *fp.add(r) = d;
-                        for (jj, &o) in off[..j].iter().enumerate() {
-                            *fp.add(TILE * (1 + jj) + r) = o;
+                        *(d_ptr as *mut f32).add(tb * TILE + r) = d;
+                        let o = (off_ptr as *mut f32).add(((t * nb + b) * j) * TILE + r);
+                        for (jj, &v) in off[..j].iter().enumerate() {
+                            *o.add(jj * TILE) = v;
                         }
                     }
                 }
             }
         }
     });
-    Ok(Some(Packed { n, k, j, hl, f }))
+    Ok(Some(Packed {
+        n,
+        k,
+        j,
+        hl,
+        d: ds,
+        off: offs,
+    }))
 }
 
-/// Activation rows quantised to Q8_K, padded with zero rows to a multiple of 32.
+/// Activation rows quantised to Q8_K, in the layout the tile loads read: per block, per
+/// tile of 16 rows (rows padded with zeros to a multiple of 32), 4 chunks of 16 × 64 bytes.
 struct Acts {
     rows: usize,
+    /// Tiles of 16 rows (an even number).
+    tiles: usize,
     qs: Vec<i8>,
     /// `d_a` per (row, block).
     d: Vec<f32>,
-    /// `d_a · bsum` per (row, block, offset): sums of 16 (Q6_K) or 32 (Q4_K) values.
+    /// `[rows, k / 256 · j]`: `d_a · bsum`, sums of 16 (Q6_K) or 32 (Q4_K) values.
     dbs: Vec<f32>,
 }
+
+#[cfg(test)]
+impl Acts {
+    /// Byte offset of value `i` of row `m`.
+    fn at(&self, m: usize, i: usize) -> usize {
+        (((i / QK) * self.tiles + m / TILE) * 4 + (i % QK) / 64) * 1024 + (m % TILE) * 64 + i % 64
+    }
+}
+
+/// Activation bytes a group of blocks may take, so that it stays in a core's L2 cache
+/// while every weight tile is multiplied by it.
+const GROUP_BYTES: usize = 1 << 20;
 
 /// `x · Wᵀ` for `x: [rows, k]` (row-major) and the packed `w: [n, k]`, as `[rows, n]`.
 /// Needs [`available`].
@@ -209,14 +238,28 @@ pub(crate) fn matmul(w: &Packed, x: &[f32]) -> candle_core::Result<Vec<f32>> {
         candle_core::bail!("amx matmul: {} inputs for rows of {k}", x.len());
     }
     let rows = x.len() / k;
-    let a = kernel::quantize(x, k, w.j);
+    let nb = k / QK;
+    thread_local! {
+        static SPARE: std::cell::Cell<Option<Acts>> = const { std::cell::Cell::new(None) };
+    }
+    let a = kernel::quantize(x, k, w.j, SPARE.take());
     let mut dst: Vec<f32> = Vec::with_capacity(rows * n);
     let dst_ptr = dst.as_mut_ptr() as usize;
-    candle_core::utils::barrier_pool().execute_chunked(n / TILE, |range| {
-        // SAFETY: `available()` checked the CPU and the tile-data permission; tile `t`
-        // writes columns `16t..16t + 16` of every row of `dst`, and no other unit does.
-        unsafe { kernel::columns(w, &a, range, dst_ptr as *mut f32) }
-    });
+    // Blocks per pass: all of them when the activations fit GROUP_BYTES.
+    let group = (GROUP_BYTES / (a.tiles * TILE * QK)).clamp(1, nb);
+    let mut b0 = 0;
+    while b0 < nb {
+        let blocks = b0..(b0 + group).min(nb);
+        let last = blocks.end == nb;
+        candle_core::utils::barrier_pool().execute_chunked(n / TILE, |tiles| {
+            // SAFETY: `available()` checked the CPU and the tile-data permission; tile `t`
+            // writes columns `16t..16t + 16` of every row of `dst`, and no other unit does;
+            // passes run one after the other, the first storing every output.
+            unsafe { kernel::columns(w, &a, tiles, blocks.clone(), last, dst_ptr as *mut f32) }
+        });
+        b0 = blocks.end;
+    }
+    SPARE.set(Some(a));
     // SAFETY: every (row, column) was written: block 0 stores each tile's outputs.
     unsafe { dst.set_len(rows * n) };
     Ok(dst)
@@ -279,16 +322,33 @@ mod kernel {
     /// Quantises `x: [rows, k]` to Q8_K (ggml's rounding: scale `−127 / max`, `max` the
     /// first value of largest magnitude, round half away from zero), with `j` offset sums
     /// per block, in parallel over rows.
-    pub(super) fn quantize(x: &[f32], k: usize, j: usize) -> Acts {
+    /// `spare`: buffers of an earlier call to reuse (fresh memory costs page faults).
+    pub(super) fn quantize(x: &[f32], k: usize, j: usize, spare: Option<Acts>) -> Acts {
         let rows = x.len() / k;
         let nb = k / QK;
         let padded = rows.div_ceil(PAIR) * PAIR;
-        let mut a = Acts {
-            rows,
-            qs: vec![0; padded * k],
-            d: vec![0.0; rows * nb],
-            dbs: vec![0.0; rows * nb * j],
-        };
+        let mut a = spare.unwrap_or(Acts {
+            rows: 0,
+            tiles: 0,
+            qs: Vec::new(),
+            d: Vec::new(),
+            dbs: Vec::new(),
+        });
+        a.rows = rows;
+        a.tiles = padded / TILE;
+        // Real rows are overwritten below; the padding rows must be zero.
+        a.qs.resize(padded * k, 0);
+        a.d.resize(rows * nb, 0.0);
+        a.dbs.resize(rows * nb * j, 0.0);
+        let tiles = a.tiles;
+        for b in 0..nb {
+            for m in rows..padded {
+                for c in 0..4 {
+                    let at = ((b * tiles + m / TILE) * 4 + c) * 1024 + (m % TILE) * 64;
+                    a.qs[at..at + 64].fill(0);
+                }
+            }
+        }
         let (qs, d, dbs) = (
             a.qs.as_mut_ptr() as usize,
             a.d.as_mut_ptr() as usize,
@@ -300,11 +360,9 @@ mod kernel {
                 // SAFETY: unit `rb` writes only block `rb` of each array; the caller of
                 // `matmul` checked AVX-512 F/BW through `available()`.
                 unsafe {
-                    let db = block(
-                        x.as_ptr().add(rb * QK),
-                        (qs as *mut i8).add(rb * QK),
-                        &mut bsum,
-                    );
+                    let (m, b) = (rb / nb, rb % nb);
+                    let at = ((b * tiles + m / TILE) * 4) * 1024 + (m % TILE) * 64;
+                    let db = block(x.as_ptr().add(rb * QK), (qs as *mut i8).add(at), &mut bsum);
                     *(d as *mut f32).add(rb) = db;
                     let out = (dbs as *mut f32).add(rb * j);
                     let per = 16 / j;
@@ -318,7 +376,8 @@ mod kernel {
         a
     }
 
-    /// One block of 256 values: writes 256 int8, the 16 sums of 16, returns `d_a`.
+    /// One block of 256 values: writes 256 int8 (values `64c..64c + 64` at `qs + 1024c`),
+    /// the 16 sums of 16, returns `d_a`.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn block(x: *const f32, qs: *mut i8, bsum: &mut [i32; 16]) -> f32 {
         let mut amax = _mm512_setzero_ps();
@@ -351,13 +410,16 @@ mod kernel {
             let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_abs_ps(_mm512_sub_ps(y, t)), half);
             let sign = _mm512_or_ps(_mm512_and_ps(y, _mm512_set1_ps(-0.0)), one);
             let r = _mm512_cvtps_epi32(_mm512_mask_add_ps(t, up, t, sign));
-            _mm_storeu_si128(qs.add(16 * v) as *mut __m128i, _mm512_cvtsepi32_epi8(r));
+            let at = (v / 4) * 1024 + (v % 4) * 16;
+            _mm_storeu_si128(qs.add(at) as *mut __m128i, _mm512_cvtsepi32_epi8(r));
             *s = _mm512_reduce_add_epi32(r);
         }
         1.0 / iscale
     }
 
-    /// Columns `16t..16t + 16` of `dst: [rows, n]` for the tiles `t` in `tiles`.
+    /// Columns `16t..16t + 16` of `dst: [rows, n]` for the tiles `t` in `tiles`, summed
+    /// over `blocks`, plus the offsets when `last`: the first pass (blocks from 0) stores,
+    /// later passes add. Each tile is summed in a contiguous buffer, then written once.
     ///
     /// # Safety
     /// AMX-INT8 and AVX-512 F/BW present and tile data permitted; `dst` holds
@@ -366,104 +428,157 @@ mod kernel {
         w: &Packed,
         a: &Acts,
         tiles: std::ops::Range<usize>,
+        blocks: std::ops::Range<usize>,
+        last: bool,
         dst: *mut f32,
     ) {
+        thread_local! {
+            static ACC: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        // Every row of the buffer is stored by the first block before it is read.
+        let mut acc = ACC.take();
+        acc.resize(a.rows * TILE, 0.0);
         load_config(&OURS);
         for t in tiles {
-            if w.j == 8 {
-                column::<8>(w, a, t, dst);
-            } else {
-                column::<16>(w, a, t, dst);
+            for b in blocks.clone() {
+                column(w, a, t, b, b == blocks.start, acc.as_mut_ptr());
             }
+            if last {
+                offsets(w, a, t, acc.as_mut_ptr());
+            }
+            write_out(
+                &acc[..a.rows * TILE],
+                blocks.start == 0,
+                dst.add(t * TILE),
+                w.n,
+            );
         }
         load_config(&CANDLE);
+        ACC.set(acc);
+    }
+
+    /// `dst[m, ..16] (+)= acc[m]` for every row.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn write_out(acc: &[f32], store: bool, dst: *mut f32, n: usize) {
+        for (m, y) in acc.chunks_exact(TILE).enumerate() {
+            let out = dst.add(m * n);
+            let y = _mm512_loadu_ps(y.as_ptr());
+            let y = if store {
+                y
+            } else {
+                _mm512_add_ps(_mm512_loadu_ps(out), y)
+            };
+            _mm512_storeu_ps(out, y);
+        }
+    }
+
+    /// Adds `Σ_(block, j) d_a · bsum · offset` of tile `t` to `acc: [rows, 16]`, summed
+    /// in the same order for every row.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn offsets(w: &Packed, a: &Acts, t: usize, acc: *mut f32) {
+        let kj = (w.k / QK) * w.j;
+        let off = w.off.as_ptr().add(t * kj * TILE);
+        let mut m = 0;
+        while m + 8 <= a.rows {
+            add_offsets::<8>(off, kj, a, m, acc, TILE);
+            m += 8;
+        }
+        while m < a.rows {
+            add_offsets::<1>(off, kj, a, m, acc, TILE);
+            m += 1;
+        }
+    }
+
+    /// Rows `m..m + R` of [`offsets`] for one tile.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn add_offsets<const R: usize>(
+        off: *const f32,
+        kj: usize,
+        a: &Acts,
+        m: usize,
+        dst: *mut f32,
+        n: usize,
+    ) {
+        let mut acc = [_mm512_setzero_ps(); R];
+        let dbs = a.dbs.as_ptr().add(m * kj);
+        for q in 0..kj {
+            let v = _mm512_loadu_ps(off.add(q * TILE));
+            for (r, y) in acc.iter_mut().enumerate() {
+                *y = _mm512_fmadd_ps(_mm512_set1_ps(*dbs.add(r * kj + q)), v, *y);
+            }
+        }
+        for (r, y) in acc.iter().enumerate() {
+            let out = dst.add((m + r) * n);
+            _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), *y));
+        }
     }
 
     #[repr(C, align(64))]
     struct Acc([i32; 4 * TILE * TILE]);
 
+    /// Block `b` of tile `t` into `acc: [rows, 16]`, stored when `first`, else added.
     #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn column<const J: usize>(w: &Packed, a: &Acts, t: usize, dst: *mut f32) {
-        let (n, k) = (w.n, w.k);
-        let nb = k / QK;
-        let fs = (1 + J) * TILE;
-        let mut acc = Acc([0; 4 * TILE * TILE]);
-        let c = acc.0.as_mut_ptr();
-        for b in 0..nb {
-            let tb = t * nb + b;
-            let h = w.hl.as_ptr().add(tb * TILE_BYTES);
-            let l = h.add(TILE_BYTES / 2);
-            let fp = w.f.as_ptr().add(tb * fs);
-            let dw = _mm512_loadu_ps(fp);
-            let mut off = [_mm512_setzero_ps(); J];
-            for (jj, o) in off.iter_mut().enumerate() {
-                *o = _mm512_loadu_ps(fp.add(TILE * (1 + jj)));
-            }
-            let mut m0 = 0;
-            while m0 < a.rows {
-                let a0 = a.qs.as_ptr().add(m0 * k + b * QK);
-                let a1 = a0.add(TILE * k);
+    unsafe fn column(w: &Packed, a: &Acts, t: usize, b: usize, first: bool, acc: *mut f32) {
+        let nb = w.k / QK;
+        let mut tiles = Acc([0; 4 * TILE * TILE]);
+        let c = tiles.0.as_mut_ptr();
+        let tb = t * nb + b;
+        let h = w.hl.as_ptr().add(tb * TILE_BYTES);
+        let l = h.add(TILE_BYTES / 2);
+        let dw = _mm512_loadu_ps(w.d.as_ptr().add(tb * TILE));
+        for pair in 0..a.tiles / 2 {
+            let a0 = a.qs.as_ptr().add((b * a.tiles + 2 * pair) * 4096);
+            let a1 = a0.add(4096);
+            core::arch::asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            );
+            for ch in 0..4 {
                 core::arch::asm!(
-                    "tilezero tmm0",
-                    "tilezero tmm1",
-                    "tilezero tmm2",
-                    "tilezero tmm3",
-                    options(nostack, nomem)
-                );
-                for ch in 0..4 {
-                    core::arch::asm!(
-                        "tileloadd tmm4, [{a0} + {sa}*1]",
-                        "tileloadd tmm6, [{h} + {sb}*1]",
-                        "tileloadd tmm7, [{l} + {sb}*1]",
-                        "tdpbssd tmm0, tmm4, tmm6",
-                        "tdpbsud tmm1, tmm4, tmm7",
-                        "tileloadd tmm5, [{a1} + {sa}*1]",
-                        "tdpbssd tmm2, tmm5, tmm6",
-                        "tdpbsud tmm3, tmm5, tmm7",
-                        a0 = in(reg) a0.add(64 * ch),
-                        a1 = in(reg) a1.add(64 * ch),
-                        h = in(reg) h.add(1024 * ch),
-                        l = in(reg) l.add(1024 * ch),
-                        sa = in(reg) k,
-                        sb = in(reg) 64usize,
-                        options(nostack, readonly)
-                    );
-                }
-                core::arch::asm!(
-                    "tilestored [{c} + {s}*1], tmm0",
-                    "tilestored [{c} + {s}*1 + 1024], tmm1",
-                    "tilestored [{c} + {s}*1 + 2048], tmm2",
-                    "tilestored [{c} + {s}*1 + 3072], tmm3",
-                    c = in(reg) c,
+                    "tileloadd tmm4, [{a0} + {s}*1]",
+                    "tileloadd tmm6, [{h} + {s}*1]",
+                    "tileloadd tmm7, [{l} + {s}*1]",
+                    "tdpbssd tmm0, tmm4, tmm6",
+                    "tdpbsud tmm1, tmm4, tmm7",
+                    "tileloadd tmm5, [{a1} + {s}*1]",
+                    "tdpbssd tmm2, tmm5, tmm6",
+                    "tdpbsud tmm3, tmm5, tmm7",
+                    a0 = in(reg) a0.add(1024 * ch),
+                    a1 = in(reg) a1.add(1024 * ch),
+                    h = in(reg) h.add(1024 * ch),
+                    l = in(reg) l.add(1024 * ch),
                     s = in(reg) 64usize,
-                    options(nostack)
+                    options(nostack, readonly)
                 );
-                let live = (a.rows - m0).min(2 * TILE);
-                for i in 0..live {
-                    let m = m0 + i;
-                    let ct = c.add((i / TILE) * 2 * TILE * TILE + (i % TILE) * TILE);
-                    let hi = _mm512_load_si512(ct as *const _);
-                    let lo = _mm512_load_si512(ct.add(TILE * TILE) as *const _);
-                    let s = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32::<7>(hi), lo));
-                    let mb = m * nb + b;
-                    let out = dst.add(m * n + t * TILE);
-                    let mut y = if b == 0 {
-                        _mm512_setzero_ps()
-                    } else {
-                        _mm512_loadu_ps(out)
-                    };
-                    y = _mm512_fmadd_ps(
-                        s,
-                        _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.get_unchecked(mb))),
-                        y,
-                    );
-                    let dbs = a.dbs.as_ptr().add(mb * J);
-                    for (jj, o) in off.iter().enumerate() {
-                        y = _mm512_fmadd_ps(*o, _mm512_set1_ps(*dbs.add(jj)), y);
-                    }
-                    _mm512_storeu_ps(out, y);
-                }
-                m0 += 2 * TILE;
+            }
+            core::arch::asm!(
+                "tilestored [{c} + {s}*1], tmm0",
+                "tilestored [{c} + {s}*1 + 1024], tmm1",
+                "tilestored [{c} + {s}*1 + 2048], tmm2",
+                "tilestored [{c} + {s}*1 + 3072], tmm3",
+                c = in(reg) c,
+                s = in(reg) 64usize,
+                options(nostack)
+            );
+            let m0 = 2 * TILE * pair;
+            for i in 0..(a.rows.saturating_sub(m0)).min(2 * TILE) {
+                let m = m0 + i;
+                let ct = c.add((i / TILE) * 2 * TILE * TILE + (i % TILE) * TILE);
+                let hi = _mm512_load_si512(ct as *const _);
+                let lo = _mm512_load_si512(ct.add(TILE * TILE) as *const _);
+                let s = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32::<7>(hi), lo));
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.get_unchecked(m * nb + b)));
+                let out = acc.add(m * TILE);
+                let y = if first {
+                    _mm512_mul_ps(s, scale)
+                } else {
+                    _mm512_fmadd_ps(s, scale, _mm512_loadu_ps(out))
+                };
+                _mm512_storeu_ps(out, y);
             }
         }
     }
@@ -473,11 +588,18 @@ mod kernel {
 mod kernel {
     use super::{Acts, Packed};
 
-    pub(super) fn quantize(_x: &[f32], _k: usize, _j: usize) -> Acts {
+    pub(super) fn quantize(_x: &[f32], _k: usize, _j: usize, _s: Option<Acts>) -> Acts {
         unreachable!("amx::available() is false off x86-64")
     }
 
-    pub(super) unsafe fn columns(_w: &Packed, _a: &Acts, _t: std::ops::Range<usize>, _d: *mut f32) {
+    pub(super) unsafe fn columns(
+        _w: &Packed,
+        _a: &Acts,
+        _t: std::ops::Range<usize>,
+        _b: std::ops::Range<usize>,
+        _last: bool,
+        _d: *mut f32,
+    ) {
         unreachable!("amx::available() is false off x86-64")
     }
 }
@@ -531,15 +653,15 @@ mod tests {
         x[0] = 127.0;
         x[1..8].copy_from_slice(&[0.5, -0.5, 1.5, -2.5, 0.49999997, -0.49999997, 126.5]);
         x[300] = -4.0; // a block whose largest magnitude is negative
-        let a = kernel::quantize(&x, k, 16);
+        let stale = kernel::quantize(&vec![1.0; 40 * k], k, 16, None);
+        let a = kernel::quantize(&x, k, 16, Some(stale));
         let s = super::super::q6k::Q8k::quantize(&x, k);
-        assert_eq!(&a.qs[..5 * k], &s.qs[..]);
+        let ours: Vec<i8> = (0..5 * k).map(|i| a.qs[a.at(i / k, i % k)]).collect();
+        assert_eq!(ours, s.qs);
         assert_eq!(a.d, s.d);
-        assert!(
-            a.qs[5 * k..].iter().all(|&q| q == 0),
-            "padding rows are zero"
-        );
-        assert_eq!(&a.qs[..8], &[-127, -1, 1, -2, 3, 0, 0, -127]);
+        let nonzero = |q: &[i8]| q.iter().filter(|&&q| q != 0).count();
+        assert_eq!(nonzero(&a.qs), nonzero(&ours), "padding rows are zero");
+        assert_eq!(&ours[..8], &[-127, -1, 1, -2, 3, 0, 0, -127]);
     }
 
     #[test]
@@ -548,9 +670,15 @@ mod tests {
             eprintln!("skipped: this CPU has no AMX (the kernel is not used here)");
             return;
         }
+        // The last case multiplies in two passes over the blocks (see GROUP_BYTES).
+        let cases = [
+            (1, 48, 768),
+            (17, 48, 768),
+            (40, 48, 768),
+            (40, 16, 65 * QK),
+        ];
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
-            for rows in [1, 17, 40] {
-                let (n, k) = (48, 768);
+            for (rows, n, k) in cases {
                 let w = quantized(dtype, n, k, 11);
                 let x = super::super::test_values(rows * k, 5 + rows as u64);
                 let y = matmul(&pack(&w).unwrap().unwrap(), &x).unwrap();
