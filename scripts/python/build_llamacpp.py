@@ -19,10 +19,9 @@ path at once; another CPU or compiler gets its own build.
 
 Smoke test (with `--smoke-model`, or `--smoke-asset` naming a GGUF asset of data/assets.toml
 in the hub cache): the built server loads the GGUF and generates 8 tokens
-from a 64-token prompt. A build that dies there (a CPU that lists an instruction set the
-virtual machine does not execute, as AMX tile instructions have been seen to do) is replaced
-by a build with the same CPU flags minus AMX; `build-info.json` names the variant that passed
-and the failure of any that did not.
+from a 64-token prompt. A build that dies there (llama.cpp's AMX kernels segfault on some AMX
+machines: llama.cpp issue 20824) is replaced by a build with the same CPU flags minus AMX;
+`build-info.json` names the variant that passed and the failure of any that did not.
 """
 
 from __future__ import annotations

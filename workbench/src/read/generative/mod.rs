@@ -44,6 +44,9 @@
 //! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's. The attention
 //! of a decoded position reads the KV cache in place without tensor operations
 //! (`decode_attn.rs`, AVX-512); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations.
+//! Prompts of 16 tokens or more multiply Q4_K and Q6_K weights on AMX tiles where the CPU
+//! has AMX-INT8 (`amx.rs`: exact integer sums per 256-value block from weights packed at the
+//! first prompt, two bytes each); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's kernels.
 
 mod amx;
 mod decode_attn;
