@@ -8,6 +8,7 @@
 //!
 //! | kernel | instruction | multiply-adds per instruction |
 //! |---|---|---|
+//! | `amx-int8` | `tdpbssd` (16 × 16 i32 += 16 × 64 i8 · 64 × 16 i8; four tiles) | 16,384 |
 //! | `avx512-vnni` | `vpdpbusd zmm` (u8 × i8 → i32) | 64 |
 //! | `avx-vnni` | `vpdpbusd ymm` (VEX) | 32 |
 //! | `avx2` | `vpmaddubsw` + `vpmaddwd` + `vpaddd` (what AVX2 int8 dot products do) | 32 per 3 |
@@ -25,7 +26,8 @@ use std::time::Instant;
 pub struct ComputePeak {
     /// Threads run at once, one loop each.
     pub threads: usize,
-    /// The int8 kernel measured (`avx512-vnni`, `avx-vnni`, `avx2`; `none` elsewhere).
+    /// The int8 kernel measured (`amx-int8`, `avx512-vnni`, `avx-vnni`, `avx2`; `none`
+    /// elsewhere).
     pub int8_kernel: String,
     /// int8 multiply-adds per second, all threads (0 when no kernel ran).
     pub int8_macs_per_s: f64,
@@ -89,9 +91,48 @@ fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
     (threads * iters * macs_per_iter) as f64 / best
 }
 
+/// Whether the CPU runs AMX-INT8 and the operating system lets this process use AMX tile
+/// data (Linux hands it out on request: `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`, made
+/// once here).
+pub fn amx_int8_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(amx_request)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[allow(unsafe_code)]
+fn amx_request() -> bool {
+    // CPUID leaf 7, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8 (the std macro's names for them
+    // are not stable yet).
+    #[allow(unused_unsafe)]
+    // SAFETY: CPUID leaf 7 exists on every x86-64 CPU that has AVX2-era features; on older
+    // ones it returns zeros.
+    let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
+    if edx & (1 << 24) == 0 || edx & (1 << 25) == 0 {
+        return false;
+    }
+    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+    const XFEATURE_XTILEDATA: libc::c_long = 18;
+    // SAFETY: a plain system call with integer arguments.
+    unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_REQ_XCOMP_PERM,
+            XFEATURE_XTILEDATA,
+        ) == 0
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn amx_request() -> bool {
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 fn int8_kernel() -> Option<(&'static str, Kernel, usize)> {
-    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") {
+    if amx_int8_usable() {
+        Some(("amx-int8", x86::amx_safe, 4 * 16 * 16 * 64))
+    } else if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") {
         Some(("avx512-vnni", x86::vnni512_safe, ACC * 64))
     } else if is_x86_feature_detected!("avxvnni") {
         Some(("avx-vnni", x86::vnni256_safe, ACC * 32))
@@ -220,6 +261,61 @@ mod x86 {
         out.iter().map(|&v| v as f64).sum()
     }
 
+    /// Four independent `tdpbssd` per iteration (tiles 0–3 accumulate tiles 4, 5 times 6,
+    /// 7, all 16 lines of 64 bytes). The thread's tile configuration is saved and put back.
+    unsafe fn amx(iters: usize) -> f64 {
+        let mut saved = [0u8; 64];
+        core::arch::asm!("sttilecfg [{}]", in(reg) saved.as_mut_ptr(), options(nostack));
+        let mut cfg = [0u8; 64];
+        cfg[0] = 1;
+        for t in 0..8 {
+            cfg[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
+            cfg[48 + t] = 16;
+        }
+        let ones = [1i8; 1024];
+        let mut out = [0i32; 256];
+        core::arch::asm!(
+            "ldtilecfg [{cfg}]",
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "tileloadd tmm4, [{p} + {s}*1]",
+            "tileloadd tmm5, [{p} + {s}*1]",
+            "tileloadd tmm6, [{p} + {s}*1]",
+            "tileloadd tmm7, [{p} + {s}*1]",
+            cfg = in(reg) cfg.as_ptr(),
+            p = in(reg) ones.as_ptr(),
+            s = in(reg) 64usize,
+            options(nostack, readonly)
+        );
+        for _ in 0..iters {
+            core::arch::asm!(
+                "tdpbssd tmm0, tmm4, tmm6",
+                "tdpbssd tmm1, tmm4, tmm7",
+                "tdpbssd tmm2, tmm5, tmm6",
+                "tdpbssd tmm3, tmm5, tmm7",
+                options(nostack, nomem)
+            );
+        }
+        core::arch::asm!(
+            "tilestored [{o} + {s}*1], tmm0",
+            o = in(reg) out.as_mut_ptr(),
+            s = in(reg) 64usize,
+            options(nostack)
+        );
+        if saved[0] == 0 {
+            core::arch::asm!("tilerelease", options(nostack, nomem));
+        } else {
+            core::arch::asm!("ldtilecfg [{}]", in(reg) saved.as_ptr(), options(nostack, readonly));
+        }
+        out[0] as f64
+    }
+
+    pub(super) fn amx_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when `amx_int8_usable()` (CPU and tile-data permission).
+        unsafe { amx(iters) }
+    }
     pub(super) fn vnni512_safe(iters: usize) -> f64 {
         // SAFETY: handed out only when avx512f and avx512vnni were detected.
         unsafe { vnni512(iters) }

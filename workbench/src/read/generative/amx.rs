@@ -19,7 +19,7 @@
 //! rows.
 //!
 //! AMX tile registers are shared with candle's own AMX kernel on the same threads: the
-//! tile configuration is loaded on entry and candle's is put back on exit.
+//! thread's tile configuration is saved on entry and put back on exit.
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
@@ -40,35 +40,15 @@ pub(crate) fn available() -> bool {
     *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_AMX") && cpu_runs_amx())
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(target_arch = "x86_64")]
 fn cpu_runs_amx() -> bool {
-    if !(is_x86_feature_detected!("avx512f")
+    is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("f16c"))
-    {
-        return false;
-    }
-    // CPUID leaf 7, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8 (the std macro's names for them
-    // are not stable yet).
-    #[allow(unused_unsafe)]
-    let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
-    if edx & (1 << 24) == 0 || edx & (1 << 25) == 0 {
-        return false;
-    }
-    // Linux hands out AMX tile state only on request (ARCH_REQ_XCOMP_PERM, XTILEDATA).
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: a plain system call with integer arguments.
-    unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        ) == 0
-    }
+        && is_x86_feature_detected!("f16c")
+        && crate::machine::ceiling::amx_int8_usable()
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(not(target_arch = "x86_64"))]
 fn cpu_runs_amx() -> bool {
     false
 }
@@ -303,20 +283,23 @@ mod kernel {
     /// Ours: four 16 × 16 i32 accumulators (tmm0–3), two activation tiles (tmm4–5) and the
     /// `h` and `l` weight tiles (tmm6–7), all 16 lines of 64 bytes.
     static OURS: TileCfg = config([(64, 16); 8]);
-    /// candle 0.11.1's (`quantized/repack_x86.rs`), put back after each use of ours.
-    static CANDLE: TileCfg = config([
-        (64, 16),
-        (64, 16),
-        (64, 16),
-        (64, 16),
-        (32, 16),
-        (32, 16),
-        (64, 8),
-        (64, 8),
-    ]);
 
-    unsafe fn load_config(cfg: &TileCfg) {
-        core::arch::asm!("ldtilecfg [{}]", in(reg) cfg, options(nostack, readonly));
+    /// Loads our tile configuration, returning the thread's previous one (candle's AMX
+    /// kernel configures a thread once and expects its configuration to stay).
+    unsafe fn load_config() -> TileCfg {
+        let mut saved = config([(0, 0); 8]);
+        core::arch::asm!("sttilecfg [{}]", in(reg) &mut saved, options(nostack));
+        core::arch::asm!("ldtilecfg [{}]", in(reg) &OURS, options(nostack, readonly));
+        saved
+    }
+
+    /// Puts back a configuration saved by [`load_config`] (none: releases the tiles).
+    unsafe fn restore_config(saved: &TileCfg) {
+        if saved.palette == 0 {
+            core::arch::asm!("tilerelease", options(nostack, nomem));
+        } else {
+            core::arch::asm!("ldtilecfg [{}]", in(reg) saved, options(nostack, readonly));
+        }
     }
 
     /// Quantises `x: [rows, k]` to Q8_K (ggml's rounding: scale `−127 / max`, `max` the
@@ -438,7 +421,7 @@ mod kernel {
         // Every row of the buffer is stored by the first block before it is read.
         let mut acc = ACC.take();
         acc.resize(a.rows * TILE, 0.0);
-        load_config(&OURS);
+        let saved = load_config();
         for t in tiles {
             for b in blocks.clone() {
                 column(w, a, t, b, b == blocks.start, acc.as_mut_ptr());
@@ -453,7 +436,7 @@ mod kernel {
                 w.n,
             );
         }
-        load_config(&CANDLE);
+        restore_config(&saved);
         ACC.set(acc);
     }
 
