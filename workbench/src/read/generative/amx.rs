@@ -9,8 +9,10 @@
 //! reads its second operand in. Activations are quantised to Q8_K as ggml and candle do
 //! (per 256 values: a scale `d_a`, 256 int8 and 16 sums of 16). Per block, two AMX
 //! products over all 256 values give the exact integer `Σ p · a = 128 · Σ h · a + Σ l · a`
-//! for a 16 × 16 tile of outputs, and one f32 step adds
-//! `d_a · (d · Σ p · a + Σ_j offset_j · bsum_j)` to the output.
+//! for a 16 × 16 tile of outputs, and one f32 step adds `d_a · d · Σ p · a` to the output;
+//! a second f32 pass adds the offsets' part, `Σ_j d_a · bsum_j · offset_j`. Activations are
+//! taken in groups of blocks small enough to stay in L2 while every weight tile passes, and
+//! each weight tile's outputs are summed in a contiguous buffer before one strided write.
 //!
 //! candle's AMX kernel multiplies the 4-bit codes and scales every 32 values in f32 (eight
 //! times per block), and quantises activations with a scalar loop; here the scaling is
