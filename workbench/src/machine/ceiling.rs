@@ -104,9 +104,15 @@ pub fn amx_int8_usable() -> bool {
 fn amx_request() -> bool {
     // CPUID leaf 7, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8 (the std macro's names for them
     // are not stable yet).
+    // SAFETY: CPUID is present on every x86-64 CPU; leaf 7 is read only when the CPU
+    // reports it (a leaf above the maximum returns another leaf's data).
     #[allow(unused_unsafe)]
-    // SAFETY: CPUID leaf 7 exists on every x86-64 CPU that has AVX2-era features; on older
-    // ones it returns zeros.
+    let max_leaf = unsafe { std::arch::x86_64::__get_cpuid_max(0) }.0;
+    if max_leaf < 7 {
+        return false;
+    }
+    #[allow(unused_unsafe)]
+    // SAFETY: as above; leaf 7 exists.
     let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
     if edx & (1 << 24) == 0 || edx & (1 << 25) == 0 {
         return false;

@@ -42,17 +42,8 @@ pub(crate) fn available() -> bool {
     *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_AMX") && cpu_runs_amx())
 }
 
-#[cfg(target_arch = "x86_64")]
 fn cpu_runs_amx() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("f16c")
-        && crate::machine::ceiling::amx_int8_usable()
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_runs_amx() -> bool {
-    false
+    super::cpu_has_avx512bw_f16c() && crate::machine::ceiling::amx_int8_usable()
 }
 
 /// A Q4_K or Q6_K matrix `[n, k]` packed for [`matmul`].
@@ -592,38 +583,13 @@ mod kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::quantized::QMatMul;
     use candle_core::{Device, Module, Tensor};
 
     fn quantized(dtype: GgmlDType, n: usize, k: usize, seed: u64) -> QTensor {
         let w =
             Tensor::from_vec(super::super::test_values(n * k, seed), (n, k), &Device::Cpu).unwrap();
         QTensor::quantize(&w, dtype).unwrap()
-    }
-
-    /// `x · Wᵀ` in f64 from candle's dequantised weights and the same Q8_K activations.
-    fn reference(w: &QTensor, x: &[f32], k: usize) -> Vec<f64> {
-        let wd = w
-            .dequantize(&Device::Cpu)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap();
-        let n = wd.len() / k;
-        let a = super::super::q6k::Q8k::quantize(x, k);
-        let rows = x.len() / k;
-        let mut out = vec![0f64; rows * n];
-        for r in 0..rows {
-            for i in 0..n {
-                out[r * n + i] = (0..k)
-                    .map(|j| {
-                        let d = a.d[r * (k / QK) + j / QK] as f64;
-                        a.qs[r * k + j] as f64 * d * wd[i * k + j] as f64
-                    })
-                    .sum();
-            }
-        }
-        out
     }
 
     #[test]
@@ -667,7 +633,7 @@ mod tests {
                 let w = quantized(dtype, n, k, 11);
                 let x = super::super::test_values(rows * k, 5 + rows as u64);
                 let y = matmul(&pack(&w).unwrap().unwrap(), &x).unwrap();
-                let want = reference(&w, &x, k);
+                let want = super::super::dequantised_product(&w, &x, k);
                 let candle = QMatMul::from_qtensor(w)
                     .unwrap()
                     .forward(&Tensor::from_vec(x.clone(), (rows, k), &Device::Cpu).unwrap())
@@ -715,6 +681,4 @@ mod tests {
             .unwrap()
             .is_none());
     }
-
-    use candle_core::quantized::QMatMul;
 }

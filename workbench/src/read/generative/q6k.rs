@@ -27,19 +27,9 @@ const ROWS_PER_UNIT: usize = 32;
 /// `WORKBENCH_LLM_NO_Q6K` is unset (it restores candle's kernels, for comparisons).
 pub(crate) fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_Q6K") && cpu_has_kernel())
-}
-
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_kernel() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("f16c")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_kernel() -> bool {
-    false
+    *AVAILABLE.get_or_init(|| {
+        !super::switched_off("WORKBENCH_LLM_NO_Q6K") && super::cpu_has_avx512bw_f16c()
+    })
 }
 
 /// Rows of activations quantised to Q8_K.
@@ -302,28 +292,6 @@ mod tests {
         QTensor::quantize(&w, GgmlDType::Q6K).unwrap()
     }
 
-    /// The dequantised weights times the dequantised Q8_K activations, in f64.
-    fn reference(w: &QTensor, x: &[f32], k: usize) -> Vec<f64> {
-        let wd = w
-            .dequantize(&Device::Cpu)
-            .unwrap()
-            .to_vec2::<f32>()
-            .unwrap();
-        let a = Q8k::quantize(x, k);
-        let mut out = Vec::new();
-        for r in 0..a.rows {
-            for row in &wd {
-                let mut s = 0f64;
-                for (j, &wv) in row.iter().enumerate() {
-                    let ab = r * a.nb + j / QK;
-                    s += wv as f64 * a.qs[r * k + j] as f64 * a.d[ab] as f64;
-                }
-                out.push(s);
-            }
-        }
-        out
-    }
-
     #[test]
     fn q8k_quantisation_matches_ggml_rounding() {
         let x = random(1, 512, 7);
@@ -364,7 +332,7 @@ mod tests {
         let w = q6k(n, k);
         let x = random(3, k, 2);
         let got = matmul(&w, &x).unwrap().unwrap();
-        let want = reference(&w, &x, k);
+        let want = super::super::dequantised_product(&w, &x, k);
         for (g, w) in got.iter().zip(&want) {
             assert!(
                 (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
