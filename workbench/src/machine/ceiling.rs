@@ -95,43 +95,63 @@ fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
 /// data (Linux hands it out on request: `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`, made
 /// once here).
 pub fn amx_int8_usable() -> bool {
-    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *USABLE.get_or_init(amx_request)
+    amx_features() & AMX_INT8 != 0
+}
+
+/// Whether the CPU runs AMX-BF16 and this process may use AMX tile data (as
+/// [`amx_int8_usable`]).
+pub fn amx_bf16_usable() -> bool {
+    amx_features() & AMX_BF16 != 0
+}
+
+/// CPUID leaf 7 EDX bits (the std macro's names for them are not stable yet).
+const AMX_BF16: u32 = 1 << 22;
+const AMX_TILE: u32 = 1 << 24;
+const AMX_INT8: u32 = 1 << 25;
+
+/// The AMX bits of CPUID leaf 7 EDX when the CPU has AMX tiles and the tile-data request
+/// succeeded, else 0.
+fn amx_features() -> u32 {
+    static FEATURES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *FEATURES.get_or_init(amx_request)
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 #[allow(unsafe_code)]
-fn amx_request() -> bool {
-    // CPUID leaf 7, EDX: bit 24 AMX-TILE, bit 25 AMX-INT8 (the std macro's names for them
-    // are not stable yet).
+fn amx_request() -> u32 {
     // SAFETY: CPUID is present on every x86-64 CPU; leaf 7 is read only when the CPU
     // reports it (a leaf above the maximum returns another leaf's data).
     #[allow(unused_unsafe)]
     let max_leaf = unsafe { std::arch::x86_64::__get_cpuid_max(0) }.0;
     if max_leaf < 7 {
-        return false;
+        return 0;
     }
     #[allow(unused_unsafe)]
     // SAFETY: as above; leaf 7 exists.
     let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
-    if edx & (1 << 24) == 0 || edx & (1 << 25) == 0 {
-        return false;
+    if edx & AMX_TILE == 0 {
+        return 0;
     }
     const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
     const XFEATURE_XTILEDATA: libc::c_long = 18;
     // SAFETY: a plain system call with integer arguments.
-    unsafe {
+    let granted = unsafe {
         libc::syscall(
             libc::SYS_arch_prctl,
             ARCH_REQ_XCOMP_PERM,
             XFEATURE_XTILEDATA,
         ) == 0
+    };
+    if granted {
+        edx & (AMX_TILE | AMX_INT8 | AMX_BF16)
+    } else {
+        0
     }
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn amx_request() -> bool {
-    false
+fn amx_request() -> u32 {
+    0
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -8,6 +8,7 @@
 //! | [`Machine`] | the record benchmarks write into their `config.json`, with a one-line [`Machine::summary`] |
 //! | [`CpuInfo`] | what [`CpuInfo::parse`] reads from `/proc/cpuinfo` text |
 //! | [`ceiling`] | the measured peak multiply-add rates ([`measure_peak`]): compute ceilings beside measured speeds |
+//! | [`allocator`] | [`keep_freed_memory`]: glibc settings that spare model code fresh pages |
 //!
 //! Timings taken on a shared machine mean little without the load they were measured
 //! under, and the ratio of two kernels depends on which vector extensions the CPU has
@@ -21,7 +22,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod allocator;
 pub mod ceiling;
+pub use allocator::keep_freed_memory;
 pub use ceiling::{measure_peak, ComputePeak};
 
 /// The instruction-set flags (as spelt in `/proc/cpuinfo`) that [`Machine`] records:

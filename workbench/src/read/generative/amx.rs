@@ -1,206 +1,109 @@
-//! Q4_K and Q6_K weights times many activation rows with Intel AMX: the matrix products
-//! of prefill.
+//! Quantised weights times many activation rows with Intel AMX (bf16 tiles): the matrix
+//! products of prefill.
 //!
-//! Within a 256-value block, value `i` of a Q4_K or Q6_K row is `d · scale(i) · q(i)`
-//! plus a per-sub-block offset (Q4_K: `−dmin · min(i / 32)`; Q6_K: `−32 · d · scale(i / 16)`),
-//! with `q` a 4- or 6-bit code and `scale` a 6-bit (Q4_K) or signed 8-bit (Q6_K) sub-block
-//! scale. The integer `p = scale · q` needs up to 14 bits, so each weight is packed once as
-//! two bytes, `p = 128 · h + l` with `h` signed and `l` in `0..128`, in the layout AMX
-//! reads its second operand in. Activations are quantised to Q8_K as ggml and candle do
-//! (per 256 values: a scale `d_a`, 256 int8 and 16 sums of 16). Per block, two AMX
-//! products over all 256 values give the exact integer `Σ p · a = 128 · Σ h · a + Σ l · a`
-//! for a 16 × 16 tile of outputs, and one f32 step adds `d_a · d · Σ p · a` to the output;
-//! a second f32 pass adds the offsets' part, `Σ_j d_a · bsum_j · offset_j`. Activations are
-//! taken in groups of blocks small enough to stay in L2 while every weight tile passes, and
-//! each weight tile's outputs are summed in a contiguous buffer before one strided write.
+//! Each weight matrix is dequantised once, at the first prompt that needs it, and stored
+//! as bf16 (two bytes per weight) in the layout AMX reads its second operand in: per 16
+//! output columns and 32 values of `k`, a 1 KB tile of 16 lines, line `i` holding values
+//! `2i` and `2i + 1` of each of the 16 columns. The activation rows are rounded to bf16
+//! (to nearest, ties to even) into 1 KB tiles of 16 rows × 32 values. `tdpbf16ps` adds
+//! the products of a 16 × 32 activation tile and a 32 × 16 weight tile into a 16 × 16 f32
+//! tile; four such accumulators (2 × 2 tiles: 32 rows × 32 columns) stay in tile
+//! registers over `k` and are stored straight into the output.
 //!
-//! candle's AMX kernel multiplies the 4-bit codes and scales every 32 values in f32 (eight
-//! times per block), and quantises activations with a scalar loop; here the scaling is
-//! once per block and the quantisation is vectorised. Each output row depends only on its
-//! own activation row, with the same operations in the same order whatever the number of
-//! rows.
+//! What this changes in the arithmetic: the weights are the GGUF file's values rounded to
+//! bf16 (8 significant bits, relative error ≤ 2⁻⁹), and the activations are rounded to
+//! bf16 instead of being quantised to int8 per 256 values as llama.cpp's CPU kernels do.
+//! Sums are f32. Each output row depends only on its own activation row, with the same
+//! operations in the same order whatever the number of rows.
+//!
+//! `k` is taken in groups small enough for a group of every row's activations to stay in
+//! a core's L2 cache while all the weight tiles pass; between groups the accumulators go
+//! through the output (an exact f32 store and load).
 //!
 //! AMX tile registers are shared with candle's own AMX kernel on the same threads: the
 //! thread's tile configuration is saved on entry and put back on exit.
 
 use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::Device;
 
-/// Values per block.
-const QK: usize = 256;
-/// Weight rows (and activation rows) per tile.
+/// Rows (of activations) and columns (of outputs) per tile.
 const TILE: usize = 16;
-/// Packed bytes per (16-row tile, block): `h` then `l`, each 4 chunks of 16 × 64 bytes.
-const TILE_BYTES: usize = 2 * QK * TILE;
-const Q4K_BYTES: usize = 144;
-const Q6K_BYTES: usize = 210;
+/// Values of `k` per tile: 16 lines of 64 bytes hold 32 bf16 per row.
+const CHUNK: usize = 32;
+/// bf16 values per tile (1 KB).
+const TILE_VALUES: usize = TILE * CHUNK;
 
-/// Whether this CPU runs the kernel (x86-64 with AMX-INT8, AVX-512 F/BW and F16C, and
-/// the kernel lets the process use AMX tile data), and `WORKBENCH_LLM_NO_AMX` is unset
-/// (it restores candle's kernels, for comparisons).
+/// Whether this CPU runs the kernel (x86-64 with AMX-BF16 and AVX-512 F, and the kernel
+/// lets the process use AMX tile data), and `WORKBENCH_LLM_NO_AMX` is unset (it restores
+/// candle's kernels, for comparisons).
 pub(crate) fn available() -> bool {
     static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_AMX") && cpu_runs_amx())
 }
 
 fn cpu_runs_amx() -> bool {
-    super::cpu_has_avx512bw_f16c() && crate::machine::ceiling::amx_int8_usable()
+    super::cpu_has_avx512bw_f16c() && crate::machine::ceiling::amx_bf16_usable()
 }
 
-/// A Q4_K or Q6_K matrix `[n, k]` packed for [`matmul`].
+/// Whether weights of this type are multiplied here: the block-quantised types (candle
+/// dequantises them); float weights are left to candle's f32 / f16 matrix products.
+pub(crate) fn handles(dtype: GgmlDType) -> bool {
+    !matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16)
+}
+
+/// A weight matrix `[n, k]` as bf16 tiles for [`matmul`].
 pub(crate) struct Packed {
     n: usize,
     k: usize,
-    /// Offsets per block: 8 (Q4_K, one per 32 values) or 16 (Q6_K, one per 16).
-    j: usize,
-    /// Per (tile of 16 rows, block), [`TILE_BYTES`]: `h` then `l`, each as 4 chunks of 64
-    /// values, a chunk as 16 lines of (16 rows × 4 consecutive values).
-    hl: Vec<u8>,
-    /// Per (tile, block): `d` of the 16 rows.
-    d: Vec<f32>,
-    /// Per tile, `[k / 256 · j, 16]`: the 16 rows' offsets, block by block.
-    off: Vec<f32>,
+    /// Per (tile of 16 columns, chunk of 32 values): [`TILE_VALUES`] bf16 bits, line `i`
+    /// = (column 0: values `2i`, `2i + 1`), (column 1: …), ….
+    w: Vec<u16>,
 }
 
-/// One block of a row as `(p = scale · q, d, offsets)`.
-fn decode_block(dtype: GgmlDType, blk: &[u8], p: &mut [i16; QK], off: &mut [f32; 16]) -> f32 {
-    let f16 = |i: usize| half::f16::from_le_bytes([blk[i], blk[i + 1]]).to_f32();
-    if dtype == GgmlDType::Q4K {
-        let (d, dmin) = (f16(0), f16(2));
-        let sc = &blk[4..16];
-        let qs = &blk[16..144];
-        for s in 0..8 {
-            // ggml's get_scale_min_k4: six-bit scale and min of sub-block `s`.
-            let (scale, min) = if s < 4 {
-                (sc[s] & 63, sc[s + 4] & 63)
-            } else {
-                (
-                    (sc[s + 4] & 0xF) | ((sc[s - 4] >> 6) << 4),
-                    (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4),
-                )
-            };
-            off[s] = -dmin * min as f32;
-            for t in 0..32 {
-                let i = s * 32 + t;
-                let byte = qs[(i / 64) * 32 + t];
-                let q = if s % 2 == 0 { byte & 0xF } else { byte >> 4 };
-                p[i] = scale as i16 * q as i16;
-            }
-        }
-        d
-    } else {
-        let (ql, qh) = (&blk[0..128], &blk[128..192]);
-        let sc = &blk[192..208];
-        let d = f16(208);
-        for i in 0..QK {
-            let (half, r) = (i / 128, i % 128);
-            let (quarter, l) = (r / 32, r % 32);
-            let low = ql[64 * half + l + 32 * (quarter % 2)];
-            let low = if quarter < 2 { low & 0xF } else { low >> 4 };
-            let high = (qh[32 * half + l] >> (2 * quarter)) & 3;
-            let q = (low | (high << 4)) as i16;
-            p[i] = sc[i / 16] as i8 as i16 * q;
-        }
-        for (j, o) in off.iter_mut().enumerate() {
-            *o = -32.0 * d * sc[j] as i8 as f32;
-        }
-        d
-    }
+/// `v` rounded to bf16 (to nearest, ties to even), as bits.
+fn bf16_bits(v: f32) -> u16 {
+    half::bf16::from_f32(v).to_bits()
 }
 
-/// Packs `w` for [`matmul`]; `None` when it is not Q4_K or Q6_K or its shape does not
-/// tile (rows a multiple of 16, columns of 256).
+/// Packs `w` for [`matmul`]; `None` when its type is not [`handles`]d or its shape does
+/// not tile (rows a multiple of 16, columns of 32).
 pub(crate) fn pack(w: &QTensor) -> candle_core::Result<Option<Packed>> {
-    let (j, block_bytes) = match w.dtype() {
-        GgmlDType::Q4K => (8, Q4K_BYTES),
-        GgmlDType::Q6K => (16, Q6K_BYTES),
-        _ => return Ok(None),
-    };
     let (n, k) = w.shape().dims2()?;
-    if n == 0 || k == 0 || !n.is_multiple_of(TILE) || !k.is_multiple_of(QK) {
+    if !handles(w.dtype()) || n == 0 || !n.is_multiple_of(TILE) || !k.is_multiple_of(CHUNK) {
         return Ok(None);
     }
-    let data = w.data()?;
-    let nb = k / QK;
-    if data.len() != n * nb * block_bytes {
-        candle_core::bail!(
-            "amx pack: {} bytes for a {n}×{k} {:?} matrix",
-            data.len(),
-            w.dtype()
-        );
-    }
-    let tiles = n / TILE;
-    let mut hl = vec![0u8; tiles * nb * TILE_BYTES];
-    let mut ds = vec![0f32; tiles * nb * TILE];
-    let mut offs = vec![0f32; n * nb * j];
-    let (hl_ptr, d_ptr, off_ptr) = (
-        hl.as_mut_ptr() as usize,
-        ds.as_mut_ptr() as usize,
-        offs.as_mut_ptr() as usize,
-    );
-    let dtype = w.dtype();
-    candle_core::utils::barrier_pool().execute_chunked(tiles, |range| {
-        let mut p = [0i16; QK];
-        let mut off = [0f32; 16];
-        for t in range {
-            for r in 0..TILE {
-                let row = t * TILE + r;
-                for b in 0..nb {
-                    let at = (row * nb + b) * block_bytes;
-                    let d = decode_block(dtype, &data[at..at + block_bytes], &mut p, &mut off);
-                    let tb = t * nb + b;
-                    // SAFETY: tile `t` owns bytes `[tb·TILE_BYTES, (tb+1)·TILE_BYTES)` of
-                    // `hl`, floats `[tb·16, (tb+1)·16)` of `ds` and its part of `offs`; no
-                    // other unit writes them.
-                    unsafe {
-                        let h = (hl_ptr as *mut u8).add(tb * TILE_BYTES);
-                        for (i, &v) in p.iter().enumerate() {
-                            let at = (i / 64) * 1024 + ((i % 64) / 4) * 64 + r * 4 + i % 4;
-                            *h.add(at) = (v >> 7) as i8 as u8;
-                            *h.add(TILE_BYTES / 2 + at) = (v & 127) as u8;
-                        }
-                        *(d_ptr as *mut f32).add(tb * TILE + r) = d;
-                        let o = (off_ptr as *mut f32).add(((t * nb + b) * j) * TILE + r);
-                        for (jj, &v) in off[..j].iter().enumerate() {
-                            *o.add(jj * TILE) = v;
-                        }
+    let f = w
+        .dequantize(&Device::Cpu)?
+        .flatten_all()?
+        .to_vec1::<f32>()?;
+    let chunks = k / CHUNK;
+    let mut packed = vec![0u16; n * k];
+    let at = packed.as_mut_ptr() as usize;
+    candle_core::utils::barrier_pool().execute_chunked(n / TILE, |tiles| {
+        for t in tiles {
+            // SAFETY: column tile `t` owns values `[t·chunks·TILE_VALUES,
+            // (t + 1)·chunks·TILE_VALUES)` of `packed`; no other unit writes them.
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    (at as *mut u16).add(t * chunks * TILE_VALUES),
+                    chunks * TILE_VALUES,
+                )
+            };
+            for (c, tile) in dst.chunks_exact_mut(TILE_VALUES).enumerate() {
+                for j in 0..TILE {
+                    let row = &f[(t * TILE + j) * k + c * CHUNK..][..CHUNK];
+                    for (i, &v) in row.iter().enumerate() {
+                        tile[(i / 2) * 2 * TILE + 2 * j + i % 2] = bf16_bits(v);
                     }
                 }
             }
         }
     });
-    Ok(Some(Packed {
-        n,
-        k,
-        j,
-        hl,
-        d: ds,
-        off: offs,
-    }))
+    Ok(Some(Packed { n, k, w: packed }))
 }
 
-/// Activation rows quantised to Q8_K, in the layout the tile loads read: per block, per
-/// tile of 16 rows (rows padded with zeros to a multiple of 32), 4 chunks of 16 × 64 bytes.
-struct Acts {
-    rows: usize,
-    /// Tiles of 16 rows (an even number).
-    tiles: usize,
-    qs: Vec<i8>,
-    /// `d_a` per (row, block).
-    d: Vec<f32>,
-    /// `[rows, k / 256 · j]`: `d_a · bsum`, sums of 16 (Q6_K) or 32 (Q4_K) values.
-    dbs: Vec<f32>,
-}
-
-#[cfg(test)]
-impl Acts {
-    /// Byte offset of value `i` of row `m`.
-    fn at(&self, m: usize, i: usize) -> usize {
-        (((i / QK) * self.tiles + m / TILE) * 4 + (i % QK) / 64) * 1024 + (m % TILE) * 64 + i % 64
-    }
-}
-
-/// Activation bytes a group of blocks may take, so that it stays in a core's L2 cache
-/// while every weight tile is multiplied by it.
+/// Activation bytes a group of `k` may take, so that it stays in a core's L2 cache while
+/// every weight tile is multiplied by it.
 const GROUP_BYTES: usize = 1 << 20;
 
 /// `x · Wᵀ` for `x: [rows, k]` (row-major) and the packed `w: [n, k]`, as `[rows, n]`.
@@ -211,40 +114,48 @@ pub(crate) fn matmul(w: &Packed, x: &[f32]) -> candle_core::Result<Vec<f32>> {
         candle_core::bail!("amx matmul: {} inputs for rows of {k}", x.len());
     }
     let rows = x.len() / k;
-    let nb = k / QK;
+    // Rows in pairs of tiles; the padding rows are zeros.
+    let padded = rows.div_ceil(2 * TILE) * 2 * TILE;
+    let chunks = k / CHUNK;
     thread_local! {
-        static SPARE: std::cell::Cell<Option<Acts>> = const { std::cell::Cell::new(None) };
+        // Reused across calls: fresh memory costs page faults.
+        static SPARE: std::cell::Cell<Vec<u16>> = const { std::cell::Cell::new(Vec::new()) };
     }
-    let a = kernel::quantize(x, k, w.j, SPARE.take());
-    let mut dst: Vec<f32> = Vec::with_capacity(rows * n);
-    let dst_ptr = dst.as_mut_ptr() as usize;
-    // Blocks per pass: all of them when the activations fit GROUP_BYTES.
-    let group = (GROUP_BYTES / (a.tiles * TILE * QK)).clamp(1, nb);
-    let mut b0 = 0;
-    while b0 < nb {
-        let blocks = b0..(b0 + group).min(nb);
-        let last = blocks.end == nb;
+    let mut a = SPARE.take();
+    a.resize(padded * k, 0);
+    let at = a.as_mut_ptr() as usize;
+    candle_core::utils::barrier_pool().execute_chunked(padded, |ms| {
+        for m in ms {
+            // SAFETY: row `m` writes only its own 64-byte lines; the caller's `available()`
+            // checked AVX-512 F.
+            unsafe { kernel::convert(x, rows, k, m, at as *mut u16) }
+        }
+    });
+    let mut dst: Vec<f32> = Vec::with_capacity(padded * n);
+    let out = dst.as_mut_ptr() as usize;
+    let group = (GROUP_BYTES / (padded * CHUNK * 2)).clamp(1, chunks);
+    let mut c0 = 0;
+    while c0 < chunks {
+        let part = c0..(c0 + group).min(chunks);
+        let a = &a;
         candle_core::utils::barrier_pool().execute_chunked(n / TILE, |tiles| {
-            // SAFETY: `available()` checked the CPU and the tile-data permission; tile `t`
-            // writes columns `16t..16t + 16` of every row of `dst`, and no other unit does;
-            // passes run one after the other, the first storing every output.
-            unsafe { kernel::columns(w, &a, tiles, blocks.clone(), last, dst_ptr as *mut f32) }
+            // SAFETY: `available()` checked the CPU and the tile-data permission; `dst` has
+            // room for `padded` rows, columns of tiles `tiles` are written by this unit
+            // only, and the groups run one after the other, the first storing every value.
+            unsafe { kernel::columns(w, a, padded, tiles, part.clone(), out as *mut f32) }
         });
-        b0 = blocks.end;
+        c0 = part.end;
     }
-    SPARE.set(Some(a));
-    // SAFETY: every (row, column) was written: block 0 stores each tile's outputs.
+    SPARE.set(a);
+    // SAFETY: the first group stored every (row, column) of the first `rows` rows.
     unsafe { dst.set_len(rows * n) };
     Ok(dst)
 }
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {
-    use super::{Acts, Packed, QK, TILE, TILE_BYTES};
+    use super::{Packed, CHUNK, TILE, TILE_VALUES};
     use std::arch::x86_64::*;
-
-    /// Activation rows per pass: two tiles of 16.
-    const PAIR: usize = 2 * TILE;
 
     #[repr(C, align(64))]
     struct TileCfg {
@@ -273,8 +184,8 @@ mod kernel {
         cfg
     }
 
-    /// Ours: four 16 × 16 i32 accumulators (tmm0–3), two activation tiles (tmm4–5) and the
-    /// `h` and `l` weight tiles (tmm6–7), all 16 lines of 64 bytes.
+    /// Ours: four 16 × 16 f32 accumulators (tmm0–3), two activation tiles (tmm4–5) and two
+    /// weight tiles (tmm6–7), all 16 lines of 64 bytes.
     static OURS: TileCfg = config([(64, 16); 8]);
 
     /// Loads our tile configuration, returning the thread's previous one (candle's AMX
@@ -295,285 +206,159 @@ mod kernel {
         }
     }
 
-    /// Quantises `x: [rows, k]` to Q8_K (ggml's rounding: scale `−127 / max`, `max` the
-    /// first value of largest magnitude, round half away from zero), with `j` offset sums
-    /// per block, in parallel over rows.
-    /// `spare`: buffers of an earlier call to reuse (fresh memory costs page faults).
-    pub(super) fn quantize(x: &[f32], k: usize, j: usize, spare: Option<Acts>) -> Acts {
-        let rows = x.len() / k;
-        let nb = k / QK;
-        let padded = rows.div_ceil(PAIR) * PAIR;
-        let mut a = spare.unwrap_or(Acts {
-            rows: 0,
-            tiles: 0,
-            qs: Vec::new(),
-            d: Vec::new(),
-            dbs: Vec::new(),
-        });
-        a.rows = rows;
-        a.tiles = padded / TILE;
-        // Real rows are overwritten below; the padding rows must be zero.
-        a.qs.resize(padded * k, 0);
-        a.d.resize(rows * nb, 0.0);
-        a.dbs.resize(rows * nb * j, 0.0);
-        let tiles = a.tiles;
-        for b in 0..nb {
-            for m in rows..padded {
-                for c in 0..4 {
-                    let at = ((b * tiles + m / TILE) * 4 + c) * 1024 + (m % TILE) * 64;
-                    a.qs[at..at + 64].fill(0);
-                }
-            }
-        }
-        let (qs, d, dbs) = (
-            a.qs.as_mut_ptr() as usize,
-            a.d.as_mut_ptr() as usize,
-            a.dbs.as_mut_ptr() as usize,
-        );
-        candle_core::utils::barrier_pool().execute_chunked(rows * nb, |range| {
-            let mut bsum = [0i32; 16];
-            for rb in range {
-                // SAFETY: unit `rb` writes only block `rb` of each array; the caller of
-                // `matmul` checked AVX-512 F/BW through `available()`.
-                unsafe {
-                    let (m, b) = (rb / nb, rb % nb);
-                    let at = ((b * tiles + m / TILE) * 4) * 1024 + (m % TILE) * 64;
-                    let db = block(x.as_ptr().add(rb * QK), (qs as *mut i8).add(at), &mut bsum);
-                    *(d as *mut f32).add(rb) = db;
-                    let out = (dbs as *mut f32).add(rb * j);
-                    let per = 16 / j;
-                    for jj in 0..j {
-                        let s: i32 = bsum[jj * per..(jj + 1) * per].iter().sum();
-                        *out.add(jj) = db * s as f32;
-                    }
-                }
-            }
-        });
-        a
+    /// Where value `c·32` of row `m` goes: per pair of row tiles, chunk by chunk, the
+    /// pair's two tiles one after the other.
+    pub(super) fn line(m: usize, c: usize, chunks: usize) -> usize {
+        let (pair, r, i) = (m / (2 * TILE), (m / TILE) % 2, m % TILE);
+        ((pair * chunks + c) * 2 + r) * TILE_VALUES + i * CHUNK
     }
 
-    /// One block of 256 values: writes 256 int8 (values `64c..64c + 64` at `qs + 1024c`),
-    /// the 16 sums of 16, returns `d_a`.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn block(x: *const f32, qs: *mut i8, bsum: &mut [i32; 16]) -> f32 {
-        let mut amax = _mm512_setzero_ps();
-        for v in 0..16 {
-            amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x.add(16 * v))));
-        }
-        let amax = _mm512_reduce_max_ps(amax);
-        if amax == 0.0 {
-            std::ptr::write_bytes(qs, 0, QK);
-            bsum.fill(0);
-            return 0.0;
-        }
-        let mut max = 0f32;
-        for v in 0..16 {
-            let xs = _mm512_loadu_ps(x.add(16 * v));
-            let hit = _mm512_cmpeq_ps_mask(_mm512_abs_ps(xs), _mm512_set1_ps(amax));
-            if hit != 0 {
-                max = *x.add(16 * v + hit.trailing_zeros() as usize);
-                break;
-            }
-        }
-        let iscale = -127f32 / max;
-        let half = _mm512_set1_ps(0.5);
-        let one = _mm512_set1_ps(1.0);
-        for (v, s) in bsum.iter_mut().enumerate() {
-            let y = _mm512_mul_ps(_mm512_set1_ps(iscale), _mm512_loadu_ps(x.add(16 * v)));
-            // Round half away from zero, exactly: truncate, then step away from zero
-            // where the (exact) fraction is at least one half.
-            let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
-            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_abs_ps(_mm512_sub_ps(y, t)), half);
-            let sign = _mm512_or_ps(_mm512_and_ps(y, _mm512_set1_ps(-0.0)), one);
-            let r = _mm512_cvtps_epi32(_mm512_mask_add_ps(t, up, t, sign));
-            let at = (v / 4) * 1024 + (v % 4) * 16;
-            _mm_storeu_si128(qs.add(at) as *mut __m128i, _mm512_cvtsepi32_epi8(r));
-            *s = _mm512_reduce_add_epi32(r);
-        }
-        1.0 / iscale
-    }
-
-    /// Columns `16t..16t + 16` of `dst: [rows, n]` for the tiles `t` in `tiles`, summed
-    /// over `blocks`, plus the offsets when `last`: the first pass (blocks from 0) stores,
-    /// later passes add. Each tile is summed in a contiguous buffer, then written once.
+    /// Row `m` of `x: [rows, k]` rounded to bf16 into its tile lines of `a` (zeros for a
+    /// padding row, `m ≥ rows`).
     ///
     /// # Safety
-    /// AMX-INT8 and AVX-512 F/BW present and tile data permitted; `dst` holds
-    /// `a.rows · w.n` floats, columns of these tiles written by this call only.
+    /// AVX-512 F present; `a` holds the padded rows' lines.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn convert(x: &[f32], rows: usize, k: usize, m: usize, a: *mut u16) {
+        let chunks = k / CHUNK;
+        for c in 0..chunks {
+            let dst = a.add(line(m, c, chunks));
+            if m >= rows {
+                std::ptr::write_bytes(dst, 0, CHUNK);
+                continue;
+            }
+            let src = x.as_ptr().add(m * k + c * CHUNK);
+            for h in 0..2 {
+                // Round to nearest, ties to even: add 0x7fff plus the kept part's lowest
+                // bit, keep the upper 16 bits.
+                let u = _mm512_castps_si512(_mm512_loadu_ps(src.add(16 * h)));
+                let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(u), _mm512_set1_epi32(1));
+                let r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+                let v = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(r));
+                _mm256_storeu_si256(dst.add(16 * h) as *mut __m256i, v);
+            }
+        }
+    }
+
+    /// Columns `16t..16t + 16` of `dst` for the tiles `t` in `tiles`, summed over the
+    /// chunks `part` of `k`: stored when `part` starts at 0, else added to what `dst`
+    /// holds.
+    ///
+    /// # Safety
+    /// AMX-BF16 present and tile data permitted; `a` holds `padded` rows from
+    /// [`convert`]; `dst` holds `padded · w.n` floats, the columns of these tiles written
+    /// by this call only.
     pub(super) unsafe fn columns(
         w: &Packed,
-        a: &Acts,
+        a: &[u16],
+        padded: usize,
         tiles: std::ops::Range<usize>,
-        blocks: std::ops::Range<usize>,
-        last: bool,
+        part: std::ops::Range<usize>,
         dst: *mut f32,
     ) {
-        thread_local! {
-            static ACC: std::cell::Cell<Vec<f32>> = const { std::cell::Cell::new(Vec::new()) };
-        }
-        // Every row of the buffer is stored by the first block before it is read.
-        let mut acc = ACC.take();
-        acc.resize(a.rows * TILE, 0.0);
+        let chunks = w.k / CHUNK;
+        let stride = w.n * 4;
+        let first = part.start == 0;
         let saved = load_config();
-        for t in tiles {
-            for b in blocks.clone() {
-                column(w, a, t, b, b == blocks.start, acc.as_mut_ptr());
+        let mut t = tiles.start;
+        while t < tiles.end {
+            // Two column tiles at a time; a lone last one is multiplied twice and stored
+            // once.
+            let two = t + 1 < tiles.end;
+            let b0 = w.w.as_ptr().add(t * chunks * TILE_VALUES);
+            let b1 = if two {
+                b0.add(chunks * TILE_VALUES)
+            } else {
+                b0
+            };
+            for pair in 0..padded / (2 * TILE) {
+                let c00 = dst.add(2 * pair * TILE * w.n + t * TILE);
+                let c10 = c00.add(TILE * w.n);
+                let (c01, c11) = if two {
+                    (c00.add(TILE), c10.add(TILE))
+                } else {
+                    (c00, c10)
+                };
+                if first {
+                    core::arch::asm!(
+                        "tilezero tmm0",
+                        "tilezero tmm1",
+                        "tilezero tmm2",
+                        "tilezero tmm3",
+                        options(nostack, nomem)
+                    );
+                } else {
+                    core::arch::asm!(
+                        "tileloadd tmm0, [{c00} + {s}*1]",
+                        "tileloadd tmm1, [{c01} + {s}*1]",
+                        "tileloadd tmm2, [{c10} + {s}*1]",
+                        "tileloadd tmm3, [{c11} + {s}*1]",
+                        c00 = in(reg) c00,
+                        c01 = in(reg) c01,
+                        c10 = in(reg) c10,
+                        c11 = in(reg) c11,
+                        s = in(reg) stride,
+                        options(nostack, readonly)
+                    );
+                }
+                for c in part.clone() {
+                    let a0 = a.as_ptr().add(((pair * chunks + c) * 2) * TILE_VALUES);
+                    core::arch::asm!(
+                        "tileloadd tmm4, [{a0} + {s}*1]",
+                        "tileloadd tmm6, [{b0} + {s}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tileloadd tmm7, [{b1} + {s}*1]",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm5, [{a1} + {s}*1]",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        a0 = in(reg) a0,
+                        a1 = in(reg) a0.add(TILE_VALUES),
+                        b0 = in(reg) b0.add(c * TILE_VALUES),
+                        b1 = in(reg) b1.add(c * TILE_VALUES),
+                        s = in(reg) 64usize,
+                        options(nostack, readonly)
+                    );
+                }
+                core::arch::asm!(
+                    "tilestored [{c00} + {s}*1], tmm0",
+                    "tilestored [{c10} + {s}*1], tmm2",
+                    c00 = in(reg) c00,
+                    c10 = in(reg) c10,
+                    s = in(reg) stride,
+                    options(nostack)
+                );
+                if two {
+                    core::arch::asm!(
+                        "tilestored [{c01} + {s}*1], tmm1",
+                        "tilestored [{c11} + {s}*1], tmm3",
+                        c01 = in(reg) c01,
+                        c11 = in(reg) c11,
+                        s = in(reg) stride,
+                        options(nostack)
+                    );
+                }
             }
-            if last {
-                offsets(w, a, t, acc.as_mut_ptr());
-            }
-            write_out(
-                &acc[..a.rows * TILE],
-                blocks.start == 0,
-                dst.add(t * TILE),
-                w.n,
-            );
+            t += 2;
         }
         restore_config(&saved);
-        ACC.set(acc);
-    }
-
-    /// `dst[m, ..16] (+)= acc[m]` for every row.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn write_out(acc: &[f32], store: bool, dst: *mut f32, n: usize) {
-        for (m, y) in acc.chunks_exact(TILE).enumerate() {
-            let out = dst.add(m * n);
-            let y = _mm512_loadu_ps(y.as_ptr());
-            let y = if store {
-                y
-            } else {
-                _mm512_add_ps(_mm512_loadu_ps(out), y)
-            };
-            _mm512_storeu_ps(out, y);
-        }
-    }
-
-    /// Adds `Σ_(block, j) d_a · bsum · offset` of tile `t` to `acc: [rows, 16]`, summed
-    /// in the same order for every row.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn offsets(w: &Packed, a: &Acts, t: usize, acc: *mut f32) {
-        let kj = (w.k / QK) * w.j;
-        let off = w.off.as_ptr().add(t * kj * TILE);
-        let mut m = 0;
-        while m + 8 <= a.rows {
-            add_offsets::<8>(off, kj, a, m, acc, TILE);
-            m += 8;
-        }
-        while m < a.rows {
-            add_offsets::<1>(off, kj, a, m, acc, TILE);
-            m += 1;
-        }
-    }
-
-    /// Rows `m..m + R` of [`offsets`] for one tile.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn add_offsets<const R: usize>(
-        off: *const f32,
-        kj: usize,
-        a: &Acts,
-        m: usize,
-        dst: *mut f32,
-        n: usize,
-    ) {
-        let mut acc = [_mm512_setzero_ps(); R];
-        let dbs = a.dbs.as_ptr().add(m * kj);
-        for q in 0..kj {
-            let v = _mm512_loadu_ps(off.add(q * TILE));
-            for (r, y) in acc.iter_mut().enumerate() {
-                *y = _mm512_fmadd_ps(_mm512_set1_ps(*dbs.add(r * kj + q)), v, *y);
-            }
-        }
-        for (r, y) in acc.iter().enumerate() {
-            let out = dst.add((m + r) * n);
-            _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), *y));
-        }
-    }
-
-    #[repr(C, align(64))]
-    struct Acc([i32; 4 * TILE * TILE]);
-
-    /// Block `b` of tile `t` into `acc: [rows, 16]`, stored when `first`, else added.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    unsafe fn column(w: &Packed, a: &Acts, t: usize, b: usize, first: bool, acc: *mut f32) {
-        let nb = w.k / QK;
-        let mut tiles = Acc([0; 4 * TILE * TILE]);
-        let c = tiles.0.as_mut_ptr();
-        let tb = t * nb + b;
-        let h = w.hl.as_ptr().add(tb * TILE_BYTES);
-        let l = h.add(TILE_BYTES / 2);
-        let dw = _mm512_loadu_ps(w.d.as_ptr().add(tb * TILE));
-        for pair in 0..a.tiles / 2 {
-            let a0 = a.qs.as_ptr().add((b * a.tiles + 2 * pair) * 4096);
-            let a1 = a0.add(4096);
-            core::arch::asm!(
-                "tilezero tmm0",
-                "tilezero tmm1",
-                "tilezero tmm2",
-                "tilezero tmm3",
-                options(nostack, nomem)
-            );
-            for ch in 0..4 {
-                core::arch::asm!(
-                    "tileloadd tmm4, [{a0} + {s}*1]",
-                    "tileloadd tmm6, [{h} + {s}*1]",
-                    "tileloadd tmm7, [{l} + {s}*1]",
-                    "tdpbssd tmm0, tmm4, tmm6",
-                    "tdpbsud tmm1, tmm4, tmm7",
-                    "tileloadd tmm5, [{a1} + {s}*1]",
-                    "tdpbssd tmm2, tmm5, tmm6",
-                    "tdpbsud tmm3, tmm5, tmm7",
-                    a0 = in(reg) a0.add(1024 * ch),
-                    a1 = in(reg) a1.add(1024 * ch),
-                    h = in(reg) h.add(1024 * ch),
-                    l = in(reg) l.add(1024 * ch),
-                    s = in(reg) 64usize,
-                    options(nostack, readonly)
-                );
-            }
-            core::arch::asm!(
-                "tilestored [{c} + {s}*1], tmm0",
-                "tilestored [{c} + {s}*1 + 1024], tmm1",
-                "tilestored [{c} + {s}*1 + 2048], tmm2",
-                "tilestored [{c} + {s}*1 + 3072], tmm3",
-                c = in(reg) c,
-                s = in(reg) 64usize,
-                options(nostack)
-            );
-            let m0 = 2 * TILE * pair;
-            for i in 0..(a.rows.saturating_sub(m0)).min(2 * TILE) {
-                let m = m0 + i;
-                let ct = c.add((i / TILE) * 2 * TILE * TILE + (i % TILE) * TILE);
-                let hi = _mm512_load_si512(ct as *const _);
-                let lo = _mm512_load_si512(ct.add(TILE * TILE) as *const _);
-                let s = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32::<7>(hi), lo));
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.get_unchecked(m * nb + b)));
-                let out = acc.add(m * TILE);
-                let y = if first {
-                    _mm512_mul_ps(s, scale)
-                } else {
-                    _mm512_fmadd_ps(s, scale, _mm512_loadu_ps(out))
-                };
-                _mm512_storeu_ps(out, y);
-            }
-        }
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 mod kernel {
-    use super::{Acts, Packed};
+    use super::Packed;
 
-    pub(super) fn quantize(_x: &[f32], _k: usize, _j: usize, _s: Option<Acts>) -> Acts {
+    pub(super) unsafe fn convert(_x: &[f32], _rows: usize, _k: usize, _m: usize, _a: *mut u16) {
         unreachable!("amx::available() is false off x86-64")
     }
 
     pub(super) unsafe fn columns(
         _w: &Packed,
-        _a: &Acts,
+        _a: &[u16],
+        _padded: usize,
         _t: std::ops::Range<usize>,
-        _b: std::ops::Range<usize>,
-        _last: bool,
+        _p: std::ops::Range<usize>,
         _d: *mut f32,
     ) {
         unreachable!("amx::available() is false off x86-64")
@@ -584,7 +369,7 @@ mod kernel {
 mod tests {
     use super::*;
     use candle_core::quantized::QMatMul;
-    use candle_core::{Device, Module, Tensor};
+    use candle_core::{Module, Tensor};
 
     fn quantized(dtype: GgmlDType, n: usize, k: usize, seed: u64) -> QTensor {
         let w =
@@ -592,65 +377,86 @@ mod tests {
         QTensor::quantize(&w, dtype).unwrap()
     }
 
-    #[test]
-    fn quantisation_matches_the_scalar_one() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AMX (the kernel is not used here)");
-            return;
-        }
-        let k = 512;
-        let mut x = super::super::test_values(5 * k, 3);
-        // Ties: with 127 the largest magnitude the scale is exactly −1.
-        x[0] = 127.0;
-        x[1..8].copy_from_slice(&[0.5, -0.5, 1.5, -2.5, 0.49999997, -0.49999997, 126.5]);
-        x[300] = -4.0; // a block whose largest magnitude is negative
-        let stale = kernel::quantize(&vec![1.0; 40 * k], k, 16, None);
-        let a = kernel::quantize(&x, k, 16, Some(stale));
-        let s = super::super::q6k::Q8k::quantize(&x, k);
-        let ours: Vec<i8> = (0..5 * k).map(|i| a.qs[a.at(i / k, i % k)]).collect();
-        assert_eq!(ours, s.qs);
-        assert_eq!(a.d, s.d);
-        let nonzero = |q: &[i8]| q.iter().filter(|&&q| q != 0).count();
-        assert_eq!(nonzero(&a.qs), nonzero(&ours), "padding rows are zero");
-        assert_eq!(&ours[..8], &[-127, -1, 1, -2, 3, 0, 0, -127]);
+    fn bf16(v: f32) -> f64 {
+        half::bf16::from_bits(bf16_bits(v)).to_f64()
     }
 
     #[test]
-    fn matches_the_dequantised_product_and_candle() {
+    fn rounds_to_nearest_even_as_the_half_crate() {
         if !available() {
-            eprintln!("skipped: this CPU has no AMX (the kernel is not used here)");
+            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
             return;
         }
-        // The last case multiplies in two passes over the blocks (see GROUP_BYTES).
+        let k = 64;
+        let mut x = super::super::test_values(3 * k, 4);
+        // Exact ties (1 + 2⁻⁸ and 1 + 3·2⁻⁸ lie halfway), a value just above a tie, tiny
+        // and large magnitudes.
+        x[..6].copy_from_slice(&[1.00390625, 1.01171875, -1.00390637, 1e-30, -3e38, 0.0]);
+        let mut a = vec![0u16; 2 * TILE * k];
+        for m in 0..2 * TILE {
+            unsafe { kernel::convert(&x, 3, k, m, a.as_mut_ptr()) };
+        }
+        for m in 0..2 * TILE {
+            for i in 0..k {
+                let got = a[kernel::line(m, i / CHUNK, k / CHUNK) + i % CHUNK];
+                let want = if m < 3 { bf16_bits(x[m * k + i]) } else { 0 };
+                assert_eq!(got, want, "row {m} value {i}");
+            }
+        }
+        assert_eq!(&a[..2], &[0x3f80, 0x3f82]);
+    }
+
+    #[test]
+    fn matches_the_bf16_product_and_candle() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
+            return;
+        }
+        // The last case multiplies in two groups of `k` (see GROUP_BYTES); 48 columns end
+        // with a lone tile.
         let cases = [
             (1, 48, 768),
             (17, 48, 768),
-            (40, 48, 768),
-            (40, 16, 65 * QK),
+            (40, 32, 768),
+            (40, 16, 65 * 256),
         ];
-        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0] {
             for (rows, n, k) in cases {
                 let w = quantized(dtype, n, k, 11);
                 let x = super::super::test_values(rows * k, 5 + rows as u64);
                 let y = matmul(&pack(&w).unwrap().unwrap(), &x).unwrap();
-                let want = super::super::dequantised_product(&w, &x, k);
+                let f = w
+                    .dequantize(&Device::Cpu)
+                    .unwrap()
+                    .to_vec2::<f32>()
+                    .unwrap();
                 let candle = QMatMul::from_qtensor(w)
                     .unwrap()
                     .forward(&Tensor::from_vec(x.clone(), (rows, k), &Device::Cpu).unwrap())
                     .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
+                    .to_vec2::<f32>()
                     .unwrap();
-                for (i, ((&got, &r), &c)) in y.iter().zip(&want).zip(&candle).enumerate() {
-                    assert!(
-                        (got as f64 - r).abs() < 1e-4 * (1.0 + r.abs()),
-                        "{dtype:?} {i}: {got} vs {r}"
-                    );
-                    assert!(
-                        (got - c).abs() < 1e-3 * (1.0 + c.abs()),
-                        "{dtype:?} {i}: {got} vs candle {c}"
-                    );
+                for m in 0..rows {
+                    for (j, wj) in f.iter().enumerate() {
+                        // What the kernel computes, in f64: bf16 inputs, exact products.
+                        let (mut want, mut size) = (0f64, 0f64);
+                        for (i, &v) in wj.iter().enumerate() {
+                            let p = bf16(x[m * k + i]) * bf16(v);
+                            want += p;
+                            size += p.abs();
+                        }
+                        let got = y[m * n + j] as f64;
+                        assert!(
+                            (got - want).abs() <= 1e-5 * size,
+                            "{dtype:?} {rows}×{n}×{k} ({m}, {j}): {got} vs {want}"
+                        );
+                        // candle quantises the activations to int8: a coarser product.
+                        let c = candle[m][j] as f64;
+                        assert!(
+                            (got - c).abs() <= 2e-2 * size,
+                            "{dtype:?} ({m}, {j}): {got} vs candle {c}"
+                        );
+                    }
                 }
             }
         }
@@ -659,12 +465,13 @@ mod tests {
     #[test]
     fn each_row_is_the_same_alone_or_among_others() {
         if !available() {
-            eprintln!("skipped: this CPU has no AMX (the kernel is not used here)");
+            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
             return;
         }
-        let (n, k) = (32, 512);
+        let (n, k) = (48, 40 * 256);
         let w = pack(&quantized(GgmlDType::Q6K, n, k, 2)).unwrap().unwrap();
         let x = super::super::test_values(35 * k, 9);
+        // 35 rows take several groups of `k`, one row takes one.
         let all = matmul(&w, &x).unwrap();
         for r in [0, 16, 31, 32, 34] {
             let one = matmul(&w, &x[r * k..(r + 1) * k]).unwrap();
@@ -674,11 +481,21 @@ mod tests {
 
     #[test]
     fn other_types_and_shapes_are_declined() {
-        assert!(pack(&quantized(GgmlDType::Q8_0, 32, 256, 1))
+        let f32s = Tensor::from_vec(
+            super::super::test_values(32 * 256, 1),
+            (32, 256),
+            &Device::Cpu,
+        )
+        .unwrap();
+        assert!(pack(&QTensor::quantize(&f32s, GgmlDType::F32).unwrap())
             .unwrap()
             .is_none());
         assert!(pack(&quantized(GgmlDType::Q4K, 24, 256, 1))
             .unwrap()
             .is_none());
+        let w = pack(&quantized(GgmlDType::Q4K, 16, 256, 1))
+            .unwrap()
+            .unwrap();
+        assert!(matmul(&w, &[0.0; 100]).is_err());
     }
 }

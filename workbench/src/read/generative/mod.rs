@@ -44,9 +44,10 @@
 //! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's. The attention
 //! of a decoded position reads the KV cache in place without tensor operations
 //! (`decode_attn.rs`, AVX-512); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations.
-//! Prompts of 16 tokens or more multiply Q4_K and Q6_K weights on AMX tiles where the CPU
-//! has AMX-INT8 (`amx.rs`: exact integer sums per 256-value block from weights packed at the
-//! first prompt, two bytes each); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's kernels.
+//! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
+//! AMX-BF16 (`amx.rs`: weights dequantised to bf16 at the first prompt, two bytes each,
+//! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
+//! kernels.
 
 mod amx;
 mod decode_attn;
@@ -357,6 +358,7 @@ impl Llm {
     /// `qwen2` or `llama` — each failure an error naming the file.
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self> {
         let t0 = Instant::now();
+        crate::machine::keep_freed_memory();
         if opts.context_len == Some(0) {
             return Err(Error::param("context_len", "must be at least 1"));
         }

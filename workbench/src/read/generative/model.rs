@@ -10,7 +10,7 @@
 use super::gguf::GgufFile;
 use super::{amx, decode_attn, q6k};
 use crate::{Error, Result};
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
+use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Storage, Tensor};
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ struct Weight {
     q6k: Option<Arc<QTensor>>,
     /// Multiply several decoding rows one row at a time (see [`row_exact`]).
     per_row: bool,
-    /// For Q4_K and Q6_K on CPUs with AMX: the tensor, and its [`amx::pack`]ing, made at
+    /// For quantised weights on CPUs with AMX: the tensor, and its [`amx::pack`]ing, made at
     /// the first prefill that uses it.
     amx: Option<(Arc<QTensor>, std::sync::OnceLock<Option<amx::Packed>>)>,
 }
@@ -102,7 +102,7 @@ impl Weight {
     fn new(t: Arc<QTensor>, f32: Option<Tensor>) -> candle_core::Result<Self> {
         let exact = row_exact(t.dtype());
         let fast = exact && q6k::available();
-        let tiles = matches!(t.dtype(), GgmlDType::Q4K | GgmlDType::Q6K) && amx::available();
+        let tiles = amx::handles(t.dtype()) && amx::available();
         Ok(Weight {
             q: QMatMul::from_arc(t.clone())?,
             f32,
