@@ -361,7 +361,6 @@ impl BertEncoder {
     /// the command that fetches it.
     pub fn load(assets: &Assets, name: &str, params: EncoderParams) -> Result<Self> {
         params.check()?;
-        crate::machine::keep_freed_memory();
         let spec = assets.spec(name)?;
         let model_sha256 = spec
             .files

@@ -12,8 +12,9 @@
 //!
 //! [`keep_freed_memory`] sets glibc to serve every allocation from its heaps
 //! (`M_MMAP_MAX = 0`) and to keep freed memory (`M_TRIM_THRESHOLD`, `M_TOP_PAD`), once per
-//! process, when a model is loaded. The process then keeps its peak heap size until it
-//! exits. It does nothing when any `MALLOC_*_` variable or `GLIBC_TUNABLES` is set (the
+//! process; loading a GGUF reader (`read::generative::Llm::load`) calls it. The
+//! process then keeps its peak heap size until it exits. Training applies its own settings
+//! (`train::keep_freed_memory`, which also limits glibc to one arena). It does nothing when any `MALLOC_*_` variable or `GLIBC_TUNABLES` is set (the
 //! user's own settings win), when `WORKBENCH_KEEP_MALLOC_DEFAULTS` is set to anything but
 //! `0`, or off glibc.
 

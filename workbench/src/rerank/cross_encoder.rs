@@ -253,7 +253,6 @@ impl CrossEncoder {
         weights_path: &Path,
         params: CrossEncoderParams,
     ) -> Result<Self> {
-        crate::machine::keep_freed_memory();
         if params.batch_size == 0 {
             return Err(Error::param("batch_size", "must be at least 1"));
         }

@@ -308,7 +308,6 @@ where
     if data.is_empty() {
         return Err(Error::Empty("training data".into()));
     }
-    crate::machine::keep_freed_memory();
     keep_freed_memory();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(cfg.threads)
