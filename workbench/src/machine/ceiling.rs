@@ -190,6 +190,64 @@ fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
     None
 }
 
+/// AMX tile configuration for kernels that use all eight tiles as 16 lines of 64 bytes
+/// (this module's peak loop and the prefill kernel). A thread keeps one configuration, and
+/// candle's own AMX kernel configures a thread once and expects it to stay, so
+/// [`tiles::configure`] returns the previous one for [`tiles::restore`].
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+pub(crate) mod tiles {
+    /// The 64-byte `ldtilecfg` / `sttilecfg` operand.
+    #[repr(C, align(64))]
+    pub(crate) struct TileCfg {
+        palette: u8,
+        start_row: u8,
+        _reserved: [u8; 14],
+        colsb: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    /// Tiles 0–7 as 16 lines of 64 bytes.
+    static FULL: TileCfg = TileCfg {
+        palette: 1,
+        start_row: 0,
+        _reserved: [0; 14],
+        colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+
+    /// Configures this thread's tiles 0–7 as 16 lines of 64 bytes and returns its previous
+    /// configuration.
+    ///
+    /// # Safety
+    /// The CPU has AMX and this process may use tile data ([`super::amx_int8_usable`] or
+    /// [`super::amx_bf16_usable`]).
+    pub(crate) unsafe fn configure() -> TileCfg {
+        let mut saved = TileCfg {
+            palette: 0,
+            start_row: 0,
+            _reserved: [0; 14],
+            colsb: [0; 16],
+            rows: [0; 16],
+        };
+        core::arch::asm!("sttilecfg [{}]", in(reg) &mut saved, options(nostack));
+        core::arch::asm!("ldtilecfg [{}]", in(reg) &FULL, options(nostack, readonly));
+        saved
+    }
+
+    /// Puts back a configuration saved by [`configure`] (none: releases the tiles).
+    ///
+    /// # Safety
+    /// As [`configure`].
+    pub(crate) unsafe fn restore(saved: &TileCfg) {
+        if saved.palette == 0 {
+            core::arch::asm!("tilerelease", options(nostack, nomem));
+        } else {
+            core::arch::asm!("ldtilecfg [{}]", in(reg) saved, options(nostack, readonly));
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
@@ -290,18 +348,10 @@ mod x86 {
     /// Four independent `tdpbssd` per iteration (tiles 0–3 accumulate tiles 4, 5 times 6,
     /// 7, all 16 lines of 64 bytes). The thread's tile configuration is saved and put back.
     unsafe fn amx(iters: usize) -> f64 {
-        let mut saved = [0u8; 64];
-        core::arch::asm!("sttilecfg [{}]", in(reg) saved.as_mut_ptr(), options(nostack));
-        let mut cfg = [0u8; 64];
-        cfg[0] = 1;
-        for t in 0..8 {
-            cfg[16 + 2 * t..18 + 2 * t].copy_from_slice(&64u16.to_le_bytes());
-            cfg[48 + t] = 16;
-        }
+        let saved = super::tiles::configure();
         let ones = [1i8; 1024];
         let mut out = [0i32; 256];
         core::arch::asm!(
-            "ldtilecfg [{cfg}]",
             "tilezero tmm0",
             "tilezero tmm1",
             "tilezero tmm2",
@@ -310,7 +360,6 @@ mod x86 {
             "tileloadd tmm5, [{p} + {s}*1]",
             "tileloadd tmm6, [{p} + {s}*1]",
             "tileloadd tmm7, [{p} + {s}*1]",
-            cfg = in(reg) cfg.as_ptr(),
             p = in(reg) ones.as_ptr(),
             s = in(reg) 64usize,
             options(nostack, readonly)
@@ -330,11 +379,7 @@ mod x86 {
             s = in(reg) 64usize,
             options(nostack)
         );
-        if saved[0] == 0 {
-            core::arch::asm!("tilerelease", options(nostack, nomem));
-        } else {
-            core::arch::asm!("ldtilecfg [{}]", in(reg) saved.as_ptr(), options(nostack, readonly));
-        }
+        super::tiles::restore(&saved);
         out[0] as f64
     }
 

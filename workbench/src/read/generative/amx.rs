@@ -199,54 +199,7 @@ mod kernel {
     use super::{Packed, CHUNK, TILE, TILE_VALUES};
     use std::arch::x86_64::*;
 
-    #[repr(C, align(64))]
-    struct TileCfg {
-        palette: u8,
-        start_row: u8,
-        _reserved: [u8; 14],
-        colsb: [u16; 16],
-        rows: [u8; 16],
-    }
-
-    /// `(bytes per row, rows)` of tiles 0–7.
-    const fn config(shapes: [(u16, u8); 8]) -> TileCfg {
-        let mut cfg = TileCfg {
-            palette: 1,
-            start_row: 0,
-            _reserved: [0; 14],
-            colsb: [0; 16],
-            rows: [0; 16],
-        };
-        let mut t = 0;
-        while t < 8 {
-            cfg.colsb[t] = shapes[t].0;
-            cfg.rows[t] = shapes[t].1;
-            t += 1;
-        }
-        cfg
-    }
-
-    /// Ours: four 16 × 16 f32 accumulators (tmm0–3), two activation tiles (tmm4–5) and two
-    /// weight tiles (tmm6–7), all 16 lines of 64 bytes.
-    static OURS: TileCfg = config([(64, 16); 8]);
-
-    /// Loads our tile configuration, returning the thread's previous one (candle's AMX
-    /// kernel configures a thread once and expects its configuration to stay).
-    unsafe fn load_config() -> TileCfg {
-        let mut saved = config([(0, 0); 8]);
-        core::arch::asm!("sttilecfg [{}]", in(reg) &mut saved, options(nostack));
-        core::arch::asm!("ldtilecfg [{}]", in(reg) &OURS, options(nostack, readonly));
-        saved
-    }
-
-    /// Puts back a configuration saved by [`load_config`] (none: releases the tiles).
-    unsafe fn restore_config(saved: &TileCfg) {
-        if saved.palette == 0 {
-            core::arch::asm!("tilerelease", options(nostack, nomem));
-        } else {
-            core::arch::asm!("ldtilecfg [{}]", in(reg) saved, options(nostack, readonly));
-        }
-    }
+    use crate::machine::ceiling::tiles;
 
     /// Where value `c·32` of row `m` goes: per pair of row tiles, chunk by chunk, the
     /// pair's two tiles one after the other.
@@ -301,7 +254,8 @@ mod kernel {
         let chunks = w.k / CHUNK;
         let stride = w.n * 4;
         let first = part.start == 0;
-        let saved = load_config();
+        // Tiles 0–3: f32 accumulators; 4–5: activation tiles; 6–7: weight tiles.
+        let saved = tiles::configure();
         let mut t = tiles.start;
         while t < tiles.end {
             // Two column tiles at a time; a lone last one is multiplied twice and stored
@@ -383,7 +337,7 @@ mod kernel {
             }
             t += 2;
         }
-        restore_config(&saved);
+        tiles::restore(&saved);
     }
 }
 

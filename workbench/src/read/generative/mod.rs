@@ -64,7 +64,8 @@ fn switched_off(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Whether the CPU has AVX-512 F/BW and F16C, which the Q6_K and AMX kernels need.
+/// Whether the CPU has AVX-512 F/BW and F16C, which the Q6_K kernel needs (and, with
+/// AMX-BF16, the AMX kernel).
 #[cfg(target_arch = "x86_64")]
 fn cpu_has_avx512bw_f16c() -> bool {
     is_x86_feature_detected!("avx512f")
@@ -75,29 +76,6 @@ fn cpu_has_avx512bw_f16c() -> bool {
 #[cfg(not(target_arch = "x86_64"))]
 fn cpu_has_avx512bw_f16c() -> bool {
     false
-}
-
-/// `x · Wᵀ` in f64 from candle's dequantised `w: [n, k]` and the rows of `x` quantised to
-/// Q8_K: the reference of the kernels' tests (`[rows, n]`, row-major).
-#[cfg(test)]
-fn dequantised_product(w: &candle_core::quantized::QTensor, x: &[f32], k: usize) -> Vec<f64> {
-    let wd = w
-        .dequantize(&candle_core::Device::Cpu)
-        .and_then(|t| t.to_vec2::<f32>())
-        .expect("dequantise");
-    let a = q6k::Q8k::quantize(x, k);
-    let mut out = Vec::new();
-    for r in 0..x.len() / k {
-        for row in &wd {
-            let mut s = 0f64;
-            for (j, &wv) in row.iter().enumerate() {
-                let d = a.d[r * (k / 256) + j / 256] as f64;
-                s += wv as f64 * a.qs[r * k + j] as f64 * d;
-            }
-            out.push(s);
-        }
-    }
-    out
 }
 
 /// `n` deterministic values in [-1, 1) (xorshift), for the kernels' tests.

@@ -322,6 +322,28 @@ mod tests {
         assert!(zeros.qs.iter().all(|&q| q == 0));
     }
 
+    /// `x · Wᵀ` in f64 from candle's dequantised `w: [n, k]` and the rows of `x` quantised to
+    /// Q8_K: the reference of the kernel's test (`[rows, n]`, row-major).
+    fn dequantised_product(w: &candle_core::quantized::QTensor, x: &[f32], k: usize) -> Vec<f64> {
+        let wd = w
+            .dequantize(&candle_core::Device::Cpu)
+            .and_then(|t| t.to_vec2::<f32>())
+            .expect("dequantise");
+        let a = Q8k::quantize(x, k);
+        let mut out = Vec::new();
+        for r in 0..x.len() / k {
+            for row in &wd {
+                let mut s = 0f64;
+                for (j, &wv) in row.iter().enumerate() {
+                    let d = a.d[r * (k / 256) + j / 256] as f64;
+                    s += wv as f64 * a.qs[r * k + j] as f64 * d;
+                }
+                out.push(s);
+            }
+        }
+        out
+    }
+
     #[test]
     fn matches_the_dequantised_product_and_candle() {
         if !available() {
@@ -332,7 +354,7 @@ mod tests {
         let w = q6k(n, k);
         let x = random(3, k, 2);
         let got = matmul(&w, &x).unwrap().unwrap();
-        let want = super::super::dequantised_product(&w, &x, k);
+        let want = dequantised_product(&w, &x, k);
         for (g, w) in got.iter().zip(&want) {
             assert!(
                 (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
