@@ -550,6 +550,8 @@ struct Buffers {
     inter: Vec<f32>,
 }
 
+pub(crate) use kernels::{gelu_grad_into, gelu_into, softmax_row};
+
 /// Row kernels, compiled twice: for AVX2 + FMA (picked at run time when the
 /// CPU has them) and for the baseline target.
 mod kernels {
@@ -693,6 +695,40 @@ mod kernels {
         }
     }
 
+    /// 1 / √(2π).
+    const INV_SQRT_2PI: f32 = 0.398_942_3;
+
+    /// `d gelu(x) / dx = Φ(x) + x φ(x)`.
+    #[inline(always)]
+    fn gelu_grad<const F: bool>(x: f32) -> f32 {
+        let cdf = 0.5 * (1.0 + erf::<F>(x * std::f32::consts::FRAC_1_SQRT_2));
+        fma::<F>(x, INV_SQRT_2PI * exp::<F>(-0.5 * x * x), cdf)
+    }
+
+    #[inline(always)]
+    fn gelu_into_impl<const F: bool>(x: &[f32], y: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if F {
+            // SAFETY: AVX2+FMA path only (checked at run time).
+            return unsafe { avx2::gelu_into(x, y) };
+        }
+        for (y, &x) in y.iter_mut().zip(x) {
+            *y = act::<F>(x, Activation::Gelu);
+        }
+    }
+
+    #[inline(always)]
+    fn gelu_grad_impl<const F: bool>(x: &[f32], g: &[f32], d: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if F {
+            // SAFETY: AVX2+FMA path only (checked at run time).
+            return unsafe { avx2::gelu_grad_into(x, g, d) };
+        }
+        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+            *d = g * gelu_grad::<F>(x);
+        }
+    }
+
     /// Largest element, eight lanes at a time.
     #[inline(always)]
     fn max8(xs: &[f32]) -> f32 {
@@ -765,11 +801,11 @@ mod kernels {
             _mm256_mul_ps(e, scale)
         }
 
+        /// erf(z), Abramowitz & Stegun 7.1.26.
         #[inline]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn gelu8(x: __m256) -> __m256 {
+        unsafe fn erf8(z: __m256) -> __m256 {
             let sign = _mm256_set1_ps(-0.0);
-            let z = _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::FRAC_1_SQRT_2));
             let a = _mm256_andnot_ps(sign, z);
             let one = _mm256_set1_ps(1.0);
             let t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.327_591_1), a, one));
@@ -780,11 +816,62 @@ mod kernels {
             p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254_829_6));
             let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
             let y = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, one); // 1 − p·t·e
-            let erf = _mm256_or_ps(y, _mm256_and_ps(sign, z));
+            _mm256_or_ps(y, _mm256_and_ps(sign, z))
+        }
+
+        #[inline]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn gelu8(x: __m256) -> __m256 {
+            let erf = erf8(_mm256_mul_ps(
+                x,
+                _mm256_set1_ps(std::f32::consts::FRAC_1_SQRT_2),
+            ));
             _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_set1_ps(0.5), x),
-                _mm256_add_ps(one, erf),
+                _mm256_add_ps(_mm256_set1_ps(1.0), erf),
             )
+        }
+
+        /// `y = gelu(x)` (equal lengths).
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn gelu_into(x: &[f32], y: &mut [f32]) {
+            let n = x.len().min(y.len());
+            let mut i = 0;
+            while i + 8 <= n {
+                let v = _mm256_loadu_ps(x.as_ptr().add(i));
+                _mm256_storeu_ps(y.as_mut_ptr().add(i), gelu8(v));
+                i += 8;
+            }
+            for j in i..n {
+                y[j] = super::act::<true>(x[j], super::Activation::Gelu);
+            }
+        }
+
+        /// `d = g · gelu'(x)` (equal lengths).
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn gelu_grad_into(x: &[f32], g: &[f32], d: &mut [f32]) {
+            let n = x.len().min(g.len()).min(d.len());
+            let mut i = 0;
+            while i + 8 <= n {
+                let v = _mm256_loadu_ps(x.as_ptr().add(i));
+                let erf = erf8(_mm256_mul_ps(
+                    v,
+                    _mm256_set1_ps(std::f32::consts::FRAC_1_SQRT_2),
+                ));
+                let cdf =
+                    _mm256_mul_ps(_mm256_set1_ps(0.5), _mm256_add_ps(_mm256_set1_ps(1.0), erf));
+                let e = exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5), _mm256_mul_ps(v, v)));
+                let pdf = _mm256_mul_ps(_mm256_set1_ps(super::INV_SQRT_2PI), e);
+                let r = _mm256_mul_ps(
+                    _mm256_loadu_ps(g.as_ptr().add(i)),
+                    _mm256_fmadd_ps(v, pdf, cdf),
+                );
+                _mm256_storeu_ps(d.as_mut_ptr().add(i), r);
+                i += 8;
+            }
+            for j in i..n {
+                d[j] = g[j] * super::gelu_grad::<true>(x[j]);
+            }
         }
 
         /// `v = gelu(v + bias)` (equal lengths).
@@ -910,6 +997,14 @@ mod kernels {
         /// Softmax of one row in place.
         pub fn softmax_row / softmax_avx2 => softmax_impl(row: &mut [f32]);
     }
+    dispatch! {
+        /// `y = gelu(x)` (exact GELU, erf approximated as above).
+        pub fn gelu_into / gelu_into_avx2 => gelu_into_impl(x: &[f32], y: &mut [f32]);
+    }
+    dispatch! {
+        /// `d = g · gelu'(x)`.
+        pub fn gelu_grad_into / gelu_grad_avx2 => gelu_grad_impl(x: &[f32], g: &[f32], d: &mut [f32]);
+    }
 
     #[cfg(test)]
     mod tests {
@@ -927,6 +1022,25 @@ mod kernels {
             super::bias_act_impl::<false>(&mut scalar, &bias, super::Activation::Gelu);
             for (a, b) in simd.iter().zip(&scalar) {
                 assert!((a - b).abs() <= 1e-6 * (1.0 + b.abs()), "gelu {a} vs {b}");
+            }
+            let g: Vec<f32> = xs.iter().map(|x| 1.0 - x * 0.01).collect();
+            let (mut y1, mut y2) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            super::gelu_into_impl::<true>(&xs, &mut y1);
+            super::gelu_into_impl::<false>(&xs, &mut y2);
+            let (mut d1, mut d2) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+            super::gelu_grad_impl::<true>(&xs, &g, &mut d1);
+            super::gelu_grad_impl::<false>(&xs, &g, &mut d2);
+            for i in 0..xs.len() {
+                assert!(
+                    (y1[i] - y2[i]).abs() <= 1e-6 * (1.0 + y2[i].abs()),
+                    "gelu at {}",
+                    xs[i]
+                );
+                assert!(
+                    (d1[i] - d2[i]).abs() <= 1e-6 * (1.0 + d2[i].abs()),
+                    "gelu' at {}",
+                    xs[i]
+                );
             }
             for n in [1usize, 7, 8, 9, 100, 257] {
                 let mut a: Vec<f32> = xs[..n].iter().map(|x| x * 0.3).collect();

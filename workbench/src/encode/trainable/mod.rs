@@ -169,34 +169,30 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, l, h]`; `bias`: `[b, 1, 1, l]` additive attention mask.
-    fn forward(&self, x: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
-        let (b, l, h) = x.dims3()?;
+    /// `x`: `[b, l, h]`; `mask`: `[b, l]` additive attention mask.
+    fn forward(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let (_, _, h) = x.dims3()?;
         let d = h / self.heads;
-        let split = |t: Tensor| -> candle_core::Result<Tensor> {
-            t.reshape((b, l, self.heads, d))?
-                .transpose(1, 2)?
-                .contiguous()
+        let linear = |l: &Linear, x: &Tensor| match l.bias() {
+            Some(b) => ops::linear(x, l.weight(), b),
+            None => candle_core::bail!("a linear layer without bias"),
         };
-        // The scale folded into q (one small op instead of one over the scores).
-        let q = split((self.q.forward(x)? * (1.0 / (d as f64).sqrt()))?)?;
-        let k = split(self.k.forward(x)?)?;
-        let v = split(self.v.forward(x)?)?;
-        let scores = q.matmul(&k.t()?)?.broadcast_add(bias)?;
-        let p = ops::softmax_last_dim(&scores)?;
-        let ctx = p
-            .matmul(&v)?
-            .transpose(1, 2)?
-            .contiguous()?
-            .reshape((b, l, h))?;
-        let x = self.ln1.forward(&(self.o.forward(&ctx)? + x)?)?;
-        let i = self.inter.forward(&x)?;
+        let ctx = ops::attention(
+            &linear(&self.q, x)?,
+            &linear(&self.k, x)?,
+            &linear(&self.v, x)?,
+            mask,
+            self.heads,
+            1.0 / (d as f64).sqrt(),
+        )?;
+        let x = self.ln1.forward(&(linear(&self.o, &ctx)? + x)?)?;
+        let i = linear(&self.inter, &x)?;
         let i = match self.activation {
             Activation::GeluErf => ops::gelu_erf(&i)?,
             Activation::GeluTanh => i.gelu()?,
             Activation::Relu => i.relu()?,
         };
-        self.ln2.forward(&(self.out.forward(&i)? + x)?)
+        self.ln2.forward(&(linear(&self.out, &i)? + x)?)
     }
 }
 
@@ -279,7 +275,7 @@ impl BertEncoder {
         }
         let mut x = self.ln.forward(&x)?;
         // 0 where attended, a large negative number at padding.
-        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?.reshape((b, 1, 1, l))?;
+        let bias = ((mask.to_dtype(DType::F32)? - 1.0)? * 1e9)?;
         for layer in &self.layers {
             x = layer.forward(&x, &bias)?;
         }

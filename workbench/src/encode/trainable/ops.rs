@@ -9,12 +9,19 @@
 //! |---|---|---|
 //! | [`layer_norm`] | `(x − μ) / √(σ² + ε) · w + b` over the last dimension | `dx`, `dw`, `db` |
 //! | [`softmax_last_dim`] | `exp(x − max) / Σ` | `y · (g − Σ g·y)` |
-//! | [`gelu_erf`] | `x · Φ(x)` (transformers' exact `gelu`) | `g · (Φ(x) + x φ(x))` |
+//! | [`gelu_erf`] | `x · Φ(x)` (transformers' exact `gelu`; erf to 1.5e-7) | `g · (Φ(x) + x φ(x))` |
+//! | [`linear`] | `x·Wᵀ + b` | `dx`, `dW`, `db` |
+//! | [`attention`] | per head `softmax(s·Q Kᵀ + mask)·V` | `dQ`, `dK`, `dV` |
 //!
 //! Each agrees with its composed candle equivalent to float rounding (tests below
 //! check values and gradients).
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Tensor};
+mod matmul;
+
+pub use matmul::{attention, linear};
+
+use crate::encode::fast_bert::{gelu_grad_into, gelu_into};
+use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
 
 fn slice<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> candle_core::Result<&'a [f32]> {
@@ -24,6 +31,14 @@ fn slice<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> candle_core::Result<&
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&v[a..b]),
         None => candle_core::bail!("{what}: input must be contiguous"),
+    }
+}
+
+/// The f32 contents of a contiguous CPU tensor's storage.
+fn cpu_slice<'a>(s: &'a Storage, l: &Layout, what: &str) -> candle_core::Result<&'a [f32]> {
+    match s {
+        Storage::Cpu(c) => slice(c, l, what),
+        _ => candle_core::bail!("{what}: CPU tensors only"),
     }
 }
 
@@ -108,9 +123,15 @@ impl CustomOp3 for LayerNormOp {
         _res: &Tensor,
         g: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let xv = values(x)?;
-        let wv = values(w)?;
-        let gv = values(g)?;
+        let g = g.contiguous()?;
+        let (xg, wg, gg) = (
+            x.storage_and_layout(),
+            w.storage_and_layout(),
+            g.storage_and_layout(),
+        );
+        let xv = cpu_slice(&xg.0, xg.1, "layer_norm x")?;
+        let wv = cpu_slice(&wg.0, wg.1, "layer_norm weight")?;
+        let gv = cpu_slice(&gg.0, gg.1, "layer_norm gradient")?;
         let h = wv.len();
         let k = rows_per_task(h);
         let mut dx = vec![0f32; xv.len()];
@@ -199,8 +220,10 @@ impl CustomOp1 for SoftmaxOp {
     }
 
     fn bwd(&self, _x: &Tensor, y: &Tensor, g: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        let yv = values(y)?;
-        let gv = values(g)?;
+        let g = g.contiguous()?;
+        let (yg, gg) = (y.storage_and_layout(), g.storage_and_layout());
+        let yv = cpu_slice(&yg.0, yg.1, "softmax output")?;
+        let gv = cpu_slice(&gg.0, gg.1, "softmax gradient")?;
         let h = *y.dims().last().unwrap_or(&1);
         let k = rows_per_task(h);
         let mut dx = vec![0f32; yv.len()];
@@ -230,10 +253,6 @@ pub fn softmax_last_dim(x: &Tensor) -> candle_core::Result<Tensor> {
 
 struct GeluOp;
 
-const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
-/// 1 / √(2π).
-const INV_SQRT_2PI: f32 = 0.398_942_3;
-
 impl CustomOp1 for GeluOp {
     fn name(&self) -> &'static str {
         "wb-gelu-erf"
@@ -244,27 +263,20 @@ impl CustomOp1 for GeluOp {
         let mut y = vec![0f32; x.len()];
         y.par_chunks_mut(GRAIN)
             .zip(x.par_chunks(GRAIN))
-            .for_each(|(yc, xc)| {
-                for (y, &x) in yc.iter_mut().zip(xc) {
-                    *y = 0.5 * x * (1.0 + candle_core::cpu::erf::erf_f32(x * FRAC_1_SQRT_2));
-                }
-            });
+            .for_each(|(yc, xc)| gelu_into(xc, yc));
         Ok((CpuStorage::F32(y), l.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, _y: &Tensor, g: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        let xv = values(x)?;
-        let gv = values(g)?;
+        let g = g.contiguous()?;
+        let (xg, xl) = x.storage_and_layout();
+        let (gg, gl) = g.storage_and_layout();
+        let xv = cpu_slice(&xg, xl, "gelu x")?;
+        let gv = cpu_slice(&gg, gl, "gelu gradient")?;
         let mut dx = vec![0f32; xv.len()];
         dx.par_chunks_mut(GRAIN)
             .zip(xv.par_chunks(GRAIN).zip(gv.par_chunks(GRAIN)))
-            .for_each(|(dc, (xc, gc))| {
-                for ((d, &x), &g) in dc.iter_mut().zip(xc).zip(gc) {
-                    let cdf = 0.5 * (1.0 + candle_core::cpu::erf::erf_f32(x * FRAC_1_SQRT_2));
-                    let pdf = INV_SQRT_2PI * (-0.5 * x * x).exp();
-                    *d = g * (cdf + x * pdf);
-                }
-            });
+            .for_each(|(dc, (xc, gc))| gelu_grad_into(xc, gc, dc));
         Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
     }
 }

@@ -391,7 +391,9 @@ mod tests {
         let mut x = super::super::test_values(3 * k, 4);
         // Exact ties (1 + 2⁻⁸ and 1 + 3·2⁻⁸ lie halfway), a value just above a tie, tiny
         // and large magnitudes.
-        x[..6].copy_from_slice(&[1.00390625, 1.01171875, -1.00390637, 1e-30, -3e38, 0.0]);
+        let ulp8 = 2f32.powi(-8);
+        let above = -(1.0 + ulp8 + f32::EPSILON);
+        x[..6].copy_from_slice(&[1.0 + ulp8, 1.0 + 3.0 * ulp8, above, 1e-30, -3e38, 0.0]);
         let mut lines = vec![ZERO_LINE; 2 * TILE * k / CHUNK];
         for m in 0..2 * TILE {
             unsafe { kernel::convert(&x, 3, k, m, lines.as_mut_ptr() as *mut u16) };

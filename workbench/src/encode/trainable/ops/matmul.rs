@@ -1,0 +1,626 @@
+//! The two matrix-product ops of an encoder layer, each one node of candle's graph with
+//! its own backward pass, computed with the `gemm` crate (candle's own kernels) on the
+//! tensors' memory in place:
+//!
+//! - [`linear`]: `y = x·Wᵀ + b` over the rows of `x` (any leading shape), with
+//!   `dx = dy·W`, `dW = dyᵀ·x` (one product over all rows) and `db = Σ dy`.
+//!   candle-nn's `Linear` on a 3-d input broadcasts `W` over the batch, so its
+//!   backward runs one product per sequence and then sums `batch` copies of `dW`.
+//! - [`attention`]: `ctx_h = softmax(s·Q_h K_hᵀ + mask)·V_h` for every head `h`, reading
+//!   the heads of `q`, `k`, `v` (`[batch, len, hidden]`, heads side by side in the last
+//!   dimension) in place and writing `ctx` in the same layout; the backward recomputes
+//!   each head's probabilities instead of keeping them. The composed version has a
+//!   dozen nodes (head splits and merges, two products, the mask, the softmax), each
+//!   a `[batch, heads, len, len]` or `[batch, len, hidden]` tensor whose gradient
+//!   candle zero-fills and adds into.
+
+use super::{cpu_slice, slice, values};
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+use rayon::prelude::*;
+
+/// A matrix in a slice of f32: element `(i, j)` at `off + i·rs + j·cs`.
+#[derive(Clone, Copy)]
+struct Mat<'a> {
+    data: &'a [f32],
+    off: usize,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> Mat<'a> {
+    fn new(
+        data: &'a [f32],
+        off: usize,
+        (rows, cols): (usize, usize),
+        (rs, cs): (usize, usize),
+    ) -> candle_core::Result<Self> {
+        let m = Mat {
+            data,
+            off,
+            rows,
+            cols,
+            rs,
+            cs,
+        };
+        if m.end() > data.len() {
+            candle_core::bail!(
+                "matrix {rows}×{cols} at {off} (strides {rs}, {cs}) outside {} floats",
+                data.len()
+            )
+        }
+        Ok(m)
+    }
+
+    /// Row-major `rows × cols` at the start of `data`.
+    fn rows(data: &'a [f32], rows: usize, cols: usize) -> candle_core::Result<Self> {
+        Self::new(data, 0, (rows, cols), (cols, 1))
+    }
+
+    /// One past the last element it reaches (0 for an empty matrix).
+    fn end(&self) -> usize {
+        if self.rows == 0 || self.cols == 0 {
+            return 0;
+        }
+        self.off + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
+    }
+
+    fn t(self) -> Self {
+        Mat {
+            rows: self.cols,
+            cols: self.rows,
+            rs: self.cs,
+            cs: self.rs,
+            ..self
+        }
+    }
+}
+
+/// Where a product is written: `rows × cols` at `off` with row stride `rs` (column
+/// stride 1) in a buffer of `len` floats that several threads may write at once, each
+/// to its own elements.
+#[derive(Clone, Copy)]
+struct Out {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: `Out` is a pointer into a buffer that outlives every task using it; the
+// functions that write through it require the regions written by different threads to be
+// disjoint (see `gemm_into`).
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    fn new(buf: &mut [f32]) -> Self {
+        Out {
+            ptr: buf.as_mut_ptr(),
+            len: buf.len(),
+        }
+    }
+}
+
+/// `dst = scale · a·b` (or `dst += scale · a·b` when `accumulate`), `dst` being
+/// `a.rows × b.cols` at `off` in `out` with row stride `rs`.
+///
+/// # Safety
+/// No other thread may read or write the elements of `out` this call writes while it
+/// runs, and `out`'s buffer must stay alive for the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into(
+    out: Out,
+    off: usize,
+    rs: usize,
+    a: Mat,
+    b: Mat,
+    accumulate: bool,
+    scale: f32,
+    parallel: bool,
+) -> candle_core::Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if b.rows != k {
+        candle_core::bail!("product of {m}×{k} and {}×{n}", b.rows)
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let end = off + (m - 1) * rs + n;
+    if end > out.len || (rs < n && m > 1) {
+        candle_core::bail!(
+            "product {m}×{n} at {off} (row stride {rs}) outside {} floats",
+            out.len
+        )
+    }
+    let parallelism = match rayon::current_num_threads() {
+        t if parallel && t > 1 => gemm::Parallelism::Rayon(t),
+        _ => gemm::Parallelism::None,
+    };
+    // SAFETY: every element read (a, b) or written (dst) lies inside its buffer (checked
+    // above and by `Mat::new`); dst's rows do not overlap (rs ≥ n); the caller
+    // guarantees no concurrent access to the written elements. With `accumulate` false
+    // gemm writes dst without reading it.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.ptr.add(off),
+            1,
+            rs as isize,
+            accumulate,
+            a.data.as_ptr().add(a.off),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr().add(b.off),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+    Ok(())
+}
+
+/// `dst = scale · a·b` (or `+=`) into a whole row-major buffer, using the pool's threads.
+fn matmul(
+    dst: &mut [f32],
+    a: Mat,
+    b: Mat,
+    accumulate: bool,
+    scale: f32,
+) -> candle_core::Result<()> {
+    let n = b.cols;
+    if dst.len() != a.rows * n {
+        candle_core::bail!("product {}×{n} into {} floats", a.rows, dst.len())
+    }
+    // SAFETY: `dst` is borrowed mutably, so nothing else touches it.
+    unsafe { gemm_into(Out::new(dst), 0, n, a, b, accumulate, scale, true) }
+}
+
+struct LinearOp;
+
+impl CustomOp3 for LinearOp {
+    fn name(&self) -> &'static str {
+        "wb-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = slice(s1, l1, "linear x")?;
+        let w = slice(s2, l2, "linear weight")?;
+        let b = slice(s3, l3, "linear bias")?;
+        let (out, inp) = l2.shape().dims2()?;
+        if b.len() != out || l1.dims().last() != Some(&inp) {
+            candle_core::bail!(
+                "linear: x {:?}, weight {out}×{inp}, bias {}",
+                l1.dims(),
+                b.len()
+            )
+        }
+        let rows = x.len() / inp.max(1);
+        let mut y = vec![0f32; rows * out];
+        y.par_chunks_mut(out * 64)
+            .for_each(|c| c.chunks_exact_mut(out).for_each(|r| r.copy_from_slice(b)));
+        matmul(
+            &mut y,
+            Mat::rows(x, rows, inp)?,
+            Mat::rows(w, out, inp)?.t(),
+            true,
+            1.0,
+        )?;
+        let mut dims = l1.dims().to_vec();
+        if let Some(last) = dims.last_mut() {
+            *last = out;
+        }
+        Ok((CpuStorage::F32(y), Shape::from(dims)))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        _y: &Tensor,
+        g: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (out, inp) = w.dims2()?;
+        let g = g.contiguous()?;
+        let xg = x.storage_and_layout();
+        let xs = cpu_slice(&xg.0, xg.1, "linear x")?;
+        let wg = w.storage_and_layout();
+        let ws = cpu_slice(&wg.0, wg.1, "linear weight")?;
+        let gg = g.storage_and_layout();
+        let gs = cpu_slice(&gg.0, gg.1, "linear gradient")?;
+        let rows = gs.len() / out.max(1);
+        let dx = if x.track_op() {
+            let mut dx = vec![0f32; rows * inp];
+            matmul(
+                &mut dx,
+                Mat::rows(gs, rows, out)?,
+                Mat::rows(ws, out, inp)?,
+                false,
+                1.0,
+            )?;
+            Some(Tensor::from_vec(dx, x.shape(), x.device())?)
+        } else {
+            None
+        };
+        let mut dw = vec![0f32; out * inp];
+        matmul(
+            &mut dw,
+            Mat::rows(gs, rows, out)?.t(),
+            Mat::rows(xs, rows, inp)?,
+            false,
+            1.0,
+        )?;
+        let db = gs
+            .par_chunks(out * 256)
+            .map(|c| {
+                let mut s = vec![0f32; out];
+                for r in c.chunks_exact(out) {
+                    s.iter_mut().zip(r).for_each(|(s, v)| *s += v);
+                }
+                s
+            })
+            .reduce(
+                || vec![0f32; out],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+                    a
+                },
+            );
+        let dev = w.device();
+        Ok((
+            dx,
+            Some(Tensor::from_vec(dw, (out, inp), dev)?),
+            Some(Tensor::from_vec(db, out, dev)?),
+        ))
+    }
+}
+
+/// `x·Wᵀ + b` over the last dimension of `x` (`weight` `[out, in]`, `bias` `[out]`), one
+/// graph node with a backward pass to all three. `x` is made contiguous first.
+pub fn linear(x: &Tensor, weight: &Tensor, bias: &Tensor) -> candle_core::Result<Tensor> {
+    x.contiguous()?.apply_op3_arc(
+        &weight.contiguous()?,
+        &bias.contiguous()?,
+        std::sync::Arc::new(Box::new(LinearOp)),
+    )
+}
+
+struct AttentionOp {
+    heads: usize,
+    scale: f32,
+    /// Additive mask per key, `[batch, len]`.
+    mask: Vec<f32>,
+}
+
+impl AttentionOp {
+    /// `(batch, len, hidden, head size)` of `q`'s layout, checked against the mask.
+    fn dims(&self, l: &Layout) -> candle_core::Result<(usize, usize, usize, usize)> {
+        let (b, n, h) = l.shape().dims3()?;
+        if self.heads == 0 || !h.is_multiple_of(self.heads) || self.mask.len() != b * n {
+            candle_core::bail!(
+                "attention: q {:?} with {} heads and a mask of {}",
+                l.dims(),
+                self.heads,
+                self.mask.len()
+            )
+        }
+        Ok((b, n, h, h / self.heads))
+    }
+
+    /// Head `hd` of sequence `bi` in a `[batch, len, hidden]` buffer: `len × d`.
+    fn head<'a>(
+        buf: &'a [f32],
+        (bi, hd): (usize, usize),
+        (n, h, d): (usize, usize, usize),
+    ) -> candle_core::Result<Mat<'a>> {
+        Mat::new(buf, bi * n * h + hd * d, (n, d), (h, 1))
+    }
+
+    /// The probabilities of head `hd` of sequence `bi` into `p` (`len × len`).
+    fn probabilities(
+        &self,
+        p: &mut [f32],
+        (q, k): (&[f32], &[f32]),
+        (bi, hd): (usize, usize),
+        (n, h, d): (usize, usize, usize),
+    ) -> candle_core::Result<()> {
+        let qh = Self::head(q, (bi, hd), (n, h, d))?;
+        let kh = Self::head(k, (bi, hd), (n, h, d))?;
+        // SAFETY: `p` is borrowed mutably.
+        unsafe { gemm_into(Out::new(p), 0, n, qh, kh.t(), false, self.scale, false)? };
+        let mask = &self.mask[bi * n..(bi + 1) * n];
+        for row in p.chunks_exact_mut(n) {
+            row.iter_mut().zip(mask).for_each(|(s, m)| *s += m);
+            crate::encode::fast_bert::softmax_row(row);
+        }
+        Ok(())
+    }
+}
+
+impl CustomOp3 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "wb-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (b, n, h, d) = self.dims(l1)?;
+        if l2.dims() != l1.dims() || l3.dims() != l1.dims() {
+            candle_core::bail!(
+                "attention: q {:?}, k {:?}, v {:?}",
+                l1.dims(),
+                l2.dims(),
+                l3.dims()
+            )
+        }
+        let q = slice(s1, l1, "attention q")?;
+        let k = slice(s2, l2, "attention k")?;
+        let v = slice(s3, l3, "attention v")?;
+        let mut ctx = vec![0f32; b * n * h];
+        let out = Out::new(&mut ctx);
+        (0..b * self.heads).into_par_iter().try_for_each_init(
+            || vec![0f32; n * n],
+            |p, t| -> candle_core::Result<()> {
+                let (bi, hd) = (t / self.heads, t % self.heads);
+                self.probabilities(p, (q, k), (bi, hd), (n, h, d))?;
+                let vh = Self::head(v, (bi, hd), (n, h, d))?;
+                // SAFETY: task (bi, hd) writes only the columns hd·d..(hd+1)·d of
+                // sequence bi's rows; no two tasks share one.
+                unsafe {
+                    gemm_into(
+                        out,
+                        bi * n * h + hd * d,
+                        h,
+                        Mat::rows(p, n, n)?,
+                        vh,
+                        false,
+                        1.0,
+                        false,
+                    )
+                }
+            },
+        )?;
+        Ok((CpuStorage::F32(ctx), l1.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        _ctx: &Tensor,
+        g: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (b, n, h, d) = self.dims(q.layout())?;
+        let g = g.contiguous()?;
+        let qg = q.storage_and_layout();
+        let qs = cpu_slice(&qg.0, qg.1, "attention q")?;
+        let kg = k.storage_and_layout();
+        let ks = cpu_slice(&kg.0, kg.1, "attention k")?;
+        let vg = v.storage_and_layout();
+        let vs = cpu_slice(&vg.0, vg.1, "attention v")?;
+        let gg = g.storage_and_layout();
+        let gs = cpu_slice(&gg.0, gg.1, "attention gradient")?;
+        let mut dq = vec![0f32; b * n * h];
+        let mut dk = vec![0f32; b * n * h];
+        let mut dv = vec![0f32; b * n * h];
+        let (oq, ok, ov) = (Out::new(&mut dq), Out::new(&mut dk), Out::new(&mut dv));
+        (0..b * self.heads).into_par_iter().try_for_each_init(
+            || (vec![0f32; n * n], vec![0f32; n * n]),
+            |(p, dp), t| -> candle_core::Result<()> {
+                let (bi, hd) = (t / self.heads, t % self.heads);
+                let dims = (n, h, d);
+                self.probabilities(p, (qs, ks), (bi, hd), dims)?;
+                let off = bi * n * h + hd * d;
+                let go = Self::head(gs, (bi, hd), dims)?;
+                let pm = Mat::rows(p, n, n)?;
+                // SAFETY (all four): task (bi, hd) writes only the columns
+                // hd·d..(hd+1)·d of sequence bi's rows of dq, dk and dv, and its own
+                // `dp`; no two tasks share one.
+                // dV_h = Pᵀ·dO_h
+                unsafe { gemm_into(ov, off, h, pm.t(), go, false, 1.0, false)? };
+                // dP = dO_h·V_hᵀ
+                let vh = Self::head(vs, (bi, hd), dims)?;
+                unsafe { gemm_into(Out::new(dp), 0, n, go, vh.t(), false, 1.0, false)? };
+                // dS = P ⊙ (dP − Σ_j dP·P), in place of dP.
+                for (dr, pr) in dp.chunks_exact_mut(n).zip(p.chunks_exact(n)) {
+                    let s: f32 = dr.iter().zip(pr).map(|(a, b)| a * b).sum();
+                    dr.iter_mut().zip(pr).for_each(|(a, b)| *a = b * (*a - s));
+                }
+                let ds = Mat::rows(dp, n, n)?;
+                // dQ_h = s·dS·K_h, dK_h = s·dSᵀ·Q_h
+                let kh = Self::head(ks, (bi, hd), dims)?;
+                let qh = Self::head(qs, (bi, hd), dims)?;
+                unsafe { gemm_into(oq, off, h, ds, kh, false, self.scale, false)? };
+                unsafe { gemm_into(ok, off, h, ds.t(), qh, false, self.scale, false) }
+            },
+        )?;
+        let dev = q.device();
+        let shape = q.shape();
+        Ok((
+            Some(Tensor::from_vec(dq, shape, dev)?),
+            Some(Tensor::from_vec(dk, shape, dev)?),
+            Some(Tensor::from_vec(dv, shape, dev)?),
+        ))
+    }
+}
+
+/// Multi-head attention over `q`, `k`, `v` (`[batch, len, hidden]`, head `h` in columns
+/// `h·d..(h+1)·d`): `softmax(scale · Q_h K_hᵀ + mask)·V_h` per head, in the same layout.
+/// `mask` is `[batch, len]` f32, added to every query's score of each key (0 for a
+/// token, a large negative number for padding). One graph node with a backward pass to
+/// `q`, `k` and `v`; inputs are made contiguous first.
+pub fn attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    mask: &Tensor,
+    heads: usize,
+    scale: f64,
+) -> candle_core::Result<Tensor> {
+    let op = AttentionOp {
+        heads,
+        scale: scale as f32,
+        mask: values(mask)?,
+    };
+    q.contiguous()?.apply_op3_arc(
+        &k.contiguous()?,
+        &v.contiguous()?,
+        std::sync::Arc::new(Box::new(op)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Module, Var, D};
+
+    fn var(shape: &[usize], seed: u64) -> Var {
+        let n: usize = shape.iter().product();
+        let v: Vec<f32> = (0..n)
+            .map(|i| (((i as u64 * 7919 + seed * 104_729) % 1000) as f32 / 500.0) - 1.0)
+            .collect();
+        Var::from_vec(v, shape, &Device::Cpu).unwrap()
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+
+    /// Values and gradients of `fused` and `composed` over `vars`, with a loss that
+    /// weights every output element differently.
+    fn check(name: &str, vars: &[&Var], fused: impl Fn() -> Tensor, composed: impl Fn() -> Tensor) {
+        let (yf, yc) = (fused(), composed());
+        assert_eq!(yf.dims(), yc.dims(), "{name}: shape");
+        let d = max_diff(&yf, &yc);
+        assert!(d < 1e-5, "{name}: values differ by {d}");
+        let w = var(yf.dims(), 9).as_tensor().detach();
+        let gf = (yf * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        let gc = (yc * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        for (i, v) in vars.iter().enumerate() {
+            let a = gf.get(v.as_tensor()).expect("fused gradient");
+            let c = gc.get(v.as_tensor()).expect("composed gradient");
+            let d = max_diff(a, c);
+            assert!(d < 1e-4, "{name}: gradient {i} differs by {d}");
+        }
+    }
+
+    #[test]
+    fn linear_matches_candle_nn_values_and_gradients() {
+        let (x, w, b) = (var(&[2, 5, 7], 1), var(&[3, 7], 2), var(&[3], 3));
+        let composed = candle_nn::Linear::new(w.as_tensor().clone(), Some(b.as_tensor().clone()));
+        check(
+            "linear 3-d",
+            &[&x, &w, &b],
+            || linear(x.as_tensor(), w.as_tensor(), b.as_tensor()).unwrap(),
+            || composed.forward(x.as_tensor()).unwrap(),
+        );
+        // A 2-d input, and an input that is not a variable (no gradient asked of it).
+        let x2 = var(&[4, 7], 4).as_tensor().detach();
+        check(
+            "linear 2-d",
+            &[&w, &b],
+            || linear(&x2, w.as_tensor(), b.as_tensor()).unwrap(),
+            || composed.forward(&x2).unwrap(),
+        );
+        assert!(linear(x.as_tensor(), &w.as_tensor().t().unwrap(), b.as_tensor()).is_err());
+    }
+
+    #[test]
+    fn attention_matches_composed_ops_values_and_gradients() {
+        let (b, n, heads, d) = (2, 5, 3, 4);
+        let h = heads * d;
+        let (q, k, v) = (var(&[b, n, h], 1), var(&[b, n, h], 2), var(&[b, n, h], 3));
+        // The second sequence has two padded keys.
+        let mut m = vec![0f32; b * n];
+        m[n + 3] = -1e9;
+        m[n + 4] = -1e9;
+        let mask = Tensor::from_vec(m, (b, n), &Device::Cpu).unwrap();
+        let scale = 1.0 / (d as f64).sqrt();
+        let split = |t: &Tensor| {
+            t.reshape((b, n, heads, d))
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+        };
+        let composed = || {
+            let s = (split(q.as_tensor())
+                .matmul(&split(k.as_tensor()).t().unwrap())
+                .unwrap()
+                * scale)
+                .unwrap()
+                .broadcast_add(&mask.reshape((b, 1, 1, n)).unwrap())
+                .unwrap();
+            let p = candle_nn::ops::softmax(&s, D::Minus1).unwrap();
+            p.matmul(&split(v.as_tensor()))
+                .unwrap()
+                .transpose(1, 2)
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .reshape((b, n, h))
+                .unwrap()
+        };
+        check(
+            "attention",
+            &[&q, &k, &v],
+            || {
+                attention(
+                    q.as_tensor(),
+                    k.as_tensor(),
+                    v.as_tensor(),
+                    &mask,
+                    heads,
+                    scale,
+                )
+                .unwrap()
+            },
+            composed,
+        );
+        // Heads that do not divide the hidden size, a mask of the wrong size.
+        assert!(attention(q.as_tensor(), k.as_tensor(), v.as_tensor(), &mask, 5, scale).is_err());
+        let short = mask.narrow(1, 0, 4).unwrap();
+        assert!(attention(
+            q.as_tensor(),
+            k.as_tensor(),
+            v.as_tensor(),
+            &short,
+            heads,
+            scale
+        )
+        .is_err());
+    }
+}
