@@ -592,6 +592,9 @@ mod kernels {
         const C1: f32 = 0.693_359_4;
         const C2: f32 = -2.121_944_4e-4;
         const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
+                                         // Below −87.3 the result is 0 (not e^−87.3 ≈ 1e−38, whose products with anything
+                                         // below 1 are subnormal floats, which the CPU multiplies ~100× slower).
+        let keep = if x >= -87.3 { 1.0 } else { 0.0 };
         let x = x.clamp(-87.3, 88.3);
         let t = fma::<F>(x, LOG2E, MAGIC);
         let n = t - MAGIC;
@@ -606,7 +609,7 @@ mod kernels {
         let e = fma::<F>(p, r * r, r) + 1.0;
         let bits = (t.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
         let scale = f32::from_bits(((bits + 127) << 23) as u32);
-        e * scale
+        e * scale * keep
     }
 
     /// erf(x), Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7).
@@ -774,6 +777,8 @@ mod kernels {
         #[inline]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn exp8(x: __m256) -> __m256 {
+            // All ones where x ≥ −87.3: below, the result is 0 (see the scalar `exp`).
+            let keep = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(-87.3));
             let x = _mm256_min_ps(
                 _mm256_max_ps(x, _mm256_set1_ps(-87.3)),
                 _mm256_set1_ps(88.3),
@@ -798,7 +803,7 @@ mod kernels {
                 _mm256_add_epi32(bits, _mm256_set1_epi32(127)),
                 23,
             ));
-            _mm256_mul_ps(e, scale)
+            _mm256_and_ps(_mm256_mul_ps(e, scale), keep)
         }
 
         /// erf(z), Abramowitz & Stegun 7.1.26.
@@ -1044,17 +1049,29 @@ mod kernels {
             }
             for n in [1usize, 7, 8, 9, 100, 257] {
                 let mut a: Vec<f32> = xs[..n].iter().map(|x| x * 0.3).collect();
+                // Masked entries (additive −1e9) get exactly 0.
+                for i in (1..n).step_by(3) {
+                    a[i] -= 1e9;
+                }
                 let mut b = a.clone();
                 super::softmax_impl::<true>(&mut a);
                 super::softmax_impl::<false>(&mut b);
-                for (x, y) in a.iter().zip(&b) {
+                for (i, (x, y)) in a.iter().zip(&b).enumerate() {
                     assert!((x - y).abs() <= 1e-6, "softmax {x} vs {y}");
+                    if i % 3 == 1 {
+                        assert!(*x == 0.0 && *y == 0.0, "masked {x}, {y}");
+                    }
                 }
             }
         }
 
         #[test]
         fn exp_and_erf_are_accurate() {
+            // Far below the smallest normal result: exactly 0 (a masked key's weight).
+            for x in [-87.4f32, -1e3, -1e9, f32::NEG_INFINITY] {
+                assert_eq!(super::exp::<false>(x), 0.0, "exp({x})");
+                assert_eq!(super::exp::<true>(x), 0.0, "exp({x})");
+            }
             for i in -2000..=2000 {
                 let x = i as f32 / 50.0;
                 let e = super::exp::<false>(x);
