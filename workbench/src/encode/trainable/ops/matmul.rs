@@ -8,8 +8,8 @@
 //!   backward runs one product per sequence and then sums `batch` copies of `dW`.
 //! - [`attention`]: `ctx_h = softmax(s·Q_h K_hᵀ + mask)·V_h` for every head `h`, reading
 //!   the heads of `q`, `k`, `v` (`[batch, len, hidden]`, heads side by side in the last
-//!   dimension) in place and writing `ctx` in the same layout; the backward recomputes
-//!   each head's probabilities instead of keeping them. The composed version has a
+//!   dimension) in place and writing `ctx` in the same layout; when a gradient will be
+//!   asked, the forward pass keeps each head's probabilities for the backward pass. The composed version has a
 //!   dozen nodes (head splits and merges, two products, the mask, the softmax), each
 //!   a `[batch, heads, len, len]` or `[batch, len, hidden]` tensor whose gradient
 //!   candle zero-fills and adds into.
@@ -182,6 +182,39 @@ fn matmul(
     unsafe { gemm_into(Out::new(dst), 0, n, a, b, accumulate, scale, true) }
 }
 
+/// The product `a·b` in a new row-major buffer (not zero-filled first: gemm writes every
+/// element without reading it).
+fn product(a: Mat, b: Mat) -> candle_core::Result<Vec<f32>> {
+    let n = b.cols;
+    // SAFETY: the product writes all a.rows × n elements (or fails, and the vector is
+    // dropped unread).
+    unsafe {
+        filled(a.rows * n, |out| {
+            gemm_into(out, 0, n, a, b, false, 1.0, true)
+        })
+    }
+}
+
+/// A vector of `n` floats written by `write` (through the [`Out`] it gets) before anyone
+/// reads them, without zero-filling it first.
+///
+/// # Safety
+/// On `Ok`, `write` has written all `n` elements, and no writes through its `Out` remain
+/// in flight.
+unsafe fn filled(
+    n: usize,
+    write: impl FnOnce(Out) -> candle_core::Result<()>,
+) -> candle_core::Result<Vec<f32>> {
+    let mut v = Vec::<f32>::with_capacity(n);
+    write(Out {
+        ptr: v.as_mut_ptr(),
+        len: n,
+    })?;
+    // SAFETY: capacity n, every element initialised by `write` (the caller's promise).
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
 struct LinearOp;
 
 impl CustomOp3 for LinearOp {
@@ -210,9 +243,10 @@ impl CustomOp3 for LinearOp {
             )
         }
         let rows = x.len() / inp.max(1);
-        let mut y = vec![0f32; rows * out];
-        y.par_chunks_mut(out * 64)
-            .for_each(|c| c.chunks_exact_mut(out).for_each(|r| r.copy_from_slice(b)));
+        let mut y = Vec::with_capacity(rows * out);
+        for _ in 0..rows {
+            y.extend_from_slice(b);
+        }
         matmul(
             &mut y,
             Mat::rows(x, rows, inp)?,
@@ -245,26 +279,12 @@ impl CustomOp3 for LinearOp {
         let gs = cpu_slice(&gg.0, gg.1, "linear gradient")?;
         let rows = gs.len() / out.max(1);
         let dx = if x.track_op() {
-            let mut dx = vec![0f32; rows * inp];
-            matmul(
-                &mut dx,
-                Mat::rows(gs, rows, out)?,
-                Mat::rows(ws, out, inp)?,
-                false,
-                1.0,
-            )?;
+            let dx = product(Mat::rows(gs, rows, out)?, Mat::rows(ws, out, inp)?)?;
             Some(Tensor::from_vec(dx, x.shape(), x.device())?)
         } else {
             None
         };
-        let mut dw = vec![0f32; out * inp];
-        matmul(
-            &mut dw,
-            Mat::rows(gs, rows, out)?.t(),
-            Mat::rows(xs, rows, inp)?,
-            false,
-            1.0,
-        )?;
+        let dw = product(Mat::rows(gs, rows, out)?.t(), Mat::rows(xs, rows, inp)?)?;
         let db = gs
             .par_chunks(out * 256)
             .map(|c| {
@@ -305,6 +325,11 @@ struct AttentionOp {
     scale: f32,
     /// Additive mask per key, `[batch, len]`.
     mask: Vec<f32>,
+    /// Keep the probabilities of the forward pass for the backward pass (when a gradient
+    /// will be asked) instead of computing them again.
+    keep: bool,
+    /// The probabilities, `[batch, heads, len, len]`, when kept.
+    kept: std::sync::OnceLock<Vec<f32>>,
 }
 
 impl AttentionOp {
@@ -331,24 +356,34 @@ impl AttentionOp {
         Mat::new(buf, bi * n * h + hd * d, (n, d), (h, 1))
     }
 
-    /// The probabilities of head `hd` of sequence `bi` into `p` (`len × len`).
-    fn probabilities(
+    /// The probabilities of head `hd` of sequence `bi` (`len × len`, row-major) into
+    /// `out` at `off`, returned as a slice.
+    ///
+    /// # Safety
+    /// No other thread touches those `len × len` elements of `out` while the returned
+    /// slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn probabilities<'o>(
         &self,
-        p: &mut [f32],
+        out: Out,
+        off: usize,
         (q, k): (&[f32], &[f32]),
         (bi, hd): (usize, usize),
         (n, h, d): (usize, usize, usize),
-    ) -> candle_core::Result<()> {
+    ) -> candle_core::Result<&'o mut [f32]> {
         let qh = Self::head(q, (bi, hd), (n, h, d))?;
         let kh = Self::head(k, (bi, hd), (n, h, d))?;
-        // SAFETY: `p` is borrowed mutably.
-        unsafe { gemm_into(Out::new(p), 0, n, qh, kh.t(), false, self.scale, false)? };
+        // SAFETY: the caller's promise; gemm_into checks the bounds.
+        unsafe { gemm_into(out, off, n, qh, kh.t(), false, self.scale, false)? };
+        // SAFETY: the n × n elements at `off` are inside `out` (checked by gemm_into),
+        // initialised by the product just written, and not touched by anyone else.
+        let p = unsafe { std::slice::from_raw_parts_mut(out.ptr.add(off), n * n) };
         let mask = &self.mask[bi * n..(bi + 1) * n];
         for row in p.chunks_exact_mut(n) {
             row.iter_mut().zip(mask).for_each(|(s, m)| *s += m);
             crate::encode::fast_bert::softmax_row(row);
         }
-        Ok(())
+        Ok(p)
     }
 }
 
@@ -378,30 +413,38 @@ impl CustomOp3 for AttentionOp {
         let q = slice(s1, l1, "attention q")?;
         let k = slice(s2, l2, "attention k")?;
         let v = slice(s3, l3, "attention v")?;
-        let mut ctx = vec![0f32; b * n * h];
-        let out = Out::new(&mut ctx);
-        (0..b * self.heads).into_par_iter().try_for_each_init(
-            || vec![0f32; n * n],
-            |p, t| -> candle_core::Result<()> {
-                let (bi, hd) = (t / self.heads, t % self.heads);
-                self.probabilities(p, (q, k), (bi, hd), (n, h, d))?;
-                let vh = Self::head(v, (bi, hd), (n, h, d))?;
-                // SAFETY: task (bi, hd) writes only the columns hd·d..(hd+1)·d of
-                // sequence bi's rows; no two tasks share one.
-                unsafe {
-                    gemm_into(
-                        out,
-                        bi * n * h + hd * d,
-                        h,
-                        Mat::rows(p, n, n)?,
-                        vh,
-                        false,
-                        1.0,
-                        false,
-                    )
-                }
-            },
-        )?;
+        let tasks = b * self.heads;
+        let mut kept = Vec::<f32>::with_capacity(if self.keep { tasks * n * n } else { 0 });
+        let kept_out = Out {
+            ptr: kept.as_mut_ptr(),
+            len: kept.capacity(),
+        };
+        // SAFETY: task (bi, hd) writes the columns hd·d..(hd+1)·d of sequence bi's rows
+        // of the context, and its own n × n block of `kept` (or its thread's buffer); no
+        // two tasks share one, and together they write every element of the context.
+        let ctx = unsafe {
+            filled(b * n * h, |out| {
+                (0..tasks).into_par_iter().try_for_each_init(
+                    || vec![0f32; if self.keep { 0 } else { n * n }],
+                    |buf, t| -> candle_core::Result<()> {
+                        let (bi, hd) = (t / self.heads, t % self.heads);
+                        let (po, off) = match self.keep {
+                            true => (kept_out, t * n * n),
+                            false => (Out::new(buf), 0),
+                        };
+                        let p = self.probabilities(po, off, (q, k), (bi, hd), (n, h, d))?;
+                        let vh = Self::head(v, (bi, hd), (n, h, d))?;
+                        let pm = Mat::rows(p, n, n)?;
+                        gemm_into(out, bi * n * h + hd * d, h, pm, vh, false, 1.0, false)
+                    },
+                )
+            })?
+        };
+        if self.keep {
+            // SAFETY: the tasks above wrote every n × n block (all of `kept`).
+            unsafe { kept.set_len(tasks * n * n) };
+            let _ = self.kept.set(kept);
+        }
         Ok((CpuStorage::F32(ctx), l1.shape().clone()))
     }
 
@@ -423,20 +466,34 @@ impl CustomOp3 for AttentionOp {
         let vs = cpu_slice(&vg.0, vg.1, "attention v")?;
         let gg = g.storage_and_layout();
         let gs = cpu_slice(&gg.0, gg.1, "attention gradient")?;
-        let mut dq = vec![0f32; b * n * h];
-        let mut dk = vec![0f32; b * n * h];
-        let mut dv = vec![0f32; b * n * h];
-        let (oq, ok, ov) = (Out::new(&mut dq), Out::new(&mut dk), Out::new(&mut dv));
+        let Some(kept) = self
+            .kept
+            .get()
+            .filter(|p| p.len() == b * self.heads * n * n)
+        else {
+            candle_core::bail!("attention: backward pass without the forward's probabilities")
+        };
+        let len = b * n * h;
+        let (mut dq, mut dk, mut dv) = (
+            Vec::<f32>::with_capacity(len),
+            Vec::<f32>::with_capacity(len),
+            Vec::<f32>::with_capacity(len),
+        );
+        let out = |v: &mut Vec<f32>| Out {
+            ptr: v.as_mut_ptr(),
+            len,
+        };
+        let (oq, ok, ov) = (out(&mut dq), out(&mut dk), out(&mut dv));
         (0..b * self.heads).into_par_iter().try_for_each_init(
-            || (vec![0f32; n * n], vec![0f32; n * n]),
-            |(p, dp), t| -> candle_core::Result<()> {
+            || vec![0f32; n * n],
+            |dp, t| -> candle_core::Result<()> {
                 let (bi, hd) = (t / self.heads, t % self.heads);
                 let dims = (n, h, d);
-                self.probabilities(p, (qs, ks), (bi, hd), dims)?;
+                let p = &kept[t * n * n..(t + 1) * n * n];
                 let off = bi * n * h + hd * d;
                 let go = Self::head(gs, (bi, hd), dims)?;
                 let pm = Mat::rows(p, n, n)?;
-                // SAFETY (all four): task (bi, hd) writes only the columns
+                // SAFETY (all four products): task (bi, hd) writes only the columns
                 // hd·d..(hd+1)·d of sequence bi's rows of dq, dk and dv, and its own
                 // `dp`; no two tasks share one.
                 // dV_h = Pᵀ·dO_h
@@ -457,6 +514,13 @@ impl CustomOp3 for AttentionOp {
                 unsafe { gemm_into(ok, off, h, ds.t(), qh, false, self.scale, false) }
             },
         )?;
+        // SAFETY: the tasks together wrote every element of dq, dk and dv (each head's
+        // columns of each sequence's rows).
+        unsafe {
+            dq.set_len(len);
+            dk.set_len(len);
+            dv.set_len(len);
+        }
         let dev = q.device();
         let shape = q.shape();
         Ok((
@@ -484,6 +548,8 @@ pub fn attention(
         heads,
         scale: scale as f32,
         mask: values(mask)?,
+        keep: q.track_op() || k.track_op() || v.track_op(),
+        kept: std::sync::OnceLock::new(),
     };
     q.contiguous()?.apply_op3_arc(
         &k.contiguous()?,
