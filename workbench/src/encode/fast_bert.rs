@@ -550,7 +550,7 @@ struct Buffers {
     inter: Vec<f32>,
 }
 
-pub(crate) use kernels::{gelu_grad_into, gelu_into, softmax_row};
+pub(crate) use kernels::{gelu_grad_into, gelu_into, softmax_backward_row, softmax_row};
 
 /// Row kernels, compiled twice: for AVX2 + FMA (picked at run time when the
 /// CPU has them) and for the baseline target.
@@ -729,6 +729,28 @@ mod kernels {
         }
         for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
             *d = g * gelu_grad::<F>(x);
+        }
+    }
+
+    /// The backward pass of a softmax row in place: `d ← p ⊙ (d − Σ d·p)`.
+    #[inline(always)]
+    fn softmax_backward_impl<const F: bool>(d: &mut [f32], p: &[f32]) {
+        let n = d.len().min(p.len());
+        let (d, p) = (&mut d[..n], &p[..n]);
+        let mut acc = [0f32; 16];
+        let (dc, pc) = (d.chunks_exact(16), p.chunks_exact(16));
+        let (dr, pr) = (dc.remainder(), pc.remainder());
+        for (a, b) in dc.zip(pc) {
+            for i in 0..16 {
+                acc[i] = fma::<F>(a[i], b[i], acc[i]);
+            }
+        }
+        let mut s: f32 = acc.iter().sum();
+        for (a, b) in dr.iter().zip(pr) {
+            s += a * b;
+        }
+        for (a, &b) in d.iter_mut().zip(p) {
+            *a = b * (*a - s);
         }
     }
 
@@ -1003,6 +1025,10 @@ mod kernels {
         pub fn softmax_row / softmax_avx2 => softmax_impl(row: &mut [f32]);
     }
     dispatch! {
+        /// The backward pass of a softmax row in place: `d ← p ⊙ (d − Σ d·p)`.
+        pub fn softmax_backward_row / softmax_backward_avx2 => softmax_backward_impl(d: &mut [f32], p: &[f32]);
+    }
+    dispatch! {
         /// `y = gelu(x)` (exact GELU, erf approximated as above).
         pub fn gelu_into / gelu_into_avx2 => gelu_into_impl(x: &[f32], y: &mut [f32]);
     }
@@ -1046,6 +1072,23 @@ mod kernels {
                     "gelu' at {}",
                     xs[i]
                 );
+            }
+            for n in [1usize, 15, 16, 17, 100, 257] {
+                let p: Vec<f32> = (0..n).map(|i| 1.0 / (1.0 + i as f32)).collect();
+                let d: Vec<f32> = xs[..n].to_vec();
+                let s: f64 = p.iter().zip(&d).map(|(p, d)| (p * d) as f64).sum();
+                let (mut d1, mut d2) = (d.clone(), d.clone());
+                super::softmax_backward_impl::<true>(&mut d1, &p);
+                super::softmax_backward_impl::<false>(&mut d2, &p);
+                for i in 0..n {
+                    let want = p[i] as f64 * (d[i] as f64 - s);
+                    for got in [d1[i], d2[i]] {
+                        assert!(
+                            (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                            "softmax' {got} vs {want}"
+                        );
+                    }
+                }
             }
             for n in [1usize, 7, 8, 9, 100, 257] {
                 let mut a: Vec<f32> = xs[..n].iter().map(|x| x * 0.3).collect();

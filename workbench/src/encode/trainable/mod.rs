@@ -169,8 +169,53 @@ impl Layer {
         })
     }
 
-    /// `x`: `[b, l, h]`; `mask`: `[b, l]` additive attention mask.
+    /// `x`: `[b, l, h]`; `mask`: `[b, l]` additive attention mask. A layer with exact
+    /// GELU runs as one op ([`ops::encoder_layer`]); the others op by op.
     fn forward(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        match self.activation {
+            Activation::GeluErf => self.forward_fused(x, mask),
+            _ => self.forward_composed(x, mask),
+        }
+    }
+
+    fn forward_fused(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let bias = |l: &Linear| match l.bias() {
+            Some(b) => Ok(b.clone()),
+            None => candle_core::bail!("a linear layer without bias"),
+        };
+        let weights = [&self.q, &self.k, &self.v, &self.o, &self.inter, &self.out]
+            .iter()
+            .map(|l| l.weight().flatten_all())
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let vectors = [
+            bias(&self.q)?,
+            bias(&self.k)?,
+            bias(&self.v)?,
+            bias(&self.o)?,
+            self.ln1.weight.clone(),
+            self.ln1.bias.clone(),
+            bias(&self.inter)?,
+            bias(&self.out)?,
+            self.ln2.weight.clone(),
+            self.ln2.bias.clone(),
+        ];
+        let (_, _, h) = x.dims3()?;
+        let dims = ops::LayerDims {
+            hidden: h,
+            intermediate: self.inter.weight().dim(0)?,
+            heads: self.heads,
+            eps: self.ln1.eps,
+        };
+        ops::encoder_layer(
+            x,
+            &Tensor::cat(&weights, 0)?,
+            &Tensor::cat(&vectors, 0)?,
+            mask,
+            dims,
+        )
+    }
+
+    fn forward_composed(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
         let (_, _, h) = x.dims3()?;
         let d = h / self.heads;
         let linear = |l: &Linear, x: &Tensor| match l.bias() {
@@ -316,4 +361,104 @@ pub fn save_hf_layout(
         std::fs::copy(tokenizer, &tok).map_err(|e| Error::io(tokenizer, e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-op layer against the same layer op by op: output and the gradient of
+    /// every variable and of the input, with padding in the mask and a loss that weights
+    /// every output element differently.
+    #[test]
+    fn fused_layer_matches_the_composed_layer() {
+        let dev = Device::Cpu;
+        let vars = VarMap::new();
+        let vb = VarBuilder::from_varmap(&vars, DType::F32, &dev);
+        let c = EncoderConfig {
+            vocab_size: 10,
+            hidden_size: 12,
+            num_layers: 1,
+            num_heads: 3,
+            intermediate_size: 20,
+            activation: Activation::GeluErf,
+            max_position_embeddings: 8,
+            type_vocab_size: 0,
+            layer_norm_eps: 1e-12,
+            positions: Positions::Absolute,
+        };
+        let layer = Layer::new(vb.pp("layer"), &c).unwrap();
+        // LayerNorm weights and biases away from 1 and 0, so their gradients matter.
+        for (name, var) in vars.data().lock().unwrap().iter() {
+            if name.contains("LayerNorm") || name.ends_with("bias") {
+                let n = var.elem_count();
+                let v: Vec<f32> = (0..n).map(|i| 0.8 + 0.03 * (i % 7) as f32).collect();
+                var.set(&Tensor::from_vec(v, var.shape(), &dev).unwrap())
+                    .unwrap();
+            }
+        }
+        let (b, l) = (2, 5);
+        let xv: Vec<f32> = (0..b * l * 12)
+            .map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0)
+            .collect();
+        let x = candle_core::Var::from_vec(xv, (b, l, 12), &dev).unwrap();
+        let mut m = vec![0f32; b * l];
+        m[l + 3] = -1e9;
+        m[l + 4] = -1e9;
+        let mask = Tensor::from_vec(m, (b, l), &dev).unwrap();
+        let w: Vec<f32> = (0..b * l * 12)
+            .map(|i| ((i * 13 % 29) as f32 / 10.0) - 1.4)
+            .collect();
+        let w = Tensor::from_vec(w, (b, l, 12), &dev).unwrap();
+        let fused = layer.forward_fused(x.as_tensor(), &mask).unwrap();
+        let composed = layer.forward_composed(x.as_tensor(), &mask).unwrap();
+        let diff = |a: &Tensor, b: &Tensor| -> f32 {
+            (a - b)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar()
+                .unwrap()
+        };
+        let d = diff(&fused, &composed);
+        assert!(d < 1e-5, "outputs differ by {d}");
+        let gf = (fused * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        let gc = (composed * &w)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let mut checked = 0;
+        let data = vars.data().lock().unwrap();
+        let all = data.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone()));
+        for (name, t) in all.chain([("x".to_string(), x.as_tensor().clone())]) {
+            let a = gf
+                .get(&t)
+                .unwrap_or_else(|| panic!("{name}: no fused gradient"));
+            let c = gc
+                .get(&t)
+                .unwrap_or_else(|| panic!("{name}: no composed gradient"));
+            let d = diff(a, c);
+            let scale = c
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                d <= 1e-4 * (1.0 + scale),
+                "{name}: gradients differ by {d} (largest {scale})"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 17, "16 variables and the input");
+    }
 }

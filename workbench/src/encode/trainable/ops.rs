@@ -12,12 +12,15 @@
 //! | [`gelu_erf`] | `x · Φ(x)` (transformers' exact `gelu`; erf to 1.5e-7) | `g · (Φ(x) + x φ(x))` |
 //! | [`linear`] | `x·Wᵀ + b` | `dx`, `dW`, `db` |
 //! | [`attention`] | per head `softmax(s·Q Kᵀ + mask)·V` | `dQ`, `dK`, `dV` |
+//! | [`encoder_layer`] | a whole BERT layer (exact GELU), weights packed | `dx`, packed gradients |
 //!
 //! Each agrees with its composed candle equivalent to float rounding (tests below
 //! check values and gradients).
 
+mod layer;
 mod matmul;
 
+pub use layer::{encoder_layer, LayerDims};
 pub use matmul::{attention, linear};
 
 use crate::encode::fast_bert::{gelu_grad_into, gelu_into};
@@ -71,14 +74,77 @@ struct LayerNormOp {
     eps: f32,
 }
 
-impl LayerNormOp {
-    /// Mean and 1/σ of one row.
-    fn stats(&self, r: &[f32]) -> (f32, f32) {
-        let h = r.len() as f32;
-        let mean = r.iter().sum::<f32>() / h;
-        let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h;
-        (mean, 1.0 / (var + self.eps).sqrt())
-    }
+/// Mean and 1/σ of one row.
+fn norm_stats(r: &[f32], eps: f32) -> (f32, f32) {
+    let h = r.len() as f32;
+    let mean = r.iter().sum::<f32>() / h;
+    let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / h;
+    (mean, 1.0 / (var + eps).sqrt())
+}
+
+/// LayerNorm of the rows of `x` (length `w.len()`) into `y`, rows in parallel.
+fn norm_rows(x: &[f32], w: &[f32], b: &[f32], eps: f32, y: &mut [f32]) {
+    let h = w.len();
+    let k = rows_per_task(h);
+    y.par_chunks_mut(h * k)
+        .zip(x.par_chunks(h * k))
+        .for_each(|(yc, xc)| {
+            for (yr, xr) in yc.chunks_exact_mut(h).zip(xc.chunks_exact(h)) {
+                let (mean, rstd) = norm_stats(xr, eps);
+                for i in 0..h {
+                    yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+                }
+            }
+        });
+}
+
+/// The backward pass of [`norm_rows`]: `dx` from the input rows `x` and the output's
+/// gradient `g`; returns the weight's and the bias's gradients.
+fn norm_rows_backward(
+    x: &[f32],
+    w: &[f32],
+    g: &[f32],
+    eps: f32,
+    dx: &mut [f32],
+) -> (Vec<f32>, Vec<f32>) {
+    let h = w.len();
+    let k = rows_per_task(h);
+    dx.par_chunks_mut(h * k)
+        .zip(x.par_chunks(h * k).zip(g.par_chunks(h * k)))
+        .map(|(dxc, (xc, gc))| {
+            let mut dw = vec![0f32; h];
+            let mut db = vec![0f32; h];
+            let mut xhat = vec![0f32; h];
+            for ((dxr, xr), gr) in dxc
+                .chunks_exact_mut(h)
+                .zip(xc.chunks_exact(h))
+                .zip(gc.chunks_exact(h))
+            {
+                let (mean, rstd) = norm_stats(xr, eps);
+                let (mut m1, mut m2) = (0f32, 0f32);
+                for i in 0..h {
+                    xhat[i] = (xr[i] - mean) * rstd;
+                    let d = gr[i] * w[i];
+                    m1 += d;
+                    m2 += d * xhat[i];
+                    dw[i] += gr[i] * xhat[i];
+                    db[i] += gr[i];
+                }
+                let (m1, m2) = (m1 / h as f32, m2 / h as f32);
+                for i in 0..h {
+                    dxr[i] = rstd * (gr[i] * w[i] - m1 - xhat[i] * m2);
+                }
+            }
+            (dw, db)
+        })
+        .reduce(
+            || (vec![0f32; h], vec![0f32; h]),
+            |(mut a, mut b), (c, d)| {
+                a.iter_mut().zip(c).for_each(|(a, c)| *a += c);
+                b.iter_mut().zip(d).for_each(|(b, d)| *b += d);
+                (a, b)
+            },
+        )
 }
 
 impl CustomOp3 for LayerNormOp {
@@ -106,12 +172,8 @@ impl CustomOp3 for LayerNormOp {
                 b.len()
             )
         }
-        let y = map_rows(x, h, |xr, yr| {
-            let (mean, rstd) = self.stats(xr);
-            for i in 0..h {
-                yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-            }
-        });
+        let mut y = vec![0f32; x.len()];
+        norm_rows(x, w, b, self.eps, &mut y);
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
@@ -133,45 +195,8 @@ impl CustomOp3 for LayerNormOp {
         let wv = cpu_slice(&wg.0, wg.1, "layer_norm weight")?;
         let gv = cpu_slice(&gg.0, gg.1, "layer_norm gradient")?;
         let h = wv.len();
-        let k = rows_per_task(h);
         let mut dx = vec![0f32; xv.len()];
-        let (dw, db) = dx
-            .par_chunks_mut(h * k)
-            .zip(xv.par_chunks(h * k).zip(gv.par_chunks(h * k)))
-            .map(|(dxc, (xc, gc))| {
-                let mut dw = vec![0f32; h];
-                let mut db = vec![0f32; h];
-                let mut xhat = vec![0f32; h];
-                for ((dxr, xr), gr) in dxc
-                    .chunks_exact_mut(h)
-                    .zip(xc.chunks_exact(h))
-                    .zip(gc.chunks_exact(h))
-                {
-                    let (mean, rstd) = self.stats(xr);
-                    let (mut m1, mut m2) = (0f32, 0f32);
-                    for i in 0..h {
-                        xhat[i] = (xr[i] - mean) * rstd;
-                        let d = gr[i] * wv[i];
-                        m1 += d;
-                        m2 += d * xhat[i];
-                        dw[i] += gr[i] * xhat[i];
-                        db[i] += gr[i];
-                    }
-                    let (m1, m2) = (m1 / h as f32, m2 / h as f32);
-                    for i in 0..h {
-                        dxr[i] = rstd * (gr[i] * wv[i] - m1 - xhat[i] * m2);
-                    }
-                }
-                (dw, db)
-            })
-            .reduce(
-                || (vec![0f32; h], vec![0f32; h]),
-                |(mut a, mut b), (c, d)| {
-                    a.iter_mut().zip(c).for_each(|(a, c)| *a += c);
-                    b.iter_mut().zip(d).for_each(|(b, d)| *b += d);
-                    (a, b)
-                },
-            );
+        let (dw, db) = norm_rows_backward(xv, wv, gv, self.eps, &mut dx);
         let dev = x.device();
         Ok((
             Some(Tensor::from_vec(dx, x.shape(), dev)?),

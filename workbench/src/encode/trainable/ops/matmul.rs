@@ -20,17 +20,17 @@ use rayon::prelude::*;
 
 /// A matrix in a slice of f32: element `(i, j)` at `off + i·rs + j·cs`.
 #[derive(Clone, Copy)]
-struct Mat<'a> {
+pub(super) struct Mat<'a> {
     data: &'a [f32],
     off: usize,
     rows: usize,
-    cols: usize,
+    pub(super) cols: usize,
     rs: usize,
     cs: usize,
 }
 
 impl<'a> Mat<'a> {
-    fn new(
+    pub(super) fn new(
         data: &'a [f32],
         off: usize,
         (rows, cols): (usize, usize),
@@ -54,7 +54,7 @@ impl<'a> Mat<'a> {
     }
 
     /// Row-major `rows × cols` at the start of `data`.
-    fn rows(data: &'a [f32], rows: usize, cols: usize) -> candle_core::Result<Self> {
+    pub(super) fn rows(data: &'a [f32], rows: usize, cols: usize) -> candle_core::Result<Self> {
         Self::new(data, 0, (rows, cols), (cols, 1))
     }
 
@@ -66,7 +66,7 @@ impl<'a> Mat<'a> {
         self.off + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
     }
 
-    fn t(self) -> Self {
+    pub(super) fn t(self) -> Self {
         Mat {
             rows: self.cols,
             cols: self.rows,
@@ -81,7 +81,7 @@ impl<'a> Mat<'a> {
 /// stride 1) in a buffer of `len` floats that several threads may write at once, each
 /// to its own elements.
 #[derive(Clone, Copy)]
-struct Out {
+pub(super) struct Out {
     ptr: *mut f32,
     len: usize,
 }
@@ -93,7 +93,7 @@ unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
 impl Out {
-    fn new(buf: &mut [f32]) -> Self {
+    pub(super) fn new(buf: &mut [f32]) -> Self {
         Out {
             ptr: buf.as_mut_ptr(),
             len: buf.len(),
@@ -108,7 +108,7 @@ impl Out {
 /// No other thread may read or write the elements of `out` this call writes while it
 /// runs, and `out`'s buffer must stay alive for the call.
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_into(
+pub(super) unsafe fn gemm_into(
     out: Out,
     off: usize,
     rs: usize,
@@ -167,7 +167,7 @@ unsafe fn gemm_into(
 }
 
 /// `dst = scale · a·b` (or `+=`) into a whole row-major buffer, using the pool's threads.
-fn matmul(
+pub(super) fn matmul(
     dst: &mut [f32],
     a: Mat,
     b: Mat,
@@ -184,7 +184,7 @@ fn matmul(
 
 /// The product `a·b` in a new row-major buffer (not zero-filled first: gemm writes every
 /// element without reading it).
-fn product(a: Mat, b: Mat) -> candle_core::Result<Vec<f32>> {
+pub(super) fn product(a: Mat, b: Mat) -> candle_core::Result<Vec<f32>> {
     let n = b.cols;
     // SAFETY: the product writes all a.rows × n elements (or fails, and the vector is
     // dropped unread).
@@ -320,21 +320,175 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: &Tensor) -> candle_core::Result
     )
 }
 
+/// Where the heads of a multi-head attention are: the query, key and value matrices of
+/// `batch` sequences of `len` tokens (rows), each token's `heads` heads of `d` values side
+/// by side from column `off` of a row of `rs` floats.
+#[derive(Clone, Copy)]
+pub(super) struct Heads<'a> {
+    pub q: (&'a [f32], usize),
+    pub k: (&'a [f32], usize),
+    pub v: (&'a [f32], usize),
+    /// Row stride of the three buffers.
+    pub rs: usize,
+    pub batch: usize,
+    pub len: usize,
+    pub heads: usize,
+    pub d: usize,
+}
+
+impl<'a> Heads<'a> {
+    /// Head `hd` of sequence `bi` of `(buf, off)`: `len × d`.
+    fn head(&self, (buf, off): (&'a [f32], usize), t: usize) -> candle_core::Result<Mat<'a>> {
+        let (bi, hd) = (t / self.heads, t % self.heads);
+        let at = bi * self.len * self.rs + off + hd * self.d;
+        Mat::new(buf, at, (self.len, self.d), (self.rs, 1))
+    }
+
+    fn tasks(&self) -> usize {
+        self.batch * self.heads
+    }
+}
+
+/// Attention probabilities, `[batch, heads, len, len]`.
+pub(super) type Probabilities = Vec<f32>;
+
+/// `softmax(scale · Q_h K_hᵀ + mask)·V_h` for every head of every sequence, written to
+/// `ctx` (`[batch·len, heads·d]`, row-major) and returned with the probabilities.
+/// `mask` is `[batch, len]`, added to every query's score of each key.
+pub(super) fn attend(
+    x: &Heads,
+    mask: &[f32],
+    scale: f32,
+    ctx: &mut [f32],
+) -> candle_core::Result<Probabilities> {
+    let (n, h) = (x.len, x.heads * x.d);
+    if mask.len() != x.batch * n || ctx.len() != x.batch * n * h {
+        candle_core::bail!(
+            "attention over {} × {n} tokens: mask of {}, context of {}",
+            x.batch,
+            mask.len(),
+            ctx.len()
+        )
+    }
+    let tasks = x.tasks();
+    let mut p = Vec::<f32>::with_capacity(tasks * n * n);
+    let po = Out {
+        ptr: p.as_mut_ptr(),
+        len: tasks * n * n,
+    };
+    let out = Out::new(ctx);
+    (0..tasks)
+        .into_par_iter()
+        .try_for_each(|t| -> candle_core::Result<()> {
+            let bi = t / x.heads;
+            // SAFETY: task t writes only its own n × n block of `p` and the columns
+            // hd·d..(hd+1)·d of sequence bi's rows of `ctx`; no two tasks share one.
+            unsafe {
+                gemm_into(
+                    po,
+                    t * n * n,
+                    n,
+                    x.head(x.q, t)?,
+                    x.head(x.k, t)?.t(),
+                    false,
+                    scale,
+                    false,
+                )?;
+                // The n × n block is inside `p` (checked by gemm_into) and initialised.
+                let pt = std::slice::from_raw_parts_mut(po.ptr.add(t * n * n), n * n);
+                let m = &mask[bi * n..(bi + 1) * n];
+                for row in pt.chunks_exact_mut(n) {
+                    row.iter_mut().zip(m).for_each(|(s, m)| *s += m);
+                    crate::encode::fast_bert::softmax_row(row);
+                }
+                let off = bi * n * h + (t % x.heads) * x.d;
+                gemm_into(
+                    out,
+                    off,
+                    h,
+                    Mat::rows(pt, n, n)?,
+                    x.head(x.v, t)?,
+                    false,
+                    1.0,
+                    false,
+                )
+            }
+        })?;
+    // SAFETY: the tasks wrote every n × n block, i.e. all of `p`.
+    unsafe { p.set_len(tasks * n * n) };
+    Ok(p)
+}
+
+/// The backward pass of [`attend`]: from the context's gradient `g` (`[batch·len,
+/// heads·d]`) and the probabilities, the gradients of the queries, keys and values,
+/// written into `dq`, `dk`, `dv` at the same places as `x`'s heads (the `Out`s' buffers
+/// laid out as `x`'s; they may be one buffer). Every element of the heads' columns is
+/// written.
+///
+/// # Safety
+/// The `Out`s point at live buffers laid out as `x` says, no other thread touches them
+/// during the call, and the three regions written do not overlap.
+pub(super) unsafe fn attend_backward(
+    x: &Heads,
+    p: &[f32],
+    g: &[f32],
+    scale: f32,
+    (dq, dk, dv): (Out, Out, Out),
+) -> candle_core::Result<()> {
+    let (n, h) = (x.len, x.heads * x.d);
+    if p.len() != x.tasks() * n * n || g.len() != x.batch * n * h {
+        candle_core::bail!(
+            "attention backward: {} probabilities, gradient of {}",
+            p.len(),
+            g.len()
+        )
+    }
+    let at =
+        |(_, off): (&[f32], usize), t: usize| (t / x.heads) * n * x.rs + off + (t % x.heads) * x.d;
+    (0..x.tasks()).into_par_iter().try_for_each_init(
+        || vec![0f32; n * n],
+        |dp, t| -> candle_core::Result<()> {
+            let pm = Mat::rows(&p[t * n * n..(t + 1) * n * n], n, n)?;
+            let bi = t / x.heads;
+            let go = Mat::new(g, bi * n * h + (t % x.heads) * x.d, (n, x.d), (h, 1))?;
+            // SAFETY (all four products): task t writes only its head's columns of its
+            // sequence's rows of dq, dk and dv, and its own `dp`; no two tasks share one.
+            // dV_h = Pᵀ·dO_h
+            unsafe { gemm_into(dv, at(x.v, t), x.rs, pm.t(), go, false, 1.0, false)? };
+            // dP = dO_h·V_hᵀ
+            let vh = x.head(x.v, t)?;
+            unsafe { gemm_into(Out::new(dp), 0, n, go, vh.t(), false, 1.0, false)? };
+            // dS = P ⊙ (dP − Σ_j dP·P), in place of dP.
+            for (dr, pr) in dp.chunks_exact_mut(n).zip(pm.data.chunks_exact(n)) {
+                crate::encode::fast_bert::softmax_backward_row(dr, pr);
+            }
+            let ds = Mat::rows(dp, n, n)?;
+            // dQ_h = s·dS·K_h, dK_h = s·dSᵀ·Q_h
+            let (kh, qh) = (x.head(x.k, t)?, x.head(x.q, t)?);
+            unsafe { gemm_into(dq, at(x.q, t), x.rs, ds, kh, false, scale, false)? };
+            unsafe { gemm_into(dk, at(x.k, t), x.rs, ds.t(), qh, false, scale, false) }
+        },
+    )
+}
+
 struct AttentionOp {
     heads: usize,
     scale: f32,
     /// Additive mask per key, `[batch, len]`.
     mask: Vec<f32>,
     /// Keep the probabilities of the forward pass for the backward pass (when a gradient
-    /// will be asked) instead of computing them again.
+    /// will be asked).
     keep: bool,
-    /// The probabilities, `[batch, heads, len, len]`, when kept.
-    kept: std::sync::OnceLock<Vec<f32>>,
+    /// The probabilities, when kept.
+    kept: std::sync::OnceLock<Probabilities>,
 }
 
 impl AttentionOp {
-    /// `(batch, len, hidden, head size)` of `q`'s layout, checked against the mask.
-    fn dims(&self, l: &Layout) -> candle_core::Result<(usize, usize, usize, usize)> {
+    fn heads<'a>(
+        &self,
+        l: &Layout,
+        (q, k, v): (&'a [f32], &'a [f32], &'a [f32]),
+    ) -> candle_core::Result<Heads<'a>> {
         let (b, n, h) = l.shape().dims3()?;
         if self.heads == 0 || !h.is_multiple_of(self.heads) || self.mask.len() != b * n {
             candle_core::bail!(
@@ -344,46 +498,16 @@ impl AttentionOp {
                 self.mask.len()
             )
         }
-        Ok((b, n, h, h / self.heads))
-    }
-
-    /// Head `hd` of sequence `bi` in a `[batch, len, hidden]` buffer: `len × d`.
-    fn head<'a>(
-        buf: &'a [f32],
-        (bi, hd): (usize, usize),
-        (n, h, d): (usize, usize, usize),
-    ) -> candle_core::Result<Mat<'a>> {
-        Mat::new(buf, bi * n * h + hd * d, (n, d), (h, 1))
-    }
-
-    /// The probabilities of head `hd` of sequence `bi` (`len × len`, row-major) into
-    /// `out` at `off`, returned as a slice.
-    ///
-    /// # Safety
-    /// No other thread touches those `len × len` elements of `out` while the returned
-    /// slice lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn probabilities<'o>(
-        &self,
-        out: Out,
-        off: usize,
-        (q, k): (&[f32], &[f32]),
-        (bi, hd): (usize, usize),
-        (n, h, d): (usize, usize, usize),
-    ) -> candle_core::Result<&'o mut [f32]> {
-        let qh = Self::head(q, (bi, hd), (n, h, d))?;
-        let kh = Self::head(k, (bi, hd), (n, h, d))?;
-        // SAFETY: the caller's promise; gemm_into checks the bounds.
-        unsafe { gemm_into(out, off, n, qh, kh.t(), false, self.scale, false)? };
-        // SAFETY: the n × n elements at `off` are inside `out` (checked by gemm_into),
-        // initialised by the product just written, and not touched by anyone else.
-        let p = unsafe { std::slice::from_raw_parts_mut(out.ptr.add(off), n * n) };
-        let mask = &self.mask[bi * n..(bi + 1) * n];
-        for row in p.chunks_exact_mut(n) {
-            row.iter_mut().zip(mask).for_each(|(s, m)| *s += m);
-            crate::encode::fast_bert::softmax_row(row);
-        }
-        Ok(p)
+        Ok(Heads {
+            q: (q, 0),
+            k: (k, 0),
+            v: (v, 0),
+            rs: h,
+            batch: b,
+            len: n,
+            heads: self.heads,
+            d: h / self.heads,
+        })
     }
 }
 
@@ -401,7 +525,6 @@ impl CustomOp3 for AttentionOp {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (b, n, h, d) = self.dims(l1)?;
         if l2.dims() != l1.dims() || l3.dims() != l1.dims() {
             candle_core::bail!(
                 "attention: q {:?}, k {:?}, v {:?}",
@@ -413,37 +536,11 @@ impl CustomOp3 for AttentionOp {
         let q = slice(s1, l1, "attention q")?;
         let k = slice(s2, l2, "attention k")?;
         let v = slice(s3, l3, "attention v")?;
-        let tasks = b * self.heads;
-        let mut kept = Vec::<f32>::with_capacity(if self.keep { tasks * n * n } else { 0 });
-        let kept_out = Out {
-            ptr: kept.as_mut_ptr(),
-            len: kept.capacity(),
-        };
-        // SAFETY: task (bi, hd) writes the columns hd·d..(hd+1)·d of sequence bi's rows
-        // of the context, and its own n × n block of `kept` (or its thread's buffer); no
-        // two tasks share one, and together they write every element of the context.
-        let ctx = unsafe {
-            filled(b * n * h, |out| {
-                (0..tasks).into_par_iter().try_for_each_init(
-                    || vec![0f32; if self.keep { 0 } else { n * n }],
-                    |buf, t| -> candle_core::Result<()> {
-                        let (bi, hd) = (t / self.heads, t % self.heads);
-                        let (po, off) = match self.keep {
-                            true => (kept_out, t * n * n),
-                            false => (Out::new(buf), 0),
-                        };
-                        let p = self.probabilities(po, off, (q, k), (bi, hd), (n, h, d))?;
-                        let vh = Self::head(v, (bi, hd), (n, h, d))?;
-                        let pm = Mat::rows(p, n, n)?;
-                        gemm_into(out, bi * n * h + hd * d, h, pm, vh, false, 1.0, false)
-                    },
-                )
-            })?
-        };
+        let x = self.heads(l1, (q, k, v))?;
+        let mut ctx = vec![0f32; q.len()];
+        let p = attend(&x, &self.mask, self.scale, &mut ctx)?;
         if self.keep {
-            // SAFETY: the tasks above wrote every n × n block (all of `kept`).
-            unsafe { kept.set_len(tasks * n * n) };
-            let _ = self.kept.set(kept);
+            let _ = self.kept.set(p);
         }
         Ok((CpuStorage::F32(ctx), l1.shape().clone()))
     }
@@ -456,7 +553,6 @@ impl CustomOp3 for AttentionOp {
         _ctx: &Tensor,
         g: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (b, n, h, d) = self.dims(q.layout())?;
         let g = g.contiguous()?;
         let qg = q.storage_and_layout();
         let qs = cpu_slice(&qg.0, qg.1, "attention q")?;
@@ -466,61 +562,22 @@ impl CustomOp3 for AttentionOp {
         let vs = cpu_slice(&vg.0, vg.1, "attention v")?;
         let gg = g.storage_and_layout();
         let gs = cpu_slice(&gg.0, gg.1, "attention gradient")?;
-        let Some(kept) = self
-            .kept
-            .get()
-            .filter(|p| p.len() == b * self.heads * n * n)
-        else {
+        let x = self.heads(q.layout(), (qs, ks, vs))?;
+        let Some(p) = self.kept.get() else {
             candle_core::bail!("attention: backward pass without the forward's probabilities")
         };
-        let len = b * n * h;
-        let (mut dq, mut dk, mut dv) = (
-            Vec::<f32>::with_capacity(len),
-            Vec::<f32>::with_capacity(len),
-            Vec::<f32>::with_capacity(len),
-        );
-        let out = |v: &mut Vec<f32>| Out {
-            ptr: v.as_mut_ptr(),
-            len,
-        };
-        let (oq, ok, ov) = (out(&mut dq), out(&mut dk), out(&mut dv));
-        (0..b * self.heads).into_par_iter().try_for_each_init(
-            || vec![0f32; n * n],
-            |dp, t| -> candle_core::Result<()> {
-                let (bi, hd) = (t / self.heads, t % self.heads);
-                let dims = (n, h, d);
-                let p = &kept[t * n * n..(t + 1) * n * n];
-                let off = bi * n * h + hd * d;
-                let go = Self::head(gs, (bi, hd), dims)?;
-                let pm = Mat::rows(p, n, n)?;
-                // SAFETY (all four products): task (bi, hd) writes only the columns
-                // hd·d..(hd+1)·d of sequence bi's rows of dq, dk and dv, and its own
-                // `dp`; no two tasks share one.
-                // dV_h = Pᵀ·dO_h
-                unsafe { gemm_into(ov, off, h, pm.t(), go, false, 1.0, false)? };
-                // dP = dO_h·V_hᵀ
-                let vh = Self::head(vs, (bi, hd), dims)?;
-                unsafe { gemm_into(Out::new(dp), 0, n, go, vh.t(), false, 1.0, false)? };
-                // dS = P ⊙ (dP − Σ_j dP·P), in place of dP.
-                for (dr, pr) in dp.chunks_exact_mut(n).zip(p.chunks_exact(n)) {
-                    let s: f32 = dr.iter().zip(pr).map(|(a, b)| a * b).sum();
-                    dr.iter_mut().zip(pr).for_each(|(a, b)| *a = b * (*a - s));
-                }
-                let ds = Mat::rows(dp, n, n)?;
-                // dQ_h = s·dS·K_h, dK_h = s·dSᵀ·Q_h
-                let kh = Self::head(ks, (bi, hd), dims)?;
-                let qh = Self::head(qs, (bi, hd), dims)?;
-                unsafe { gemm_into(oq, off, h, ds, kh, false, self.scale, false)? };
-                unsafe { gemm_into(ok, off, h, ds.t(), qh, false, self.scale, false) }
-            },
-        )?;
-        // SAFETY: the tasks together wrote every element of dq, dk and dv (each head's
-        // columns of each sequence's rows).
+        let len = qs.len();
+        let (mut dq, mut dk, mut dv) = (vec![0f32; len], vec![0f32; len], vec![0f32; len]);
+        // SAFETY: three separate buffers of q's layout, borrowed mutably here.
         unsafe {
-            dq.set_len(len);
-            dk.set_len(len);
-            dv.set_len(len);
-        }
+            attend_backward(
+                &x,
+                p,
+                gs,
+                self.scale,
+                (Out::new(&mut dq), Out::new(&mut dk), Out::new(&mut dv)),
+            )?
+        };
         let dev = q.device();
         let shape = q.shape();
         Ok((
