@@ -550,7 +550,7 @@ struct Buffers {
     inter: Vec<f32>,
 }
 
-pub(crate) use kernels::{gelu_grad_into, gelu_into, softmax_backward_row, softmax_row};
+pub(crate) use kernels::{gelu_grad_in_place, gelu_into, softmax_backward_row, softmax_row};
 
 /// Row kernels, compiled twice: for AVX2 + FMA (picked at run time when the
 /// CPU has them) and for the baseline target.
@@ -721,14 +721,14 @@ mod kernels {
     }
 
     #[inline(always)]
-    fn gelu_grad_impl<const F: bool>(x: &[f32], g: &[f32], d: &mut [f32]) {
+    fn gelu_grad_impl<const F: bool>(x: &[f32], d: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if F {
             // SAFETY: AVX2+FMA path only (checked at run time).
-            return unsafe { avx2::gelu_grad_into(x, g, d) };
+            return unsafe { avx2::gelu_grad_in_place(x, d) };
         }
-        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
-            *d = g * gelu_grad::<F>(x);
+        for (d, &x) in d.iter_mut().zip(x) {
+            *d *= gelu_grad::<F>(x);
         }
     }
 
@@ -874,10 +874,10 @@ mod kernels {
             }
         }
 
-        /// `d = g · gelu'(x)` (equal lengths).
+        /// `d ← d · gelu'(x)` (equal lengths).
         #[target_feature(enable = "avx2,fma")]
-        pub(super) unsafe fn gelu_grad_into(x: &[f32], g: &[f32], d: &mut [f32]) {
-            let n = x.len().min(g.len()).min(d.len());
+        pub(super) unsafe fn gelu_grad_in_place(x: &[f32], d: &mut [f32]) {
+            let n = x.len().min(d.len());
             let mut i = 0;
             while i + 8 <= n {
                 let v = _mm256_loadu_ps(x.as_ptr().add(i));
@@ -890,14 +890,14 @@ mod kernels {
                 let e = exp8(_mm256_mul_ps(_mm256_set1_ps(-0.5), _mm256_mul_ps(v, v)));
                 let pdf = _mm256_mul_ps(_mm256_set1_ps(super::INV_SQRT_2PI), e);
                 let r = _mm256_mul_ps(
-                    _mm256_loadu_ps(g.as_ptr().add(i)),
+                    _mm256_loadu_ps(d.as_ptr().add(i)),
                     _mm256_fmadd_ps(v, pdf, cdf),
                 );
                 _mm256_storeu_ps(d.as_mut_ptr().add(i), r);
                 i += 8;
             }
             for j in i..n {
-                d[j] = g[j] * super::gelu_grad::<true>(x[j]);
+                d[j] *= super::gelu_grad::<true>(x[j]);
             }
         }
 
@@ -1033,8 +1033,8 @@ mod kernels {
         pub fn gelu_into / gelu_into_avx2 => gelu_into_impl(x: &[f32], y: &mut [f32]);
     }
     dispatch! {
-        /// `d = g · gelu'(x)`.
-        pub fn gelu_grad_into / gelu_grad_avx2 => gelu_grad_impl(x: &[f32], g: &[f32], d: &mut [f32]);
+        /// `d ← d · gelu'(x)`.
+        pub fn gelu_grad_in_place / gelu_grad_avx2 => gelu_grad_impl(x: &[f32], d: &mut [f32]);
     }
 
     #[cfg(test)]
@@ -1058,9 +1058,9 @@ mod kernels {
             let (mut y1, mut y2) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
             super::gelu_into_impl::<true>(&xs, &mut y1);
             super::gelu_into_impl::<false>(&xs, &mut y2);
-            let (mut d1, mut d2) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
-            super::gelu_grad_impl::<true>(&xs, &g, &mut d1);
-            super::gelu_grad_impl::<false>(&xs, &g, &mut d2);
+            let (mut d1, mut d2) = (g.clone(), g.clone());
+            super::gelu_grad_impl::<true>(&xs, &mut d1);
+            super::gelu_grad_impl::<false>(&xs, &mut d2);
             for i in 0..xs.len() {
                 assert!(
                     (y1[i] - y2[i]).abs() <= 1e-6 * (1.0 + y2[i].abs()),

@@ -23,7 +23,7 @@ mod matmul;
 pub use layer::{encoder_layer, LayerDims};
 pub use matmul::{attention, linear};
 
-use crate::encode::fast_bert::{gelu_grad_into, gelu_into};
+use crate::encode::fast_bert::{gelu_grad_in_place, gelu_into};
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
 
@@ -298,10 +298,10 @@ impl CustomOp1 for GeluOp {
         let (gg, gl) = g.storage_and_layout();
         let xv = cpu_slice(&xg, xl, "gelu x")?;
         let gv = cpu_slice(&gg, gl, "gelu gradient")?;
-        let mut dx = vec![0f32; xv.len()];
+        let mut dx = gv.to_vec();
         dx.par_chunks_mut(GRAIN)
-            .zip(xv.par_chunks(GRAIN).zip(gv.par_chunks(GRAIN)))
-            .for_each(|(dc, (xc, gc))| gelu_grad_into(xc, gc, dc));
+            .zip(xv.par_chunks(GRAIN))
+            .for_each(|(dc, xc)| gelu_grad_in_place(xc, dc));
         Ok(Some(Tensor::from_vec(dx, x.shape(), x.device())?))
     }
 }

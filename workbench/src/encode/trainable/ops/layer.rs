@@ -18,7 +18,7 @@
 
 use super::matmul::{attend, attend_backward, gemm_into, matmul, product, Heads, Mat, Out};
 use super::{cpu_slice, norm_rows, norm_rows_backward, rows_per_task, slice, values};
-use crate::encode::fast_bert::{gelu_grad_into, gelu_into};
+use crate::encode::fast_bert::{gelu_grad_in_place, gelu_into};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::OnceLock;
@@ -328,10 +328,7 @@ impl CustomOp3 for LayerOp {
         let mut dpre = product(dcm, weight(pk.w_out(), h, i)?)?;
         dpre.par_chunks_mut(1 << 14)
             .zip(sv.pre.par_chunks(1 << 14))
-            .for_each(|(d, p)| {
-                let g = d.to_vec();
-                gelu_grad_into(p, &g, d)
-            });
+            .for_each(|(d, p)| gelu_grad_in_place(p, d));
         // Intermediate projection: dx1 = dc + dpre·W_i.
         let dprem = Mat::rows(&dpre, rows, i)?;
         weight_grad(pk.w_i(), dprem, Mat::rows(&sv.x1, rows, h)?)?;
