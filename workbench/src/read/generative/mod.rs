@@ -43,7 +43,8 @@
 //! (`q6k.rs`: one pass over the weights for all the rows of a batch, each row the same
 //! whatever their number); `WORKBENCH_LLM_NO_Q6K=1` goes back to candle's. The attention
 //! of a decoded position reads the KV cache in place without tensor operations
-//! (`decode_attn.rs`, AVX-512); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations.
+//! (`decode_attn.rs`, AVX-512), and a prompt's attention reads it in place too
+//! (`prefill_attn.rs`); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations for both.
 //! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
 //! AMX-BF16 (`amx.rs`: weights dequantised to bf16 at the first prompt, two bytes each,
 //! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
@@ -53,6 +54,7 @@ mod amx;
 mod decode_attn;
 mod gguf;
 mod model;
+mod prefill_attn;
 mod q6k;
 mod sample;
 mod template;

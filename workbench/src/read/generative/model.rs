@@ -8,7 +8,7 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
-use super::{amx, decode_attn, q6k};
+use super::{amx, decode_attn, prefill_attn, q6k};
 use crate::{Error, Result};
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Storage, Tensor};
@@ -553,6 +553,15 @@ impl Model {
         }
         // [nkv, group * t, hd]: the heads sharing KV head j are consecutive.
         let q = q.reshape((nkv, group * t, hd))?;
+        if t > 1 {
+            if let Some(y) = self.attend_prompt(cache, li, &q, pos, t, scale)? {
+                return y
+                    .reshape((nh, t, hd))?
+                    .transpose(0, 1)?
+                    .contiguous()?
+                    .reshape((t, nh * hd));
+            }
+        }
         // One KV head at a time: its cached positions `[kv_len, hd]` are a contiguous slab
         // of the cache, so no copy of the cache is made per token. (A batched matmul over
         // the `[nkv, kv_len, hd]` view would need one: its batch stride is the capacity.)
@@ -614,6 +623,45 @@ impl Model {
                 (1, cfg.n_head * cfg.head_dim),
                 &Device::Cpu,
             )?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A prompt's attention (`q: [nkv, group · t, hd]`, rotated) over layer `li` of `cache`
+    /// with [`prefill_attn::attend`], reading the cache in place: `[nkv, group · t, hd]`,
+    /// or `None` where that kernel does not apply.
+    fn attend_prompt(
+        &self,
+        cache: &KvCache,
+        li: usize,
+        q: &Tensor,
+        pos: usize,
+        t: usize,
+        scale: f64,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let cfg = &self.cfg;
+        let qv = q.flatten_all()?.to_vec1::<f32>()?;
+        let (ks, kl) = cache.k[li].storage_and_layout();
+        let (vs, vl) = cache.v[li].storage_and_layout();
+        let (Storage::Cpu(kc), Storage::Cpu(vc)) = (&*ks, &*vs) else {
+            return Ok(None);
+        };
+        let (Some((k0, k1)), Some((v0, v1))) = (kl.contiguous_offsets(), vl.contiguous_offsets())
+        else {
+            return Ok(None);
+        };
+        let kf = &kc.as_slice::<f32>()?[k0..k1];
+        let vf = &vc.as_slice::<f32>()?[v0..v1];
+        let shape = prefill_attn::Shape {
+            n_head: cfg.n_head,
+            n_kv_head: cfg.n_kv_head,
+            head_dim: cfg.head_dim,
+            cap: cache.cap,
+            pos,
+            t,
+        };
+        match prefill_attn::attend(&qv, kf, vf, shape, scale as f32) {
+            Some(y) => Ok(Some(Tensor::from_vec(y, q.shape(), &Device::Cpu)?)),
             None => Ok(None),
         }
     }
