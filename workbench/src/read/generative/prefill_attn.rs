@@ -4,11 +4,12 @@
 //! With tensor operations a KV head's prefill attention is five passes over a
 //! `[group · t, kv_len]` score matrix, each a new tensor (the product, the scale, the causal
 //! mask, the softmax with a scalar `exp`, the product with the values). Here the rows are
-//! cut into blocks shared out over candle's thread pool; each block's scores go into one
-//! buffer (scale folded into the product), each row's softmax runs over the positions it may
-//! see with the vectorised kernel of `encode::fast_bert` (the rest set to 0), and the
-//! products read only the keys and values some row of the block sees. Products through the
-//! `gemm` crate, as candle's.
+//! one buffer per layer: each KV head's scores are written there by one product, each row
+//! is scaled, masked and normalised in place (rows shared out over candle's thread pool),
+//! and the second product reads it. The arithmetic is the tensor operations' step for step
+//! (the `gemm` crate's products with the same shapes and strides — gemm's blocking depends
+//! on the shapes, so the products are not cut further — and candle's `exp`, max and sum):
+//! the output is the same to the bit, so greedy answers do not move.
 
 /// Shapes of one layer's prefill attention.
 #[derive(Debug, Clone, Copy)]
@@ -24,8 +25,8 @@ pub(crate) struct Shape {
     pub t: usize,
 }
 
-/// Query rows per block.
-const BLOCK: usize = 32;
+/// Score rows per softmax task.
+const ROWS: usize = 16;
 
 /// `softmax(q · K_jᵀ · scale + causal mask) · V_j` for every query row: `q` is
 /// `[n_kv_head, group · t, head_dim]` (the `group` query heads sharing KV head `j`
@@ -50,81 +51,104 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
     if q.len() != nkv * rows * hd {
         return None;
     }
+    let threads = rayon::current_num_threads();
+    let par = match threads {
+        1 => gemm::Parallelism::None,
+        n => gemm::Parallelism::Rayon(n),
+    };
     let mut y = vec![0f32; q.len()];
-    let blocks = y.par_chunks_mut(rows * hd).enumerate().flat_map(|(j, yj)| {
-        yj.par_chunks_mut(BLOCK * hd)
+    let mut sc = vec![0f32; rows * kv_len];
+    for (j, yj) in y.chunks_exact_mut(rows * hd).enumerate() {
+        let qj = &q[j * rows * hd..(j + 1) * rows * hd];
+        let kj = &k[j * cap * hd..(j * cap + kv_len) * hd];
+        let vj = &v[j * cap * hd..(j * cap + kv_len) * hd];
+        // SAFETY: sc (rows × kv_len), qj (rows × hd) and kj (kv_len × hd) are row-major
+        // with exactly those sizes; sc is written without being read.
+        unsafe {
+            gemm::gemm(
+                rows,
+                kv_len,
+                hd,
+                sc.as_mut_ptr(),
+                1,
+                kv_len as isize,
+                false,
+                qj.as_ptr(),
+                1,
+                hd as isize,
+                kj.as_ptr(),
+                hd as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+        // Row r of the group is position pos + r % t: it sees keys 0..=pos + r % t.
+        sc.par_chunks_mut(kv_len * ROWS)
             .enumerate()
-            .map(move |(b, yb)| (j, b * BLOCK, yb))
-    });
-    blocks.for_each_init(
-        || vec![0f32; BLOCK * kv_len],
-        |scores, (j, r0, yb)| {
-            let n = yb.len() / hd;
-            // Row r of the group is position pos + r % t: it sees keys 0..=pos + r % t.
-            let sees = |r: usize| s.pos + (r0 + r) % s.t + 1;
-            let keys = (0..n).map(sees).max().unwrap_or(0);
-            let qb = &q[(j * rows + r0) * hd..(j * rows + r0 + n) * hd];
-            let kj = &k[j * cap * hd..(j * cap + keys) * hd];
-            let vj = &v[j * cap * hd..(j * cap + keys) * hd];
-            let sc = &mut scores[..n * keys];
-            // SAFETY: sc (n × keys), qb (n × hd) and kj (keys × hd) are row-major with
-            // exactly those sizes; sc is written without being read.
-            unsafe {
-                gemm::gemm(
-                    n,
-                    keys,
-                    hd,
-                    sc.as_mut_ptr(),
-                    1,
-                    keys as isize,
-                    false,
-                    qb.as_ptr(),
-                    1,
-                    hd as isize,
-                    kj.as_ptr(),
-                    hd as isize,
-                    1,
-                    0.0,
-                    scale,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
-            for (r, row) in sc.chunks_exact_mut(keys).enumerate() {
-                let m = sees(r);
-                crate::encode::fast_bert::softmax_row(&mut row[..m]);
-                row[m..].fill(0.0);
-            }
-            // SAFETY: yb (n × hd), sc (n × keys) and vj (keys × hd) are row-major with
-            // exactly those sizes; yb is written without being read.
-            unsafe {
-                gemm::gemm(
-                    n,
-                    hd,
-                    keys,
-                    yb.as_mut_ptr(),
-                    1,
-                    hd as isize,
-                    false,
-                    sc.as_ptr(),
-                    1,
-                    keys as isize,
-                    vj.as_ptr(),
-                    1,
-                    hd as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
-        },
-    );
+            .for_each(|(c, block)| {
+                for (i, row) in block.chunks_exact_mut(kv_len).enumerate() {
+                    causal_softmax(row, s.pos + (c * ROWS + i) % s.t + 1, scale);
+                }
+            });
+        // SAFETY: yj (rows × hd), sc (rows × kv_len) and vj (kv_len × hd) are row-major
+        // with exactly those sizes; yj is written without being read.
+        unsafe {
+            gemm::gemm(
+                rows,
+                hd,
+                kv_len,
+                yj.as_mut_ptr(),
+                1,
+                hd as isize,
+                false,
+                sc.as_ptr(),
+                1,
+                kv_len as isize,
+                vj.as_ptr(),
+                1,
+                hd as isize,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    }
     Some(y)
+}
+
+/// One row of scores in place: scaled, the positions from `sees` on masked, softmax — the
+/// arithmetic of candle's `x * scale`, `+ mask` (0 or −∞) and `softmax_last_dim`, step for
+/// step (the same `exp`, the same max and sum kernels over the whole row), so the result is
+/// the tensor operations' to the bit.
+fn causal_softmax(row: &mut [f32], sees: usize, scale: f32) {
+    use candle_core::cpu::kernels::VecOps;
+    let sees = sees.min(row.len());
+    for x in &mut row[..sees] {
+        *x = *x * scale + 0.0;
+    }
+    row[sees..].fill(f32::NEG_INFINITY);
+    if row.is_empty() {
+        return;
+    }
+    let (mut max, mut sum) = (f32::NEG_INFINITY, 0f32);
+    // SAFETY: `row` is non-empty and holds row.len() floats; max and sum are valid.
+    unsafe { f32::vec_reduce_max(row.as_ptr(), &mut max, row.len()) };
+    for x in row.iter_mut() {
+        *x = (*x - max).exp();
+    }
+    // SAFETY: as above.
+    unsafe { f32::vec_reduce_sum(row.as_ptr(), &mut sum, row.len()) };
+    for x in row.iter_mut() {
+        *x /= sum;
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +210,68 @@ mod tests {
             let want = reference(&q, &k, &v, s, 0.35);
             for (a, b) in y.iter().zip(&want) {
                 assert!((*a as f64 - b).abs() < 1e-5, "pos {pos}, t {t}: {a} vs {b}");
+            }
+        }
+    }
+
+    /// The same numbers, to the bit, as the tensor operations the model used before (one
+    /// KV head at a time: product, `* scale`, `+ mask`, `softmax_last_dim`, product).
+    #[test]
+    fn equals_the_tensor_operations_to_the_bit() {
+        use candle_core::{Device, Tensor};
+        let dev = Device::Cpu;
+        for (pos, t, hd) in [(0, 70, 64), (9, 33, 128)] {
+            let (nkv, group, cap) = (2, 3, 128);
+            let s = Shape {
+                n_head: nkv * group,
+                n_kv_head: nkv,
+                head_dim: hd,
+                cap,
+                pos,
+                t,
+            };
+            let kv_len = pos + t;
+            let rows = group * t;
+            let q = values(nkv * rows * hd, 4);
+            let k = values(nkv * cap * hd, 5);
+            let v = values(nkv * cap * hd, 6);
+            let scale = 1.0 / (hd as f64).sqrt();
+            let y = attend(&q, &k, &v, s, scale as f32).expect("handled");
+            let mut m = vec![0f32; rows * kv_len];
+            for r in 0..rows {
+                for c in pos + r % t + 1..kv_len {
+                    m[r * kv_len + c] = f32::NEG_INFINITY;
+                }
+            }
+            let mask = Tensor::from_vec(m, (rows, kv_len), &dev).unwrap();
+            let qt = Tensor::from_vec(q.clone(), (nkv, rows, hd), &dev).unwrap();
+            let kt = Tensor::from_vec(k.clone(), (nkv, cap, hd), &dev).unwrap();
+            let vt = Tensor::from_vec(v.clone(), (nkv, cap, hd), &dev).unwrap();
+            for j in 0..nkv {
+                let kc = kt.get(j).unwrap().narrow(0, 0, kv_len).unwrap();
+                let vc = vt.get(j).unwrap().narrow(0, 0, kv_len).unwrap();
+                let att = (qt.get(j).unwrap().matmul(&kc.t().unwrap()).unwrap() * scale).unwrap();
+                let att = att.broadcast_add(&mask).unwrap();
+                let att = candle_nn::ops::softmax_last_dim(&att).unwrap();
+                let want: Vec<f32> = att
+                    .matmul(&vc)
+                    .unwrap()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1()
+                    .unwrap();
+                let got = &y[j * rows * hd..(j + 1) * rows * hd];
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .filter(|(a, b)| a.to_bits() == b.to_bits())
+                    .count();
+                assert_eq!(
+                    same,
+                    want.len(),
+                    "pos {pos}, t {t}, head {j}: {same} of {} equal",
+                    want.len()
+                );
             }
         }
     }
