@@ -39,7 +39,7 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
     let kv_len = s.pos + s.t;
     if super::switched_off("WORKBENCH_LLM_NO_ATTN")
         || nkv == 0
-        || s.n_head % nkv != 0
+        || !s.n_head.is_multiple_of(nkv)
         || s.t == 0
         || kv_len > cap
         || k.len() != nkv * cap * hd
