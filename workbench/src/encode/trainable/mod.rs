@@ -365,6 +365,7 @@ pub fn save_hf_layout(
 
 #[cfg(test)]
 mod tests {
+    use super::ops::testing::max_diff;
     use super::*;
 
     /// The one-op layer against the same layer op by op: output and the gradient of
@@ -412,19 +413,7 @@ mod tests {
         let w = Tensor::from_vec(w, (b, l, 12), &dev).unwrap();
         let fused = layer.forward_fused(x.as_tensor(), &mask).unwrap();
         let composed = layer.forward_composed(x.as_tensor(), &mask).unwrap();
-        let diff = |a: &Tensor, b: &Tensor| -> f32 {
-            (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar()
-                .unwrap()
-        };
-        let d = diff(&fused, &composed);
+        let d = max_diff(&fused, &composed);
         assert!(d < 1e-5, "outputs differ by {d}");
         let gf = (fused * &w).unwrap().sum_all().unwrap().backward().unwrap();
         let gc = (composed * &w)
@@ -443,7 +432,7 @@ mod tests {
             let c = gc
                 .get(&t)
                 .unwrap_or_else(|| panic!("{name}: no composed gradient"));
-            let d = diff(a, c);
+            let d = max_diff(a, c);
             let scale = c
                 .abs()
                 .unwrap()

@@ -312,12 +312,13 @@ pub fn gelu_erf(x: &Tensor) -> candle_core::Result<Tensor> {
         .apply_op1_arc(std::sync::Arc::new(Box::new(GeluOp)))
 }
 
+/// Helpers of the tests of the encoder's ops.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::{Device, Var, D};
+pub(crate) mod testing {
+    use candle_core::Tensor;
 
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    /// The largest absolute difference between two tensors of one shape.
+    pub(crate) fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
         (a - b)
             .unwrap()
             .abs()
@@ -329,6 +330,13 @@ mod tests {
             .to_scalar::<f32>()
             .unwrap()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::max_diff;
+    use super::*;
+    use candle_core::{Device, Var, D};
 
     fn input(shape: (usize, usize, usize), seed: u64) -> Var {
         let dev = Device::Cpu;

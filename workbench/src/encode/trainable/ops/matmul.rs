@@ -617,6 +617,7 @@ pub fn attention(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::max_diff;
     use super::*;
     use candle_core::{Device, Module, Var, D};
 
@@ -626,19 +627,6 @@ mod tests {
             .map(|i| (((i as u64 * 7919 + seed * 104_729) % 1000) as f32 / 500.0) - 1.0)
             .collect();
         Var::from_vec(v, shape, &Device::Cpu).unwrap()
-    }
-
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
     }
 
     /// Values and gradients of `fused` and `composed` over `vars`, with a loss that
