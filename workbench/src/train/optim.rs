@@ -236,9 +236,13 @@ impl candle_core::CustomOp1 for SumSquares {
     ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
         use rayon::prelude::*;
         let x = f32_slice(s, l, "gradient norm")?;
+        // Partial sums per fixed chunk, added in chunk order: the same bits whatever the
+        // threads do (a parallel `sum` associates them as the work happens to be split).
         let sum: f64 = x
             .par_chunks(CHUNK)
             .map(|c| c.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>())
+            .collect::<Vec<_>>()
+            .iter()
             .sum();
         Ok((candle_core::CpuStorage::F64(vec![sum]), 1.into()))
     }

@@ -137,14 +137,38 @@ fn norm_rows_backward(
             }
             (dw, db)
         })
-        .reduce(
-            || (vec![0f32; h], vec![0f32; h]),
-            |(mut a, mut b), (c, d)| {
-                a.iter_mut().zip(c).for_each(|(a, c)| *a += c);
-                b.iter_mut().zip(d).for_each(|(b, d)| *b += d);
-                (a, b)
-            },
-        )
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold((vec![0f32; h], vec![0f32; h]), |(mut a, mut b), (c, d)| {
+            add_into(&mut a, &c);
+            add_into(&mut b, &d);
+            (a, b)
+        })
+}
+
+/// `a += b`, element by element.
+fn add_into(a: &mut [f32], b: &[f32]) {
+    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
+}
+
+/// Column sums of the `cols`-wide rows of `m`. Partial sums over fixed blocks of rows run
+/// in parallel and are added in block order, so the result has the same bits whatever the
+/// threads do (a rayon `reduce` associates the partial sums as work happens to be split).
+fn column_sums(m: &[f32], cols: usize) -> Vec<f32> {
+    m.par_chunks(cols * rows_per_task(cols))
+        .map(|c| {
+            let mut s = vec![0f32; cols];
+            for r in c.chunks_exact(cols) {
+                add_into(&mut s, r);
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold(vec![0f32; cols], |mut a, b| {
+            add_into(&mut a, &b);
+            a
+        })
 }
 
 impl CustomOp3 for LayerNormOp {
@@ -405,6 +429,37 @@ mod tests {
                 let d = max_diff(a, c);
                 assert!(d < 1e-4, "{name}: gradient differs by {d}");
             }
+        }
+    }
+
+    /// Column sums are the per-block partial sums added in block order, to the bit, on a
+    /// pool of several threads, every time.
+    #[test]
+    fn column_sums_have_the_same_bits_whatever_the_threads_do() {
+        let cols = 24;
+        let rows = rows_per_task(cols) * 9 + 5;
+        let m: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1009) as f32 - 504.0) * 1.37e-3)
+            .collect();
+        let mut want = vec![0f32; cols];
+        for block in m.chunks(cols * rows_per_task(cols)) {
+            let mut s = vec![0f32; cols];
+            for r in block.chunks_exact(cols) {
+                add_into(&mut s, r);
+            }
+            add_into(&mut want, &s);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        for _ in 0..20 {
+            let got = pool.install(|| column_sums(&m, cols));
+            let same = got
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{got:?} vs {want:?}");
         }
     }
 

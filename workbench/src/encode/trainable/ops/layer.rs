@@ -17,7 +17,7 @@
 //! `gelu_erf` and candle's `+`) is the test oracle.
 
 use super::matmul::{attend, attend_backward, gemm_into, matmul, product, Heads, Mat, Out};
-use super::{cpu_slice, norm_rows, norm_rows_backward, rows_per_task, slice, values};
+use super::{column_sums, cpu_slice, norm_rows, norm_rows_backward, rows_per_task, slice, values};
 use crate::encode::fast_bert::{gelu_grad_in_place, gelu_into};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
@@ -125,28 +125,6 @@ fn plus_rows(x: &[f32], v: &[f32]) -> Vec<f32> {
         }
     });
     out
-}
-
-/// Column sums of the `cols`-wide rows of `m`, into `out`.
-fn column_sums(m: &[f32], out: &mut [f32]) {
-    let cols = out.len();
-    let sums = m
-        .par_chunks(cols * rows_per_task(cols))
-        .map(|c| {
-            let mut s = vec![0f32; cols];
-            for r in c.chunks_exact(cols) {
-                s.iter_mut().zip(r).for_each(|(s, v)| *s += v);
-            }
-            s
-        })
-        .reduce(
-            || vec![0f32; cols],
-            |mut a, b| {
-                a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                a
-            },
-        );
-    out.copy_from_slice(&sums);
 }
 
 impl LayerOp {
@@ -324,7 +302,7 @@ impl CustomOp3 for LayerOp {
         // Output projection; its input x1 also feeds the residual.
         let dcm = Mat::rows(&dc, rows, h)?;
         weight_grad(pk.w_out(), dcm, Mat::rows(&sv.act, rows, i)?)?;
-        column_sums(&dc, &mut dv[vecs[5].0..vecs[5].0 + h]);
+        dv[vecs[5].0..vecs[5].0 + h].copy_from_slice(&column_sums(&dc, h));
         let mut dpre = product(dcm, weight(pk.w_out(), h, i)?)?;
         dpre.par_chunks_mut(1 << 14)
             .zip(sv.pre.par_chunks(1 << 14))
@@ -332,7 +310,7 @@ impl CustomOp3 for LayerOp {
         // Intermediate projection: dx1 = dc + dpre·W_i.
         let dprem = Mat::rows(&dpre, rows, i)?;
         weight_grad(pk.w_i(), dprem, Mat::rows(&sv.x1, rows, h)?)?;
-        column_sums(&dpre, &mut dv[vecs[4].0..vecs[4].0 + i]);
+        dv[vecs[4].0..vecs[4].0 + i].copy_from_slice(&column_sums(&dpre, i));
         let mut dx1 = dc;
         matmul(&mut dx1, dprem, weight(pk.w_i(), i, h)?, true, 1.0)?;
         // LN₁
@@ -343,7 +321,7 @@ impl CustomOp3 for LayerOp {
         // Attention output projection; x also feeds the residual.
         let dam = Mat::rows(&da, rows, h)?;
         weight_grad(pk.w_o(), dam, Mat::rows(&sv.ctx, rows, h)?)?;
-        column_sums(&da, &mut dv[vecs[1].0..vecs[1].0 + h]);
+        dv[vecs[1].0..vecs[1].0 + h].copy_from_slice(&column_sums(&da, h));
         let dctx = product(dam, weight(pk.w_o(), h, h)?)?;
         let mut dqkv = vec![0f32; rows * 3 * h];
         let o = Out::new(&mut dqkv);
@@ -361,7 +339,7 @@ impl CustomOp3 for LayerOp {
         // Query/key/value projection: dx = da + dqkv·W_qkv.
         let dqkvm = Mat::rows(&dqkv, rows, 3 * h)?;
         weight_grad(pk.w_qkv(), dqkvm, Mat::rows(xs, rows, h)?)?;
-        column_sums(&dqkv, &mut dv[vecs[0].0..vecs[0].0 + 3 * h]);
+        dv[vecs[0].0..vecs[0].0 + 3 * h].copy_from_slice(&column_sums(&dqkv, 3 * h));
         let mut dx = da;
         matmul(&mut dx, dqkvm, weight(pk.w_qkv(), 3 * h, h)?, true, 1.0)?;
         Ok((

@@ -14,7 +14,7 @@
 //!   a `[batch, heads, len, len]` or `[batch, len, hidden]` tensor whose gradient
 //!   candle zero-fills and adds into.
 
-use super::{cpu_slice, slice, values};
+use super::{column_sums, cpu_slice, slice, values};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -285,22 +285,7 @@ impl CustomOp3 for LinearOp {
             None
         };
         let dw = product(Mat::rows(gs, rows, out)?.t(), Mat::rows(xs, rows, inp)?)?;
-        let db = gs
-            .par_chunks(out * 256)
-            .map(|c| {
-                let mut s = vec![0f32; out];
-                for r in c.chunks_exact(out) {
-                    s.iter_mut().zip(r).for_each(|(s, v)| *s += v);
-                }
-                s
-            })
-            .reduce(
-                || vec![0f32; out],
-                |mut a, b| {
-                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                    a
-                },
-            );
+        let db = column_sums(gs, out);
         let dev = w.device();
         Ok((
             dx,
