@@ -149,6 +149,9 @@ struct Layer {
     ln2: Norm,
     heads: usize,
     activation: Activation,
+    /// The packed weights of [`ops::encoder_layer`], kept when they are not variables
+    /// (a model that only reads packs them once, not per forward pass).
+    packed: std::sync::OnceLock<(Tensor, Tensor)>,
 }
 
 impl Layer {
@@ -166,6 +169,7 @@ impl Layer {
             ln2: Norm::new(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
             heads: c.num_heads,
             activation: c.activation,
+            packed: std::sync::OnceLock::new(),
         })
     }
 
@@ -178,7 +182,9 @@ impl Layer {
         }
     }
 
-    fn forward_fused(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    /// The weights and the vectors packed for [`ops::encoder_layer`] (`Tensor::cat`, whose
+    /// backward pass hands each variable its slice of the gradient).
+    fn pack(&self) -> candle_core::Result<(Tensor, Tensor)> {
         let bias = |l: &Linear| match l.bias() {
             Some(b) => Ok(b.clone()),
             None => candle_core::bail!("a linear layer without bias"),
@@ -199,6 +205,21 @@ impl Layer {
             self.ln2.weight.clone(),
             self.ln2.bias.clone(),
         ];
+        Ok((Tensor::cat(&weights, 0)?, Tensor::cat(&vectors, 0)?))
+    }
+
+    fn forward_fused(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let (weights, vectors) = match self.packed.get() {
+            Some(p) => p.clone(),
+            None => {
+                let p = self.pack()?;
+                // Variables change at every update: packed again each pass.
+                if !p.0.track_op() && !p.1.track_op() {
+                    let _ = self.packed.set(p.clone());
+                }
+                p
+            }
+        };
         let (_, _, h) = x.dims3()?;
         let dims = ops::LayerDims {
             hidden: h,
@@ -206,13 +227,7 @@ impl Layer {
             heads: self.heads,
             eps: self.ln1.eps,
         };
-        ops::encoder_layer(
-            x,
-            &Tensor::cat(&weights, 0)?,
-            &Tensor::cat(&vectors, 0)?,
-            mask,
-            dims,
-        )
+        ops::encoder_layer(x, &weights, &vectors, mask, dims)
     }
 
     fn forward_composed(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
