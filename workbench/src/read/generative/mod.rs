@@ -45,6 +45,8 @@
 //! of a decoded position reads the KV cache in place without tensor operations
 //! (`decode_attn.rs`, AVX-512), and a prompt's attention reads it in place too
 //! (`prefill_attn.rs`); `WORKBENCH_LLM_NO_ATTN=1` goes back to tensor operations for both.
+//! The feed-forward gate `silu(g) · u` is one AVX-512 pass with the bits of candle's two
+//! (`silu.rs`); `WORKBENCH_LLM_NO_SILU=1` goes back to candle's.
 //! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
 //! AMX-BF16 (`amx.rs`: weights dequantised to bf16 at the first prompt, two bytes each,
 //! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
@@ -57,6 +59,7 @@ mod model;
 mod prefill_attn;
 mod q6k;
 mod sample;
+mod silu;
 mod template;
 mod tokenizer;
 

@@ -8,7 +8,7 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
-use super::{amx, decode_attn, prefill_attn, q6k};
+use super::{amx, decode_attn, prefill_attn, q6k, silu};
 use crate::{Error, Result};
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Storage, Tensor};
@@ -669,7 +669,10 @@ impl Model {
     /// The feed-forward block's output for `h: [t, d]` (already normalised).
     fn ffn(&self, l: &Layer, h: &Tensor, quantised: bool) -> candle_core::Result<Tensor> {
         let [gt, up] = self.project(&l.gate_up_t, [&l.gate, &l.up], h, quantised)?;
-        let act = (gt.silu()? * up)?;
+        let act = match silu::silu_mul(&gt, &up)? {
+            Some(act) => act,
+            None => (gt.silu()? * up)?,
+        };
         if quantised {
             l.down.decode(&act)
         } else {
