@@ -310,10 +310,13 @@ mod tests {
             return;
         }
         use rayon::prelude::*;
+        // An unoptimised build takes every 61st pattern (all of them would take minutes).
+        let step = if cfg!(debug_assertions) { 61 } else { 1 };
         let bad: usize = (0..LIMIT_BITS / 4096)
             .into_par_iter()
             .map(|block| {
                 let xs: Vec<f32> = (block * 4096..(block + 1) * 4096)
+                    .step_by(step)
                     .flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)])
                     .collect();
                 let mut got = vec![0f32; xs.len()];
