@@ -19,15 +19,14 @@
 //! `metrics.csv`, `predictions.csv` (held-out, gold paragraph), `loss.csv`,
 //! `loss.png/.svg`, `supervision.csv`, `nq_used_ids.txt`, `config.json`, `manifest.json`.
 
+#[path = "../common/train_bench.rs"]
+mod train_bench;
+
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use std::ffi::OsString;
-use std::io::Write;
 use std::path::PathBuf;
 use workbench::assets::Assets;
-use workbench::bench::{median, BenchRun, PythonPeers};
-use workbench::display::Table;
-use workbench::machine::load_average;
+use workbench::bench::{BenchRun, PythonPeers};
 use workbench::study::{self, Env, Scale};
 use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
@@ -77,7 +76,7 @@ fn main() -> Result<()> {
     .check()?;
     if let Some(steps) = args.bench {
         let peers = PythonPeers::new(&env.root, args.python.clone());
-        peers.command(PEER)?; // a missing peers venv stops the run before any work
+        peers.command(train_bench::PEER)?; // a missing peers venv stops the run before any work
         return bench(&env.assets, &valid.recipe, steps, args.rounds, &peers);
     }
     let prepared = study::reader::prepare(&env, &valid)?;
@@ -95,13 +94,11 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// The PyTorch peer of `--bench`.
-const PEER: &str = "train_qa_torch_peer.py";
-
-/// candle vs the PyTorch peer on the same features and the same batches, interleaved.
+/// `--bench`: candle and the PyTorch peer (`train_bench::PEER`, `--task qa`) on the
+/// first `steps` length-grouped batches of the recipe's epoch 0.
+///
 /// Writes `data/results/bench-train-reader/`: `bench.md`, `bench.csv`, `bench.json`, the
-/// shared inputs `features.jsonl` and `batches.json`, `config.json` (recipe, updates,
-/// rounds and the machine), `manifest.json`.
+/// shared inputs (`features.jsonl`, `batches.json`), `config.json`, `manifest.json`.
 fn bench(
     assets: &Assets,
     recipe: &ReaderRecipe,
@@ -110,7 +107,7 @@ fn bench(
     peers: &PythonPeers,
 ) -> Result<()> {
     let config = serde_json::json!({
-        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": PEER,
+        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": train_bench::PEER,
     });
     let BenchRun { exp, machine } = BenchRun::start("bench-train-reader", &config, "bench.md")?;
     println!("{}", machine.summary());
@@ -121,15 +118,12 @@ fn bench(
     let feats = reader::training_features(&tok, &data, &recipe.windows)?;
     // The shared inputs: features (JSONL) and the batches of epoch 0 (indices).
     let fpath = dir.join("features.jsonl");
-    let mut w = std::io::BufWriter::new(std::fs::File::create(&fpath)?);
-    for f in &feats {
-        serde_json::to_writer(
-            &mut w,
-            &serde_json::json!({"ids": f.window.input_ids, "type_ids": f.window.type_ids, "start": f.start, "end": f.end}),
-        )?;
-        writeln!(w)?;
-    }
-    w.flush()?;
+    train_bench::write_jsonl(
+        &fpath,
+        feats.iter().map(|f| {
+            serde_json::json!({"ids": f.window.input_ids, "type_ids": f.window.type_ids, "start": f.start, "end": f.end})
+        }),
+    )?;
     let lengths: Vec<usize> = feats.iter().map(|f| f.window.len()).collect();
     let batches = batching::length_grouped_batches(
         &lengths,
@@ -151,21 +145,35 @@ fn bench(
         .parent()
         .context("asset dir")?
         .to_path_buf();
-    let mut rows = Table::new([
-        "round",
-        "system",
-        "updates",
-        "features",
-        "seconds",
-        "features_per_s",
-        "load",
-    ]);
-    let mut ours_all = Vec::new();
-    let mut peer_all = Vec::new();
+    let b = train_bench::TrainBench {
+        unit: "features",
+        steps,
+        rounds,
+        examples: batches[..steps].iter().map(Vec::len).sum(),
+        threads: recipe.train.threads,
+        peer_args: [
+            "--task".into(),
+            "qa".into(),
+            "--features".into(),
+            fpath.into_os_string(),
+            "--batches".into(),
+            bpath.into_os_string(),
+            "--model".into(),
+            base_dir.into_os_string(),
+            "--threads".into(),
+            recipe.train.threads.to_string().into(),
+            "--lr".into(),
+            recipe.train.lr.to_string().into(),
+        ]
+        .into(),
+        batches: format!(
+            "length-grouped batches of {} features, max_seq_len {}",
+            recipe.train.batch_size, recipe.windows.max_seq_len
+        ),
+    };
     let data_f = QaFeatures(feats);
-    let total_feats: usize = batches[..steps].iter().map(Vec::len).sum();
-    for round in 1..=rounds {
-        // candle: a fresh model, the first `steps` batches of epoch 0.
+    let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {
+        // A fresh model, the first `steps` batches of epoch 0.
         let model = QaTrainModel::from_checkpoint(
             &assets.resolve(&recipe.base, "config.json")?,
             &assets.resolve(&recipe.base, "model.safetensors")?,
@@ -179,70 +187,8 @@ fn bench(
             None,
             Stop::AfterSteps(steps),
         )?;
-        let ours = log.examples_per_second();
-        ours_all.push(ours);
-        rows.push([
-            round.to_string(),
-            "candle (workbench)".into(),
-            steps.to_string(),
-            total_feats.to_string(),
-            format!("{:.1}", log.seconds()),
-            format!("{ours:.2}"),
-            load_average(),
-        ])?;
-        println!(
-            "round {round}: candle {ours:.2} features/s (load {})",
-            load_average()
-        );
-        let argv: [OsString; 10] = [
-            "--features".into(),
-            fpath.clone().into(),
-            "--batches".into(),
-            bpath.clone().into(),
-            "--model".into(),
-            base_dir.clone().into(),
-            "--threads".into(),
-            recipe.train.threads.to_string().into(),
-            "--lr".into(),
-            recipe.train.lr.to_string().into(),
-        ];
-        let r: serde_json::Value = peers.run(PEER, argv)?.json()?;
-        let peer = r["features_per_second"]
-            .as_f64()
-            .context("peer features_per_second")?;
-        peer_all.push(peer);
-        rows.push([
-            round.to_string(),
-            format!("PyTorch {} (peer)", r["torch"].as_str().unwrap_or("?")),
-            steps.to_string(),
-            total_feats.to_string(),
-            format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)),
-            format!("{peer:.2}"),
-            load_average(),
-        ])?;
-        println!(
-            "round {round}: PyTorch {peer:.2} features/s (load {})",
-            load_average()
-        );
-    }
-    let (ours_med, peer_med) = (median(&ours_all), median(&peer_all));
-    let ratio = ours_med / peer_med;
-    let md = format!(
-        "{}\n\n{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {rounds} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} features/s; same {steps} length-grouped batches of {} features, {} threads, max_seq_len {}; load {} at the end).\n",
-        machine.summary(), rows.to_markdown(), recipe.train.batch_size, recipe.train.threads, recipe.windows.max_seq_len, load_average()
-    );
-    std::fs::write(
-        dir.join("bench.json"),
-        serde_json::to_vec_pretty(&serde_json::json!({
-            "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
-            "candle": ours_all, "pytorch": peer_all, "updates": steps, "rounds": rounds,
-            "threads": recipe.train.threads, "batch_size": recipe.train.batch_size,
-            "load_at_end": load_average(),
-        }))?,
-    )?;
-    println!("{md}");
-    rows.write_csv(&dir.join("bench.csv"))?;
-    std::fs::write(dir.join("bench.md"), md)?;
+        Ok((log.examples_per_second(), log.seconds()))
+    })?;
     exp.finish(serde_json::json!({ "ratio": ratio }))?;
     Ok(())
 }

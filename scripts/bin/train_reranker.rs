@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --bin train_reranker [-- --recipe minilm-ce] [--scale quick] [--force] [--groups-only]
+//! cargo run --release --bin train_reranker -- --bench 8 [--rounds 5]   # candle vs PyTorch, same batches
 //! ```
 //!
 //! Recipe `minilm-ce` (default): all-MiniLM-L6-v2 with a new one-logit
@@ -23,12 +24,17 @@
 
 #[path = "../common/cli.rs"]
 mod cli;
+#[path = "../common/train_bench.rs"]
+mod train_bench;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::Parser;
+use std::path::PathBuf;
 use std::time::Instant;
+use workbench::bench::{BenchRun, PythonPeers};
 use workbench::study::{self, reranker, Env, Scale};
-use workbench::train::cross_recipe;
+use workbench::train::cross_recipe::{self, CrossRecipe};
+use workbench::train::{batching, Stop, TrainData};
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the cross-encoder and evaluate it on the held-out SQuAD articles")]
@@ -59,6 +65,17 @@ struct Args {
     /// Passages ranked per query by the first stages (default 100).
     #[arg(long)]
     depth: Option<usize>,
+    /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same
+    /// batches of groups (no training run, no results but `bench-train-cross-encoder`).
+    #[arg(long)]
+    bench: Option<usize>,
+    /// Interleaved rounds of the benchmark.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+    /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
+    /// see `PythonPeers::default_python`).
+    #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
+    python: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -73,6 +90,11 @@ fn main() -> Result<()> {
     p.rerank_depth = a.rerank_depth.unwrap_or(p.rerank_depth);
     p.depth = a.depth.unwrap_or(p.depth);
     let valid = p.check()?;
+    if let Some(steps) = a.bench {
+        let peers = PythonPeers::new(&env.root, a.python.clone());
+        peers.command(train_bench::PEER)?; // a missing peers venv stops the run before any work
+        return bench(&env, &valid.recipe, steps, a.rounds, &peers);
+    }
     if a.groups_only || a.train_only {
         let set = cross_recipe::recipe_groups(&env.assets, &valid.recipe)?;
         println!(
@@ -115,5 +137,108 @@ fn main() -> Result<()> {
         "metrics.md",
         || reranker::run(&env, &valid),
     )?;
+    Ok(())
+}
+
+/// `--bench`: candle and the PyTorch peer (`train_bench::PEER`, `--task cross`) on the first
+/// `steps` length-grouped batches of groups of the recipe's epoch 0.
+///
+/// Writes `data/results/bench-train-cross-encoder/`: `bench.md`, `bench.csv`, `bench.json`,
+/// the shared inputs (`pairs.jsonl`, `batches.json`), `config.json`, `manifest.json`.
+fn bench(
+    env: &Env,
+    recipe: &CrossRecipe,
+    steps: usize,
+    rounds: usize,
+    peers: &PythonPeers,
+) -> Result<()> {
+    let config = serde_json::json!({
+        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": train_bench::PEER,
+    });
+    let BenchRun { exp, machine } =
+        BenchRun::start("bench-train-cross-encoder", &config, "bench.md")?;
+    println!("{}", machine.summary());
+    let dir = exp.out.out_dir().to_path_buf();
+    let set = cross_recipe::recipe_groups(&env.assets, recipe)?;
+    let data = cross_recipe::training_data(
+        &env.assets,
+        recipe,
+        &set,
+        &cross_recipe::base_model(&env.assets, recipe)?,
+    )?;
+    // The shared inputs: pairs (JSONL, group after group, positive first) and the batches
+    // of groups of epoch 0.
+    let ppath = dir.join("pairs.jsonl");
+    train_bench::write_jsonl(
+        &ppath,
+        data.pairs
+            .iter()
+            .map(|p| serde_json::json!({"ids": p.ids, "type_ids": p.type_ids})),
+    )?;
+    let lengths: Vec<usize> = (0..data.len()).map(|i| data.length(i)).collect();
+    let batches = batching::length_grouped_batches(
+        &lengths,
+        recipe.train.batch_size,
+        recipe.train.bucket_batches,
+        recipe.train.seed,
+        0,
+    )?;
+    if batches.len() < steps {
+        bail!(
+            "only {} batches in an epoch, fewer than --bench {steps}",
+            batches.len()
+        );
+    }
+    let bpath = dir.join("batches.json");
+    std::fs::write(&bpath, serde_json::to_vec(&batches[..steps])?)?;
+    let base_dir = env
+        .assets
+        .resolve(&recipe.base, "config.json")?
+        .parent()
+        .context("asset dir")?
+        .to_path_buf();
+    let g = recipe.group_size;
+    let b = train_bench::TrainBench {
+        unit: "pairs",
+        steps,
+        rounds,
+        examples: batches[..steps].iter().map(|b| b.len() * g).sum(),
+        threads: recipe.train.threads,
+        peer_args: [
+            "--task".into(),
+            "cross".into(),
+            "--group-size".into(),
+            g.to_string().into(),
+            "--features".into(),
+            ppath.into_os_string(),
+            "--batches".into(),
+            bpath.into_os_string(),
+            "--model".into(),
+            base_dir.into_os_string(),
+            "--threads".into(),
+            recipe.train.threads.to_string().into(),
+            "--lr".into(),
+            recipe.train.lr.to_string().into(),
+        ]
+        .into(),
+        batches: format!(
+            "length-grouped batches of {} groups of {g} pairs, pairs of at most {} tokens",
+            recipe.train.batch_size, recipe.max_length
+        ),
+    };
+    let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {
+        // A fresh model, the first `steps` batches of epoch 0.
+        let model = cross_recipe::base_model(&env.assets, recipe)?;
+        let log = workbench::train::train(
+            &model,
+            &model.vars,
+            &data,
+            &recipe.train,
+            None,
+            Stop::AfterSteps(steps),
+        )?;
+        Ok((log.examples_per_second() * g as f64, log.seconds()))
+    })?;
+    exp.finish(serde_json::json!({ "ratio": ratio }))?;
     Ok(())
 }

@@ -6,7 +6,7 @@
 //! A trained recipe is named in pipeline configs as `trained:<recipe name>`
 //! ([`resolve_checkpoint`]).
 
-use super::cross::{encode_groups, CrossTrainModel};
+use super::cross::{encode_groups, CrossTrainModel, PairGroups};
 use super::groups::{self, GroupCounts, GroupParams, GroupSet};
 use super::reader::{self, load_average, Supervision};
 use super::{Stop, TrainConfig, TrainLog};
@@ -217,27 +217,8 @@ pub fn train_or_load(
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
-    let model = CrossTrainModel::from_checkpoint(
-        &assets.resolve(&recipe.base, "config.json")?,
-        &assets.resolve(&recipe.base, "model.safetensors")?,
-        recipe.init_seed,
-        recipe.group_size,
-    )?;
-    let max_length = recipe.max_length.min(model.config.max_positions);
-    let tok = PairTokenizer::from_file(&tok_path, max_length)?;
-    let pad = tok
-        .token_to_id("[PAD]")
-        .unwrap_or(model.config.pad_token_id);
-    let mut chosen: Vec<&groups::Group> = set.groups.iter().collect();
-    if let Some(m) = recipe.max_groups {
-        use rand::seq::SliceRandom;
-        use rand::SeedableRng;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
-        chosen.shuffle(&mut rng);
-        chosen.truncate(m);
-    }
-    let chosen: Vec<groups::Group> = chosen.into_iter().cloned().collect();
-    let data = encode_groups(&tok, &chosen, recipe.group_size, pad)?;
+    let model = base_model(assets, recipe)?;
+    let data = training_data(assets, recipe, set, &model)?;
     let log = super::train(
         &model,
         &model.vars,
@@ -252,7 +233,7 @@ pub fn train_or_load(
         recipe: recipe.clone(),
         key,
         model_dir,
-        groups: chosen.len(),
+        groups: data.pairs.len() / recipe.group_size,
         train_seconds: log.seconds(),
         pairs_per_second: log.examples_per_second() * recipe.group_size as f64,
         counts: set.counts.clone(),
@@ -262,6 +243,43 @@ pub fn train_or_load(
     let done = dir.join("done.json");
     std::fs::write(&done, serde_json::to_vec_pretty(&t)?).map_err(|e| Error::io(&done, e))?;
     Ok((t, Some(log)))
+}
+
+/// A fresh model to train: `recipe.base` with a new classifier (seeded by
+/// `recipe.init_seed`).
+pub fn base_model(assets: &Assets, recipe: &CrossRecipe) -> Result<CrossTrainModel> {
+    CrossTrainModel::from_checkpoint(
+        &assets.resolve(&recipe.base, "config.json")?,
+        &assets.resolve(&recipe.base, "model.safetensors")?,
+        recipe.init_seed,
+        recipe.group_size,
+    )
+}
+
+/// The groups `recipe` trains `model` on, encoded: its seeded sample of `set`
+/// (`max_groups`), pairs cut to `max_length` tokens (at most the model's positions).
+pub fn training_data(
+    assets: &Assets,
+    recipe: &CrossRecipe,
+    set: &GroupSet,
+    model: &CrossTrainModel,
+) -> Result<PairGroups> {
+    let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
+    let max_length = recipe.max_length.min(model.config.max_positions);
+    let tok = PairTokenizer::from_file(&tok_path, max_length)?;
+    let pad = tok
+        .token_to_id("[PAD]")
+        .unwrap_or(model.config.pad_token_id);
+    let mut chosen: Vec<&groups::Group> = set.groups.iter().collect();
+    if let Some(m) = recipe.max_groups {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(recipe.train.seed);
+        chosen.shuffle(&mut rng);
+        chosen.truncate(m);
+    }
+    let chosen: Vec<groups::Group> = chosen.into_iter().cloned().collect();
+    encode_groups(&tok, &chosen, recipe.group_size, pad)
 }
 
 /// The latest checkpoint of an unfinished run of `recipe` (interrupted, or still going)

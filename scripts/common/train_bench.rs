@@ -1,0 +1,133 @@
+//! Training throughput against PyTorch on the same batches, shared by `train_reader --bench`
+//! and `train_reranker --bench`. A binary includes it with
+//! `#[path = "../common/train_bench.rs"] mod train_bench;`.
+//!
+//! The binary writes the examples (JSONL) and the first `steps` batches of epoch 0 (JSON)
+//! into the result folder; [`rounds`] then alternates a candle run and a run of the peer
+//! (`scripts/python/train_torch_peer.py`) `rounds` times, and writes `bench.md`,
+//! `bench.csv` and `bench.json` with the ratio of the medians.
+
+use anyhow::{Context, Result};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use workbench::bench::{median, PythonPeers};
+use workbench::display::Table;
+use workbench::machine::load_average;
+
+/// The PyTorch peer: the reader's and the cross-encoder's training loops.
+pub const PEER: &str = "train_torch_peer.py";
+
+/// One comparison.
+pub struct TrainBench {
+    /// What is counted per second ("features", "pairs").
+    pub unit: &'static str,
+    /// Updates per round.
+    pub steps: usize,
+    /// Interleaved rounds.
+    pub rounds: usize,
+    /// Examples (of `unit`) in the `steps` batches.
+    pub examples: usize,
+    /// Threads of both sides.
+    pub threads: usize,
+    /// The peer's arguments (the examples, the batches, the model, the task…).
+    pub peer_args: Vec<OsString>,
+    /// What the batches are, for the sentence under the table.
+    pub batches: String,
+}
+
+/// Write `rows` to `path`, one JSON object per line.
+pub fn write_jsonl(path: &Path, rows: impl IntoIterator<Item = serde_json::Value>) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
+    let mut w = std::io::BufWriter::new(file);
+    for row in rows {
+        serde_json::to_writer(&mut w, &row)?;
+        writeln!(w)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Alternate `candle()` (a fresh model trained for the `steps` batches, returning examples
+/// per second and seconds) with the peer, `b.rounds` times; write the tables into `dir` and
+/// return the ratio of the medians (candle / PyTorch).
+pub fn rounds(
+    b: &TrainBench,
+    dir: &Path,
+    machine: &str,
+    peers: &PythonPeers,
+    mut candle: impl FnMut() -> Result<(f64, f64)>,
+) -> Result<f64> {
+    let per_s = format!("{}_per_s", b.unit);
+    let mut rows = Table::new([
+        "round",
+        "system",
+        "updates",
+        b.unit,
+        "seconds",
+        per_s.as_str(),
+        "load",
+    ]);
+    let (mut ours_all, mut peer_all) = (Vec::new(), Vec::new());
+    for round in 1..=b.rounds {
+        let (ours, secs) = candle()?;
+        ours_all.push(ours);
+        rows.push([
+            round.to_string(),
+            "candle (workbench)".into(),
+            b.steps.to_string(),
+            b.examples.to_string(),
+            format!("{secs:.1}"),
+            format!("{ours:.2}"),
+            load_average(),
+        ])?;
+        println!(
+            "round {round}: candle {ours:.2} {}/s (load {})",
+            b.unit,
+            load_average()
+        );
+        let r: serde_json::Value = peers.run(PEER, b.peer_args.clone())?.json()?;
+        let peer = r["examples_per_second"]
+            .as_f64()
+            .context("peer examples_per_second")?;
+        peer_all.push(peer);
+        rows.push([
+            round.to_string(),
+            format!("PyTorch {} (peer)", r["torch"].as_str().unwrap_or("?")),
+            b.steps.to_string(),
+            b.examples.to_string(),
+            format!("{:.1}", r["seconds"].as_f64().unwrap_or(0.0)),
+            format!("{peer:.2}"),
+            load_average(),
+        ])?;
+        println!(
+            "round {round}: PyTorch {peer:.2} {}/s (load {})",
+            b.unit,
+            load_average()
+        );
+    }
+    let (ours_med, peer_med) = (median(&ours_all), median(&peer_all));
+    let ratio = ours_med / peer_med;
+    let md = format!(
+        "{machine}\n\n{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} {}/s; same {} {}, {} threads; load {} at the end).\n",
+        rows.to_markdown(),
+        b.rounds,
+        b.unit,
+        b.steps,
+        b.batches,
+        b.threads,
+        load_average()
+    );
+    std::fs::write(
+        dir.join("bench.json"),
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
+            "candle": ours_all, "pytorch": peer_all, "updates": b.steps, "rounds": b.rounds,
+            "threads": b.threads, "unit": b.unit, "load_at_end": load_average(),
+        }))?,
+    )?;
+    println!("{md}");
+    rows.write_csv(&dir.join("bench.csv"))?;
+    std::fs::write(dir.join("bench.md"), md)?;
+    Ok(ratio)
+}
