@@ -22,15 +22,14 @@
 #[path = "../common/train_bench.rs"]
 mod train_bench;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Parser;
-use std::path::PathBuf;
 use workbench::assets::Assets;
 use workbench::bench::{BenchRun, PythonPeers};
 use workbench::study::{self, Env, Scale};
 use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
-use workbench::train::{batching, Stop};
+use workbench::train::Stop;
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the extractive reader and evaluate it on the held-out SQuAD articles")]
@@ -52,16 +51,8 @@ struct Args {
     /// Redo the result folder (the trained checkpoint is still reused while its key holds).
     #[arg(long)]
     force: bool,
-    /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same batches.
-    #[arg(long)]
-    bench: Option<usize>,
-    /// Interleaved rounds of the benchmark.
-    #[arg(long, default_value_t = 2)]
-    rounds: usize,
-    /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
-    /// see `PythonPeers::default_python`).
-    #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
-    python: Option<PathBuf>,
+    #[command(flatten)]
+    bench: train_bench::BenchFlags,
 }
 
 fn main() -> Result<()> {
@@ -74,10 +65,8 @@ fn main() -> Result<()> {
         partial: args.partial,
     }
     .check()?;
-    if let Some(steps) = args.bench {
-        let peers = PythonPeers::new(&env.root, args.python.clone());
-        peers.command(train_bench::PEER)?; // a missing peers venv stops the run before any work
-        return bench(&env.assets, &valid.recipe, steps, args.rounds, &peers);
+    if let Some((steps, peers)) = args.bench.peers(&env.root)? {
+        return bench(&env.assets, &valid.recipe, steps, args.bench.rounds, &peers);
     }
     let prepared = study::reader::prepare(&env, &valid)?;
     let name = study::reader::result_name(&valid, &prepared);
@@ -125,47 +114,20 @@ fn bench(
         }),
     )?;
     let lengths: Vec<usize> = feats.iter().map(|f| f.window.len()).collect();
-    let batches = batching::length_grouped_batches(
-        &lengths,
-        recipe.train.batch_size,
-        recipe.train.bucket_batches,
-        recipe.train.seed,
-        0,
-    )?;
-    if batches.len() < steps {
-        bail!(
-            "only {} batches in an epoch, fewer than --bench {steps}",
-            batches.len()
-        );
-    }
-    let bpath = dir.join("batches.json");
-    std::fs::write(&bpath, serde_json::to_vec(&batches[..steps])?)?;
-    let base_dir = assets
-        .resolve(&recipe.base, "config.json")?
-        .parent()
-        .context("asset dir")?
-        .to_path_buf();
+    let (bpath, batches) = train_bench::first_batches(&dir, &lengths, &recipe.train, steps)?;
     let b = train_bench::TrainBench {
         unit: "features",
         steps,
         rounds,
-        examples: batches[..steps].iter().map(Vec::len).sum(),
+        examples: batches.iter().map(Vec::len).sum(),
         threads: recipe.train.threads,
-        peer_args: [
-            "--task".into(),
-            "qa".into(),
-            "--features".into(),
-            fpath.into_os_string(),
-            "--batches".into(),
-            bpath.into_os_string(),
-            "--model".into(),
-            base_dir.into_os_string(),
-            "--threads".into(),
-            recipe.train.threads.to_string().into(),
-            "--lr".into(),
-            recipe.train.lr.to_string().into(),
-        ]
-        .into(),
+        peer_args: train_bench::peer_args(
+            &["--task", "qa"],
+            fpath,
+            bpath,
+            &assets.resolve(&recipe.base, "config.json")?,
+            &recipe.train,
+        )?,
         batches: format!(
             "length-grouped batches of {} features, max_seq_len {}",
             recipe.train.batch_size, recipe.windows.max_seq_len

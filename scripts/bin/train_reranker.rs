@@ -27,14 +27,13 @@ mod cli;
 #[path = "../common/train_bench.rs"]
 mod train_bench;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Parser;
-use std::path::PathBuf;
 use std::time::Instant;
 use workbench::bench::{BenchRun, PythonPeers};
 use workbench::study::{self, reranker, Env, Scale};
 use workbench::train::cross_recipe::{self, CrossRecipe};
-use workbench::train::{batching, Stop, TrainData};
+use workbench::train::{Stop, TrainData};
 
 #[derive(Parser, Debug)]
 #[command(about = "Train the cross-encoder and evaluate it on the held-out SQuAD articles")]
@@ -65,17 +64,8 @@ struct Args {
     /// Passages ranked per query by the first stages (default 100).
     #[arg(long)]
     depth: Option<usize>,
-    /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same
-    /// batches of groups (no training run, no results but `bench-train-cross-encoder`).
-    #[arg(long)]
-    bench: Option<usize>,
-    /// Interleaved rounds of the benchmark.
-    #[arg(long, default_value_t = 2)]
-    rounds: usize,
-    /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
-    /// see `PythonPeers::default_python`).
-    #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
-    python: Option<PathBuf>,
+    #[command(flatten)]
+    bench: train_bench::BenchFlags,
 }
 
 fn main() -> Result<()> {
@@ -90,10 +80,8 @@ fn main() -> Result<()> {
     p.rerank_depth = a.rerank_depth.unwrap_or(p.rerank_depth);
     p.depth = a.depth.unwrap_or(p.depth);
     let valid = p.check()?;
-    if let Some(steps) = a.bench {
-        let peers = PythonPeers::new(&env.root, a.python.clone());
-        peers.command(train_bench::PEER)?; // a missing peers venv stops the run before any work
-        return bench(&env, &valid.recipe, steps, a.rounds, &peers);
+    if let Some((steps, peers)) = a.bench.peers(&env.root)? {
+        return bench(&env, &valid.recipe, steps, a.bench.rounds, &peers);
     }
     if a.groups_only || a.train_only {
         let set = cross_recipe::recipe_groups(&env.assets, &valid.recipe)?;
@@ -176,51 +164,21 @@ fn bench(
             .map(|p| serde_json::json!({"ids": p.ids, "type_ids": p.type_ids})),
     )?;
     let lengths: Vec<usize> = (0..data.len()).map(|i| data.length(i)).collect();
-    let batches = batching::length_grouped_batches(
-        &lengths,
-        recipe.train.batch_size,
-        recipe.train.bucket_batches,
-        recipe.train.seed,
-        0,
-    )?;
-    if batches.len() < steps {
-        bail!(
-            "only {} batches in an epoch, fewer than --bench {steps}",
-            batches.len()
-        );
-    }
-    let bpath = dir.join("batches.json");
-    std::fs::write(&bpath, serde_json::to_vec(&batches[..steps])?)?;
-    let base_dir = env
-        .assets
-        .resolve(&recipe.base, "config.json")?
-        .parent()
-        .context("asset dir")?
-        .to_path_buf();
+    let (bpath, batches) = train_bench::first_batches(&dir, &lengths, &recipe.train, steps)?;
     let g = recipe.group_size;
     let b = train_bench::TrainBench {
         unit: "pairs",
         steps,
         rounds,
-        examples: batches[..steps].iter().map(|b| b.len() * g).sum(),
+        examples: batches.iter().map(|b| b.len() * g).sum(),
         threads: recipe.train.threads,
-        peer_args: [
-            "--task".into(),
-            "cross".into(),
-            "--group-size".into(),
-            g.to_string().into(),
-            "--features".into(),
-            ppath.into_os_string(),
-            "--batches".into(),
-            bpath.into_os_string(),
-            "--model".into(),
-            base_dir.into_os_string(),
-            "--threads".into(),
-            recipe.train.threads.to_string().into(),
-            "--lr".into(),
-            recipe.train.lr.to_string().into(),
-        ]
-        .into(),
+        peer_args: train_bench::peer_args(
+            &["--task", "cross", "--group-size", &g.to_string()],
+            ppath,
+            bpath,
+            &env.assets.resolve(&recipe.base, "config.json")?,
+            &recipe.train,
+        )?,
         batches: format!(
             "length-grouped batches of {} groups of {g} pairs, pairs of at most {} tokens",
             recipe.train.batch_size, recipe.max_length

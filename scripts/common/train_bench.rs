@@ -7,13 +7,43 @@
 //! (`scripts/python/train_torch_peer.py`) `rounds` times, and writes `bench.md`,
 //! `bench.csv` and `bench.json` with the ratio of the medians.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use workbench::bench::{median, PythonPeers};
 use workbench::display::Table;
 use workbench::machine::load_average;
+use workbench::train::{batching, TrainConfig};
+
+/// `--bench`, `--rounds`, `--python`: flattened into the binary's clap `Args`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchFlags {
+    /// Benchmark instead: this many updates of candle and of the PyTorch peer on the same
+    /// batches (no training run; results in `data/results/bench-train-*`).
+    #[arg(long)]
+    pub bench: Option<usize>,
+    /// Interleaved rounds of the benchmark.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
+    /// see `PythonPeers::default_python`).
+    #[arg(long, env = "WORKBENCH_PEERS_PYTHON")]
+    pub python: Option<PathBuf>,
+}
+
+impl BenchFlags {
+    /// The peers of a benchmark run, checked before any work (a missing peers venv is an
+    /// error naming it); `None` without `--bench`.
+    pub fn peers(&self, root: &Path) -> Result<Option<(usize, PythonPeers)>> {
+        let Some(steps) = self.bench else {
+            return Ok(None);
+        };
+        let peers = PythonPeers::new(root, self.python.clone());
+        peers.command(PEER)?;
+        Ok(Some((steps, peers)))
+    }
+}
 
 /// The PyTorch peer: the reader's and the cross-encoder's training loops.
 pub const PEER: &str = "train_torch_peer.py";
@@ -46,6 +76,60 @@ pub fn write_jsonl(path: &Path, rows: impl IntoIterator<Item = serde_json::Value
     }
     w.flush()?;
     Ok(())
+}
+
+/// The first `steps` batches of epoch 0, length-grouped as training groups them (examples of
+/// `lengths`), written to `dir/batches.json`; returns the file and the batches.
+pub fn first_batches(
+    dir: &Path,
+    lengths: &[usize],
+    train: &TrainConfig,
+    steps: usize,
+) -> Result<(PathBuf, Vec<Vec<usize>>)> {
+    let mut batches = batching::length_grouped_batches(
+        lengths,
+        train.batch_size,
+        train.bucket_batches,
+        train.seed,
+        0,
+    )?;
+    if batches.len() < steps {
+        bail!(
+            "only {} batches in an epoch, fewer than --bench {steps}",
+            batches.len()
+        );
+    }
+    batches.truncate(steps);
+    let path = dir.join("batches.json");
+    std::fs::write(&path, serde_json::to_vec(&batches)?)?;
+    Ok((path, batches))
+}
+
+/// The peer's arguments: `task` (its `--task` and options), the examples and batches files,
+/// the base model's folder (that of `base_config`, its `config.json`), threads and learning
+/// rate of `train`.
+pub fn peer_args(
+    task: &[&str],
+    examples: PathBuf,
+    batches: PathBuf,
+    base_config: &Path,
+    train: &TrainConfig,
+) -> Result<Vec<OsString>> {
+    let base = base_config.parent().context("base model folder")?;
+    let mut args: Vec<OsString> = task.iter().map(OsString::from).collect();
+    args.extend([
+        "--features".into(),
+        examples.into_os_string(),
+        "--batches".into(),
+        batches.into_os_string(),
+        "--model".into(),
+        base.as_os_str().to_owned(),
+        "--threads".into(),
+        train.threads.to_string().into(),
+        "--lr".into(),
+        train.lr.to_string().into(),
+    ]);
+    Ok(args)
 }
 
 /// Alternate `candle()` (a fresh model trained for the `steps` batches, returning examples

@@ -15,14 +15,8 @@ pub(crate) fn available() -> bool {
     *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_ATTN") && cpu_has_kernel())
 }
 
-#[cfg(target_arch = "x86_64")]
 fn cpu_has_kernel() -> bool {
-    is_x86_feature_detected!("avx512f")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_kernel() -> bool {
-    false
+    super::cpu_has_avx512f()
 }
 
 /// Shapes of one layer's decode attention.

@@ -69,6 +69,17 @@ fn switched_off(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Whether the CPU has AVX-512 F, which the attention and SiLU kernels need.
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_avx512f() -> bool {
+    is_x86_feature_detected!("avx512f")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn cpu_has_avx512f() -> bool {
+    false
+}
+
 /// Whether the CPU has AVX-512 F/BW and F16C, which the Q6_K kernel needs (and, with
 /// AMX-BF16, the AMX kernel).
 #[cfg(target_arch = "x86_64")]

@@ -26,14 +26,8 @@ pub(crate) fn available() -> bool {
     })
 }
 
-#[cfg(target_arch = "x86_64")]
 fn cpu_has_kernel() -> bool {
-    is_x86_feature_detected!("avx512f")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_kernel() -> bool {
-    false
+    super::cpu_has_avx512f()
 }
 
 /// Inputs of the probe: every 4,099th bit pattern of the floats in `(−88, 88)` and the
