@@ -331,7 +331,7 @@ where
         Stop::End => total,
         Stop::AfterSteps(n) => n.min(total),
     };
-    let mut bar = crate::progress::bar(total, "training");
+    let mut bar = crate::progress::bar(end, "training");
     crate::progress::tick(&mut bar, log.steps.len());
     let mut step = log.steps.len();
     while step < end {
