@@ -132,6 +132,13 @@ fn bench(
             "length-grouped batches of {} features, max_seq_len {}",
             recipe.train.batch_size, recipe.windows.max_seq_len
         ),
+        macs: train_bench::encoder_macs(
+            &assets.resolve(&recipe.base, "config.json")?,
+            &batches
+                .iter()
+                .map(|b| (b.len(), b.iter().map(|&i| lengths[i]).max().unwrap_or(0)))
+                .collect::<Vec<_>>(),
+        )?,
     };
     let data_f = QaFeatures(feats);
     let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {

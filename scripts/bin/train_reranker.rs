@@ -183,6 +183,18 @@ fn bench(
             "length-grouped batches of {} groups of {g} pairs, pairs of at most {} tokens",
             recipe.train.batch_size, recipe.max_length
         ),
+        macs: train_bench::encoder_macs(
+            &env.assets.resolve(&recipe.base, "config.json")?,
+            &batches
+                .iter()
+                .map(|b| {
+                    (
+                        b.len() * g,
+                        b.iter().map(|&i| lengths[i]).max().unwrap_or(0),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )?,
     };
     let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {
         // A fresh model, the first `steps` batches of epoch 0.

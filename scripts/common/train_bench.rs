@@ -64,6 +64,39 @@ pub struct TrainBench {
     pub peer_args: Vec<OsString>,
     /// What the batches are, for the sentence under the table.
     pub batches: String,
+    /// Multiply-adds of the encoder's matrix products in the `steps` updates (forward and
+    /// backward), see [`encoder_macs`]: with the measured f32 peak, the ceiling.
+    pub macs: f64,
+}
+
+/// Multiply-adds of a BERT encoder's matrix products (query/key/value, output, the two
+/// feed-forward layers, the two attention products) for batches of `(rows, len)` padded
+/// sequences, forward and backward (the backward pass twice the forward's: the gradients
+/// of the inputs and of the weights). `base_config` is the model's `config.json`.
+pub fn encoder_macs(base_config: &Path, batches: &[(usize, usize)]) -> Result<f64> {
+    let text = std::fs::read_to_string(base_config)
+        .with_context(|| format!("{}", base_config.display()))?;
+    let c: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not JSON", base_config.display()))?;
+    let field = |name: &str| {
+        c[name]
+            .as_u64()
+            .map(|v| v as f64)
+            .with_context(|| format!("{}: no `{name}`", base_config.display()))
+    };
+    let (h, layers, inter) = (
+        field("hidden_size")?,
+        field("num_hidden_layers")?,
+        field("intermediate_size")?,
+    );
+    let forward: f64 = batches
+        .iter()
+        .map(|&(rows, len)| {
+            let (rows, len) = (rows as f64, len as f64);
+            rows * layers * (len * h * (4.0 * h + 2.0 * inter) + 2.0 * len * len * h)
+        })
+        .sum();
+    Ok(3.0 * forward)
 }
 
 /// Write `rows` to `path`, one JSON object per line.
@@ -192,15 +225,31 @@ pub fn rounds(
     }
     let (ours_med, peer_med) = (median(&ours_all), median(&peer_all));
     let ratio = ours_med / peer_med;
+    // The ceiling: the products' multiply-adds at the measured f32 peak.
+    let peak = workbench::machine::measure_peak(b.threads);
+    let rate = |per_s: f64| b.macs * per_s / b.examples as f64;
+    let pct = |per_s: f64| 100.0 * rate(per_s) / peak.f32_fmas_per_s;
     let md = format!(
-        "{machine}\n\n{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} {}/s; same {} {}, {} threads; load {} at the end).\n",
+        "{machine}\n\n{}\n\ncandle / PyTorch throughput: **{ratio:.2}×** (medians of {} interleaved rounds: candle {ours_med:.2}, PyTorch {peer_med:.2} {}/s; same {} {}, {} threads; load {} at the end).\n\nCeiling: the {} updates' matrix products are {:.1} G multiply-adds (forward and backward, padded batches); at the measured f32 peak of {:.0} G multiply-adds/s ({}, {} threads) they take {:.2} s, {:.0} {}/s. candle ran {:.0} G/s ({:.0} % of the peak), PyTorch {:.0} G/s ({:.0} %), element-wise work and the optimizer included.\n",
         rows.to_markdown(),
         b.rounds,
         b.unit,
         b.steps,
         b.batches,
         b.threads,
-        load_average()
+        load_average(),
+        b.steps,
+        b.macs / 1e9,
+        peak.f32_fmas_per_s / 1e9,
+        peak.f32_kernel,
+        peak.threads,
+        b.macs / peak.f32_fmas_per_s,
+        b.examples as f64 * peak.f32_fmas_per_s / b.macs,
+        b.unit,
+        rate(ours_med) / 1e9,
+        pct(ours_med),
+        rate(peer_med) / 1e9,
+        pct(peer_med),
     );
     std::fs::write(
         dir.join("bench.json"),
@@ -208,6 +257,7 @@ pub fn rounds(
             "ratio": ratio, "candle_median": ours_med, "pytorch_median": peer_med,
             "candle": ours_all, "pytorch": peer_all, "updates": b.steps, "rounds": b.rounds,
             "threads": b.threads, "unit": b.unit, "load_at_end": load_average(),
+            "macs": b.macs, "f32_peak_fmas_per_s": peak.f32_fmas_per_s, "f32_kernel": peak.f32_kernel,
         }))?,
     )?;
     println!("{md}");
