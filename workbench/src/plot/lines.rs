@@ -53,9 +53,35 @@ impl Lines {
         }
     }
 
+    /// Whether the legend goes in the upper right corner rather than the lower right: when
+    /// more of the points in the right third of the plot lie in its lower third than in its
+    /// upper third (a falling curve such as a training loss), the lower corner would cover
+    /// them. `x` and `y` are the plotted ranges.
+    fn legend_on_top(&self, (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> bool {
+        let log = self.log_x && x0 > 0.0;
+        let at = |x: f64| {
+            if log {
+                (x.max(x0).ln() - x0.ln()) / (x1.ln() - x0.ln())
+            } else {
+                (x - x0) / (x1 - x0)
+            }
+        };
+        let (mut low, mut high) = (0usize, 0usize);
+        for &(x, y) in self.lines.iter().flat_map(|l| l.points.iter()) {
+            if at(x) < 2.0 / 3.0 {
+                continue;
+            }
+            let h = (y - y0) / (y1 - y0);
+            low += usize::from(h < 1.0 / 3.0);
+            high += usize::from(h > 2.0 / 3.0);
+        }
+        low > high
+    }
+
     fn draw_lines<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64> + ValueFormatter<f64>>(
         &self,
         chart: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+        legend_on_top: bool,
     ) -> DrawResult<DB> {
         chart
             .configure_mesh()
@@ -84,7 +110,11 @@ impl Lines {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(if legend_on_top {
+                SeriesLabelPosition::UpperRight
+            } else {
+                SeriesLabelPosition::LowerRight
+            })
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK.mix(0.4))
             .label_font(("sans-serif", 14))
@@ -106,6 +136,7 @@ impl Plot for Lines {
             let pad = (hi - lo) * 0.05;
             (lo - pad, hi + pad)
         });
+        let on_top = self.legend_on_top((x0, x1), (y0, y1));
         let mut builder = ChartBuilder::on(root);
         builder
             .caption(&self.title, ("sans-serif", 20))
@@ -115,10 +146,10 @@ impl Plot for Lines {
         if self.log_x && x0 > 0.0 {
             let x = (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
             let mut chart = builder.build_cartesian_2d(x, y0..y1)?;
-            self.draw_lines(&mut chart)
+            self.draw_lines(&mut chart, on_top)
         } else {
             let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1)?;
-            self.draw_lines(&mut chart)
+            self.draw_lines(&mut chart, on_top)
         }
     }
 }
@@ -163,6 +194,24 @@ mod tests {
             y_range: None,
             size: (400, 300),
         }
+    }
+
+    #[test]
+    fn legend_leaves_the_corner_a_curve_ends_in() {
+        // Rising recall curves end high: the legend stays lower right.
+        for log_x in [false, true] {
+            let l = lines(log_x);
+            assert!(!l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1)));
+        }
+        // A falling loss curve ends low: the legend goes upper right.
+        let mut l = lines(false);
+        l.lines = vec![Line {
+            label: "loss".into(),
+            points: (0..100)
+                .map(|i| (i as f64, 5.0 - 0.04 * i as f64))
+                .collect(),
+        }];
+        assert!(l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1)));
     }
 
     #[test]
