@@ -68,6 +68,33 @@ fn a_small_judge_prefers_right_answers_to_wrong_ones() {
     assert!(LlmJudge::new(j_llm(), "no placeholders").is_err());
 }
 
+#[test]
+fn p_yes_is_the_softmax_of_the_yes_and_no_logits_at_the_first_position() {
+    use workbench::read::generative::ChatMessage;
+    let llm = j_llm();
+    let template = std::fs::read_to_string(root().join("data/prompts/judge.txt")).unwrap();
+    let j = LlmJudge::new(llm.clone(), &template).unwrap();
+    let golds = vec!["Paris".to_string()];
+    for answer in ["Paris", "Berlin", "It is Paris, on the Seine."] {
+        let q = "What is the capital of France?";
+        let p = j.p_yes(q, &golds, answer).unwrap();
+        // The same quantity from the model's logits, computed here.
+        let mut m = llm.lock().unwrap();
+        let chat = m
+            .render_chat(&[ChatMessage::user(j.prompt(q, &golds, answer))], true)
+            .unwrap();
+        let ids = m.tokenize(&chat, true).unwrap();
+        let logits = m.next_token_logits(&ids).unwrap();
+        let yes = m.tokenize("Yes", false).unwrap();
+        let no = m.tokenize("No", false).unwrap();
+        assert_eq!((yes.len(), no.len()), (1, 1));
+        let (y, n) = (logits[yes[0] as usize] as f64, logits[no[0] as usize] as f64);
+        let want = 1.0 / (1.0 + (n - y).exp());
+        eprintln!("{answer:?}: P(Yes) {p:.6}, logits Yes {y:.4} No {n:.4}");
+        assert!((p - want).abs() < 1e-9, "{answer:?}: {p} vs {want}");
+    }
+}
+
 fn j_llm() -> SharedLlm {
     SharedLlm::new(Llm::from_asset("smollm2-135m-instruct-gguf", &LoadOptions::default()).unwrap())
 }
@@ -105,11 +132,10 @@ fn a_judged_pipeline_run_carries_verdicts_and_kappa() {
             assert_eq!(pj, 0.0);
         }
     }
+    // The summary's arithmetic is checked on hand-set verdicts in tests/pipeline.rs
+    // (`judge_summary_counts_abstentions_apart`); here, that a judged run has them all.
     let s = run.summary();
-    let share = 100.0 * run.records.iter().filter(|r| r.judge > Some(0.5)).count() as f64
-        / run.records.len() as f64;
-    assert_eq!(s.judge, Some(share));
-    assert_eq!(s.judge_kappa, run.judge_kappa());
+    assert!(s.judge.is_some() && s.judge_mean_p_yes.is_some());
     assert_eq!(run.per_query("judge").unwrap().len(), run.records.len());
     let out = tmp.path().join("out");
     run.write(&out).unwrap();

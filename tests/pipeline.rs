@@ -324,6 +324,128 @@ impl Reader for Scripted {
     }
 }
 
+/// The tiny corpus with the questions of `lines` (NQ-open JSONL), every answer-matching
+/// rule left to the question set, the short-answer parser, no cache.
+fn tiny_with_questions(dir: &Path, lines: &str) -> PipelineConfig {
+    let q = dir.join("questions.jsonl");
+    std::fs::write(&q, lines).unwrap();
+    let mut c = tiny();
+    c.cache.retrieval = false;
+    c.questions.path = q.display().to_string();
+    c.evaluation.answer_match = None;
+    c.reader.parse = workbench::read::AnswerParser::short();
+    c
+}
+
+#[test]
+fn scoring_follows_the_data_sets_rule_and_the_parsed_answer() {
+    use workbench::evaluate::answer_match::AnswerMatch;
+    use workbench::pipeline::trace::Outcome;
+    let dir = tempfile::tempdir().unwrap();
+    let c = tiny_with_questions(
+        dir.path(),
+        r#"{"id": "y", "question": "Is Paris the capital of France?", "answer": ["Yes."]}
+{"id": "n", "question": "Is Rome the capital of Germany?", "answer": ["No"]}
+{"id": "year", "question": "When did the Berlin Wall fall?", "answer": ["1989."]}
+{"id": "nf", "question": "Who painted the Mona Lisa?", "answer": ["Leonardo da Vinci"]}
+{"id": "dc", "question": "What is the capital of the United States?", "answer": ["Washington, D.C."]}
+"#,
+    );
+    let raw = BTreeMap::from([
+        // Wrong answers to yes / no questions: the passages hold the capital, not "yes".
+        ("Is Paris the capital of France?", "No, it is not."),
+        ("Is Rome the capital of Germany?", "Yes."),
+        // A gold with a final dot, inside a sentence.
+        (
+            "When did the Berlin Wall fall?",
+            "The Berlin Wall fell in 1989, after weeks of protest.",
+        ),
+        // An abstention behind a final-answer marker.
+        ("Who painted the Mona Lisa?", "Let me check.\nFinal answer: Not found."),
+        // A lead-in on its own line, in markdown.
+        ("What is the capital of the United States?", "**Answer:**\nWashington, D.C."),
+    ]);
+    let p = Pipeline::build(c).unwrap();
+    // The question set's rule: SQuAD's normalisation, recorded in the resolved config.
+    assert_eq!(p.config().evaluation.answer_match, Some(AnswerMatch::Squad));
+    let run = p.run(&mut Scripted(raw.clone()), None).unwrap();
+    assert_eq!(run.answer_match, AnswerMatch::Squad);
+    let by_id: BTreeMap<&str, _> = run.records.iter().map(|r| (r.id.as_str(), r)).collect();
+
+    // `1989.` is found in "… in 1989, after …" under SQuAD's rule (DPR's keeps the dot).
+    assert!(by_id["year"].answer_found);
+    assert_eq!(by_id["year"].outcome, Outcome::FormMiss);
+    assert!(!AnswerMatch::Dpr
+        .has_answer(&by_id["year"].prediction, &["1989."])
+        .unwrap());
+
+    // Yes / no golds: no context precision, and a wrong answer is not attributable.
+    for id in ["y", "n"] {
+        let r = by_id[id];
+        assert_eq!(r.context_precision, None, "{id}");
+        assert_eq!(r.outcome, Outcome::NotAttributable, "{id}");
+        assert!(!r.abstained);
+    }
+
+    // Abstention is decided on the parsed answer.
+    let nf = by_id["nf"];
+    assert!(nf.abstained, "{nf:?}");
+    assert_eq!(nf.prediction, "");
+    assert_eq!(nf.outcome, Outcome::Abstained);
+    assert_eq!(nf.answer, raw["Who painted the Mona Lisa?"]);
+
+    // `**Answer:**` on its own line gives the next line, with the abbreviation's dot.
+    let dc = by_id["dc"];
+    assert_eq!(dc.prediction, "Washington, D.C.");
+    assert_eq!(dc.em, 1.0);
+
+    let s = run.summary();
+    assert_eq!((s.answered, s.abstained), (4, 1));
+    assert_eq!(run.outcomes(), [1, 1, 0, 0, 2, 1]);
+    // A rule set in the config wins and is the one the run reports.
+    let mut c = tiny_with_questions(dir.path(), r#"{"id": "year", "question": "When did the Berlin Wall fall?", "answer": ["1989."]}"#);
+    c.evaluation.answer_match = Some(AnswerMatch::Dpr);
+    let p = Pipeline::build(c).unwrap();
+    let run = p.run(&mut Scripted(raw.clone()), None).unwrap();
+    assert_eq!(run.answer_match, AnswerMatch::Dpr);
+    assert!(!run.records[0].answer_found);
+}
+
+#[test]
+fn judge_summary_counts_abstentions_apart() {
+    let mut c = tiny();
+    c.cache.retrieval = false;
+    let p = Pipeline::build(c).unwrap();
+    let mut run = p.run(&mut Scripted(BTreeMap::new()), None).unwrap();
+    assert_eq!(run.records.len(), 5);
+    // (abstained, Match, P(Yes)): the judge says yes to q1 and q3 (q2's 0.5 is not above
+    // the cut), Match holds for q1 and q2.
+    let set = [
+        (false, true, 0.9),
+        (false, true, 0.5),
+        (false, false, 0.7),
+        (false, false, 0.2),
+        (true, false, 0.0),
+    ];
+    for (r, (abstained, found, p_yes)) in run.records.iter_mut().zip(set) {
+        r.abstained = abstained;
+        r.answer_found = found;
+        r.judge = Some(p_yes);
+    }
+    let s = run.summary();
+    // 2 of 5 above the cut; mean P(Yes) (0.9 + 0.5 + 0.7 + 0.2 + 0) / 5 = 0.46.
+    assert!((s.judge.unwrap() - 40.0).abs() < 1e-9, "{:?}", s.judge);
+    assert!((s.judge_mean_p_yes.unwrap() - 46.0).abs() < 1e-9);
+    // Answered: judge [y n y n], Match [y y n n]: p_o = 0.5 = p_e, kappa 0.
+    assert!(s.judge_kappa_answered.unwrap().abs() < 1e-12);
+    // All: judge [y n y n n], Match [y y n n n]: p_o = 0.6, p_e = 0.4·0.4 + 0.6·0.6
+    // = 0.52, kappa = 0.08 / 0.48 = 1/6 (the abstention's agreement inflates it).
+    assert!((s.judge_kappa.unwrap() - 1.0 / 6.0).abs() < 1e-12);
+    let per = run.per_query("judge").unwrap();
+    let yes: Vec<f64> = run.records.iter().map(|r| per[&r.id]).collect();
+    assert_eq!(yes, [1.0, 0.0, 1.0, 0.0, 0.0]);
+}
+
 #[test]
 fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
     let raw = BTreeMap::from([
@@ -388,8 +510,8 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
     // only passage (Apollo 11's Moon, without "16") makes its wrong answer a retrieval
     // miss; q4 abstained.
     use workbench::pipeline::trace::Outcome;
-    assert_eq!(plain.outcomes(), [0, 3, 0, 1, 1]);
-    assert_eq!(short.outcomes(), [2, 1, 0, 1, 1]);
+    assert_eq!(plain.outcomes(), [0, 3, 0, 1, 0, 1]);
+    assert_eq!(short.outcomes(), [2, 1, 0, 1, 0, 1]);
     assert_eq!(by_id["q5"].outcome, Outcome::RetrievalMiss);
     assert!(csv.contains(",retrieval-miss,"), "{csv}");
     // Paired tests take the lenient scores too; an unknown metric is named.

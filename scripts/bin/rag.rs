@@ -185,7 +185,7 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
     ));
     for r in &study.0 {
         let s = r.run.summary();
-        t.push(study::answered_cells(&r.system, &s))?;
+        t.push(study::answered_cells(&r.system, &s, r.run.answer_match))?;
     }
     println!("{}", t.to_markdown());
     let mut c = QaComparisons::default();

@@ -7,12 +7,15 @@
 //! **first generated token**: P(Yes) = e^{l_Yes} / (e^{l_Yes} + e^{l_No}), the two logits of
 //! the tokens `Yes` and `No` at the first position (each must be one token of the model's
 //! vocabulary). No sampling: the same model, prompt and answer always give the same number.
-//! A prediction counts as correct when P(Yes) > 0.5; an abstention (empty prediction) is
-//! judged incorrect without asking.
+//! A prediction counts as correct when P(Yes) > P(No), that is P(Yes) > [`CUT`] (0.5;
+//! [`says_yes`] is the one place the cut is applied); an abstention (empty prediction) is
+//! judged incorrect without asking. Runs report the share above the cut and the mean
+//! P(Yes), the graded score BERGEN reports for its LLM evaluation.
 //!
 //! A small judge is weak. [`cohen_kappa`] of its verdicts against the token-bounded
-//! containment Match (`answer_found`) is reported with every judged run, so a judge that
-//! disagrees with the string rule is visible.
+//! containment Match (`answer_found`) is reported with every judged run, over the
+//! questions the reader answered: an abstention is a "no" on both sides by construction,
+//! so counting abstentions would inflate the agreement.
 
 #[cfg(feature = "llm")]
 use crate::read::generative::{ChatMessage, Llm, SharedLlm};
@@ -20,6 +23,15 @@ use crate::{Error, Result};
 
 /// The judge's default prompt template, relative to the project root.
 pub const DEFAULT_PROMPT: &str = "data/prompts/judge.txt";
+
+/// The P(Yes) above which the judge's verdict is "correct": P(Yes) > P(No).
+pub const CUT: f64 = 0.5;
+
+/// Whether a P(Yes) is a "correct" verdict (strictly above [`CUT`]); `None` (not
+/// judged) is not.
+pub fn says_yes(p_yes: Option<f64>) -> bool {
+    p_yes.is_some_and(|p| p > CUT)
+}
 
 /// An LLM judge over a loaded GGUF model. See the [module docs](self).
 #[cfg(feature = "llm")]

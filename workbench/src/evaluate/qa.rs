@@ -99,6 +99,17 @@ fn effective_golds<S: AsRef<str>>(golds: &[S]) -> Vec<String> {
     }
 }
 
+/// Whether every gold answer is "yes" or "no" once SQuAD-normalised (`Yes.`, `no`):
+/// answers that are not spans of a passage, so whether a passage "contains" one says
+/// nothing about retrieval (one passage in 3,200 of RAG Mini Wikipedia holds the word
+/// "yes"). `false` for an empty list.
+pub fn is_yes_no<S: AsRef<str>>(golds: &[S]) -> bool {
+    !golds.is_empty()
+        && golds
+            .iter()
+            .all(|g| matches!(normalize_answer(g.as_ref()).as_str(), "yes" | "no"))
+}
+
 /// Exact match: 1.0 if the normalised prediction equals some normalised gold
 /// answer, else 0.0 (SQuAD v2.0 `compute_exact`, maximised over golds). Empty
 /// `golds` means unanswerable: see the module docs.

@@ -25,6 +25,7 @@
 //! Never a silent drop. A line that is not JSON, or lacks `question` / `answer`, is
 //! always an error: it is a broken file, not a bad record.
 
+use crate::evaluate::answer_match::AnswerMatch;
 use crate::{Error, QaExample, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -60,6 +61,13 @@ pub struct QuestionSet {
     pub groups: BTreeMap<String, String>,
     /// Records left out under [`BadRecords::Skip`] (always empty under `Error`).
     pub skipped: Vec<SkippedRecord>,
+    /// The answer-matching rule of the data set's own scorer, used when a pipeline's
+    /// `evaluation.answer_match` is not set. A JSONL set gets
+    /// [`AnswerMatch::Squad`]: NQ-open's official EfficientQA scorer and FlashRAG's
+    /// metrics normalise answers as the SQuAD script does (lowercase, no punctuation, no
+    /// articles). DPR's own rules (`dpr`, `dpr-regex` for CuratedTREC's patterns) are
+    /// chosen in the config.
+    pub answer_match: AnswerMatch,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +173,7 @@ pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
         questions,
         groups,
         skipped,
+        answer_match: AnswerMatch::Squad,
     })
 }
 

@@ -94,7 +94,7 @@
 //!                                     # hash split; squad: the five held-out articles)
 //!
 //! [evaluation]
-//! answer_match = "dpr"                # dpr | dpr-regex | squad (context precision)   default "dpr"
+//! answer_match = "squad"              # dpr | dpr-regex | squad (Match, context precision)   default: the question set's (squad)
 //! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset or .gguf path  default "" (none)
 //! judge_prompt = "data/prompts/judge.txt"  # its template                    default that
 //!
@@ -619,9 +619,13 @@ impl Default for QuestionsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvaluationConfig {
-    /// How a passage is judged to contain a gold answer (context precision), and
-    /// `dpr-regex` for regex answers. Default `dpr`.
-    pub answer_match: AnswerMatch,
+    /// How a prediction (Match) and a passage (context precision) are judged to contain
+    /// a gold answer; `dpr-regex` for regex answers. Absent: the question set's own rule
+    /// ([`QuestionSet::answer_match`](crate::load::question_set::QuestionSet::answer_match),
+    /// `squad` for every set the workbench loads); [`Pipeline::build`](super::Pipeline::build)
+    /// fills it in, so a run's resolved config names the rule it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_match: Option<AnswerMatch>,
     /// The LLM judge's GGUF model (an asset name or a `.gguf` path; the reader's own
     /// model is shared); empty = no judge. Default empty.
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -631,10 +635,19 @@ pub struct EvaluationConfig {
     pub judge_prompt: String,
 }
 
+impl EvaluationConfig {
+    /// The answer-matching rule: the one set, else `squad` (the rule of every question
+    /// set the workbench loads; [`Pipeline::build`](super::Pipeline::build) fills in the
+    /// set's own).
+    pub fn rule(&self) -> AnswerMatch {
+        self.answer_match.unwrap_or(AnswerMatch::Squad)
+    }
+}
+
 impl Default for EvaluationConfig {
     fn default() -> Self {
         EvaluationConfig {
-            answer_match: AnswerMatch::default(),
+            answer_match: None,
             judge_model: String::new(),
             judge_prompt: crate::evaluate::judge::DEFAULT_PROMPT.into(),
         }

@@ -244,6 +244,12 @@ impl Pipeline {
             }
         }
         let questions = Self::load_questions(&config)?;
+        // The data set's own rule unless the config names one; the resolved config (and so
+        // `config.toml` beside every result) records the rule used.
+        let mut config = config;
+        if config.evaluation.answer_match.is_none() {
+            config.evaluation.answer_match = Some(questions.answer_match);
+        }
         let (retrievers, passages, lookup) = Self::build_retrievers(&config, passages, &questions)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
@@ -535,6 +541,10 @@ impl Pipeline {
                     questions: examples,
                     groups: Default::default(),
                     skipped: Vec::new(),
+                    // RAG Mini Wikipedia ships no scorer; BERGEN's Match and FlashRAG's
+                    // `acc` normalise as SQuAD does, and 196 of its 918 golds end in
+                    // punctuation (`Yes.`, `1944.`) that DPR's tokens would keep.
+                    answer_match: crate::evaluate::answer_match::AnswerMatch::Squad,
                 }
             }
             QuestionsKind::Squad => {
@@ -548,6 +558,8 @@ impl Pipeline {
                     questions: examples,
                     groups: Default::default(),
                     skipped: Vec::new(),
+                    // The official SQuAD 2.0 evaluation script's normalisation.
+                    answer_match: crate::evaluate::answer_match::AnswerMatch::Squad,
                 }
             }
         };
@@ -844,7 +856,7 @@ impl Pipeline {
             }
         };
         // 4–5. Read and score, in batches of the reader's concurrency.
-        let rule = self.config.evaluation.answer_match;
+        let rule = self.config.evaluation.rule();
         let n_pass = self.config.reader.passages;
         let contexts: Vec<Vec<Context>> = retrieved
             .iter()
@@ -958,26 +970,37 @@ impl Pipeline {
         meta: ReadMeta,
     ) -> Result<TraceRecord> {
         let q = &self.questions.questions[i];
-        let rule = self.config.evaluation.answer_match;
+        let rule = self.config.evaluation.rule();
         let kept: Vec<Context> = contexts
             .iter()
             .filter(|c| answer.passage_ids.contains(&c.id))
             .cloned()
             .collect();
         let prompt = reader.prompt(&q.question, &kept)?;
-        let prediction = if answer.abstained {
-            String::new()
-        } else {
-            self.config.reader.parse.parse(&answer.text)
+        // Abstention is decided on the parsed answer (`Final answer: Not found.` is an
+        // abstention); the extractive reader abstains on its null score.
+        let parsed = self.config.reader.parse.parse(&answer.text);
+        let abstained = match self.config.reader.kind {
+            config::ReaderKind::Extractive => answer.abstained,
+            _ => self.config.reader.abstention.is_abstention(&parsed),
         };
-        let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
-        let cp = context::context_precision(&kept_texts, &q.answers, rule)?;
+        let prediction = if abstained { String::new() } else { parsed };
+        // Yes / no golds are not spans of a passage: no context precision, and a miss is
+        // not attributed to retrieval or reading.
+        let attributable = !qa::is_yes_no(&q.answers);
+        let cp = if attributable {
+            let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
+            context::context_precision(&kept_texts, &q.answers, rule)?
+        } else {
+            None
+        };
         let answer_found = rule.has_answer(&prediction, &q.answers)?;
         let em = qa::exact_match(&prediction, &q.answers);
         let outcome = trace::Outcome::of(
-            answer.abstained,
+            abstained,
             em,
             answer_found,
+            attributable,
             cp.as_ref().map(|c| c.precision),
         );
         let group = self
@@ -1001,7 +1024,7 @@ impl Pipeline {
             dropped: answer.dropped.clone(),
             prompt,
             answer: answer.text.clone(),
-            abstained: answer.abstained,
+            abstained,
             prediction: prediction.clone(),
             em,
             f1: qa::f1(&prediction, &q.answers),

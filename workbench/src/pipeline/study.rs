@@ -33,6 +33,7 @@ use super::trace::Summary;
 use super::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
 use crate::display::Table;
 use crate::env::{Env, Outputs, Resolved, Scale};
+use crate::evaluate::answer_match::AnswerMatch;
 use crate::evaluate::significance;
 use crate::results::ResultDir;
 use crate::{Error, Result};
@@ -268,7 +269,7 @@ impl StudyRuns {
                 .chain(super::trace::Outcome::ALL.iter().map(|o| o.name().to_string())),
         )
         .caption(
-            "What became of each question: correct (exact match); form-miss (the answer contains a gold answer but is not an exact match); reader-miss (a passage given to the reader holds a gold answer, or there was none to judge, as closed-book); retrieval-miss (no passage given to the reader holds one); abstained",
+            "What became of each question: correct (exact match); form-miss (the answer contains a gold answer but is not an exact match); reader-miss (a passage given to the reader holds a gold answer, or there was none to judge, as closed-book); retrieval-miss (no passage given to the reader holds one); not-attributable (a wrong answer to a yes/no question: whether a passage holds the word says nothing about retrieval); abstained",
         );
         for r in &self.0 {
             let mut row = vec![
@@ -508,23 +509,26 @@ pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
 
 /// The first columns of a study's details table: abstentions counted apart, then the
 /// lenient scores of every question: Match (the prediction contains a gold answer under
-/// the run's answer-match rule), token recall, and the share the LLM judge called correct
-/// (`–` when the run was not judged), in percent.
-pub const ANSWERED_COLUMNS: [&str; 10] = [
+/// the run's answer-match rule, named in `Match rule`), token recall, the share the LLM
+/// judge called correct (P(Yes) > 0.5) and its mean P(Yes), in percent (`–` when the run
+/// was not judged), and the judge's kappa against Match over the answered questions.
+pub const ANSWERED_COLUMNS: [&str; 12] = [
     "system",
     "questions",
     "answered",
     "abstained",
     "EM (answered)",
     "F1 (answered)",
+    "Match rule",
     "Match (%)",
     "token recall (%)",
     "LLM judge (%)",
-    "judge kappa (vs Match)",
+    "judge mean P(Yes) (%)",
+    "judge kappa (answered, vs Match)",
 ];
 
-/// The [`ANSWERED_COLUMNS`] cells of one run.
-pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
+/// The [`ANSWERED_COLUMNS`] cells of one run; `rule` is the run's answer-match rule.
+pub fn answered_cells(label: &str, s: &Summary, rule: AnswerMatch) -> Vec<String> {
     let o = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
     vec![
         label.to_string(),
@@ -533,10 +537,13 @@ pub fn answered_cells(label: &str, s: &Summary) -> Vec<String> {
         s.abstained.to_string(),
         o(s.em_answered),
         o(s.f1_answered),
+        rule.name().to_string(),
         format!("{:.2}", s.answer_found),
         format!("{:.2}", s.recall),
         o(s.judge),
-        s.judge_kappa.map_or("–".into(), |v| format!("{v:.3}")),
+        o(s.judge_mean_p_yes),
+        s.judge_kappa_answered
+            .map_or("–".into(), |v| format!("{v:.3}")),
     ]
 }
 

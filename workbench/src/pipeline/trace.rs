@@ -18,6 +18,7 @@ use super::cache::Status;
 use super::PipelineConfig;
 use crate::display::Table;
 use crate::evaluate::answer_match::AnswerMatch;
+use crate::evaluate::judge::says_yes;
 use crate::load::question_set::SkippedRecord;
 use crate::{Error, Hit, Result};
 use serde::{Deserialize, Serialize};
@@ -199,6 +200,7 @@ impl StageTimes {
 /// | `abstained` | the reader abstained |
 /// | `correct` | exact match |
 /// | `form-miss` | not an exact match, but the prediction contains a gold answer (Match) |
+/// | `not-attributable` | every gold answer is "yes" or "no" ([`qa::is_yes_no`](crate::evaluate::qa::is_yes_no)): a passage holding the word says nothing about whether it holds the answer, so a miss is neither the retriever's nor the reader's |
 /// | `retrieval-miss` | no passage given to the reader contains a gold answer |
 /// | `reader-miss` | a passage given to the reader contains a gold answer, or there was no passage to judge (closed-book, or no usable gold answer), and the prediction does not |
 #[derive(
@@ -215,30 +217,37 @@ pub enum Outcome {
     ReaderMiss,
     /// No passage the reader saw holds a gold answer.
     RetrievalMiss,
+    /// A wrong answer to a question whose gold answers cannot be looked for in a passage
+    /// (yes / no).
+    NotAttributable,
     /// The reader abstained.
     Abstained,
 }
 
 impl Outcome {
     /// Every outcome, in table order.
-    pub const ALL: [Outcome; 5] = [
+    pub const ALL: [Outcome; 6] = [
         Outcome::Correct,
         Outcome::FormMiss,
         Outcome::ReaderMiss,
         Outcome::RetrievalMiss,
+        Outcome::NotAttributable,
         Outcome::Abstained,
     ];
 
     /// The outcome of a question scored `em`, whose prediction contains a gold answer
     /// (`found`), whose kept passages have context precision `cp` (`None`: nothing to
-    /// judge), answered or `abstained`.
-    pub fn of(abstained: bool, em: f64, found: bool, cp: Option<f64>) -> Outcome {
+    /// judge), answered or `abstained`; `attributable` is false when the gold answers
+    /// cannot be looked for in a passage (yes / no).
+    pub fn of(abstained: bool, em: f64, found: bool, attributable: bool, cp: Option<f64>) -> Outcome {
         if abstained {
             Outcome::Abstained
         } else if em >= 1.0 {
             Outcome::Correct
         } else if found {
             Outcome::FormMiss
+        } else if !attributable {
+            Outcome::NotAttributable
         } else if cp == Some(0.0) {
             Outcome::RetrievalMiss
         } else {
@@ -247,13 +256,14 @@ impl Outcome {
     }
 
     /// The name in tables and traces: `correct`, `form-miss`, `reader-miss`,
-    /// `retrieval-miss`, `abstained`.
+    /// `retrieval-miss`, `not-attributable`, `abstained`.
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Correct => "correct",
             Outcome::FormMiss => "form-miss",
             Outcome::ReaderMiss => "reader-miss",
             Outcome::RetrievalMiss => "retrieval-miss",
+            Outcome::NotAttributable => "not-attributable",
             Outcome::Abstained => "abstained",
         }
     }
@@ -394,13 +404,22 @@ pub struct Summary {
     /// Mean token recall over every question, percent.
     #[serde(default)]
     pub recall: f64,
-    /// Share judged correct by the LLM judge (P(Yes) > 0.5), percent; `None`: not judged.
+    /// Share judged correct by the LLM judge (P(Yes) > 0.5, [`judge::says_yes`](crate::evaluate::judge::says_yes)),
+    /// percent; `None`: not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<f64>,
-    /// Cohen's kappa of the judge's verdicts against Match (`answer_found`); `None` when
-    /// not judged or undefined (both constant).
+    /// Mean P(Yes) over every question (an abstention 0), percent; `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_mean_p_yes: Option<f64>,
+    /// Cohen's kappa of the judge's verdicts against Match (`answer_found`) over every
+    /// question, abstentions included (they agree by construction); `None` when not
+    /// judged or undefined (both constant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_kappa: Option<f64>,
+    /// The same kappa over the questions the reader answered; `None` when not judged,
+    /// none was answered, or undefined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_kappa_answered: Option<f64>,
     /// Mean context precision over scored questions.
     pub context_precision: Option<f64>,
     /// Mean rank-aware context precision.
@@ -460,7 +479,15 @@ impl Summary {
             ),
             ("token recall (%)", f(Some(self.recall), 2)),
             ("LLM judge: correct (%)", f(self.judge, 2)),
-            ("LLM judge: kappa against Match", f(self.judge_kappa, 3)),
+            ("LLM judge: mean P(Yes) (%)", f(self.judge_mean_p_yes, 2)),
+            (
+                "LLM judge: kappa against Match (answered)",
+                f(self.judge_kappa_answered, 3),
+            ),
+            (
+                "LLM judge: kappa against Match (all questions)",
+                f(self.judge_kappa, 3),
+            ),
             ("context precision", f(self.context_precision, 3)),
             (
                 "context precision, rank-aware (AP)",
@@ -525,8 +552,12 @@ impl PipelineRun {
             recall: 100.0 * r.iter().map(|x| x.recall).sum::<f64>() / n,
             judge: self
                 .judged()
-                .then(|| 100.0 * r.iter().filter(|x| x.judge > Some(0.5)).count() as f64 / n),
+                .then(|| 100.0 * r.iter().filter(|x| says_yes(x.judge)).count() as f64 / n),
+            judge_mean_p_yes: self
+                .judged()
+                .then(|| 100.0 * r.iter().filter_map(|x| x.judge).sum::<f64>() / n),
             judge_kappa: self.judge_kappa(),
+            judge_kappa_answered: self.judge_kappa_answered(),
             context_precision: mean(r.iter().filter_map(|x| x.context_precision)),
             context_average_precision: mean(r.iter().filter_map(|x| x.context_average_precision)),
             context_scored: r.iter().filter(|x| x.context_precision.is_some()).count(),
@@ -539,8 +570,8 @@ impl PipelineRun {
     }
 
     /// Questions per [`Outcome`], in [`Outcome::ALL`] order.
-    pub fn outcomes(&self) -> [usize; 5] {
-        let mut n = [0; 5];
+    pub fn outcomes(&self) -> [usize; Outcome::ALL.len()] {
+        let mut n = [0; Outcome::ALL.len()];
         for r in &self.records {
             let i = Outcome::ALL
                 .iter()
@@ -593,7 +624,7 @@ impl PipelineRun {
                 "f1" => Ok((r.id.clone(), r.f1)),
                 "recall" => Ok((r.id.clone(), r.recall)),
                 "match" => Ok((r.id.clone(), if r.answer_found { 1.0 } else { 0.0 })),
-                "judge" => Ok((r.id.clone(), if r.judge > Some(0.5) { 1.0 } else { 0.0 })),
+                "judge" => Ok((r.id.clone(), if says_yes(r.judge) { 1.0 } else { 0.0 })),
                 other => Err(Error::param(
                     "metric",
                     format!("`{other}`: choose `em`, `f1`, `recall`, `match` or `judge`"),
@@ -607,14 +638,26 @@ impl PipelineRun {
         !self.records.is_empty() && self.records.iter().all(|r| r.judge.is_some())
     }
 
-    /// Cohen's kappa of the judge's verdicts against Match (`None`: not judged, or
-    /// undefined).
+    /// Cohen's kappa of the judge's verdicts against Match over every question,
+    /// abstentions included (`None`: not judged, or undefined).
     pub fn judge_kappa(&self) -> Option<f64> {
+        self.kappa_over(|_| true)
+    }
+
+    /// Cohen's kappa of the judge's verdicts against Match over the questions the reader
+    /// answered (`None`: not judged, none answered, or undefined). An abstention is scored
+    /// "no" by the judge without asking and never matches, so it agrees by construction.
+    pub fn judge_kappa_answered(&self) -> Option<f64> {
+        self.kappa_over(|r| !r.abstained)
+    }
+
+    fn kappa_over(&self, keep: impl Fn(&TraceRecord) -> bool) -> Option<f64> {
         if !self.judged() {
             return None;
         }
-        let judge: Vec<bool> = self.records.iter().map(|r| r.judge > Some(0.5)).collect();
-        let matched: Vec<bool> = self.records.iter().map(|r| r.answer_found).collect();
+        let kept: Vec<&TraceRecord> = self.records.iter().filter(|r| keep(r)).collect();
+        let judge: Vec<bool> = kept.iter().map(|r| says_yes(r.judge)).collect();
+        let matched: Vec<bool> = kept.iter().map(|r| r.answer_found).collect();
         crate::evaluate::judge::cohen_kappa(&judge, &matched)
             .ok()
             .flatten()
@@ -663,7 +706,7 @@ impl PipelineRun {
             reader: summary.reader,
             retrieval: summary.retrieval,
             transform: summary.transform,
-            answer_match: config.evaluation.answer_match,
+            answer_match: config.evaluation.rule(),
             config,
             skipped: Vec::new(),
             retrieval_cache: Status::Hit,

@@ -10,12 +10,16 @@
 //! The rules apply in this order, each only when switched on:
 //! 1. `final_marker`: the text after the **last** occurrence of a marker such as
 //!    `"Final answer:"` (case-insensitive); unchanged when the marker does not occur;
-//! 2. `first_line`: the first non-blank line;
-//! 3. `lead_ins`: a leading phrase such as "The answer is" or "Answer:" (whole words,
-//!    case-insensitive, an optional colon after it), removed repeatedly;
+//! 2. `lead_ins`: a leading phrase such as "The answer is" or "Answer:" (whole words,
+//!    case-insensitive, an optional colon after it, and markdown emphasis around it:
+//!    `**Answer:**`), removed repeatedly. It runs before the line is chosen, so a lead-in
+//!    on a line of its own (`Answer:\nParis`) gives the next line;
+//! 3. `first_line`: the first non-blank line, then `lead_ins` once more on that line;
 //! 4. `strip_quotes`: surrounding quotes, backticks and `*` / `_` emphasis, in pairs;
-//! 5. `strip_final_punctuation`: trailing `.`, `!`, `?`, `;`, `,`, `:` (4 and 5 repeat until
-//!    neither changes the text, so "`42`." and "\"Paris.\"" both give the bare answer).
+//! 5. `strip_final_punctuation`: trailing `.`, `!`, `?`, `;`, `,`, `:`, except the `.`
+//!    that closes a dotted abbreviation of single letters (`Washington, D.C.`, `U.S.`),
+//!    whose tokens DPR's match compares one by one (4 and 5 repeat until neither changes
+//!    the text, so "`42`." and "\"Paris.\"" both give the bare answer).
 //!
 //! Whitespace is trimmed after each rule that is on. A parse that would leave nothing
 //! keeps the text before that rule (a reader that answered "Answer:" is scored on
@@ -76,24 +80,12 @@ impl AnswerParser {
                 s = after.trim();
             }
         }
+        s = self.strip_lead_ins(s);
         if self.first_line {
             if let Some(line) = s.lines().map(str::trim).find(|l| !l.is_empty()) {
                 s = line;
             }
-        }
-        loop {
-            let stripped = self.lead_ins.iter().find_map(|lead| {
-                super::strip_words(s, &lead.to_lowercase()).map(|rest| {
-                    rest.trim_start()
-                        .strip_prefix(':')
-                        .unwrap_or(rest)
-                        .trim_start()
-                })
-            });
-            match stripped {
-                Some(rest) if !rest.is_empty() && rest.len() < s.len() => s = rest,
-                _ => break,
-            }
+            s = self.strip_lead_ins(s);
         }
         // Quotes and final punctuation nest either way ("`42`." and "\"Paris.\""): strip
         // both until neither changes the text.
@@ -103,9 +95,7 @@ impl AnswerParser {
                 s = strip_pairs(s);
             }
             if self.strip_final_punctuation {
-                let t = s
-                    .trim_end_matches(['.', '!', '?', ';', ',', ':'])
-                    .trim_end();
+                let t = strip_final_punctuation(s);
                 if !t.is_empty() {
                     s = t;
                 }
@@ -116,6 +106,63 @@ impl AnswerParser {
         }
         s.to_string()
     }
+
+    /// `s` without its leading lead-ins (see the [module docs](self)), each with an
+    /// optional colon and markdown emphasis around it; unchanged when nothing would be
+    /// left.
+    fn strip_lead_ins<'a>(&self, mut s: &'a str) -> &'a str {
+        const EMPHASIS: [char; 2] = ['*', '_'];
+        loop {
+            let opened = s.trim_start_matches(EMPHASIS);
+            let open = &s[..s.len() - opened.len()];
+            let stripped = self.lead_ins.iter().find_map(|lead| {
+                let rest = super::strip_words(opened, &lead.to_lowercase())?;
+                // `Answer:`, `**Answer:**`, `**Answer**:`, `Answer :`.
+                let rest = rest.trim_start_matches([' ', '\t']);
+                let after_close = rest.trim_start_matches(EMPHASIS);
+                let mut closed = after_close.len() < rest.len();
+                let rest = after_close.strip_prefix(':').unwrap_or(after_close);
+                let after_close = rest.trim_start_matches(EMPHASIS);
+                closed |= after_close.len() < rest.len();
+                let mut rest = after_close.trim_start();
+                if !open.is_empty() && !closed {
+                    // `**Answer: Paris**`: the emphasis closes after the answer.
+                    rest = rest.strip_suffix(open).unwrap_or(rest).trim_end();
+                }
+                Some(rest)
+            });
+            match stripped {
+                Some(rest) if !rest.is_empty() && rest.len() < s.len() => s = rest,
+                _ => return s,
+            }
+        }
+    }
+}
+
+/// `s` without trailing `.`, `!`, `?`, `;`, `,`, `:` and the white space before them,
+/// keeping the final `.` of a dotted abbreviation of single letters (`D.C.`, `U.S.A.`).
+fn strip_final_punctuation(s: &str) -> &str {
+    let t = s.trim_end_matches(['.', '!', '?', ';', ',', ':']).trim_end();
+    let removed = &s[t.len()..];
+    if removed.starts_with('.') && ends_with_dotted_letter(t) {
+        &s[..t.len() + 1]
+    } else {
+        t
+    }
+}
+
+/// Whether `t` ends with `X.Y` where `X` and `Y` are single letters (the start of a
+/// dotted abbreviation whose final dot was cut: `D.C`, `U.S`).
+fn ends_with_dotted_letter(t: &str) -> bool {
+    let mut rev = t.chars().rev();
+    let (Some(y), Some(dot), Some(x)) = (rev.next(), rev.next(), rev.next()) else {
+        return false;
+    };
+    let before_x = rev.next();
+    y.is_alphabetic()
+        && dot == '.'
+        && x.is_alphabetic()
+        && before_x.is_none_or(|c| !c.is_alphanumeric())
 }
 
 /// The text after the last case-insensitive occurrence of `marker` in `s`.
@@ -215,6 +262,46 @@ mod tests {
     }
 
     #[test]
+    fn a_lead_in_on_its_own_line_gives_the_next_line() {
+        let p = AnswerParser::short();
+        let cases = [
+            ("Answer:\nParis", "Paris"),
+            ("**Answer:**\nParis", "Paris"),
+            ("**Answer:** Paris", "Paris"),
+            ("**Answer**: Paris.", "Paris"),
+            ("**Answer: Paris**", "Paris"),
+            ("__Answer:__\n\nThe Beatles\nThey formed in 1960.", "The Beatles"),
+            ("The answer is:\n\"Paris\"", "Paris"),
+            // A lead-in inside the first line still goes.
+            ("Paris\nAnswer: Lyon", "Paris"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(p.parse(raw), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn final_dot_of_a_dotted_abbreviation_is_kept() {
+        let p = AnswerParser::short();
+        assert_eq!(p.parse("Washington, D.C."), "Washington, D.C.");
+        assert_eq!(p.parse("The answer is U.S.A.."), "U.S.A.");
+        assert_eq!(p.parse("\"U.S.\""), "U.S.");
+        assert_eq!(p.parse("1944."), "1944");
+        assert_eq!(p.parse("Antennae."), "Antennae");
+        assert_eq!(p.parse("Yes."), "Yes");
+        // A single initial is not an abbreviation of dotted letters.
+        assert_eq!(p.parse("Plan B."), "Plan B");
+        // Under DPR's match, whose tokens keep punctuation, the kept dot is what makes
+        // the gold `Washington, D.C.` match.
+        use crate::evaluate::answer_match::AnswerMatch;
+        let gold = ["Washington, D.C."];
+        assert!(AnswerMatch::Dpr
+            .has_answer(&p.parse("Washington, D.C."), &gold)
+            .unwrap());
+        assert!(!AnswerMatch::Dpr.has_answer("Washington, D.C", &gold).unwrap());
+    }
+
+    #[test]
     fn rules_apply_one_by_one() {
         let p = AnswerParser {
             first_line: true,
@@ -235,7 +322,8 @@ mod tests {
             strip_final_punctuation: true,
             ..AnswerParser::default()
         };
-        assert_eq!(p.parse("Washington, D.C."), "Washington, D.C");
+        assert_eq!(p.parse("Washington, D.C."), "Washington, D.C.");
+        assert_eq!(p.parse("Paris."), "Paris");
         // Multi-byte text around a marker and lowercase expansions do not break slicing.
         let p = AnswerParser {
             final_marker: "answer:".into(),

@@ -234,12 +234,13 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         "Per system: abstentions (\"Not found\") counted apart; em_answered / f1_answered over the questions answered",
     );
     let mut details = Table::new(ANSWERED_COLUMNS).caption(
-        "Per system: abstentions counted apart; EM / F1 over the questions answered; Match (gold inside the answer, token-bounded), token recall and the LLM judge over all questions; Cohen's kappa of the judge against Match",
+        "Per system: abstentions counted apart; EM / F1 over the questions answered; Match (gold inside the answer, token-bounded, under the rule named) and token recall over all questions; the LLM judge's share with P(Yes) > 0.5 and its mean P(Yes) over all questions (an abstention 0); Cohen's kappa of the judge against Match over the questions answered",
     );
     for r in &runs.0 {
         details.push(answered_cells(
             &label(&r.reader, &r.system),
             &r.run.summary(),
+            r.run.answer_match,
         ))?;
     }
     let table3 = join_report_t3(&groups::to_table(&groups::by_group(&df)?, 2)?, single)?;

@@ -135,7 +135,7 @@ pub fn tables(
         }
         let nq = r.run.records.len().max(1) as f64;
         let found = gold_found(&r.run, gold.get(&r.system).unwrap_or(&none));
-        let mut cells = answered_cells(&label, &s);
+        let mut cells = answered_cells(&label, &s, r.run.answer_match);
         cells.extend([
             format!("{:.1}", 100.0 * found as f64 / nq),
             format!(

@@ -98,7 +98,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
                 report: report.map(|x| [x.2, x.3, x.4, x.5][i]),
             });
         }
-        let mut cells = answered_cells(&label, &s);
+        let mut cells = answered_cells(&label, &s, r.run.answer_match);
         cells.extend([
             s.context_average_precision
                 .map_or("–".into(), |v| format!("{v:.3}")),
