@@ -115,6 +115,9 @@ pub struct ScriptTime {
     pub setup: String,
     /// What the time covers, when a plain reading would mislead.
     pub note: String,
+    /// The commit the run measured (`git describe --always --dirty`); empty in lines
+    /// recorded before the scripts wrote it.
+    pub commit: String,
 }
 
 /// Why a timing line was not written by a script, or `None` when it was. `scripts/lib.sh`
@@ -204,6 +207,7 @@ pub fn read_script_times(path: &Path) -> Result<Vec<ScriptTime>> {
             load: f[5].to_string(),
             setup: f[6].to_string(),
             note: f.get(7).map_or_else(String::new, |n| n.to_string()),
+            commit: f.get(8).map_or_else(String::new, |c| c.trim().to_string()),
         });
     }
     Ok(out)
@@ -220,12 +224,17 @@ fn duration(secs: u64) -> String {
     }
 }
 
-/// `48m39s (2026-11-25, load …; note)`.
+/// `48m39s (2026-11-25, load …; note)`, with `commit C, ` after the date when recorded.
 fn describe(t: &ScriptTime) -> String {
     let mut s = format!(
-        "{} ({}, load {}",
+        "{} ({}, {}load {}",
         duration(t.seconds),
         t.finished.chars().take(10).collect::<String>(),
+        if t.commit.is_empty() {
+            String::new()
+        } else {
+            format!("commit {}, ", t.commit)
+        },
         t.load
     );
     if !t.note.is_empty() {
@@ -1055,13 +1064,13 @@ mod tests {
              test\ttotal\t432\t2026-11-23T09:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\n\
              test\texecute notebooks/a.ipynb\t61\t2026-11-24T10:00:00Z\tXeon\t2.00 2.00 2.00\tcached\t\n\
              test\tcargo test\t219\t2026-11-25T10:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\n\
-             test\ttotal\t684\t2026-11-25T10:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\n",
+             test\ttotal\t684\t2026-11-25T10:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\tabc1234\n",
         )
         .unwrap();
         let times = read_script_times(&p).unwrap();
         let md = render_script_times(&times).unwrap();
         assert!(
-            md.contains("| `bash scripts/test` | 48m39s (2026-11-25, load 0.50 0.40 0.30; first) | 11m24s (2026-11-25, load 1.00 1.00 1.00) |"),
+            md.contains("| `bash scripts/test` | 48m39s (2026-11-25, load 0.50 0.40 0.30; first) | 11m24s (2026-11-25, commit abc1234, load 1.00 1.00 1.00) |"),
             "{md}"
         );
         assert!(
