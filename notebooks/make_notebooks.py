@@ -11,12 +11,13 @@ Each notebook's cells live in `notebooks/src/NAME.py` as a list `CELLS` of
 
 The committed `NAME.ipynb` carries the outputs of its last execution by `scripts/reproduce`
 (the quick scale), so a reader sees tables, figures and answers on the repository page.
-Writing keeps those outputs when the cells are unchanged and clears them when a cell changed
-(then `scripts/reproduce --only notebooks` executes and adopts it again). `--adopt` stamps a
-notebook with the SHA-256 of the cells it ran (`metadata.workbench.cells_sha256`), the scale,
-the commit and the date; `--check` fails when a committed notebook's cells differ from its
-source file, when it was not executed, or when its stamp does not match its cells (outputs
-from other sources).
+Writing keeps those outputs when the code cells are unchanged (a markdown cell's prose may
+change: it has no outputs) and clears them when a code cell changed (then
+`scripts/reproduce --only notebooks` executes and adopts it again). `--adopt` stamps a
+notebook with the SHA-256 of the code cells it ran (`metadata.workbench.cells_sha256`: each
+code cell's id, source and tags), the scale, the commit and the date; `--check` fails when a
+committed notebook's cells differ from its source file, when it was not executed, or when its
+stamp does not match its code cells (outputs from other sources).
 """
 import argparse
 import datetime
@@ -59,8 +60,14 @@ def shape(cells):
             for c in cells]
 
 
+def program(cells):
+    """What produces a notebook's outputs: the shape of its code cells (markdown has none)."""
+    return [s for s in shape(cells) if s[0] == "code"]
+
+
 def cells_sha256(cells):
-    return hashlib.sha256(json.dumps(shape(cells), ensure_ascii=False).encode()).hexdigest()
+    """The stamp of an execution: the SHA-256 of the code cells that ran."""
+    return hashlib.sha256(json.dumps(program(cells), ensure_ascii=False).encode()).hexdigest()
 
 
 def notebook(cells, workbench=None):
@@ -88,10 +95,17 @@ def write(here=HERE):
         path = here / (src.stem + ".ipynb")
         if path.exists():
             old = json.loads(path.read_text())
-            if shape(old.get("cells", [])) == shape(cells):
+            old_cells = old.get("cells", [])
+            if shape(old_cells) == shape(cells):
                 print("unchanged", path)
                 continue
-            if any(c.get("outputs") for c in old.get("cells", [])):
+            if program(old_cells) == program(cells) and len(old_cells) == len(cells):
+                # Only markdown changed: the code cells keep their outputs and the stamp.
+                kept = [o if c["cell_type"] == "code" else c for o, c in zip(old_cells, cells)]
+                path.write_text(dump(notebook(kept, old.get("metadata", {}).get("workbench"))))
+                print("wrote", path, "(markdown only; outputs kept)")
+                continue
+            if any(c.get("outputs") for c in old_cells):
                 print(f"{path}: cells changed, outputs cleared; `bash scripts/reproduce --only notebooks` "
                       "executes it again")
         path.write_text(dump(notebook(cells)))

@@ -46,7 +46,8 @@ step() {
 }
 # Scripts that set SCRIPT_TIMES_NAME (`test`, `reproduce quick`, …) have their step times
 # appended to data/results/script-times.tsv (script, step, seconds, finished, CPU, load,
-# setup: `fresh` when this run installed the Rust kernel, else `cached`); the committed
+# setup: `fresh` when this run installed the Rust kernel, else `cached`; an empty note; the
+# commit, `git describe --always --dirty`); the committed
 # record data/script-times.tsv, from which the README's times are generated, takes them
 # only through `bash scripts/record_times`.
 SCRIPT_TIMES_NAME="" SETUP_KIND=cached
@@ -60,17 +61,18 @@ steps_summary() {
   done
   printf '%4dm%02ds  total\n' $((SECONDS / 60)) $((SECONDS % 60))
   if [ -n "$SCRIPT_TIMES_NAME" ]; then
-    local log="$ROOT/data/results/script-times.tsv" when cpu load
+    local log="$ROOT/data/results/script-times.tsv" when cpu load commit
     mkdir -p "$ROOT/data/results"
     when="$(date -u +%FT%TZ)"
     cpu="$(cpu_model)"
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
+    commit="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
     for i in "${!STEP_SECONDS[@]}"; do
-      printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
-        "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" >>"$log"
+      printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
+        "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" "$commit" >>"$log"
     done
-    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
-      "$load" "$SETUP_KIND" >>"$log"
+    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
+      "$load" "$SETUP_KIND" "$commit" >>"$log"
   fi
 }
 

@@ -214,6 +214,21 @@ class CommittedNotebooks(unittest.TestCase):
         self.assertEqual(self.committed()["cells"][1]["outputs"], [])
         self.assertIn("not executed", make_notebooks.check(self.here)[0])
 
+    def test_changed_markdown_keeps_outputs_and_stamp(self):
+        self.executed()
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.adopt(self.runs, "quick", "abc1234", self.here, "2026-11-26")
+        before = self.committed()
+        (self.here / "src" / "t.py").write_text(SOURCE.replace("# t", "# t, at the quick scale"))
+        self.assertIn("differ from", make_notebooks.check(self.here)[0])
+        with contextlib.redirect_stdout(io.StringIO()):
+            make_notebooks.write(self.here)
+        nb = self.committed()
+        self.assertEqual(nb["cells"][0]["source"], ["# t, at the quick scale"])
+        self.assertEqual(nb["cells"][1], before["cells"][1])
+        self.assertEqual(nb["metadata"]["workbench"], before["metadata"]["workbench"])
+        self.assertEqual(make_notebooks.check(self.here), [])
+
     def test_outputs_from_other_cells_fail(self):
         self.executed()
         with contextlib.redirect_stdout(io.StringIO()):

@@ -4,8 +4,13 @@
 //!   with the page named, `--write` rewrites that page only, and the check then passes;
 //! - the README's Rust example is `examples/bm25_quickstart.rs`, which compiles with the
 //!   tests;
-//! - every relative link of README.md and docs/*.md points at a file that exists.
+//! - every relative link of README.md and docs/*.md points at a file that exists;
+//! - no measurement is typed by hand on a page: outside generated blocks and fenced code,
+//!   README.md, docs/*.md and notebooks/README.md hold no measurement-looking number (a
+//!   decimal, a number with a unit of time, speed, size or ratio, a duration such as
+//!   `12m30s`) other than the parameters and names of [`ALLOWED`].
 
+use regex::Regex;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -152,4 +157,178 @@ fn relative_links_of_the_docs_resolve() {
         }
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// Numbers a page may state outside generated blocks: parameters, definitions, names and
+/// figures quoted from the original reports, each matched with its context (the number alone
+/// is never enough). Everything measured here belongs in a generated block (results, records,
+/// `data/findings/`), which `grade readme --check` compares with its source.
+const ALLOWED: &[(&str, &str)] = &[
+    // BM25 parameters (Lucene's k1 0.9, b 0.4; tantivy's k1 1.2, b 0.75).
+    (r"\bk1[ =]+\d+(\.\d+)?", "BM25 parameter k1"),
+    (r"\bb[ =]+\d*\.\d+", "BM25 parameter b"),
+    (
+        r"BM25Similarity\(\d+(\.\d+)?, \d+(\.\d+)?\)",
+        "Lucene's BM25 constructor",
+    ),
+    // Sampling and training parameters.
+    (r"temperature \d+(\.\d+)?", "LLM sampling temperature"),
+    (r"clipping \d+(\.\d+)?", "gradient-norm clipping"),
+    (r"fusion \d+(\.\d+)? / \d+(\.\d+)?", "hybrid fusion weights"),
+    // Decision thresholds and significance levels (definitions, not results).
+    (r"P\(Yes\) [>≥] \d+(\.\d+)?", "LLM-judge threshold"),
+    (r"p̃? < \d+(\.\d+)?( / \d+(\.\d+)?)?", "significance level"),
+    (r"α = \d+(\.\d+)?", "significance level"),
+    (r"power \d+(\.\d+)?", "statistical power of the MDE"),
+    // grade's tolerances (docs/grading.md defines them).
+    (
+        r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)",
+        "grade's tolerances",
+    ),
+    // Names with a version in them.
+    (r"SQuAD 2\.0", "data set name"),
+    (r"Apache-2\.0", "licence name"),
+    (r"Llama 3\.1", "model name"),
+    (r"\(\d+\.\d+ or newer\)", "minimum Rust toolchain"),
+    (
+        r"`[\w-]+` \(\d+\.\d+",
+        "a dependency's version (docs/dependencies.md)",
+    ),
+    // Figures the original reports printed (quoted, not measured here).
+    (
+        r"report's figures are naive \d\.\d+ and enhanced \d\.\d+",
+        "report 004's own context precision",
+    ),
+];
+
+/// Units that make a number a measurement (time, speed, size, counts of faults); `×`
+/// (a ratio) and `%` after a decimal are matched beside them.
+const UNITS: &str = r"(?:ms|µs|us|ns|s|sec|seconds?|min|minutes?|h|hours?|[a-z]+/s|GB|MB|KB|GiB|MiB|KiB|page faults)";
+
+/// Each measurement-looking number of a page's prose (outside generated blocks and fenced
+/// code; link targets and web addresses skipped), once the [`ALLOWED`] phrases are blanked:
+/// `(line number, the number with its unit, the line)`.
+fn hand_typed_measurements(text: &str) -> Vec<(usize, String, String)> {
+    let allowed: Vec<Regex> = ALLOWED
+        .iter()
+        .map(|(r, _)| Regex::new(r).unwrap())
+        .collect();
+    let skipped = Regex::new(r"\]\([^)]*\)|https?://\S+").unwrap();
+    // A number with a unit or `×`, a decimal (with `%`), or a duration (12m30s, 2h00m).
+    let number = Regex::new(&format!(
+        r"\d(?:[\d,]*\d)?(?:\.\d+)?(?:\s?{UNITS}\b|×)|\d(?:[\d,]*\d)?\.\d+(?:\s?%)?|\d+h\d\dm|\d+m\d\ds"
+    ))
+    .unwrap();
+    let unit_after = Regex::new(&format!(r"^\s?{UNITS}\b")).unwrap();
+    let mut out = Vec::new();
+    let (mut fence, mut generated) = (false, false);
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if line.contains("<!-- /generated:") {
+            generated = false;
+            continue;
+        }
+        if line.contains("<!-- generated:") {
+            generated = true;
+        }
+        if fence || generated {
+            continue;
+        }
+        let mut prose = skipped.replace_all(line, " ").into_owned();
+        for re in &allowed {
+            prose = re
+                .replace_all(&prose, |c: &regex::Captures| " ".repeat(c[0].len()))
+                .into_owned();
+        }
+        for m in number.find_iter(&prose) {
+            let before = prose[..m.start()].chars().next_back();
+            let after = &prose[m.end()..];
+            let next = after.chars().next();
+            // Part of a word or a version (Qwen2.5, 0.22.0, v1.2, 8.8M-passage, 1.5B).
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '.') {
+                continue;
+            }
+            if next.is_some_and(|c| c.is_ascii_digit())
+                || (next == Some('.') && after[1..].starts_with(|c: char| c.is_ascii_digit()))
+            {
+                continue;
+            }
+            let word_after = next.is_some_and(char::is_alphanumeric);
+            if word_after && !unit_after.is_match(after) {
+                continue;
+            }
+            out.push((i + 1, m.as_str().to_string(), line.to_string()));
+        }
+    }
+    out
+}
+
+/// The pages the scanner reads: README.md, docs/*.md and notebooks/README.md.
+fn scanned_pages(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut pages = workbench::grade::pages(root).unwrap();
+    pages.push(root.join("notebooks").join("README.md"));
+    pages
+}
+
+#[test]
+fn pages_state_no_hand_typed_measurement() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for page in scanned_pages(root) {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(root).unwrap().display().to_string();
+        for (line, number, _) in hand_typed_measurements(&text) {
+            found.push(format!("{name}:{line}: {number}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "measurements typed by hand outside generated blocks (generate them from a result or \
+         record, point to the generated table, or, for a parameter or a name, add a reviewed \
+         entry to ALLOWED in tests/docs_pages.rs):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_finds_planted_measurements_and_allows_parameters() {
+    let page = "\
+# Page
+
+Training took 476 s on 2 cores, MRR@10 0.8543, 45.6 tok/s, 2.93× faster, 12m30s in all,
+and 35.0% kept.
+
+BM25 with k1 0.9, b 0.4; temperature 0.4; P(Yes) > 0.5; α = 0.05; `evcxr_jupyter` 0.22.0;
+Qwen2.5-Coder 1.5B on SQuAD 2.0 (500 questions, seed 42, 2026-11-25).
+
+<!-- generated:t -->
+
+| system | MRR@10 | s |
+|---|---|---|
+| a | 0.8543 | 476 |
+
+<!-- /generated:t -->
+
+```bash
+FUZZ_CASES=50000 sleep 1.5
+```
+
+See [the table](report003.md#d-0.5) at https://example.org/v1.5/x.
+";
+    let found = hand_typed_measurements(page);
+    let numbers: Vec<(usize, &str)> = found.iter().map(|(l, n, _)| (*l, n.as_str())).collect();
+    assert_eq!(
+        numbers,
+        vec![
+            (3, "476 s"),
+            (3, "0.8543"),
+            (3, "45.6 tok/s"),
+            (3, "2.93×"),
+            (3, "12m30s"),
+            (4, "35.0%"),
+        ]
+    );
 }

@@ -12,6 +12,8 @@ Every model and data set resolves through the Hugging Face hub cache
 (`data/cache/huggingface/hub`), filled offline by `scripts/reproduce` or
 `cargo run --release --bin assets -- fetch NAME`. A missing or corrupt file stops with
 an error that names the asset, its sha256 and that command.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: the corpora are read whole.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["plot"] }

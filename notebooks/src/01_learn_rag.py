@@ -23,10 +23,13 @@ number, so you can check them by hand. It follows the reports the workbench repr
 | 6 | the prompt the reader sees and its answer (SmolLM2-135M-Instruct) | 001, 004 |
 | 7 | EM and F1 worked out on that answer | 001, 002, 004 |
 
-Everything runs on the CPU in under a minute once the kernel has warmed up (the first code
-cell: it compiles the workbench the first time, then evcxr's first compile against it). The
-models come from the local Hugging Face cache (`data/cache/huggingface/hub`); `scripts/test`
-fetches them.
+Everything runs on the CPU. The first code cell warms the kernel up (it compiles the
+workbench the first time, then evcxr's first compile against it); the last cell prints how
+long the cells after it took on this run, and the README's notebook table has the last
+recorded execution time with its date and load. The models come from the local Hugging Face
+cache (`data/cache/huggingface/hub`); `scripts/test` fetches them.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: every example is a fixed handful of passages.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }

@@ -13,6 +13,8 @@ The reader's tokenizer splits text with Qwen2's pre-tokenizer regex (`\\p{L}`, `
 `(?!\\S)` lookahead) before byte-level BPE. The workbench runs that regex on the `tokenizers`
 crate's pure-Rust backend (fancy-regex), which keeps no per-library static tables, so the
 tokenizer works in whichever evcxr cell calls it.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }

@@ -11,6 +11,11 @@ and section (c) run their studies live instead. Results of the quick scale are i
 notebook reads the scale `scripts/reproduce` ran (quick unless `WORKBENCH_SCALE` says
 otherwise; Figure 2 has one folder for every scale).
 
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the read sections show the `<name>-quick/` results, and the live sections run the
+quick parameters, so the question counts and scores differ from the default-scale tables of
+`docs/report000.md`, `docs/retrieval.md` and `docs/report003.md`. Each table's caption gives
+the counts of the run it shows.
+
 | section | binary | result folder |
 |---|---|---|
 | (d) Figure 2: t-SNE of paragraph embeddings by topic | `fig2_tsne` | `data/results/fig2-tsne/` |
@@ -109,10 +114,12 @@ Table::read_csv(&dir.join("per_topic.csv"))?.caption("Per topic: Geography and M
     ("markdown", """
 ## (e) Figure 4 of report 000: per-query retrieval latency
 
-500 NQ-open dev questions, one at a time, against ~10k `wiki-leads-en` paragraphs, after 20
-warm-up queries, on this machine's 2 shared cores. Report 000 measured a mean of **32.2 ms**
-for its FAISS search over 184k vectors; the last row (search only, no query encoding) is
-the comparable number, over a corpus 18× smaller. Encoding the question dominates dense retrieval.
+NQ-open dev questions, one at a time, after 20 warm-up queries, on this machine's cores: at the
+default scale 500 questions against the ~10k `wiki-leads-en` paragraphs, at the quick scale
+100 against the 1,557 kept WikiText-2 paragraphs (the run's counts are in its manifest).
+Report 000 measured a mean of **32.2 ms** for its FAISS search over 184k vectors; the last row
+(search only, no query encoding) is the comparable number, over a far smaller corpus.
+Encoding the question dominates dense retrieval.
 """),
     ("code", """
 let dir = result_dir(&scale.result_name("fig4-latency"), "fig4_latency")?;
@@ -135,9 +142,8 @@ png(&result_dir(&scale.result_name("fig4-latency"), "fig4_latency")?.join("fig4.
 This section runs the study itself (`workbench::study::dl19`) at the **quick** scale instead
 of reading a result folder: the same code as `scripts/reproduce`, whose quick scale differs
 only in the trained re-rankers' recipe sizes (a cross-encoder on 160 groups and a ColBERT
-projection on 200, each trained on first use and cached in `data/cache/`). Measured on 2
-cores on 2026-11-26: 12 min 49 s for the first quick run (training both, load 6–8), 3 min 41 s
-once they are cached.
+projection on 200, each trained on first use and cached in `data/cache/`). The first run
+trains both and takes several times longer than a run with them cached.
 The systems are data: `configs/studies/dl19.toml`, one `[[system]]` table each.
 
 5,000 passages, 43 judged queries, grades 1–3 (no grade 0). nDCG@10 uses the grades as gains;
@@ -207,8 +213,9 @@ The NQ-open dev questions against every article of the three offline Wikipedia c
 into DPR's passage unit (windows of `--window` words, 100 by default, no overlap, title prepended
 for indexing). A question counts at k when a gold answer occurs in one of the top-k passages,
 under DPR's `has_answer` string match by default (`--answer-match`; the rule is in every table). DPR searched
-21M passages; this corpus has ~19k, so most answers are not in it at all: the numbers
-describe this corpus, not DPR's setting.
+21M passages; the default scale searches the ~19k windows of the three corpora and the first
+1,000 questions at the quick scale only WikiText-2's windows, so most answers are not in the
+corpus at all: the numbers describe this corpus, not DPR's setting.
 """),
     ("code", """
 let dir = result_dir(&scale.result_name("nq-answer-recall"), "exp_nq_answer_recall")?;
@@ -272,7 +279,8 @@ encoder.token_relevance(&view.question, &passage.text, &RelevanceParams::default
     ("markdown", """
 ## (c′) Report 003 on held-out articles, with the rerankers trained on this CPU
 
-Only the 912 questions of the five SQuAD articles that no trained model saw. Rows: TF-IDF,
+Only questions of the five SQuAD articles that no trained model saw: all 912 at the default
+scale, 300 at the quick scale (with heads trained on fewer groups). Rows: TF-IDF,
 raw 384-d MaxSim, MaxSim through a **trained ColBERT projection** at d = 24, 32, 64, 128
 (`train_colbert`: a linear head on the *frozen* MiniLM, trained on SQuAD training articles,
 RAG Mini and NQ groups, no `[Q]`/`[D]` markers), and three ablation rows: the markers on raw

@@ -14,8 +14,10 @@ CPU path), over passages retrieved live with the dense retriever (all-MiniLM-L6-
 flat index). It shows the prompt exactly as the model sees it: the chat template stored in
 the GGUF, rendered with minijinja.
 
-First run: embedding the 3,200 passages takes about a minute (then cached in
-`data/cache/embeddings/`); loading the 1.5B model takes a few seconds and 2.3 GB of memory.
+The first run embeds the 3,200 passages once (then cached in `data/cache/embeddings/`); the
+cells below print the model's load and reading times of this run.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: the same five questions at every scale.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }

@@ -21,6 +21,9 @@ This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-
 and `data/results/report000_readers/`, with `-quick` at the quick scale, where each reader
 trained 40 updates instead of 416) and reads one question live with the trained
 reader, its evidence highlighted in the passage.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick readers (40 updates), whose scores are far below the
+default-scale readers of `docs/report000.md` and `docs/readers.md`.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }

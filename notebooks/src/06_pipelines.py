@@ -16,11 +16,14 @@ predictions and its resolved config.
 | 002: baseline RAG vs RAG-Fusion on SQuAD 2.0 | `exp_report002` | `report002_*.toml` | `data/results/report002/` |
 | 004: naive vs enhanced RAG (rewrite, top-10, re-rank to 3) | `exp_report004` | `report004_*.toml` | `data/results/report004/` |
 
-The binaries run from `scripts/reproduce` (default scale: seeded samples of the questions,
-sized to about 30 minutes each with the 1.5B reader on 2 quiet cores; `REPRODUCE_FULL=1`
-runs the reports' question counts). This notebook reads their results, rebuilds report
+The binaries run from `scripts/reproduce` at a scale: `quick` (its default) and `default` on
+seeded samples of the questions, `--scale paper` on the reports' question counts
+(`docs/pipelines.md` lists the counts). This notebook reads their results, rebuilds report
 001's tables with polars from the traces, works report 002's TF-IDF example live, and runs
 one config in one call.
+
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick-scale samples, smaller than the default-scale runs of
+`docs/report001.md`, `docs/report002.md` and `docs/report004.md`.
 """),
     ("code", """
 :dep workbench = { path = "../workbench", features = ["llm", "parquet"] }

@@ -230,6 +230,24 @@ fn run(out: &mut String) -> Result<bool> {
                     stale_pages.push(show(&u.page));
                 }
             }
+            // Expected values that the (regenerated) tables contradict: text filled from
+            // them would disagree with the table beside it.
+            let texts: Vec<(std::path::PathBuf, String)> = updates
+                .iter()
+                .map(|u| (u.page.clone(), u.text.clone()))
+                .collect();
+            let contradicted = grade::contradictions(&conditions, &texts);
+            for c in &contradicted {
+                writeln!(out, "FLAGGED {c}")?;
+            }
+            if !contradicted.is_empty() {
+                writeln!(
+                    out,
+                    "{} expected value(s) of {} contradicted by the tables: copy the tables' values there, then `grade readme --write`",
+                    contradicted.len(),
+                    show(&conditions_path)
+                )?;
+            }
             if write {
                 for (u, (_, old)) in updates.iter().zip(&pages) {
                     if u.text != *old {
@@ -262,7 +280,7 @@ fn run(out: &mut String) -> Result<bool> {
                         updates.len()
                     )?;
                 }
-                Ok(stale == 0)
+                Ok(stale == 0 && contradicted.is_empty())
             }
         }
     }

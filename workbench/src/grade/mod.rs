@@ -13,7 +13,11 @@
 //! | `FAIL` | farther than the tolerance, or another mark |
 //! | `MISSING` | the result folder, file, row or column is absent, or the cell is not a number |
 //! | `STALE` | the result folder is not the one described: an output no longer matches `manifest.json`, `config.json` differs from the pinned fields, or the program that wrote it was rebuilt since |
-//! | `reported` | a machine-dependent value (a timing), printed beside its expectation, never graded |
+//! | `reported` | a machine-dependent value (a timing), printed beside its expectation, never graded; flagged when the result says otherwise, since text filled from it would be stale |
+//!
+//! [`contradictions`] compares the expected values with the committed generated tables (no
+//! result folders needed): a table regenerated from a newer result that shows another value
+//! than the conditions file is listed by `grade readme`, and fails `grade readme --check`.
 //!
 //! The file format is documented at the top of `data/expected.toml`.
 
@@ -1141,6 +1145,16 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
                 },
                 Ok((text, value, mark)) => {
                     let (mut grade, mut note) = grade_value(&c.expected, c.tolerance, value, &mark);
+                    // A reported value is not graded, but text filled from it (findings,
+                    // the matrix) goes stale when a newer result says otherwise.
+                    if grade == Grade::Reported
+                        && grade_value(&c.expected, Tolerance::Absolute(0.0), value, &mark).0
+                            != Grade::Ok
+                    {
+                        note = Some(format!(
+                            "FLAGGED: the result says {text}; copy it into the conditions file so the pages' text follows"
+                        ));
+                    }
                     if matches!(freshness, Freshness::Stale(_)) && grade != Grade::Reported {
                         note = Some(format!(
                             "would be {grade}{}",
@@ -1532,6 +1546,19 @@ fn read_step_times(reproduce: &Path, times: &Path) -> Result<(StepList, LastTime
                     format!("line {}: seconds `{}` is not a number", i + 1, f[2]),
                 )
             })?;
+            let why = match (f.get(3), f.get(5)) {
+                (Some(finished), Some(load)) => records::typed_in(finished, load),
+                _ => Some("no finish time or load".to_string()),
+            };
+            if let Some(why) = why {
+                return Err(Error::bad_input(
+                    times,
+                    format!(
+                        "line {}: {why}: step times come from `scripts/reproduce`'s log, not typed in",
+                        i + 1
+                    ),
+                ));
+            }
             last.insert(
                 (f[0].to_string(), f[1].to_string()),
                 (
@@ -1692,6 +1719,142 @@ pub fn update_pages(
     Ok(out)
 }
 
+// ---------------------------------------------------------------------------------------
+// Expected values against the committed generated tables.
+
+/// An expected value of the conditions file that a page's generated table contradicts: the
+/// table, generated from a newer result, shows another value for the same cell. Text filled
+/// from expected values (the findings, the reproduction matrix) would then disagree with the
+/// table beside it, so [`contradictions`] finds these on any clone, without result folders.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Contradiction {
+    /// The page holding the table.
+    pub page: PathBuf,
+    /// The generated table's id.
+    pub table: String,
+    /// The condition (its result, row and column).
+    pub condition: Condition,
+    /// The cell as the table shows it.
+    pub shown: String,
+}
+
+impl fmt::Display for Contradiction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = &self.condition;
+        write!(
+            f,
+            "{}: table `{}`: {} / {}: the conditions file expects {}{}, the table (from a newer result) shows {}",
+            self.page.display(),
+            self.table,
+            c.result,
+            c.what,
+            c.expected.text,
+            if c.tolerance == Tolerance::Reported {
+                " (reported, not graded)"
+            } else {
+                ""
+            },
+            self.shown
+        )
+    }
+}
+
+/// The cells of a markdown table (`| a | b |` lines): the header, then the rows after the
+/// `|---|` line.
+fn markdown_table(text: &str) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('|') && l.ends_with('|') && l.len() > 1);
+    let cells = |l: &str| -> Vec<String> {
+        l[1..l.len() - 1]
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(lines.next()?);
+    let rows = lines
+        .skip(1)
+        .map(cells)
+        .filter(|r| r.len() == header.len())
+        .collect();
+    Some((header, rows))
+}
+
+/// Every CSV expected value that a page's generated table (`[[readme]]`, from the same
+/// result and file, or one of its `also` results) shows differently: the table's cell,
+/// rounded to the decimals the expected value is written with, is another number, or has
+/// another significance mark. Cells a table does not show (a dropped key or column, a row
+/// that is not there) are not compared; `grade` grades those against the results.
+/// `pages` are `(path, text)`, as for [`update_pages`].
+pub fn contradictions(conditions: &Conditions, pages: &[(PathBuf, String)]) -> Vec<Contradiction> {
+    let all = conditions.conditions();
+    let mut out = Vec::new();
+    for t in &conditions.readme {
+        for (page, text) in pages {
+            if !marked_ids(text).contains(&t.id) {
+                continue;
+            }
+            let Some((header, rows)) = block_content(text, &t.id, page)
+                .ok()
+                .and_then(markdown_table)
+            else {
+                continue;
+            };
+            let col = |name: &str| {
+                let shown = t.rename.get(name).map_or(name, String::as_str);
+                header.iter().position(|h| h == shown)
+            };
+            for c in &all {
+                if c.file != t.file || (c.result != t.result && !t.also.contains(&c.result)) {
+                    continue;
+                }
+                let Locator::Csv {
+                    key_column,
+                    key,
+                    column,
+                } = &c.locator
+                else {
+                    continue;
+                };
+                let key_cols: Option<Vec<usize>> = key_column.split(" + ").map(col).collect();
+                let (Some(key_cols), Some(value_col)) = (key_cols, col(column)) else {
+                    continue;
+                };
+                let keys: Vec<&str> = key.split(" + ").collect();
+                if keys.len() != key_cols.len() {
+                    continue;
+                }
+                let Some(row) = rows
+                    .iter()
+                    .find(|r| key_cols.iter().zip(&keys).all(|(&i, k)| r[i] == *k))
+                else {
+                    continue;
+                };
+                let shown = &row[value_col];
+                let Some(cell) = Expected::parse(shown) else {
+                    continue;
+                };
+                let (agree, _) = grade_value(
+                    &c.expected,
+                    Tolerance::Absolute(0.0),
+                    cell.value,
+                    &cell.mark,
+                );
+                if agree != Grade::Ok {
+                    out.push(Contradiction {
+                        page: page.clone(),
+                        table: t.id.clone(),
+                        condition: c.clone(),
+                        shown: shown.clone(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1723,7 +1886,9 @@ mod tests {
         let tsv = dir.path().join("times.tsv");
         std::fs::write(
             &tsv,
-            "fig1\tquick\t61\td\tcpu\tload\nfig1\tquick\t125\td\tcpu\tload\nfig1\tdefault\t3\td\tcpu\tload\n",
+            "fig1\tquick\t61\t2026-11-26T10:00:00Z\tcpu\t1.00 1.00 1.00\n\
+             fig1\tquick\t125\t2026-11-26T11:00:00Z\tcpu\t1.00 1.00 1.00\n\
+             fig1\tdefault\t3\t2026-11-26T12:00:00Z\tcpu\t1.00 1.00 1.00\n",
         )
         .unwrap();
         let md = render_step_times(&script, &tsv).unwrap();
@@ -1738,6 +1903,14 @@ mod tests {
         std::fs::write(&tsv, "fig1\tquick\tsoon\n").unwrap();
         let e = render_step_times(&script, &tsv).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("soon"), "{e}");
+        // A time typed in (a summed time with a load range) is refused.
+        std::fs::write(
+            &tsv,
+            "fig1\tquick\t125\t2026-11-26T11:00:00Z\tcpu\t3-7 (summed)\n",
+        )
+        .unwrap();
+        let e = render_step_times(&script, &tsv).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("not typed in"), "{e}");
         std::fs::write(&script, "no steps\n").unwrap();
         assert!(render_step_times(&script, &tsv).is_err());
     }
@@ -1927,7 +2100,18 @@ notes = [
             .as_deref()
             .unwrap()
             .contains("no row with system = `absent`"));
-        assert_eq!(grade_of(&report, "bm25 / seconds").grade, Grade::Reported);
+        let seconds = grade_of(&report, "bm25 / seconds");
+        assert_eq!(seconds.grade, Grade::Reported);
+        // A reported value that the result contradicts (9.9 expected, 1.2 measured) is flagged.
+        assert!(
+            seconds
+                .note
+                .as_deref()
+                .unwrap()
+                .starts_with("FLAGGED: the result says 1.2"),
+            "{:?}",
+            seconds.note
+        );
         assert_eq!(grade_of(&report, "queries").grade, Grade::Ok);
         // 0.455 (as binary floating point 0.45499…) is 0.46 at two decimals; shown with four.
         let a = grade_of(&report, "agreement");
@@ -2304,6 +2488,99 @@ rows = [["a", "1.50"]]
             .unwrap_err()
             .to_string();
         assert!(e.contains("results.md") && e.contains("`other`"), "{e}");
+    }
+
+    #[test]
+    fn tables_newer_than_the_expected_values_are_found() {
+        let c = Conditions::parse(
+            r#"
+[[result]]
+name = "reader"
+binary = "train_reader"
+what = "a reader"
+
+[[result]]
+name = "other"
+binary = "train_reader"
+what = "another reader"
+
+[[csv]]
+result = "reader"
+file = "metrics.csv"
+key = "reader"
+columns = ["EM"]
+tolerance = 1.0
+rows = [["a", "41.2"]]
+
+[[csv]]
+result = "reader"
+file = "metrics.csv"
+key = "reader"
+columns = ["train_s"]
+tolerance = "reported"
+rows = [["a", "3137"]]
+
+[[csv]]
+result = "other"
+file = "metrics.csv"
+key = "reader"
+columns = ["EM", "MRR@10"]
+tolerance = 0.01
+rows = [["b", "37.0", "0.8542††"]]
+
+[[readme]]
+id = "readers"
+result = "reader"
+file = "metrics.csv"
+also = ["other"]
+rename = { train_s = "training s" }
+"#,
+            Path::new("expected.toml"),
+        )
+        .unwrap();
+        let page = "# Readers\n\n<!-- generated:readers -->\n\n| reader | EM | training s | MRR@10 |\n|---|---|---|---|\n| a | 41.24 | 476 | – |\n| b | 37.0 | 300 | 0.8543†† |\n\n<!-- /generated:readers -->\n";
+        let pages = vec![(PathBuf::from("docs/readers.md"), page.to_string())];
+        let found: Vec<String> = contradictions(&c, &pages)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                "docs/readers.md: table `readers`: reader / a / train_s: the conditions file expects 3137 (reported, not graded), the table (from a newer result) shows 476",
+                "docs/readers.md: table `readers`: other / b / MRR@10: the conditions file expects 0.8542††, the table (from a newer result) shows 0.8543††",
+            ]
+        );
+        // Expected values the tables agree with (to the decimals written) are not listed.
+        let fixed = page
+            .replace("| 476 |", "| 3137 |")
+            .replace("0.8543", "0.8542");
+        assert!(contradictions(&c, &[(PathBuf::from("docs/readers.md"), fixed)]).is_empty());
+    }
+
+    /// The committed tables of README.md and docs/*.md show what `data/expected.toml`
+    /// expects, so that text filled from expected values agrees with the tables beside it.
+    #[test]
+    fn project_expected_values_agree_with_the_committed_tables() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let c = Conditions::load(&root.join("data").join("expected.toml")).unwrap();
+        let pages: Vec<(PathBuf, String)> = pages(&root)
+            .unwrap()
+            .into_iter()
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).unwrap();
+                (p, text)
+            })
+            .collect();
+        let found: Vec<String> = contradictions(&c, &pages)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            found.is_empty(),
+            "update data/expected.toml from the tables (or the results), then `grade readme --write --records-only`:\n{}",
+            found.join("\n")
+        );
     }
 
     /// The project's own conditions file parses, and README.md and docs/*.md hold every

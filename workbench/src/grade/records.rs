@@ -115,9 +115,46 @@ pub struct ScriptTime {
     pub setup: String,
     /// What the time covers, when a plain reading would mislead.
     pub note: String,
+    /// The commit the run measured (`git describe --always --dirty`); empty in lines
+    /// recorded before the scripts wrote it.
+    pub commit: String,
 }
 
-/// Read `data/script-times.tsv` (`#` lines are comments). Errors name the file and line.
+/// Why a timing line was not written by a script, or `None` when it was. `scripts/lib.sh`
+/// and `scripts/reproduce` record when a run finished as an RFC 3339 UTC time
+/// (`2026-11-28T10:54:29Z`) and the load as the three load averages of `/proc/loadavg`
+/// (`1.56 1.80 1.72`); a date alone, a rounded or estimated load, or a range was typed in.
+pub fn typed_in(finished: &str, load: &str) -> Option<String> {
+    let b = finished.as_bytes();
+    let time_ok = b.len() == 20
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b'T',
+            13 | 16 => c == b':',
+            19 => c == b'Z',
+            _ => c.is_ascii_digit(),
+        });
+    if !time_ok {
+        return Some(format!(
+            "finished `{finished}` is not the time a script records (YYYY-MM-DDTHH:MM:SSZ)"
+        ));
+    }
+    let loads: Vec<&str> = load.split_whitespace().collect();
+    let load_ok = loads.len() == 3
+        && loads
+            .iter()
+            .all(|l| l.contains('.') && l.parse::<f64>().is_ok_and(|x| x >= 0.0));
+    if !load_ok {
+        return Some(format!(
+            "load `{load}` is not the three load averages a script records"
+        ));
+    }
+    None
+}
+
+/// Read `data/script-times.tsv` (`#` lines are comments). Every line must be one a script
+/// wrote ([`typed_in`]): timings are measured, never typed in. Errors name the file and
+/// line.
 pub fn read_script_times(path: &Path) -> Result<Vec<ScriptTime>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let mut out = Vec::new();
@@ -152,6 +189,15 @@ pub fn read_script_times(path: &Path) -> Result<Vec<ScriptTime>> {
                 ),
             ));
         }
+        if let Some(why) = typed_in(f[3], f[5]) {
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "line {}: {why}: timings come from the scripts' logs (`bash scripts/record_times`), not typed in",
+                    i + 1
+                ),
+            ));
+        }
         out.push(ScriptTime {
             script: f[0].to_string(),
             step: f[1].to_string(),
@@ -161,6 +207,7 @@ pub fn read_script_times(path: &Path) -> Result<Vec<ScriptTime>> {
             load: f[5].to_string(),
             setup: f[6].to_string(),
             note: f.get(7).map_or_else(String::new, |n| n.to_string()),
+            commit: f.get(8).map_or_else(String::new, |c| c.trim().to_string()),
         });
     }
     Ok(out)
@@ -177,12 +224,17 @@ fn duration(secs: u64) -> String {
     }
 }
 
-/// `48m39s (2026-11-25, load …; note)`.
+/// `48m39s (2026-11-25, load …; note)`, with `commit C, ` after the date when recorded.
 fn describe(t: &ScriptTime) -> String {
     let mut s = format!(
-        "{} ({}, load {}",
+        "{} ({}, {}load {}",
         duration(t.seconds),
         t.finished.chars().take(10).collect::<String>(),
+        if t.commit.is_empty() {
+            String::new()
+        } else {
+            format!("commit {}, ", t.commit)
+        },
         t.load
     );
     if !t.note.is_empty() {
@@ -1008,17 +1060,17 @@ mod tests {
         let p = dir.path().join("t.tsv");
         std::fs::write(
             &p,
-            "# header\ntest\ttotal\t2919\t2026-11-25\tEPYC\t0.5\tfresh\tfirst\n\
-             test\ttotal\t432\t2026-11-23\tEPYC\t1.0\tcached\t\n\
-             test\texecute notebooks/a.ipynb\t61\t2026-11-24T10:00:00Z\tXeon\t2.0\tcached\t\n\
-             test\tcargo test\t219\t2026-11-25\tEPYC\t1.0\tcached\t\n\
-             test\ttotal\t684\t2026-11-25\tEPYC\t1.0\tcached\n",
+            "# header\ntest\ttotal\t2919\t2026-11-25T09:00:00Z\tEPYC\t0.50 0.40 0.30\tfresh\tfirst\n\
+             test\ttotal\t432\t2026-11-23T09:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\n\
+             test\texecute notebooks/a.ipynb\t61\t2026-11-24T10:00:00Z\tXeon\t2.00 2.00 2.00\tcached\t\n\
+             test\tcargo test\t219\t2026-11-25T10:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\n\
+             test\ttotal\t684\t2026-11-25T10:00:00Z\tEPYC\t1.00 1.00 1.00\tcached\t\tabc1234\n",
         )
         .unwrap();
         let times = read_script_times(&p).unwrap();
         let md = render_script_times(&times).unwrap();
         assert!(
-            md.contains("| `bash scripts/test` | 48m39s (2026-11-25, load 0.5; first) | 11m24s (2026-11-25, load 1.0) |"),
+            md.contains("| `bash scripts/test` | 48m39s (2026-11-25, load 0.50 0.40 0.30; first) | 11m24s (2026-11-25, commit abc1234, load 1.00 1.00 1.00) |"),
             "{md}"
         );
         assert!(
@@ -1027,7 +1079,9 @@ mod tests {
         );
         let steps = render_script_steps(&times).unwrap();
         assert!(
-            steps.starts_with("`bash scripts/test`, setup cached: 2026-11-25, EPYC, load 1.0."),
+            steps.starts_with(
+                "`bash scripts/test`, setup cached: 2026-11-25, EPYC, load 1.00 1.00 1.00."
+            ),
             "{steps}"
         );
         // The fresh run has no step rows: only the cached run of 2026-11-25 is shown (the
@@ -1042,13 +1096,23 @@ mod tests {
         std::fs::write(nb.join("b.ipynb"), "{}").unwrap();
         let md = render_notebook_times(&times, &nb).unwrap();
         assert!(
-            md.contains("| `a` | 1m01s (2026-11-24, load 2.0) | `scripts/test` |"),
+            md.contains("| `a` | 1m01s (2026-11-24, load 2.00 2.00 2.00) | `scripts/test` |"),
             "{md}"
         );
         assert!(md.contains("| `b` | not measured | – |"), "{md}");
         std::fs::write(&p, "test\ttotal\tsoon\td\tc\tl\tfresh\n").unwrap();
         let e = read_script_times(&p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("soon"), "{e}");
+        // A line typed in (a date alone, an estimated load) is refused.
+        for typed in [
+            "reproduce quick\ttotal\t7200\t2026-11-26\tXeon\t4.00 5.00 6.00\tfresh\n",
+            "reproduce quick\ttotal\t7200\t2026-11-26T10:00:00Z\tXeon\t4–6\tfresh\n",
+            "reproduce quick\ttotal\t7200\t2026-11-26T10:00:00Z\tXeon\tnot recorded\tfresh\n",
+        ] {
+            std::fs::write(&p, typed).unwrap();
+            let e = read_script_times(&p).unwrap_err().to_string();
+            assert!(e.contains("line 1") && e.contains("not typed in"), "{e}");
+        }
         assert_eq!(duration(7200), "2h00m");
         assert_eq!(duration(52), "52 s");
     }
