@@ -10,6 +10,11 @@
 //! A prediction counts as correct when P(Yes) > 0.5; an abstention (empty prediction) is
 //! judged incorrect without asking.
 //!
+//! This is the scheme of BERGEN's LLM evaluation (its `config/evaluator/default_qa.yaml`:
+//! the judge is shown the question, the golden answer and the generated answer, generates
+//! one token, and its `Yes` / `No` logits give the score), with this workbench's own prompt
+//! and model. It is not a rating scale, and it needs the gold answers.
+//!
 //! A small judge is weak. [`cohen_kappa`] of its verdicts against the token-bounded
 //! containment Match (`answer_found`) is reported with every judged run, so a judge that
 //! disagrees with the string rule is visible.

@@ -12,13 +12,14 @@
 //! | `summary.md` | the summary as a Markdown table |
 //! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times, the LLM judge's P(Yes) (empty when not judged) |
 //! | `config.toml` | the resolved configuration (every default written out) |
-//! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
+//! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` (among them questions whose every gold answer normalises to nothing) |
+//! | `dropped_golds.json` | gold answers dropped from the questions run because they SQuAD-normalise to the empty string (line, question id, answer) |
 
 use super::cache::Status;
 use super::PipelineConfig;
 use crate::display::Table;
 use crate::evaluate::answer_match::AnswerMatch;
-use crate::load::question_set::SkippedRecord;
+use crate::load::question_set::{DroppedGold, SkippedRecord};
 use crate::{Error, Hit, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -351,6 +352,8 @@ pub struct PipelineRun {
     pub config: PipelineConfig,
     /// Question records left out under `on_bad_record = "skip"`.
     pub skipped: Vec<SkippedRecord>,
+    /// Gold answers dropped from the questions because they normalise to nothing.
+    pub dropped_golds: Vec<DroppedGold>,
     /// What the retrieval cache did.
     pub retrieval_cache: Status,
     /// One record per question, in order.
@@ -373,6 +376,10 @@ pub struct Summary {
     pub questions: usize,
     /// Question-set records skipped (counted, never silent).
     pub skipped: usize,
+    /// Gold answers dropped from the questions run because they SQuAD-normalise to the
+    /// empty string (counted, listed in `dropped_golds.json`).
+    #[serde(default)]
+    pub dropped_golds: usize,
     /// Questions whose transformation returned fewer queries than asked, or fell back to
     /// the question (see `transform_note` in the traces).
     #[serde(default)]
@@ -445,6 +452,10 @@ impl Summary {
             ("questions", self.questions.to_string()),
             ("skipped records", self.skipped.to_string()),
             (
+                "gold answers dropped (normalise to nothing)",
+                self.dropped_golds.to_string(),
+            ),
+            (
                 "transform output repaired (short / fallback)",
                 self.transform_repaired.to_string(),
             ),
@@ -514,6 +525,7 @@ impl PipelineRun {
             transform: self.transform.clone(),
             questions: r.len(),
             skipped: self.skipped.len(),
+            dropped_golds: self.dropped_golds.len(),
             transform_repaired: r.iter().filter(|x| x.transform_note.is_some()).count(),
             answered: answered.len(),
             abstained: r.len() - answered.len(),
@@ -641,8 +653,9 @@ impl PipelineRun {
     }
 
     /// A run read back from a folder [`PipelineRun::write`] wrote (`traces.jsonl` and
-    /// `summary.json`), with the `config` that produced it. The retrieval-cache status
-    /// and the skipped records are not stored there: they come back as `hit` and empty.
+    /// `summary.json`), with the `config` that produced it. The retrieval-cache status,
+    /// the skipped records and the dropped gold answers are not read back: they come back
+    /// as `hit` and empty.
     pub fn read(dir: &Path, config: PipelineConfig) -> Result<PipelineRun> {
         let sp = dir.join("summary.json");
         let summary: Summary = serde_json::from_str(&crate::load::read_to_string(&sp)?)
@@ -666,6 +679,7 @@ impl PipelineRun {
             answer_match: config.evaluation.answer_match,
             config,
             skipped: Vec::new(),
+            dropped_golds: Vec::new(),
             retrieval_cache: Status::Hit,
             records,
         })
@@ -706,6 +720,10 @@ impl PipelineRun {
         write(
             "skipped.json",
             serde_json::to_string_pretty(&self.skipped)?.as_bytes(),
+        )?;
+        write(
+            "dropped_golds.json",
+            serde_json::to_string_pretty(&self.dropped_golds)?.as_bytes(),
         )?;
         let mut t = Table::new([
             "id",
