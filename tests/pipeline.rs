@@ -935,6 +935,50 @@ fn question_set_bad_records_error_or_counted_skip() {
     assert_eq!(skipped.as_array().unwrap().len(), 3);
 }
 
+/// A gold answer that SQuAD-normalises to nothing (`---`, `)`) is dropped and counted; a
+/// question left with no gold is a bad record, not an unanswerable question that an
+/// abstention would get right.
+#[test]
+fn golds_that_normalise_to_nothing_are_dropped_and_reported() {
+    let text = tiny_text().replace("questions.jsonl", "empty_gold_questions.jsonl");
+    let e = Pipeline::build(config(&text).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("empty_gold_questions.jsonl:2:") && e.contains("no usable gold answer"),
+        "{e}"
+    );
+    let text = text.replace(
+        "path = \"tests/data/pipeline/empty_gold_questions.jsonl\"",
+        "path = \"tests/data/pipeline/empty_gold_questions.jsonl\"\non_bad_record = \"skip\"",
+    );
+    let p = Pipeline::build(config(&text).unwrap()).unwrap();
+    // A reader that always abstains: no question it is run on can score EM = 1.
+    let never: BTreeMap<&'static str, &'static str> = BTreeMap::new();
+    let run = p.run(&mut Scripted(never), None).unwrap();
+    let ids: Vec<&str> = run.records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["g1", "g3"]);
+    assert_eq!(run.records[0].gold_answers, ["Paris"]);
+    let s = run.summary();
+    assert_eq!((s.skipped, s.dropped_golds), (1, 1));
+    assert_eq!(s.em, 0.0);
+    assert!(s
+        .to_table()
+        .rows
+        .iter()
+        .any(|r| r[0].starts_with("gold answers dropped") && r[1] == "1"));
+    let dir = tempfile::tempdir().unwrap();
+    run.write(dir.path()).unwrap();
+    let dropped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("dropped_golds.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(dropped[0]["answer"], "---");
+    assert_eq!(dropped[0]["line"], 1);
+    assert_eq!(dropped.as_array().unwrap().len(), 1);
+}
+
 #[test]
 fn context_precision_matches_hand_count_on_the_fixture() {
     // Passages "paris" and "rome" for "capital of France" (gold "Paris"): [1, 0].
