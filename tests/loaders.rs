@@ -725,4 +725,9 @@ fn real_mirror_data() {
     for r in &nq.skipped {
         assert!(r.reason.contains("no usable gold answer"), "{r:?}");
     }
+    // `---` (line 291) and `)` (line 364) are those questions' only golds; `A+` and `*`
+    // are dropped beside golds that stay.
+    assert_eq!(nq.skipped.iter().map(|r| r.line).collect::<Vec<_>>(), [291, 364]);
+    let dropped: Vec<&str> = nq.dropped_golds.iter().map(|d| d.answer.as_str()).collect();
+    assert_eq!(dropped, ["A+", "*"]);
 }
