@@ -6,8 +6,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
-use workbench::load::{beir, nq_open, rag_mini, squad, text_dir, wiki_leads, wikitext};
 use workbench::load::question_set::BadRecords;
+use workbench::load::{beir, nq_open, rag_mini, squad, text_dir, wiki_leads, wikitext};
 use workbench::Error;
 
 /// Write `content` to `dir/name` (creating parent folders) and return the path.
@@ -606,12 +606,16 @@ fn nq_open_golds_that_normalise_to_nothing() {
     assert_eq!(set.skipped[0].line, 2);
     assert_eq!(set.dropped_golds.len(), 1);
     assert_eq!(
-        (set.dropped_golds[0].line, set.dropped_golds[0].answer.as_str()),
+        (
+            set.dropped_golds[0].line,
+            set.dropped_golds[0].answer.as_str()
+        ),
         (1, "---")
     );
     let note = nq_open::dropped_note(&set);
     assert!(
-        note.starts_with("1 questions left out (line 2: ") && note.contains("1 gold answers dropped"),
+        note.starts_with("1 questions left out (line 2: ")
+            && note.contains("1 gold answers dropped"),
         "{note}"
     );
 }
@@ -727,7 +731,10 @@ fn real_mirror_data() {
     }
     // `---` (line 291) and `)` (line 364) are those questions' only golds; `A+` and `*`
     // are dropped beside golds that stay.
-    assert_eq!(nq.skipped.iter().map(|r| r.line).collect::<Vec<_>>(), [291, 364]);
+    assert_eq!(
+        nq.skipped.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [291, 364]
+    );
     let dropped: Vec<&str> = nq.dropped_golds.iter().map(|d| d.answer.as_str()).collect();
     assert_eq!(dropped, ["A+", "*"]);
 }

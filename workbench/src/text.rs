@@ -68,7 +68,11 @@ fn fill(template: &str, values: &[(&str, &str)], keep_escapes: bool) -> String {
         let after = &rest[open + 1..];
         // An escaped brace: `{{` or `}}`.
         if after.starts_with(brace) {
-            out.push_str(if keep_escapes { &rest[open..open + 2] } else { brace });
+            out.push_str(if keep_escapes {
+                &rest[open..open + 2]
+            } else {
+                brace
+            });
             rest = &after[1..];
             continue;
         }
@@ -144,7 +148,10 @@ mod tests {
             "{who wrote hamlet?}"
         );
         // A value holding `{{` is not unescaped (inserted text is never scanned).
-        assert_eq!(fill_placeholders("{question}", &[("question", "{{a}}")]), "{{a}}");
+        assert_eq!(
+            fill_placeholders("{question}", &[("question", "{{a}}")]),
+            "{{a}}"
+        );
         // Keeping the escapes for a later fill: `{k}` filled, `{{k}}` kept.
         let once = fill_placeholders_keep_escapes("{k} of {{k}}: {question}", &[("k", "3")]);
         assert_eq!(once, "3 of {{k}}: {question}");

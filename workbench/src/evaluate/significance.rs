@@ -586,7 +586,9 @@ mod tests {
         // (t_{.975,15} + t_{.8,15}) · sd / 4 = (2.131450 + 0.866120) · 1.032796 / 4.
         let a = scores(&(0..16).map(|i| (i % 2) as f64).collect::<Vec<_>>());
         let b = scores(&(0..16).map(|i| ((i + 1) % 2) as f64).collect::<Vec<_>>());
-        let mde = min_detectable_difference(&a, &b, 0.05, 0.8).unwrap().unwrap();
+        let mde = min_detectable_difference(&a, &b, 0.05, 0.8)
+            .unwrap()
+            .unwrap();
         let want = (2.131_450 + 0.866_120) * (16.0f64 / 15.0).sqrt() / 4.0;
         assert!((mde - want).abs() < 1e-4, "{mde} vs {want}");
         // Four times the questions halve it (same spread).

@@ -118,7 +118,12 @@ pub fn dropped_note(set: &QuestionSet) -> String {
     format!(
         "{} questions left out ({}), {} gold answers dropped as they normalise to nothing ({})",
         set.skipped.len(),
-        name(set.skipped.iter().map(|r| format!("line {}: {}", r.line, r.reason)).collect()),
+        name(
+            set.skipped
+                .iter()
+                .map(|r| format!("line {}: {}", r.line, r.reason))
+                .collect()
+        ),
         set.dropped_golds.len(),
         name(
             set.dropped_golds

@@ -320,7 +320,8 @@ mod tests {
     #[test]
     fn golds_that_normalise_to_nothing_are_dropped_and_counted() {
         // NQ-open dev has golds `)` and `---`: SQuAD normalisation leaves nothing of them.
-        let text = "{\"id\": \"a\", \"question\": \"q1\", \"answer\": [\"Paris\", \")\", \"the\"]}\n\
+        let text =
+            "{\"id\": \"a\", \"question\": \"q1\", \"answer\": [\"Paris\", \")\", \"the\"]}\n\
                     {\"id\": \"b\", \"question\": \"q2\", \"answer\": [\")\"]}\n\
                     {\"id\": \"c\", \"question\": \"q3\", \"answer\": [\"---\", \" \"]}\n\
                     {\"id\": \"d\", \"question\": \"q4\", \"answer\": [\"1969\"]}\n";
@@ -334,10 +335,7 @@ mod tests {
         let ids: Vec<&str> = s.questions.iter().map(|q| q.id.as_str()).collect();
         assert_eq!(ids, ["a", "d"]);
         assert_eq!(s.questions[0].answers, ["Paris"]);
-        assert_eq!(
-            s.skipped.iter().map(|r| r.line).collect::<Vec<_>>(),
-            [2, 3]
-        );
+        assert_eq!(s.skipped.iter().map(|r| r.line).collect::<Vec<_>>(), [2, 3]);
         assert!(s.skipped[1].reason.contains("\"---\""), "{:?}", s.skipped);
         let dropped: Vec<(usize, &str, &str)> = s
             .dropped_golds
@@ -378,7 +376,10 @@ mod tests {
         assert_eq!(s.questions[0].answers, ["France"]);
         // SQuAD 2.0's unanswerable question stays unanswerable.
         assert!(s.questions[1].answers.is_empty());
-        assert_eq!(crate::evaluate::qa::exact_match("", &s.questions[1].answers), 1.0);
+        assert_eq!(
+            crate::evaluate::qa::exact_match("", &s.questions[1].answers),
+            1.0
+        );
         assert_eq!(s.skipped.len(), 1);
         assert_eq!(s.skipped[0].line, 3);
         assert_eq!(s.dropped_golds.len(), 1);

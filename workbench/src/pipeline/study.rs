@@ -353,8 +353,7 @@ pub fn is_control(run: &PipelineRun) -> bool {
     use super::config::RetrieverKind;
     let r = &run.config.retrieval.retrievers;
     !r.is_empty()
-        && r
-            .iter()
+        && r.iter()
             .all(|r| matches!(r.kind, RetrieverKind::Oracle | RetrieverKind::Random))
 }
 

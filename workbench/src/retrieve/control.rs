@@ -165,7 +165,10 @@ mod tests {
     #[test]
     fn the_oracle_returns_the_gold_documents_passages() {
         let o = OracleRetriever::new([("q1", "d3"), ("q2", "missing")], &passages()).unwrap();
-        assert_eq!(ids(o.retrieve_for("q1", "Who?", 5).unwrap()), ["d3#0", "d3#1"]);
+        assert_eq!(
+            ids(o.retrieve_for("q1", "Who?", 5).unwrap()),
+            ["d3#0", "d3#1"]
+        );
         // The query text does not matter (a transformed query gets the same gold).
         assert_eq!(
             ids(o.retrieve_for("q1", "a paraphrase", 5).unwrap()),

@@ -619,10 +619,7 @@ impl NqStudy {
             "questions_available".into(),
             self.questions_available.into(),
         );
-        s.insert(
-            "questions_left_out".into(),
-            self.questions_left_out.into(),
-        );
+        s.insert("questions_left_out".into(), self.questions_left_out.into());
         s.insert("golds_dropped".into(), self.golds_dropped.into());
         s.insert("passages".into(), self.passages.into());
         serde_json::Value::Object(s)
