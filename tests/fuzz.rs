@@ -726,7 +726,7 @@ fn fuzz_beir() {
 #[test]
 fn fuzz_nq_open() {
     fuzz_file("nq_open", "NQ-open.fuzz.jsonl", NQ.as_bytes(), |p| {
-        workbench::load::nq_open::load(p)
+        workbench::load::nq_open::load(p, workbench::load::question_set::BadRecords::Skip)
     });
 }
 

@@ -6,6 +6,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
+use workbench::load::question_set::BadRecords;
 use workbench::load::{beir, nq_open, rag_mini, squad, text_dir, wiki_leads, wikitext};
 use workbench::Error;
 
@@ -539,7 +540,9 @@ fn nq_open_records() {
 {"question": "who wrote he ain't heavy", "answer": ["Bobby Scott", "Bob Russell", "Bobby Scott"], "def_correct_predictions": ["x"]}
 "#,
     );
-    let qas = nq_open::load(&path).unwrap();
+    let set = nq_open::load(&path, BadRecords::Error).unwrap();
+    assert!(set.skipped.is_empty() && set.dropped_golds.is_empty());
+    let qas = set.questions;
     assert_eq!(qas.len(), 2);
     assert_eq!(qas[0].id, "nq-0");
     assert_eq!(qas[0].answers, ["14 December 1972 UTC", "December 1972"]);
@@ -557,7 +560,7 @@ fn nq_open_errors_name_file_and_line() {
         "{\"question\": \"a?\", \"answer\": [\"x\"]}\n{\"question\": \"b?\", \"answer\": [\"y\"]}\n{\"question\": \"c?\", \"answer\": []}\n",
     );
     assert_malformed(
-        nq_open::load(&path).unwrap_err(),
+        nq_open::load(&path, BadRecords::Error).unwrap_err(),
         "nq.jsonl",
         3,
         "empty `answer` list",
@@ -568,7 +571,53 @@ fn nq_open_errors_name_file_and_line() {
         "nq2.jsonl",
         "{\"question\": \"a?\", \"answer\": [\"x\"]}\n{\"question\": \"b?\"}\n",
     );
-    assert_malformed(nq_open::load(&path).unwrap_err(), "nq2.jsonl", 2, "answer");
+    assert_malformed(
+        nq_open::load(&path, BadRecords::Skip).unwrap_err(),
+        "nq2.jsonl",
+        2,
+        "answer",
+    );
+}
+
+/// NQ-open dev has gold answers `)` and `---`, which SQuAD normalisation empties: they are
+/// dropped and counted, and a question left without a gold is an error naming its line
+/// or, skipping, a counted skip; its id stays its line's.
+#[test]
+fn nq_open_golds_that_normalise_to_nothing() {
+    let tmp = TempDir::new().unwrap();
+    let path = write(
+        tmp.path(),
+        "nq.jsonl",
+        "{\"question\": \"a?\", \"answer\": [\"x\", \"---\"]}\n\
+         {\"question\": \"b?\", \"answer\": [\")\"]}\n\
+         {\"question\": \"c?\", \"answer\": [\"z\"]}\n",
+    );
+    assert_malformed(
+        nq_open::load(&path, BadRecords::Error).unwrap_err(),
+        "nq.jsonl",
+        2,
+        "no usable gold answer",
+    );
+    let set = nq_open::load(&path, BadRecords::Skip).unwrap();
+    let ids: Vec<&str> = set.questions.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids, ["nq-0", "nq-2"]);
+    assert_eq!(set.questions[0].answers, ["x"]);
+    assert_eq!(set.skipped.len(), 1);
+    assert_eq!(set.skipped[0].line, 2);
+    assert_eq!(set.dropped_golds.len(), 1);
+    assert_eq!(
+        (
+            set.dropped_golds[0].line,
+            set.dropped_golds[0].answer.as_str()
+        ),
+        (1, "---")
+    );
+    let note = nq_open::dropped_note(&set);
+    assert!(
+        note.starts_with("1 questions left out (line 2: ")
+            && note.contains("1 gold answers dropped"),
+        "{note}"
+    );
 }
 
 // ------------------------------------------------------------------ folder of text files
@@ -674,10 +723,18 @@ fn real_mirror_data() {
     );
     assert_eq!(set.qrels.values().map(|m| m.len()).sum::<usize>(), 4102);
 
+    // Questions whose only golds normalise to nothing are left out, and counted.
+    let nq = nq_open::load(&have("nq-open/NQ-open.dev.jsonl"), BadRecords::Skip).unwrap();
+    assert_eq!(nq.questions.len() + nq.skipped.len(), 3610);
+    for r in &nq.skipped {
+        assert!(r.reason.contains("no usable gold answer"), "{r:?}");
+    }
+    // `---` (line 291) and `)` (line 364) are those questions' only golds; `A+` and `*`
+    // are dropped beside golds that stay.
     assert_eq!(
-        nq_open::load(&have("nq-open/NQ-open.dev.jsonl"))
-            .unwrap()
-            .len(),
-        3610
+        nq.skipped.iter().map(|r| r.line).collect::<Vec<_>>(),
+        [291, 364]
     );
+    let dropped: Vec<&str> = nq.dropped_golds.iter().map(|d| d.answer.as_str()).collect();
+    assert_eq!(dropped, ["A+", "*"]);
 }

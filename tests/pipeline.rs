@@ -521,6 +521,96 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
     assert!(e.contains("bleu") && e.contains("recall"), "{e}");
 }
 
+/// Controls (oracle or random retrieval) are a Holm family of their own: the real
+/// comparisons are adjusted over the real systems only, the controls over the controls,
+/// and the table labels each row's family. A system identical to the baseline has no
+/// detectable difference (`–`), not 0.
+#[test]
+fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
+    use workbench::pipeline::config::RetrieverKind;
+    use workbench::pipeline::study::{significance_note, QaComparisons, StudyRun, StudyRuns};
+    let q = [
+        "What is the capital of France?",
+        "Who wrote Hamlet?",
+        "When did Apollo 11 land on the Moon?",
+        "Which river flows into the Mediterranean?",
+        "How many moons does Neptune have?",
+    ];
+    let perfect = ["Paris", "William Shakespeare", "1969", "the Nile", "16"];
+    let base = ["Paris", "Marlowe", "1970", "Not found.", "Not found."];
+    // Two real systems (one the baseline's twin), an oracle and a random control.
+    let systems = [
+        ("real", perfect, None),
+        ("twin", base, None),
+        ("oracle", perfect, Some(RetrieverKind::Oracle)),
+        ("random", base, Some(RetrieverKind::Random)),
+        ("base", base, None),
+    ];
+    let mut runs = StudyRuns::default();
+    for (name, a, kind) in systems {
+        let mut c = tiny();
+        c.cache.retrieval = false;
+        let p = Pipeline::build(c).unwrap();
+        let script: BTreeMap<&'static str, &'static str> = q.iter().copied().zip(a).collect();
+        let mut run = p.run(&mut Scripted(script), None).unwrap();
+        if let Some(k) = kind {
+            // What the study reads to tell a control: the run's retriever kind.
+            run.config.retrieval.retrievers[0].kind = k;
+        }
+        runs.0.push(StudyRun {
+            reader: "scripted-gguf".into(),
+            system: name.to_string(),
+            run,
+        });
+    }
+    let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();
+    let t = compared.table().unwrap();
+    assert_eq!(t.rows.len(), 16);
+    let col = |name: &str| t.header.iter().position(|h| h == name).unwrap();
+    let (metric, system, family) = (col("metric"), col("system"), col("family"));
+    let (p_raw, p_holm, mde) = (
+        col("p_randomization"),
+        col("p_randomization_holm"),
+        col("mde_80"),
+    );
+    let num = |r: &Vec<String>, c: usize| r[c].parse::<f64>().unwrap();
+    let row = |m: &str, s: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[metric] == m && r[system] == s)
+            .unwrap()
+            .clone()
+    };
+    for m in ["em", "f1", "match", "recall"] {
+        for (s, fam) in [
+            ("real", "real"),
+            ("twin", "real"),
+            ("oracle", "control"),
+            ("random", "control"),
+        ] {
+            assert_eq!(row(m, s)[family], fam, "{m} {s}");
+        }
+        // The twin's p is 1, so in a family of two (real, twin) Holm doubles the real
+        // system's p: 2p, not the 4p of a family that counted the controls too.
+        let (r, twin) = (row(m, "real"), row(m, "twin"));
+        assert_eq!(num(&twin, p_raw), 1.0, "{m}");
+        let want = (2.0 * num(&r, p_raw)).min(1.0);
+        assert!((num(&r, p_holm) - want).abs() < 2e-4, "{m}: {r:?}");
+        // The controls: a family of two of their own (the oracle scores as `real` does,
+        // random as the baseline does).
+        let (o, rnd) = (row(m, "oracle"), row(m, "random"));
+        assert_eq!(num(&o, p_raw), num(&r, p_raw), "{m}");
+        assert!((num(&o, p_holm) - want).abs() < 2e-4, "{m}: {o:?}");
+        assert_eq!(num(&rnd, p_holm), 1.0, "{m}");
+        // Identical to the baseline: the detectable difference is undefined.
+        assert_eq!(twin[mde], "–", "{m}");
+        assert_eq!(rnd[mde], "–", "{m}");
+        assert!(num(&r, mde) > 0.0, "{m}");
+    }
+    let note = significance_note(&compared);
+    assert!(note.contains("control"), "{note}");
+}
+
 #[test]
 fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
     use workbench::pipeline::study::{
@@ -965,6 +1055,50 @@ fn question_set_bad_records_error_or_counted_skip() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("skipped.json")).unwrap())
             .unwrap();
     assert_eq!(skipped.as_array().unwrap().len(), 3);
+}
+
+/// A gold answer that SQuAD-normalises to nothing (`---`, `)`) is dropped and counted; a
+/// question left with no gold is a bad record, not an unanswerable question that an
+/// abstention would get right.
+#[test]
+fn golds_that_normalise_to_nothing_are_dropped_and_reported() {
+    let text = tiny_text().replace("questions.jsonl", "empty_gold_questions.jsonl");
+    let e = Pipeline::build(config(&text).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("empty_gold_questions.jsonl:2:") && e.contains("no usable gold answer"),
+        "{e}"
+    );
+    let text = text.replace(
+        "path = \"tests/data/pipeline/empty_gold_questions.jsonl\"",
+        "path = \"tests/data/pipeline/empty_gold_questions.jsonl\"\non_bad_record = \"skip\"",
+    );
+    let p = Pipeline::build(config(&text).unwrap()).unwrap();
+    // A reader that always abstains: no question it is run on can score EM = 1.
+    let never: BTreeMap<&'static str, &'static str> = BTreeMap::new();
+    let run = p.run(&mut Scripted(never), None).unwrap();
+    let ids: Vec<&str> = run.records.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["g1", "g3"]);
+    assert_eq!(run.records[0].gold_answers, ["Paris"]);
+    let s = run.summary();
+    assert_eq!((s.skipped, s.dropped_golds), (1, 1));
+    assert_eq!(s.em, 0.0);
+    assert!(s
+        .to_table()
+        .rows
+        .iter()
+        .any(|r| r[0].starts_with("gold answers dropped") && r[1] == "1"));
+    let dir = tempfile::tempdir().unwrap();
+    run.write(dir.path()).unwrap();
+    let dropped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("dropped_golds.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(dropped[0]["answer"], "---");
+    assert_eq!(dropped[0]["line"], 1);
+    assert_eq!(dropped.as_array().unwrap().len(), 1);
 }
 
 #[test]

@@ -60,8 +60,10 @@ sizes.push(["squad-v2-dev-half".to_string(), assets.spec("squad-v2-dev-half")?.h
             format!("{} questions ({} unanswerable)", squad.examples.len(),
                     squad.examples.iter().filter(|q| q.is_unanswerable()).count()),
             squad.contexts.len().to_string(), squad_words.to_string(), assets.spec("squad-v2-dev-half")?.license.clone()])?;
-let nq = load::nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?;
-sizes.push(["nq-open".to_string(), assets.spec("nq-open")?.hf_id.clone(), format!("{} questions", nq.len()),
+let nq = load::nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?, load::question_set::BadRecords::Skip)?;
+sizes.push(["nq-open".to_string(), assets.spec("nq-open")?.hf_id.clone(),
+            format!("{} questions ({} without a gold answer that normalises to something left out)",
+                    nq.questions.len(), nq.skipped.len()),
             "–".to_string(), "–".to_string(), assets.spec("nq-open")?.license.clone()])?;
 let dir = assets.resolve_all("msmarco-dl19-subset")?;
 let beir = load::beir::load(&dir, "test")?;

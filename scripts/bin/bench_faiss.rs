@@ -146,7 +146,12 @@ fn main() -> Result<()> {
     );
 
     // Queries: a seeded sample of NQ-open dev questions, in file order.
-    let all = nq_open::load(&assets.resolve(QUESTIONS, "NQ-open.dev.jsonl")?)?;
+    let nq = nq_open::load(
+        &assets.resolve(QUESTIONS, "NQ-open.dev.jsonl")?,
+        workbench::load::question_set::BadRecords::Skip,
+    )?;
+    eprintln!("NQ-open dev: {}", nq_open::dropped_note(&nq));
+    let all = nq.questions;
     ensure!(
         args.queries <= all.len(),
         "--queries {} exceeds the {} NQ-open dev questions",

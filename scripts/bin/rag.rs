@@ -10,7 +10,8 @@
 //! OpenAI-compatible server), runs every question and writes `data/results/<name>/`:
 //! `traces.jsonl`, `predictions.json` (SQuAD format), `raw_predictions.json`,
 //! `summary.json`, `summary.md`, `per_question.csv`, `by_group.csv` / `.md` (report 001's
-//! question groups), `config.toml` (resolved), `skipped.json`, plus `config.json` and
+//! question groups), `config.toml` (resolved), `skipped.json`, `dropped_golds.json` (gold answers that
+//! normalise to nothing, dropped and listed), plus `config.json` and
 //! `manifest.json`. A fresh result is skipped unless `--force`.
 //!
 //! While it runs, each finished question is appended to

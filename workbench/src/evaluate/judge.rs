@@ -12,6 +12,11 @@
 //! judged incorrect without asking. Runs report the share above the cut and the mean
 //! P(Yes), the graded score BERGEN reports for its LLM evaluation.
 //!
+//! This is the scheme of BERGEN's LLM evaluation (its `config/evaluator/default_qa.yaml`:
+//! the judge is shown the question, the golden answer and the generated answer, generates
+//! one token, and its `Yes` / `No` logits give the score), with this workbench's own prompt
+//! and model. It is not a rating scale, and it needs the gold answers.
+//!
 //! A small judge is weak. [`cohen_kappa`] of its verdicts against the token-bounded
 //! containment Match (`answer_found`) is reported with every judged run, over the
 //! questions the reader answered: an abstention is a "no" on both sides by construction,

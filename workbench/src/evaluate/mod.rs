@@ -7,7 +7,7 @@
 //! | [`significance`] | paired t, randomisation, bootstrap and studentised bootstrap tests on per-query scores | Smucker, Allan & Carterette (2007); Efron & Tibshirani (1993); Sakai (2006) |
 //! | [`trec`] | read and write TREC run and qrels files | trec_eval file formats |
 //! | [`context`] | context precision of the passages a reader was given, and its rank-aware (average precision) variant | report 004; RAGAS |
-//! | [`judge`] | an LLM judge (feature `llm`): first-token P(Yes) of a GGUF model shown the question, gold answers and prediction; Cohen's kappa against Match | BERGEN's and FlashRAG's LLM evaluation |
+//! | [`judge`] | an LLM judge (feature `llm`): first-token P(Yes) of a GGUF model shown the question, gold answers and prediction; Cohen's kappa against Match | BERGEN's LLM evaluation (`config/evaluator/default_qa.yaml`: one generated token, the `Yes` / `No` logits, given the question, the golden answer and the generated answer) |
 //! | [`groups`] | report 001's question groups, per-group EM/F1 and winners, answered-only scores, with polars group-bys (feature `parquet`) | report 001 Tables 3–4 |
 //!
 //! Every ranking metric returns a [`MetricResult`]: the mean over the evaluated

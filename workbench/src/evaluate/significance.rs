@@ -504,7 +504,11 @@ pub fn mean_ci95(values: &[f64], trials: usize, seed: u64) -> Result<(f64, f64)>
 /// differences and their number: `(t_{1−α/2, n−1} + t_{power, n−1}) · sd(d) / √n`
 /// (the usual normal-approximation formula with Student quantiles). It says how large a
 /// difference the run's size could have shown: a difference below it that is not
-/// significant is no evidence of equality. 0 when every difference is the same.
+/// significant is no evidence of equality.
+///
+/// `None` when every paired difference is the same (identical systems, or one that
+/// differs by the same amount on every question): the differences have no spread, so the
+/// formula has nothing to scale and the detectable difference is undefined.
 ///
 /// Errors: the pairing errors of the module docs; `alpha` or `power` outside (0, 1).
 pub fn min_detectable_difference(
@@ -512,7 +516,7 @@ pub fn min_detectable_difference(
     b: &BTreeMap<String, f64>,
     alpha: f64,
     power: f64,
-) -> Result<f64> {
+) -> Result<Option<f64>> {
     for (name, v) in [("alpha", alpha), ("power", power)] {
         if !(v > 0.0 && v < 1.0) {
             return Err(Error::param(name, format!("{v} is not in (0, 1)")));
@@ -520,11 +524,11 @@ pub fn min_detectable_difference(
     }
     let p = Paired::new(a, b)?;
     let Some(sd) = p.sd_diff() else {
-        return Ok(0.0);
+        return Ok(None);
     };
     let dist = p.student_t()?;
     let q = dist.inverse_cdf(1.0 - alpha / 2.0) + dist.inverse_cdf(power);
-    Ok(q * sd / (p.n() as f64).sqrt())
+    Ok(Some(q * sd / (p.n() as f64).sqrt()))
 }
 
 /// Quantile `q` (0…1) of sorted `v` by linear interpolation between order
@@ -582,16 +586,32 @@ mod tests {
         // (t_{.975,15} + t_{.8,15}) · sd / 4 = (2.131450 + 0.866120) · 1.032796 / 4.
         let a = scores(&(0..16).map(|i| (i % 2) as f64).collect::<Vec<_>>());
         let b = scores(&(0..16).map(|i| ((i + 1) % 2) as f64).collect::<Vec<_>>());
-        let mde = min_detectable_difference(&a, &b, 0.05, 0.8).unwrap();
+        let mde = min_detectable_difference(&a, &b, 0.05, 0.8)
+            .unwrap()
+            .unwrap();
         let want = (2.131_450 + 0.866_120) * (16.0f64 / 15.0).sqrt() / 4.0;
         assert!((mde - want).abs() < 1e-4, "{mde} vs {want}");
         // Four times the questions halve it (same spread).
         let a4 = scores(&(0..64).map(|i| (i % 2) as f64).collect::<Vec<_>>());
         let b4 = scores(&(0..64).map(|i| ((i + 1) % 2) as f64).collect::<Vec<_>>());
-        let mde4 = min_detectable_difference(&a4, &b4, 0.05, 0.8).unwrap();
+        let mde4 = min_detectable_difference(&a4, &b4, 0.05, 0.8)
+            .unwrap()
+            .unwrap();
         assert!(mde4 < 0.5 * mde && mde4 > 0.44 * mde, "{mde4} vs {mde}");
-        assert_eq!(min_detectable_difference(&a, &a, 0.05, 0.8).unwrap(), 0.0);
         assert!(min_detectable_difference(&a, &b, 0.0, 0.8).is_err());
+    }
+
+    #[test]
+    fn detectable_difference_is_undefined_without_spread() {
+        let a = scores(&(0..16).map(|i| (i % 2) as f64).collect::<Vec<_>>());
+        // Identical systems: every difference is 0.
+        assert_eq!(min_detectable_difference(&a, &a, 0.05, 0.8).unwrap(), None);
+        // A constant shift: every difference is 0.25, no spread either.
+        let shifted = scores(&(0..16).map(|i| (i % 2) as f64 + 0.25).collect::<Vec<_>>());
+        assert_eq!(
+            min_detectable_difference(&shifted, &a, 0.05, 0.8).unwrap(),
+            None
+        );
     }
 
     fn scores(v: &[f64]) -> BTreeMap<String, f64> {

@@ -16,16 +16,27 @@
 //!   precedence over the rule of `evaluate::groups` (feature `parquet`);
 //! - answers keep their order; repeated answer strings are kept once. Answers that
 //!   are regular expressions (DPR's CuratedTREC files) are stored as they are and
-//!   matched as DPR matches them when the pipeline's `answer_match` is `dpr-regex`.
+//!   matched as DPR matches them when the pipeline's `answer_match` is `dpr-regex`;
+//! - an answer that SQuAD-normalises to the empty string ([`normalize_answer`]: blank,
+//!   or only punctuation and articles, e.g. `)` or `---` in NQ-open dev) is **dropped**
+//!   from its question's gold list and listed in [`QuestionSet::dropped_golds`]: scored
+//!   as the SQuAD script scores, it would stand for "unanswerable", where an abstention
+//!   scores EM = F1 = 1.
 //!
-//! **Bad records** (an empty question, no usable gold answer, an id seen before) are
-//! handled by [`BadRecords`]: [`BadRecords::Error`] (the default) stops at the first with
-//! an error naming the file, the line and what is wrong; [`BadRecords::Skip`] leaves the
-//! record out and **counts it** in [`QuestionSet::skipped`] with its line and reason.
-//! Never a silent drop. A line that is not JSON, or lacks `question` / `answer`, is
-//! always an error: it is a broken file, not a bad record.
+//! **Bad records** (an empty question, no usable gold answer — an empty `answer` list, or
+//! every answer dropped as above —, an id seen before) are handled by [`BadRecords`]:
+//! [`BadRecords::Error`] (the default) stops at the first with an error naming the file,
+//! the line and what is wrong; [`BadRecords::Skip`] leaves the record out and **counts
+//! it** in [`QuestionSet::skipped`] with its line and reason. Never a silent drop. A line
+//! that is not JSON, or lacks `question` / `answer`, is always an error: it is a broken
+//! file, not a bad record.
+//!
+//! [`from_examples`] applies the same gold-answer rule to questions another loader read
+//! (SQuAD, RAG-Mini-Wikipedia), where a question with no answer at all is unanswerable by
+//! design and is kept.
 
 use crate::evaluate::answer_match::AnswerMatch;
+use crate::evaluate::qa::normalize_answer;
 use crate::{Error, QaExample, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -46,10 +57,23 @@ pub enum BadRecords {
 /// A record left out under [`BadRecords::Skip`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SkippedRecord {
-    /// 1-based line in the file.
+    /// 1-based line in the file (for questions checked by [`from_examples`]: the
+    /// question's 1-based position in the loaded list).
     pub line: usize,
     /// Why it was left out.
     pub reason: String,
+}
+
+/// A gold answer dropped from a kept question because it SQuAD-normalises to the empty
+/// string (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DroppedGold {
+    /// 1-based line in the file (for [`from_examples`]: the question's 1-based position).
+    pub line: usize,
+    /// The question's id.
+    pub id: String,
+    /// The answer as written.
+    pub answer: String,
 }
 
 /// A loaded question set.
@@ -62,12 +86,112 @@ pub struct QuestionSet {
     /// Records left out under [`BadRecords::Skip`] (always empty under `Error`).
     pub skipped: Vec<SkippedRecord>,
     /// The answer-matching rule of the data set's own scorer, used when a pipeline's
-    /// `evaluation.answer_match` is not set. A JSONL set gets
-    /// [`AnswerMatch::Squad`]: NQ-open's official EfficientQA scorer and FlashRAG's
-    /// metrics normalise answers as the SQuAD script does (lowercase, no punctuation, no
-    /// articles). DPR's own rules (`dpr`, `dpr-regex` for CuratedTREC's patterns) are
-    /// chosen in the config.
+    /// `evaluation.answer_match` is not set. Every set the workbench loads gets
+    /// [`AnswerMatch::Squad`]: SQuAD's official evaluation script normalises answers
+    /// that way (lowercase, no punctuation, no articles), and so do NQ-open's official
+    /// EfficientQA scorer and FlashRAG's metrics (JSONL sets); RAG Mini Wikipedia ships no
+    /// scorer, and BERGEN's Match and FlashRAG's `acc` normalise as SQuAD does (196 of
+    /// its 918 golds end in punctuation, `Yes.`, `1944.`, that DPR's tokens would keep).
+    /// DPR's own rules (`dpr`, `dpr-regex` for CuratedTREC's patterns) are chosen in the
+    /// config.
     pub answer_match: AnswerMatch,
+    /// Gold answers dropped from the kept questions because they normalise to nothing
+    /// (the answers of a skipped question are named in its reason instead).
+    pub dropped_golds: Vec<DroppedGold>,
+}
+
+impl Default for QuestionSet {
+    /// An empty set under the SQuAD rule (see [`QuestionSet::answer_match`]).
+    fn default() -> Self {
+        QuestionSet {
+            questions: Vec::new(),
+            groups: BTreeMap::new(),
+            skipped: Vec::new(),
+            answer_match: AnswerMatch::Squad,
+            dropped_golds: Vec::new(),
+        }
+    }
+}
+
+/// Split `answers` into the usable ones (distinct, in order) and the ones that
+/// SQuAD-normalise to the empty string (distinct, in order), which no prediction can
+/// match except by saying nothing.
+pub fn split_golds(answers: impl IntoIterator<Item = String>) -> (Vec<String>, Vec<String>) {
+    let (mut kept, mut dropped): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for a in answers {
+        let to = if normalize_answer(&a).is_empty() {
+            &mut dropped
+        } else {
+            &mut kept
+        };
+        if !to.contains(&a) {
+            to.push(a);
+        }
+    }
+    (kept, dropped)
+}
+
+/// Why question `id` has no gold answer left, `dropped` being its answers that normalise
+/// to nothing.
+fn no_gold_reason(id: &str, question: &str, dropped: &[String]) -> String {
+    if dropped.is_empty() {
+        format!("question `{id}` ({question:?}): no gold answer (`answer` is empty)")
+    } else {
+        format!(
+            "question `{id}` ({question:?}): no usable gold answer: every answer ({dropped:?}) \
+             normalises to the empty string (SQuAD normalisation), which would make it unanswerable"
+        )
+    }
+}
+
+/// Apply the gold-answer rule of the [module docs](self) to questions another loader
+/// read from `source`: answers that normalise to nothing are dropped and listed; an
+/// answerable question (one that had answers) left with none is a bad record, handled by
+/// `bad` (an error names `source` and the question's 1-based position as `record N`, a
+/// skip counts it with that position). A question with no answer at all (SQuAD 2.0's
+/// unanswerable questions) is kept as it is.
+///
+/// Errors: [`Error::MalformedRecord`] under [`BadRecords::Error`]; [`Error::BadInput`]
+/// when no question is left.
+pub fn from_examples(
+    examples: Vec<QaExample>,
+    bad: BadRecords,
+    source: &Path,
+) -> Result<QuestionSet> {
+    let mut set = QuestionSet::default();
+    for (i, mut q) in examples.into_iter().enumerate() {
+        let n = i + 1;
+        if q.answers.is_empty() {
+            set.questions.push(q);
+            continue;
+        }
+        let (kept, dropped) = split_golds(std::mem::take(&mut q.answers));
+        if kept.is_empty() {
+            let reason = no_gold_reason(&q.id, &q.question, &dropped);
+            match bad {
+                BadRecords::Error => return Err(Error::record(source, "record", n, reason)),
+                BadRecords::Skip => {
+                    set.skipped.push(SkippedRecord { line: n, reason });
+                    continue;
+                }
+            }
+        }
+        set.dropped_golds
+            .extend(dropped.into_iter().map(|answer| DroppedGold {
+                line: n,
+                id: q.id.clone(),
+                answer,
+            }));
+        q.answers = kept;
+        set.questions.push(q);
+    }
+    if set.questions.is_empty() {
+        return Err(Error::bad_input(
+            source,
+            format!("no questions left ({} records skipped)", set.skipped.len()),
+        ));
+    }
+    Ok(set)
 }
 
 #[derive(Deserialize)]
@@ -95,14 +219,15 @@ struct Record {
 /// * [`Error::Io`] when the file cannot be read;
 /// * [`Error::Malformed`] (`path:line: …`) for a line that is not a JSON object with a
 ///   string `question` and a list-of-strings `answer`, and, under
-///   [`BadRecords::Error`], for an empty question, an `answer` list with no non-blank
-///   answer, or an id already used by an earlier record;
+///   [`BadRecords::Error`], for an empty question, an `answer` list with no answer that
+///   normalises to something, or an id already used by an earlier record;
 /// * [`Error::BadInput`] when no question is left.
 pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut questions = Vec::new();
     let mut groups = BTreeMap::new();
     let mut skipped = Vec::new();
+    let mut dropped_golds = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for (i, line) in BufReader::new(f).lines().enumerate() {
         let lineno = i + 1;
@@ -117,19 +242,11 @@ pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
             Some(RawId::Int(n)) => n.to_string(),
             None => format!("line-{lineno}"),
         };
-        let mut answers: Vec<String> = Vec::with_capacity(rec.answer.len());
-        for a in rec.answer {
-            if !a.trim().is_empty() && !answers.contains(&a) {
-                answers.push(a);
-            }
-        }
+        let (answers, dropped) = split_golds(rec.answer);
         let problem = if rec.question.trim().is_empty() {
             Some(format!("question `{id}`: empty `question`"))
         } else if answers.is_empty() {
-            Some(format!(
-                "question `{id}` ({:?}): no gold answer (`answer` is empty or blank)",
-                rec.question
-            ))
+            Some(no_gold_reason(&id, &rec.question, &dropped))
         } else if id.trim().is_empty() {
             Some("empty `id`".to_string())
         } else if seen.contains(&id) {
@@ -152,6 +269,11 @@ pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
             }
         }
         seen.insert(id.clone());
+        dropped_golds.extend(dropped.into_iter().map(|answer| DroppedGold {
+            line: lineno,
+            id: id.clone(),
+            answer,
+        }));
         if let Some(g) = rec.group.filter(|g| !g.trim().is_empty()) {
             groups.insert(id.clone(), g);
         }
@@ -174,6 +296,7 @@ pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
         groups,
         skipped,
         answer_match: AnswerMatch::Squad,
+        dropped_golds,
     })
 }
 
@@ -217,6 +340,75 @@ mod tests {
         assert_eq!(s.questions[1].id, "7");
         assert_eq!(s.groups["7"], "Who");
         assert!(s.skipped.is_empty());
+    }
+
+    #[test]
+    fn golds_that_normalise_to_nothing_are_dropped_and_counted() {
+        // NQ-open dev has golds `)` and `---`: SQuAD normalisation leaves nothing of them.
+        let text =
+            "{\"id\": \"a\", \"question\": \"q1\", \"answer\": [\"Paris\", \")\", \"the\"]}\n\
+                    {\"id\": \"b\", \"question\": \"q2\", \"answer\": [\")\"]}\n\
+                    {\"id\": \"c\", \"question\": \"q3\", \"answer\": [\"---\", \" \"]}\n\
+                    {\"id\": \"d\", \"question\": \"q4\", \"answer\": [\"1969\"]}\n";
+        let f = write(text);
+        let e = load(f.path(), BadRecords::Error).unwrap_err().to_string();
+        assert!(
+            e.contains(":2:") && e.contains("`b`") && e.contains("no usable gold answer"),
+            "{e}"
+        );
+        let s = load(f.path(), BadRecords::Skip).unwrap();
+        let ids: Vec<&str> = s.questions.iter().map(|q| q.id.as_str()).collect();
+        assert_eq!(ids, ["a", "d"]);
+        assert_eq!(s.questions[0].answers, ["Paris"]);
+        assert_eq!(s.skipped.iter().map(|r| r.line).collect::<Vec<_>>(), [2, 3]);
+        assert!(s.skipped[1].reason.contains("\"---\""), "{:?}", s.skipped);
+        let dropped: Vec<(usize, &str, &str)> = s
+            .dropped_golds
+            .iter()
+            .map(|d| (d.line, d.id.as_str(), d.answer.as_str()))
+            .collect();
+        assert_eq!(dropped, [(1, "a", ")"), (1, "a", "the")]);
+        // No question the loader keeps scores an abstention as correct.
+        for q in &s.questions {
+            assert_eq!(crate::evaluate::qa::exact_match("", &q.answers), 0.0);
+        }
+    }
+
+    #[test]
+    fn other_loaders_questions_keep_unanswerables_and_lose_empty_golds() {
+        let q = |id: &str, answers: &[&str]| QaExample {
+            id: id.into(),
+            question: format!("question {id}"),
+            answers: answers.iter().map(|a| a.to_string()).collect(),
+            context_id: None,
+            title: None,
+        };
+        let path = Path::new("dev-v2.0.json");
+        let examples = vec![
+            q("answerable", &["France", "."]),
+            q("unanswerable", &[]),
+            q("empty-golds", &["---"]),
+        ];
+        let e = from_examples(examples.clone(), BadRecords::Error, path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("dev-v2.0.json") && e.contains("record 3") && e.contains("`empty-golds`"),
+            "{e}"
+        );
+        let s = from_examples(examples, BadRecords::Skip, path).unwrap();
+        assert_eq!(s.questions.len(), 2);
+        assert_eq!(s.questions[0].answers, ["France"]);
+        // SQuAD 2.0's unanswerable question stays unanswerable.
+        assert!(s.questions[1].answers.is_empty());
+        assert_eq!(
+            crate::evaluate::qa::exact_match("", &s.questions[1].answers),
+            1.0
+        );
+        assert_eq!(s.skipped.len(), 1);
+        assert_eq!(s.skipped[0].line, 3);
+        assert_eq!(s.dropped_golds.len(), 1);
+        assert_eq!(s.dropped_golds[0].answer, ".");
     }
 
     #[test]

@@ -84,6 +84,16 @@ pub fn key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> {
     for r in &p.retrievers {
         field(r.name().as_bytes());
     }
+    // The oracle looks questions up by id: its entries are keyed apart from those it
+    // wrote when it looked them up by text.
+    if p.config
+        .retrieval
+        .retrievers
+        .iter()
+        .any(|r| r.kind == super::config::RetrieverKind::Oracle)
+    {
+        field(b"oracle-by-question-id");
+    }
     field(
         p.fusion
             .as_ref()

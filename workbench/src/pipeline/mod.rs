@@ -408,7 +408,8 @@ impl Pipeline {
         Ok((retrievers, passages, lookup))
     }
 
-    /// The oracle of `questions` (their SQuAD paragraphs) over `passages`.
+    /// The oracle of `questions` (their SQuAD paragraphs) over `passages`, keyed by question
+    /// id (two questions may share a text).
     fn oracle(
         questions: &QuestionSet,
         passages: &[Passage],
@@ -419,7 +420,7 @@ impl Pipeline {
             .map(|q| {
                 q.context_id
                     .as_deref()
-                    .map(|c| (q.question.as_str(), c))
+                    .map(|c| (q.id.as_str(), c))
                     .ok_or_else(|| {
                         Error::param(
                             "retrieval.retrievers.kind",
@@ -537,30 +538,17 @@ impl Pipeline {
                 let qp = path("rag-mini-wikipedia", "questions.csv")?;
                 let infos = qp.with_file_name("infos.csv");
                 let examples = crate::load::rag_mini::load_csv(&infos, &qp)?.1;
-                QuestionSet {
-                    questions: examples,
-                    groups: Default::default(),
-                    skipped: Vec::new(),
-                    // RAG Mini Wikipedia ships no scorer; BERGEN's Match and FlashRAG's
-                    // `acc` normalise as SQuAD does, and 196 of its 918 golds end in
-                    // punctuation (`Yes.`, `1944.`) that DPR's tokens would keep.
-                    answer_match: crate::evaluate::answer_match::AnswerMatch::Squad,
-                }
+                question_set::from_examples(examples, q.on_bad_record, &qp)?
             }
             QuestionsKind::Squad => {
-                let set = crate::load::squad::load(&path("squad-v2-dev-half", "dev-v2.0.json")?)?;
+                let sp = path("squad-v2-dev-half", "dev-v2.0.json")?;
+                let set = crate::load::squad::load(&sp)?;
                 let examples: Vec<QaExample> = set
                     .examples
                     .into_iter()
                     .filter(|e| !(q.answerable_only && e.is_unanswerable()))
                     .collect();
-                QuestionSet {
-                    questions: examples,
-                    groups: Default::default(),
-                    skipped: Vec::new(),
-                    // The official SQuAD 2.0 evaluation script's normalisation.
-                    answer_match: crate::evaluate::answer_match::AnswerMatch::Squad,
-                }
+                question_set::from_examples(examples, q.on_bad_record, &sp)?
             }
         };
         if q.split == config::QuestionSplit::Test {
@@ -637,9 +625,12 @@ impl Pipeline {
         ))
     }
 
-    /// Retrieval for one list of queries: fused first stage, optional re-rank.
+    /// Retrieval for one list of queries of the question `id`: fused first stage, optional
+    /// re-rank. Each retriever is asked with the question's id beside the query
+    /// ([`Retriever::retrieve_for`]): the oracle answers by the id.
     fn retrieve(
         &self,
+        id: &str,
         question: &str,
         queries: &[String],
         rewrite: bool,
@@ -651,7 +642,7 @@ impl Pipeline {
             let lists = self
                 .retrievers
                 .iter()
-                .map(|r| r.retrieve(q, depth))
+                .map(|r| r.retrieve_for(id, q, depth))
                 .collect::<Result<Vec<_>>>()?;
             let fused = match &self.fusion {
                 Some(f) => f.fuse(&lists)?,
@@ -837,7 +828,7 @@ impl Pipeline {
                     let mut bar = crate::progress::bar(qs.len(), "retrieve");
                     for (i, q) in qs.iter().enumerate() {
                         out.push(
-                            self.retrieve(&q.question, &queries[i], rewrite)
+                            self.retrieve(&q.id, &q.question, &queries[i], rewrite)
                                 .map_err(|e| at(i, e))?,
                         );
                         crate::progress::tick(&mut bar, 1);
@@ -942,6 +933,7 @@ impl Pipeline {
             answer_match: rule,
             config: self.config.clone(),
             skipped: self.questions.skipped.clone(),
+            dropped_golds: self.questions.dropped_golds.clone(),
             retrieval_cache: cache_status,
             records,
         })

@@ -148,20 +148,20 @@ fn model_label(model: &str) -> String {
 }
 
 /// The template text and passage format `[reader]` gives both reader kinds: `{k}`
-/// replaced, `{{`/`}}` unescaped, `{passages}` appended to a closed-book template, `{i}`
-/// written as `{rank}`.
+/// replaced, `{passages}` appended to a closed-book template, `{i}` written as `{rank}`.
+/// `{{` and `}}` stay escapes: the reader unescapes them in the pass that fills
+/// `{question}` and `{passages}` ([`crate::text::fill_placeholders`]), so `{{question}}`
+/// reaches the model as the literal `{question}`.
 fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
+    use crate::text::fill_placeholders_keep_escapes as fill;
     let c = &pipeline.config().reader;
     let template = crate::load::read_to_string(&pipeline.config().resolve(&c.prompt))?;
     let template = template.strip_suffix('\n').unwrap_or(&template);
-    let mut prompt = template
-        .replace("{k}", &c.passages.to_string())
-        .replace("{{", "{")
-        .replace("}}", "}");
+    let mut prompt = fill(template, &[("k", &c.passages.to_string())]);
     if !pipeline.template().uses_passages() {
         prompt.push_str("{passages}");
     }
-    Ok((prompt, c.passage_format.replace("{i}", "{rank}")))
+    Ok((prompt, fill(&c.passage_format, &[("i", "{rank}")])))
 }
 
 /// The [`ExtractiveReader`] of `[reader]` (`kind = "extractive"`): a QA folder or asset,

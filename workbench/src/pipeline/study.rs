@@ -347,9 +347,22 @@ pub fn metrics_of(runs: &[&PipelineRun]) -> Vec<&'static str> {
     m
 }
 
+/// Whether `run` is a control: it retrieves, and every retriever is the oracle (the gold
+/// passage) or random passages. A control bounds what retrieval can add; its comparison
+/// with a baseline is not one of the study's real comparisons.
+pub fn is_control(run: &PipelineRun) -> bool {
+    use super::config::RetrieverKind;
+    let r = &run.config.retrieval.retrievers;
+    !r.is_empty()
+        && r.iter()
+            .all(|r| matches!(r.kind, RetrieverKind::Oracle | RetrieverKind::Random))
+}
+
 /// Paired tests of a QA study, collected comparison by comparison, written as one table
 /// ([`QaComparisons::table`]) with the Holm–Bonferroni correction applied per family and
-/// the minimum detectable difference of each comparison.
+/// the minimum detectable difference of each comparison. Comparisons that involve a
+/// control ([`is_control`]) are a family of their own, so they do not make the correction
+/// of the real comparisons more conservative.
 #[derive(Debug, Default)]
 pub struct QaComparisons {
     rows: Vec<QaComparison>,
@@ -362,16 +375,21 @@ struct QaComparison {
     system: String,
     baseline: String,
     comparison: significance::Comparison,
-    mde: f64,
+    /// `None` when the paired differences have no spread (undefined).
+    mde: Option<f64>,
+    /// The system or the baseline is a control ([`is_control`]).
+    control: bool,
 }
 
 impl QaComparisons {
-    /// The columns of [`table`](Self::table): reader, metric, system, baseline,
+    /// The columns of [`table`](Self::table): reader, metric, system, baseline, `family`
+    /// (`real`, or `control` when the system or the baseline is a control),
     /// [`significance::Comparison::COLUMNS`], then `p_randomization_holm` (the
     /// randomisation p-value adjusted over its family), `mark_holm` (`†` p̃ < 0.05, `††`
-    /// p̃ < 0.01) and `mde_80` (the difference detectable at α = 0.05 with power 0.8).
+    /// p̃ < 0.01) and `mde_80` (the difference detectable at α = 0.05 with power 0.8; `–`
+    /// when the paired differences are all the same, e.g. identical systems).
     pub fn columns() -> Vec<String> {
-        ["reader", "metric", "system", "baseline"]
+        ["reader", "metric", "system", "baseline", "family"]
             .into_iter()
             .chain(significance::Comparison::COLUMNS)
             .chain(["p_randomization_holm", "mark_holm", "mde_80"])
@@ -398,19 +416,22 @@ impl QaComparisons {
                 baseline: baseline.to_string(),
                 comparison: significance::compare(&a, &b, trials, seed)?,
                 mde: significance::min_detectable_difference(&a, &b, 0.05, 0.8)?,
+                control: is_control(run) || is_control(base),
             });
         }
         Ok(())
     }
 
-    /// The table. A **family** is every comparison of one reader on one metric (all the
-    /// systems compared in the table on, say, EM); Holm's adjustment runs over each.
+    /// The table. A **family** is every real comparison of one reader on one metric (all
+    /// the systems compared in the table on, say, EM), and apart from it every comparison
+    /// of that reader and metric that involves a control ([`is_control`]); Holm's
+    /// adjustment runs over each family.
     pub fn table(&self) -> Result<Table> {
         let mut holm = vec![f64::NAN; self.rows.len()];
-        let mut families: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+        let mut families: BTreeMap<(&str, &str, bool), Vec<usize>> = BTreeMap::new();
         for (i, r) in self.rows.iter().enumerate() {
             families
-                .entry((r.reader.as_str(), r.metric.as_str()))
+                .entry((r.reader.as_str(), r.metric.as_str(), r.control))
                 .or_default()
                 .push(i);
         }
@@ -430,12 +451,13 @@ impl QaComparisons {
                 r.metric.clone(),
                 r.system.clone(),
                 r.baseline.clone(),
+                if r.control { "control" } else { "real" }.to_string(),
             ];
             row.extend(r.comparison.cells());
             row.extend([
                 format!("{p:.4}"),
                 significance::marker(p).to_string(),
-                format!("{:.4}", r.mde),
+                r.mde.map_or("–".to_string(), |m| format!("{m:.4}")),
             ]);
             t.push(row)?;
         }
@@ -453,9 +475,10 @@ impl QaComparisons {
 pub fn significance_note(c: &QaComparisons) -> String {
     let mut by_metric: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for r in &c.rows {
+        let Some(mde) = r.mde else { continue };
         let e = by_metric.entry(&r.metric).or_insert((f64::INFINITY, 0.0));
-        e.0 = e.0.min(r.mde);
-        e.1 = e.1.max(r.mde);
+        e.0 = e.0.min(mde);
+        e.1 = e.1.max(mde);
     }
     let ranges: Vec<String> = QA_METRICS
         .iter()
@@ -467,8 +490,8 @@ pub fn significance_note(c: &QaComparisons) -> String {
         })
         .collect();
     format!(
-        "Marks: `mark_holm` is the randomisation test's p-value after Holm–Bonferroni over each family (one reader, one metric, every system compared); the unadjusted p-values are beside it. \
-         Smallest difference detectable at α = 0.05 with power 0.8 (`mde_80`, on the 0–1 scale): {}",
+        "Marks: `mark_holm` is the randomisation test's p-value after Holm–Bonferroni over each family (one reader, one metric, every real system compared; the controls, oracle or random retrieval, `family` = control, form a family of their own); the unadjusted p-values are beside it. \
+         Smallest difference detectable at α = 0.05 with power 0.8 (`mde_80`, on the 0–1 scale; – where the paired differences are all the same): {}",
         if ranges.is_empty() { "–".to_string() } else { ranges.join("; ") }
     )
 }

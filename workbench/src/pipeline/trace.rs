@@ -12,14 +12,15 @@
 //! | `summary.md` | the summary as a Markdown table |
 //! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times, the LLM judge's P(Yes) (empty when not judged) |
 //! | `config.toml` | the resolved configuration (every default written out) |
-//! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` |
+//! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` (among them questions whose every gold answer normalises to nothing) |
+//! | `dropped_golds.json` | gold answers dropped from the questions run because they SQuAD-normalise to the empty string (line, question id, answer) |
 
 use super::cache::Status;
 use super::PipelineConfig;
 use crate::display::Table;
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::evaluate::judge::says_yes;
-use crate::load::question_set::SkippedRecord;
+use crate::load::question_set::{DroppedGold, SkippedRecord};
 use crate::{Error, Hit, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -361,6 +362,8 @@ pub struct PipelineRun {
     pub config: PipelineConfig,
     /// Question records left out under `on_bad_record = "skip"`.
     pub skipped: Vec<SkippedRecord>,
+    /// Gold answers dropped from the questions because they normalise to nothing.
+    pub dropped_golds: Vec<DroppedGold>,
     /// What the retrieval cache did.
     pub retrieval_cache: Status,
     /// One record per question, in order.
@@ -383,6 +386,10 @@ pub struct Summary {
     pub questions: usize,
     /// Question-set records skipped (counted, never silent).
     pub skipped: usize,
+    /// Gold answers dropped from the questions run because they SQuAD-normalise to the
+    /// empty string (counted, listed in `dropped_golds.json`).
+    #[serde(default)]
+    pub dropped_golds: usize,
     /// Questions whose transformation returned fewer queries than asked, or fell back to
     /// the question (see `transform_note` in the traces).
     #[serde(default)]
@@ -464,6 +471,10 @@ impl Summary {
             ("questions", self.questions.to_string()),
             ("skipped records", self.skipped.to_string()),
             (
+                "gold answers dropped (normalise to nothing)",
+                self.dropped_golds.to_string(),
+            ),
+            (
                 "transform output repaired (short / fallback)",
                 self.transform_repaired.to_string(),
             ),
@@ -541,6 +552,7 @@ impl PipelineRun {
             transform: self.transform.clone(),
             questions: r.len(),
             skipped: self.skipped.len(),
+            dropped_golds: self.dropped_golds.len(),
             transform_repaired: r.iter().filter(|x| x.transform_note.is_some()).count(),
             answered: answered.len(),
             abstained: r.len() - answered.len(),
@@ -684,8 +696,9 @@ impl PipelineRun {
     }
 
     /// A run read back from a folder [`PipelineRun::write`] wrote (`traces.jsonl` and
-    /// `summary.json`), with the `config` that produced it. The retrieval-cache status
-    /// and the skipped records are not stored there: they come back as `hit` and empty.
+    /// `summary.json`), with the `config` that produced it. The retrieval-cache status,
+    /// the skipped records and the dropped gold answers are not read back: they come back
+    /// as `hit` and empty.
     pub fn read(dir: &Path, config: PipelineConfig) -> Result<PipelineRun> {
         let sp = dir.join("summary.json");
         let summary: Summary = serde_json::from_str(&crate::load::read_to_string(&sp)?)
@@ -709,6 +722,7 @@ impl PipelineRun {
             answer_match: config.evaluation.rule(),
             config,
             skipped: Vec::new(),
+            dropped_golds: Vec::new(),
             retrieval_cache: Status::Hit,
             records,
         })
@@ -749,6 +763,10 @@ impl PipelineRun {
         write(
             "skipped.json",
             serde_json::to_string_pretty(&self.skipped)?.as_bytes(),
+        )?;
+        write(
+            "dropped_golds.json",
+            serde_json::to_string_pretty(&self.dropped_golds)?.as_bytes(),
         )?;
         let mut t = Table::new([
             "id",

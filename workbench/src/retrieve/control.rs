@@ -1,8 +1,8 @@
 //! Control "retrievers" that bound what retrieval can add to a RAG system:
 //!
 //! - [`OracleRetriever`]: the question's own gold passage(s) (every passage cut from the
-//!   document the question was written on, in corpus order): the reader's score with
-//!   perfect retrieval;
+//!   document the question was written on, in corpus order), looked up by the question's
+//!   id, since two questions may share a text: the reader's score with perfect retrieval;
 //! - [`RandomRetriever`]: `k` passages drawn at random, seeded by the query text and a seed
 //!   (the same query always gets the same passages): the score with passages that carry
 //!   no signal.
@@ -10,7 +10,7 @@
 //! Closed-book (no passage at all) is a pipeline without retrievers.
 
 use super::{check_k, Retriever};
-use crate::{Error, Hit, Passage, Result};
+use crate::{Error, Hit, Passage, Query, Result, Run};
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use std::collections::HashMap;
@@ -22,11 +22,11 @@ pub struct OracleRetriever {
 }
 
 impl OracleRetriever {
-    /// For each `(question text, gold document id)`, the ids of the `passages` cut from
+    /// For each `(question id, gold document id)`, the ids of the `passages` cut from
     /// that document, in corpus order. A question whose document has no passage gets none
     /// (its reader reads without passages).
     ///
-    /// Errors: no question.
+    /// Errors: no question; an id given twice ([`Error::InvalidParam`] naming it).
     pub fn new<'a>(
         questions: impl IntoIterator<Item = (&'a str, &'a str)>,
         passages: &[Passage],
@@ -35,15 +35,16 @@ impl OracleRetriever {
         for p in passages {
             by_doc.entry(&p.doc_id).or_default().push(p.id.clone());
         }
-        let gold: HashMap<String, Vec<String>> = questions
-            .into_iter()
-            .map(|(q, doc)| {
-                (
-                    q.trim().to_string(),
-                    by_doc.get(doc).cloned().unwrap_or_default(),
-                )
-            })
-            .collect();
+        let mut gold: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, doc) in questions {
+            let ids = by_doc.get(doc).cloned().unwrap_or_default();
+            if gold.insert(id.to_string(), ids).is_some() {
+                return Err(Error::param(
+                    "oracle",
+                    format!("question id `{id}` is given twice"),
+                ));
+            }
+        }
         if gold.is_empty() {
             return Err(Error::Empty("oracle retriever: no question".into()));
         }
@@ -56,15 +57,28 @@ impl Retriever for OracleRetriever {
         "oracle".into()
     }
 
-    /// The gold passages of the question `query` (scores 1, 1/2, 1/3 … in corpus order).
-    ///
-    /// Errors: a query that is not one of the questions (a transformed query).
+    /// Always an error: the oracle knows questions by id, not by text (two questions may
+    /// share a text); ask with [`Retriever::retrieve_for`] or [`Retriever::retrieve_all`].
     fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
         check_k(k)?;
-        let ids = self.gold.get(query.trim()).ok_or_else(|| {
+        Err(Error::param(
+            "oracle",
+            format!(
+                "the oracle looks questions up by id, not by text ({query:?}): use `retrieve_for`"
+            ),
+        ))
+    }
+
+    /// The gold passages of the question `question_id` (scores 1, 1/2, 1/3 … in corpus
+    /// order), whatever the query text (the question, or a transformation of it).
+    ///
+    /// Errors: an id that is not one of the questions.
+    fn retrieve_for(&self, question_id: &str, _query: &str, k: usize) -> Result<Vec<Hit>> {
+        check_k(k)?;
+        let ids = self.gold.get(question_id).ok_or_else(|| {
             Error::param(
                 "oracle",
-                format!("{query:?} is not one of the questions (the oracle knows only their gold passages)"),
+                format!("`{question_id}` is not one of the questions' ids (the oracle knows only their gold passages)"),
             )
         })?;
         Ok(ids
@@ -73,6 +87,15 @@ impl Retriever for OracleRetriever {
             .enumerate()
             .map(|(i, id)| Hit::new(id.clone(), 1.0 / (i + 1) as f32))
             .collect())
+    }
+
+    /// Each query's gold passages, looked up by its id.
+    fn retrieve_all(&self, queries: &[Query], k: usize) -> Result<Run> {
+        let mut run = Run::new();
+        for q in queries {
+            run.insert(q.id.clone(), self.retrieve_for(&q.id, &q.text, k)?);
+        }
+        Ok(run)
     }
 }
 
@@ -135,20 +158,45 @@ mod tests {
             .collect()
     }
 
+    fn ids(hits: Vec<Hit>) -> Vec<String> {
+        hits.into_iter().map(|h| h.id).collect()
+    }
+
     #[test]
     fn the_oracle_returns_the_gold_documents_passages() {
-        let o =
-            OracleRetriever::new([("Who? ", "d3"), ("Where?", "missing")], &passages()).unwrap();
-        let ids: Vec<String> = o
-            .retrieve("Who?", 5)
-            .unwrap()
-            .into_iter()
-            .map(|h| h.id)
-            .collect();
-        assert_eq!(ids, ["d3#0", "d3#1"]);
-        assert_eq!(o.retrieve("Who?", 1).unwrap().len(), 1);
-        assert!(o.retrieve("Where?", 5).unwrap().is_empty());
-        assert!(o.retrieve("a paraphrase", 5).is_err());
+        let o = OracleRetriever::new([("q1", "d3"), ("q2", "missing")], &passages()).unwrap();
+        assert_eq!(
+            ids(o.retrieve_for("q1", "Who?", 5).unwrap()),
+            ["d3#0", "d3#1"]
+        );
+        // The query text does not matter (a transformed query gets the same gold).
+        assert_eq!(
+            ids(o.retrieve_for("q1", "a paraphrase", 5).unwrap()),
+            ["d3#0", "d3#1"]
+        );
+        assert_eq!(o.retrieve_for("q1", "Who?", 1).unwrap().len(), 1);
+        assert!(o.retrieve_for("q2", "Where?", 5).unwrap().is_empty());
+        assert!(o.retrieve_for("q3", "Who?", 5).is_err());
+        assert!(o.retrieve("Who?", 5).is_err());
+        assert!(OracleRetriever::new([("q1", "d3"), ("q1", "d4")], &passages()).is_err());
+    }
+
+    #[test]
+    fn questions_with_the_same_text_get_their_own_gold() {
+        // Two SQuAD paragraphs share "Who conceptualized the piston?".
+        let o = OracleRetriever::new([("a", "d3"), ("b", "d5")], &passages()).unwrap();
+        let text = "Who conceptualized the piston?";
+        assert_eq!(ids(o.retrieve_for("a", text, 5).unwrap()), ["d3#0", "d3#1"]);
+        assert_eq!(ids(o.retrieve_for("b", text, 5).unwrap()), ["d5#0", "d5#1"]);
+        let queries: Vec<Query> = ["a", "b"]
+            .map(|id| Query {
+                id: id.into(),
+                text: text.into(),
+            })
+            .into();
+        let run = o.retrieve_all(&queries, 5).unwrap();
+        assert_eq!(ids(run["a"].clone()), ["d3#0", "d3#1"]);
+        assert_eq!(ids(run["b"].clone()), ["d5#0", "d5#1"]);
     }
 
     #[test]

@@ -43,6 +43,16 @@ pub trait Retriever: Send + Sync {
     /// The top-`k` passages for one query text.
     fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>>;
 
+    /// The top-`k` passages for `query`, asked on behalf of the question with id
+    /// `question_id`. Retrievers that rank by the text ignore the id (the default: the
+    /// same as [`Retriever::retrieve`]); a control that knows each question's gold
+    /// passages ([`control::OracleRetriever`]) answers by the id, since two questions may
+    /// have the same text.
+    fn retrieve_for(&self, question_id: &str, query: &str, k: usize) -> Result<Vec<Hit>> {
+        let _ = question_id;
+        self.retrieve(query, k)
+    }
+
     /// The top-`k` passages for each query, as a run.
     fn retrieve_all(&self, queries: &[Query], k: usize) -> Result<Run> {
         let mut run = Run::new();
@@ -61,6 +71,9 @@ impl<R: Retriever + ?Sized> Retriever for std::sync::Arc<R> {
     }
     fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
         (**self).retrieve(query, k)
+    }
+    fn retrieve_for(&self, question_id: &str, query: &str, k: usize) -> Result<Vec<Hit>> {
+        (**self).retrieve_for(question_id, query, k)
     }
     fn retrieve_all(&self, queries: &[Query], k: usize) -> Result<Run> {
         (**self).retrieve_all(queries, k)

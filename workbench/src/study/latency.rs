@@ -222,11 +222,12 @@ pub fn run(env: &Env, params: &LatencyValid) -> Result<LatencyStudy> {
         .unwrap_or_else(|_| "unknown".into());
     let docs = wikipedia_corpus(&env.assets, &p.corpus)?;
     let passages = ParagraphParams::default().check()?.chunk_all(&docs)?;
-    let questions: Vec<QaExample> =
-        nq_open::load(&env.assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?
-            .into_iter()
-            .take(p.queries)
-            .collect();
+    let nq = nq_open::load(
+        &env.assets.resolve("nq-open", "NQ-open.dev.jsonl")?,
+        crate::load::question_set::BadRecords::Skip,
+    )?;
+    println!("NQ-open dev: {}", nq_open::dropped_note(&nq));
+    let questions: Vec<QaExample> = nq.questions.into_iter().take(p.queries).collect();
     let warm: Vec<&QaExample> = questions.iter().take(p.warmup).collect();
 
     let t0 = Instant::now();

@@ -15,7 +15,12 @@
 //! | scale | questions | corpora |
 //! |---|---|---|
 //! | quick | the first 1,000 | `wikitext-2-raw` |
-//! | default, paper | all 3,610 | `enwiki-sample-dump`, `wiki-leads-en`, `wikitext-2-raw` |
+//! | default, paper | all 3,608 | `enwiki-sample-dump`, `wiki-leads-en`, `wikitext-2-raw` |
+//!
+//! The questions are those [`nq_open::load`] keeps: of the file's 3,610, two whose only
+//! gold answer normalises to nothing (`---`, `)`) are left out, and two such golds (`A+`,
+//! `*`) are dropped from questions that keep others; the caption and `manifest.json`
+//! (`questions_left_out`, `golds_dropped`) say so.
 
 use super::retrieval::{self, ComparisonRow, Scored, SystemRun, SystemSpec};
 use super::{Env, Scale};
@@ -25,6 +30,7 @@ use crate::evaluate::answer_match::{AnswerMatch, Golds, MatchText};
 use crate::evaluate::qa::answer_recall_at_k;
 use crate::evaluate::significance::Comparison;
 use crate::evaluate::MetricResult;
+use crate::load::question_set::BadRecords;
 use crate::load::{nq_open, wikipedia_corpus, WIKIPEDIA_CORPORA};
 use crate::pipeline::systems::SystemBuilder;
 use crate::results::ResultDir;
@@ -49,7 +55,8 @@ pub struct NqParams {
     pub scale: Scale,
     /// Wikipedia corpus assets indexed together.
     pub corpora: Vec<String>,
-    /// The first this many NQ-open dev questions, in file order (0 = all 3,610).
+    /// The first this many NQ-open dev questions, in file order (0 = all 3,608 kept by
+    /// [`nq_open::load`]).
     pub questions: usize,
     /// How a passage is found to hold a gold answer.
     pub answer_match: AnswerMatch,
@@ -152,8 +159,12 @@ pub struct NqStudy {
     pub passages: usize,
     /// Mean words per window (title excluded).
     pub mean_words: f64,
-    /// Questions in the NQ-open dev file.
+    /// Questions of the NQ-open dev file with a usable gold answer ([`nq_open::load`]).
     pub questions_available: usize,
+    /// Questions of the file left out: every gold answer normalises to nothing.
+    pub questions_left_out: usize,
+    /// Gold answers dropped from the questions kept, as they normalise to nothing.
+    pub golds_dropped: usize,
     /// `(id, question)` of the questions used, in file order.
     pub questions: Vec<(String, String)>,
     /// Questions with an answer usable under the rule.
@@ -212,7 +223,13 @@ pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
             "passage ids are not unique across corpora",
         ));
     }
-    let all_q = nq_open::load(&env.assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?;
+    let nq = nq_open::load(
+        &env.assets.resolve("nq-open", "NQ-open.dev.jsonl")?,
+        BadRecords::Skip,
+    )?;
+    println!("NQ-open dev: {}", nq_open::dropped_note(&nq));
+    let (questions_left_out, golds_dropped) = (nq.skipped.len(), nq.dropped_golds.len());
+    let all_q = nq.questions;
     let questions_available = all_q.len();
     let questions: Vec<QaExample> = all_q
         .into_iter()
@@ -329,6 +346,8 @@ pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
         passages: n_passages,
         mean_words,
         questions_available,
+        questions_left_out,
+        golds_dropped,
         questions: questions
             .iter()
             .map(|q| (q.id.clone(), q.question.clone()))
@@ -355,6 +374,16 @@ impl NqStudy {
                 "the first {} of {} questions",
                 th(n),
                 th(self.questions_available)
+            )
+        };
+        let used = if self.questions_left_out + self.golds_dropped == 0 {
+            used
+        } else {
+            format!(
+                "{used}; {} left out for want of a gold answer that SQuAD-normalises to \
+                 something, {} such gold answers dropped",
+                th(self.questions_left_out),
+                th(self.golds_dropped)
             )
         };
         let scored = if skipped == 0 {
@@ -590,6 +619,8 @@ impl NqStudy {
             "questions_available".into(),
             self.questions_available.into(),
         );
+        s.insert("questions_left_out".into(), self.questions_left_out.into());
+        s.insert("golds_dropped".into(), self.golds_dropped.into());
         s.insert("passages".into(), self.passages.into());
         serde_json::Value::Object(s)
     }

@@ -314,8 +314,18 @@ pub fn supervision(assets: &Assets, sup: &Supervision) -> Result<SupervisionData
     let mut nq_used = Vec::new();
     if sup.nq {
         let passages = wikipedia_windows(assets)?;
-        let qs = nq_open::load(&assets.resolve("nq-open", "NQ-open.dev.jsonl")?)?;
-        let (mut ex, c) = qa_data::nq_distant(&passages, &qs, sup.bm25_k)?;
+        let nq = nq_open::load(
+            &assets.resolve("nq-open", "NQ-open.dev.jsonl")?,
+            crate::load::question_set::BadRecords::Skip,
+        )?;
+        let (mut ex, mut c) = qa_data::nq_distant(&passages, &nq.questions, sup.bm25_k)?;
+        // The questions the loader left out are counted as considered and not used.
+        if !nq.skipped.is_empty() {
+            c.questions += nq.skipped.len();
+            *c.unlocated
+                .entry("no gold answer that normalises to something".to_string())
+                .or_default() += nq.skipped.len();
+        }
         if let Some(m) = sup.nq_max {
             ex.truncate(m);
         }
