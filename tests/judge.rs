@@ -123,7 +123,7 @@ fn a_judged_pipeline_run_carries_verdicts_and_kappa() {
         1,
         "the judge shares the reader's model"
     );
-    run.judge_with(&j).unwrap();
+    run.judge_with(j.as_ref()).unwrap();
     assert!(run.judged());
     for r in &run.records {
         let pj = r.judge.unwrap();

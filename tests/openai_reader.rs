@@ -555,3 +555,91 @@ fn llamacpp_server_answers_like_the_in_process_reader() {
     );
     assert!(equal >= 4, "only {equal} of {same_prompt} answers equal");
 }
+
+// The LLM judge on a server (`evaluate::judge::ServerJudge`)
+
+fn logprobs_body(alternatives: &[(&str, f64)]) -> String {
+    let top: Vec<Value> = alternatives
+        .iter()
+        .map(|(t, lp)| json!({"token": t, "logprob": lp}))
+        .collect();
+    json!({"choices": [{"message": {"role": "assistant", "content": alternatives.first().map_or("", |a| a.0)},
+                        "finish_reason": "length",
+                        "logprobs": {"content": [{"token": "x", "logprob": -0.1, "top_logprobs": top}]}}]})
+    .to_string()
+}
+
+#[test]
+fn a_server_judge_reads_p_yes_from_the_first_tokens_log_probabilities() {
+    use workbench::evaluate::judge::{Judge, ServerJudge};
+    let both: &'static str = Box::leak(logprobs_body(&[("No", -2.0), ("Yes", -1.0), ("The", -3.0)]).into_boxed_str());
+    let only_no: &'static str = Box::leak(logprobs_body(&[("No", -0.1), ("Paris", -2.5)]).into_boxed_str());
+    let neither: &'static str = Box::leak(logprobs_body(&[("Paris", -0.2), ("The", -2.0)]).into_boxed_str());
+    let f = fake(vec![
+        Act::Body(both),
+        Act::Body(only_no),
+        Act::Body(neither),
+        Act::Answer("Yes"),
+    ]);
+    let j = ServerJudge::new(&f.base, "judge-model", "", "Q {question} G {gold} A {answer}").unwrap();
+    let golds = vec!["Paris".to_string()];
+    // e^-1 / (e^-1 + e^-2): the two log-probabilities, renormalised.
+    let p = j.p_yes("Capital of France?", &golds, "Paris").unwrap();
+    let want = 1.0 / (1.0 + (-1.0f64).exp());
+    assert!((p - want).abs() < 1e-12, "{p} vs {want}");
+    // `Yes` not among the alternatives: impossible.
+    assert_eq!(j.p_yes("Capital of France?", &golds, "Lyon").unwrap(), 0.0);
+    // Neither: an error naming what the server listed.
+    let e = j.p_yes("Capital of France?", &golds, "Nice").unwrap_err().to_string();
+    assert!(e.contains("neither") && e.contains("Paris") && e.contains("The"), "{e}");
+    // No log-probabilities at all (a server that ignores `logprobs`).
+    let e = j.p_yes("Capital of France?", &golds, "Nice").unwrap_err().to_string();
+    assert!(e.contains("log-probabilities"), "{e}");
+    // An abstention is 0 without a request.
+    let hits = f.hits.load(Ordering::SeqCst);
+    assert_eq!(j.p_yes("Capital of France?", &golds, "  ").unwrap(), 0.0);
+    assert_eq!(f.hits.load(Ordering::SeqCst), hits);
+    assert!(ServerJudge::new(&f.base, "m", "", "no placeholders").is_err());
+}
+
+#[test]
+fn a_server_judge_agrees_with_the_in_process_judge_on_the_same_gguf() {
+    use workbench::evaluate::judge::{Judge, LlmJudge, ServerJudge};
+    use workbench::read::generative::{Llm, LoadOptions, SharedLlm};
+    let path = workbench::assets::Assets::load()
+        .and_then(|a| {
+            a.resolve(
+                "smollm2-135m-instruct-gguf",
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+            )
+        })
+        .expect("SmolLM2 GGUF in the asset cache (scripts/test fetches it)");
+    let template = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/prompts/judge.txt"),
+    )
+    .unwrap();
+    let server = LlamaServer::start(&path);
+    let remote = ServerJudge::new(&server.base, "smollm2", "", &template).unwrap();
+    let local = LlmJudge::new(
+        SharedLlm::new(Llm::load(&path, &LoadOptions::default()).unwrap()),
+        &template,
+    )
+    .unwrap();
+    let g = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let cases = [
+        ("What is the capital of France?", g(&["Paris"]), "Paris"),
+        ("What is the capital of France?", g(&["Paris"]), "Berlin"),
+        ("Who wrote Hamlet?", g(&["William Shakespeare"]), "Charles Dickens"),
+        ("How many legs does a spider have?", g(&["eight", "8"]), "It has 8 legs."),
+    ];
+    for (q, golds, a) in &cases {
+        let (pr, pl) = (
+            remote.p_yes(q, golds, a).unwrap(),
+            local.p_yes(q, golds, a).unwrap(),
+        );
+        eprintln!("{q} / {a:?}: server {pr:.4}, in process {pl:.4}");
+        // Same GGUF and chat template; llama.cpp's and candle's quantised kernels differ
+        // in their low bits.
+        assert!((pr - pl).abs() < 0.05, "{q} / {a:?}: server {pr} vs {pl}");
+    }
+}

@@ -116,7 +116,7 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
         .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
     let mut run = pipeline.run_journaled(reader.as_mut(), transform, &mut journal)?;
     if let Some(judge) = workbench::pipeline::reader::judge(&pipeline, pool)? {
-        run.judge_with(&judge)?;
+        run.judge_with(judge.as_ref())?;
     }
     run.write(exp.out.out_dir())?;
     let system = run.retrieval.clone();

@@ -17,6 +17,13 @@
 //! one token, and its `Yes` / `No` logits give the score), with this workbench's own prompt
 //! and model. It is not a rating scale, and it needs the gold answers.
 //!
+//! Two judges implement [`Judge`]: [`LlmJudge`] on a GGUF loaded in this process, and
+//! [`ServerJudge`] on any OpenAI-compatible chat server that returns log-probabilities
+//! (llama.cpp's `llama-server`, vLLM, a hosted API), so a judge stronger than the reader can
+//! be used. The server judge asks for one token with `logprobs` and the 20 most likely
+//! first tokens, and computes the same two-token P(Yes) from the log-probabilities of
+//! `Yes` and `No` among them (a normalisation constant common to both cancels out).
+//!
 //! A small judge is weak. [`cohen_kappa`] of its verdicts against the token-bounded
 //! containment Match (`answer_found`) is reported with every judged run, over the
 //! questions the reader answered: an abstention is a "no" on both sides by construction,
@@ -36,6 +43,51 @@ pub const CUT: f64 = 0.5;
 /// judged) is not.
 pub fn says_yes(p_yes: Option<f64>) -> bool {
     p_yes.is_some_and(|p| p > CUT)
+}
+
+/// Something that gives a prediction's P(Yes) of being correct. See the
+/// [module docs](self).
+pub trait Judge {
+    /// The judge's name (its model).
+    fn name(&self) -> &str;
+
+    /// P(Yes) for `answer` to `question` with `golds`; 0 for an empty answer (an
+    /// abstention), without asking.
+    fn p_yes(&self, question: &str, golds: &[String], answer: &str) -> Result<f64>;
+}
+
+/// Check a judge prompt template: it has `{question}`, `{gold}` and `{answer}`.
+pub fn check_template(template: &str) -> Result<()> {
+    for key in ["{question}", "{gold}", "{answer}"] {
+        if !template.contains(key) {
+            return Err(Error::param(
+                "judge prompt",
+                format!("the template has no {key}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The user message of one judgement: `template` with `{question}`, `{gold}` (the golds
+/// joined by ` | `) and `{answer}` filled in one pass.
+pub fn judge_message(template: &str, question: &str, golds: &[String], answer: &str) -> String {
+    crate::text::fill_placeholders(
+        template.strip_suffix('\n').unwrap_or(template),
+        &[
+            ("question", question.trim()),
+            ("gold", &golds.join(" | ")),
+            ("answer", answer.trim()),
+        ],
+    )
+}
+
+/// P(Yes) = e^y / (e^y + e^n) from the two scores (logits or log-probabilities) of `Yes`
+/// and `No`, computed stably.
+pub fn two_way_p_yes(y: f64, n: f64) -> f64 {
+    let top = y.max(n);
+    let (ey, en) = ((y - top).exp(), (n - top).exp());
+    ey / (ey + en)
 }
 
 /// An LLM judge over a loaded GGUF model. See the [module docs](self).
@@ -73,14 +125,7 @@ impl LlmJudge {
     /// Errors: a template without `{question}`, `{gold}` or `{answer}`; a model whose
     /// vocabulary has no single token for `Yes` or `No`.
     pub fn new(llm: SharedLlm, template: &str) -> Result<Self> {
-        for key in ["{question}", "{gold}", "{answer}"] {
-            if !template.contains(key) {
-                return Err(Error::param(
-                    "judge prompt",
-                    format!("the template has no {key}"),
-                ));
-            }
-        }
+        check_template(template)?;
         let (yes, no, name) = {
             let m = llm.lock()?;
             (
@@ -105,14 +150,7 @@ impl LlmJudge {
 
     /// The user message for one judgement.
     pub fn prompt(&self, question: &str, golds: &[String], answer: &str) -> String {
-        crate::text::fill_placeholders(
-            &self.template,
-            &[
-                ("question", question.trim()),
-                ("gold", &golds.join(" | ")),
-                ("answer", answer.trim()),
-            ],
-        )
+        judge_message(&self.template, question, golds, answer)
     }
 
     /// P(Yes) of the first token for `answer` to `question` with `golds`; 0 for an empty
@@ -135,9 +173,114 @@ impl LlmJudge {
                 ))
             }
         };
-        let top = y.max(n);
-        let (ey, en) = ((y - top).exp(), (n - top).exp());
-        Ok(ey / (ey + en))
+        Ok(two_way_p_yes(y, n))
+    }
+}
+
+#[cfg(feature = "llm")]
+impl Judge for LlmJudge {
+    fn name(&self) -> &str {
+        LlmJudge::name(self)
+    }
+
+    fn p_yes(&self, question: &str, golds: &[String], answer: &str) -> Result<f64> {
+        LlmJudge::p_yes(self, question, golds, answer)
+    }
+}
+
+/// How many first-token alternatives [`ServerJudge`] asks for.
+pub const SERVER_TOP_LOGPROBS: usize = 20;
+
+/// An LLM judge on an OpenAI-compatible chat server that returns log-probabilities. See
+/// the [module docs](self).
+#[derive(Debug)]
+pub struct ServerJudge {
+    client: crate::read::openai::OpenAiReader,
+    template: String,
+}
+
+impl ServerJudge {
+    /// A judge on the server at `base_url` (up to `/v1`) asking for `model`, with the API
+    /// key in the environment variable `api_key_env` (empty: none) and the prompt
+    /// `template` (its text).
+    ///
+    /// Errors: a template without `{question}`, `{gold}` or `{answer}`; the server options'
+    /// errors ([`OpenAiReader::new`](crate::read::openai::OpenAiReader::new)).
+    pub fn new(base_url: &str, model: &str, api_key_env: &str, template: &str) -> Result<Self> {
+        check_template(template)?;
+        let client = crate::read::openai::OpenAiReader::new(crate::read::openai::OpenAiOptions {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: api_key_env.into(),
+            // The reader's own template is not used: the judge sends its own message.
+            prompt: "{question}{passages}".into(),
+            passage: "{text}".into(),
+            max_tokens: 1,
+            temperature: 0.0,
+            ..Default::default()
+        })?;
+        Ok(ServerJudge {
+            client,
+            template: template.to_string(),
+        })
+    }
+}
+
+impl Judge for ServerJudge {
+    fn name(&self) -> &str {
+        crate::read::Reader::name(&self.client)
+    }
+
+    /// P(Yes) from the first token's log-probabilities of `Yes` and `No`. A token the
+    /// server did not list among its [`SERVER_TOP_LOGPROBS`] alternatives counts as
+    /// impossible; neither listed (or no log-probabilities at all) is an error naming the
+    /// tokens it did list.
+    fn p_yes(&self, question: &str, golds: &[String], answer: &str) -> Result<f64> {
+        if answer.trim().is_empty() {
+            return Ok(0.0);
+        }
+        use crate::read::openai::{ChatParams, Message};
+        let msgs = [Message {
+            role: "user".into(),
+            content: judge_message(&self.template, question, golds, answer),
+        }];
+        let params = ChatParams {
+            temperature: 0.0,
+            top_p: 1.0,
+            max_tokens: 1,
+            seed: 0,
+            stop: Vec::new(),
+            top_logprobs: Some(SERVER_TOP_LOGPROBS),
+        };
+        let c = self.client.chat(&msgs, &params, "judge")?;
+        let find = |t: &str| {
+            c.first_top_logprobs
+                .iter()
+                .find(|(tok, _)| tok == t)
+                .map(|(_, lp)| *lp)
+        };
+        match (find("Yes"), find("No")) {
+            (Some(y), Some(n)) => Ok(two_way_p_yes(y, n)),
+            (Some(_), None) => Ok(1.0),
+            (None, Some(_)) => Ok(0.0),
+            (None, None) => Err(Error::Server {
+                url: self.client.url().to_string(),
+                message: if c.first_top_logprobs.is_empty() {
+                    "the judge's response has no log-probabilities (does the server support \
+                     `logprobs` / `top_logprobs`?)"
+                        .into()
+                } else {
+                    format!(
+                        "neither `Yes` nor `No` among the first token's {} alternatives: {:?}",
+                        c.first_top_logprobs.len(),
+                        c.first_top_logprobs
+                            .iter()
+                            .map(|(t, _)| t.as_str())
+                            .collect::<Vec<_>>()
+                    )
+                },
+            }),
+        }
     }
 }
 
@@ -171,6 +314,30 @@ pub fn cohen_kappa(a: &[bool], b: &[bool]) -> Result<Option<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_way_p_yes_is_the_softmax_of_two_scores() {
+        assert_eq!(two_way_p_yes(0.0, 0.0), 0.5);
+        // e^2 / (e^2 + e^0)
+        let want = 2f64.exp() / (2f64.exp() + 1.0);
+        assert!((two_way_p_yes(2.0, 0.0) - want).abs() < 1e-15);
+        // Shifting both (log-probabilities against logits) changes nothing.
+        assert!((two_way_p_yes(-3.0, -5.0) - want).abs() < 1e-15);
+        assert!((two_way_p_yes(1000.0, 998.0) - want).abs() < 1e-12);
+        assert!((two_way_p_yes(0.0, 2.0) - (1.0 - want)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn judge_messages_fill_the_template_once() {
+        let m = judge_message(
+            "Q: {question}\nGold: {gold}\nA: {answer}\n",
+            " Who? ",
+            &["a".into(), "b".into()],
+            "{gold}",
+        );
+        assert_eq!(m, "Q: Who?\nGold: a | b\nA: {gold}");
+        assert!(check_template("{question} {gold}").is_err());
+    }
 
     #[test]
     fn kappa_matches_hand_computed_values() {

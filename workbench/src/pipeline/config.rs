@@ -97,6 +97,9 @@
 //! answer_match = "squad"              # dpr | dpr-regex | squad (Match, context precision)   default: the question set's (squad)
 //! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset or .gguf path  default "" (none)
 //! judge_prompt = "data/prompts/judge.txt"  # its template                    default that
+//! judge_base_url = "http://127.0.0.1:8080/v1"  # judge on an OpenAI-compatible server
+//!                                     # with logprobs (judge_model: its model name)   default "" (in process)
+//! judge_api_key_env = "OPENAI_API_KEY"  # env variable with the judge server's key   default "" (none)
 //!
 //! [cache]
 //! retrieval = true                    # cache retrieval results              default true
@@ -633,6 +636,15 @@ pub struct EvaluationConfig {
     /// The judge's prompt template (`{question}`, `{gold}`, `{answer}`). Default
     /// `data/prompts/judge.txt`.
     pub judge_prompt: String,
+    /// An OpenAI-compatible server (API root up to `/v1`) that runs the judge, returning
+    /// log-probabilities; `judge_model` is then the server's model name. Empty: the GGUF
+    /// in this process. Default empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub judge_base_url: String,
+    /// The environment variable holding the judge server's API key; empty: none. Default
+    /// empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub judge_api_key_env: String,
 }
 
 impl EvaluationConfig {
@@ -650,6 +662,8 @@ impl Default for EvaluationConfig {
             answer_match: None,
             judge_model: String::new(),
             judge_prompt: crate::evaluate::judge::DEFAULT_PROMPT.into(),
+            judge_base_url: String::new(),
+            judge_api_key_env: String::new(),
         }
     }
 }
@@ -773,7 +787,8 @@ impl PipelineConfig {
         if has("evaluation", "judge_prompt") {
             rebase(&mut self.evaluation.judge_prompt);
         }
-        if has("evaluation", "judge_model") {
+        // A server judge's model is the server's name for it, not a file.
+        if has("evaluation", "judge_model") && self.evaluation.judge_base_url.trim().is_empty() {
             model(&mut self.evaluation.judge_model);
         }
         if let Some(t) = self
@@ -1001,11 +1016,27 @@ impl PipelineConfig {
         if self.reader.max_new_tokens == 0 {
             return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
         }
+        let judge_server = self.evaluation.judge_base_url.trim();
+        if !judge_server.is_empty() {
+            if self.evaluation.judge_model.trim().is_empty() {
+                return Err(Error::param(
+                    "evaluation.judge_model",
+                    "`judge_base_url` is set: name the model the server should judge with",
+                ));
+            }
+            if !(judge_server.starts_with("http://") || judge_server.starts_with("https://")) {
+                return Err(Error::param(
+                    "evaluation.judge_base_url",
+                    format!("{judge_server:?} is not an http:// or https:// URL"),
+                ));
+            }
+        }
         if !self.evaluation.judge_model.trim().is_empty() {
             self.require_file("evaluation.judge_prompt", &self.evaluation.judge_prompt)?;
-            if let crate::assets::ModelRef::Path(p) =
-                crate::assets::ModelRef::parse(&self.evaluation.judge_model)
-            {
+            if let (true, crate::assets::ModelRef::Path(p)) = (
+                judge_server.is_empty(),
+                crate::assets::ModelRef::parse(&self.evaluation.judge_model),
+            ) {
                 self.require_file("evaluation.judge_model", p)?;
             }
         }

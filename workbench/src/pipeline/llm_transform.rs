@@ -208,6 +208,7 @@ impl LlmTransform {
                     max_tokens: self.cfg.max_new_tokens,
                     seed,
                     stop: Vec::new(),
+                    top_logprobs: None,
                 };
                 let msgs = [Message {
                     role: "user".into(),

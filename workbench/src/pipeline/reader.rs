@@ -74,19 +74,29 @@ impl ModelPool {
     }
 }
 
-/// The LLM judge `[evaluation]` names (`None` without `judge_model`), on `pool`'s copy of
-/// the model (the reader's own when they are the same).
+/// The LLM judge `[evaluation]` names (`None` without `judge_model`): on the server at
+/// `judge_base_url` when it is set (`judge_model` is then the server's model name), else
+/// on `pool`'s copy of the GGUF (the reader's own when they are the same).
 pub fn judge(
     pipeline: &Pipeline,
     pool: &mut ModelPool,
-) -> Result<Option<crate::evaluate::judge::LlmJudge>> {
+) -> Result<Option<Box<dyn crate::evaluate::judge::Judge>>> {
+    use crate::evaluate::judge::{LlmJudge, ServerJudge};
     let e = &pipeline.config().evaluation;
     if e.judge_model.trim().is_empty() {
         return Ok(None);
     }
-    let llm = pool.get_for(pipeline, &e.judge_model)?;
     let template = crate::load::read_to_string(&pipeline.config().resolve(&e.judge_prompt))?;
-    Ok(Some(crate::evaluate::judge::LlmJudge::new(llm, &template)?))
+    if !e.judge_base_url.trim().is_empty() {
+        return Ok(Some(Box::new(ServerJudge::new(
+            &e.judge_base_url,
+            &e.judge_model,
+            &e.judge_api_key_env,
+            &template,
+        )?)));
+    }
+    let llm = pool.get_for(pipeline, &e.judge_model)?;
+    Ok(Some(Box::new(LlmJudge::new(llm, &template)?)))
 }
 
 /// A reader and the query transform on its model.

@@ -696,7 +696,7 @@ pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<Pipelin
             .map(|t| t.as_mut() as &mut dyn QueryTransform),
     )?;
     if let Some(j) = super::reader::judge(pipeline, pool)? {
-        run.judge_with(&j)?;
+        run.judge_with(j.as_ref())?;
     }
     Ok(run)
 }

@@ -677,8 +677,7 @@ impl PipelineRun {
 
     /// Ask `judge` about every question's prediction (an abstention is 0 without asking),
     /// with a progress bar.
-    #[cfg(feature = "llm")]
-    pub fn judge_with(&mut self, judge: &crate::evaluate::judge::LlmJudge) -> Result<()> {
+    pub fn judge_with(&mut self, judge: &dyn crate::evaluate::judge::Judge) -> Result<()> {
         let mut bar =
             crate::progress::bar(self.records.len(), &format!("judge ({})", judge.name()));
         for (i, r) in self.records.iter_mut().enumerate() {

@@ -118,6 +118,9 @@ pub struct ChatParams {
     pub seed: u64,
     /// `stop` strings.
     pub stop: Vec<String>,
+    /// Ask for the log-probabilities of this many most likely tokens at each position
+    /// (`logprobs: true`, `top_logprobs: N`); `None`: none.
+    pub top_logprobs: Option<usize>,
 }
 
 /// One chat message of a request.
@@ -140,6 +143,10 @@ pub struct Completion {
     pub usage: Usage,
     /// Attempts it took (1 = no retry).
     pub attempts: usize,
+    /// The first generated token's most likely alternatives (token text, natural-log
+    /// probability), as the server lists them in `choices[0].logprobs.content[0]
+    /// .top_logprobs`; empty when not asked for or not sent.
+    pub first_top_logprobs: Vec<(String, f64)>,
 }
 
 /// A [`Reader`] over an OpenAI-compatible chat-completions endpoint. See the
@@ -286,6 +293,7 @@ impl OpenAiReader {
             max_tokens: self.opts.max_tokens,
             seed: self.opts.seed,
             stop: self.opts.stop.clone(),
+            top_logprobs: None,
         }
     }
 
@@ -309,6 +317,10 @@ impl OpenAiReader {
         });
         if !params.stop.is_empty() {
             body["stop"] = json!(params.stop);
+        }
+        if let Some(n) = params.top_logprobs {
+            body["logprobs"] = json!(true);
+            body["top_logprobs"] = json!(n);
         }
         let mut failures: Vec<String> = Vec::new();
         for attempt in 0..=o.retries {
@@ -509,6 +521,24 @@ fn parse_completion(body: &str) -> std::result::Result<Completion, String> {
             decode_secs: ms("predicted_ms"),
         },
         attempts: 1,
+        first_top_logprobs: choice
+            .get("logprobs")
+            .and_then(|l| l.get("content"))
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .and_then(|t| t.get("top_logprobs"))
+            .and_then(Value::as_array)
+            .map(|alts| {
+                alts.iter()
+                    .filter_map(|a| {
+                        Some((
+                            a.get("token")?.as_str()?.to_string(),
+                            a.get("logprob")?.as_f64()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
