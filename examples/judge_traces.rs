@@ -14,7 +14,7 @@
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use workbench::display::Table;
-use workbench::evaluate::judge::{cohen_kappa, LlmJudge, DEFAULT_PROMPT};
+use workbench::evaluate::judge::{cohen_kappa, says_yes, LlmJudge, DEFAULT_PROMPT};
 use workbench::pipeline::{PipelineConfig, PipelineRun};
 use workbench::read::generative::{Llm, LoadOptions, SharedLlm};
 
@@ -38,7 +38,8 @@ fn main() -> Result<()> {
         "Match (%)",
         "judge (%)",
         "agree (%)",
-        "kappa",
+        "kappa (answered)",
+        "kappa (all)",
         "mean P(Yes) | Match",
         "mean P(Yes) | no Match",
     ])
@@ -51,8 +52,16 @@ fn main() -> Result<()> {
         let config = PipelineConfig::from_toml(&text, &dir.join("config.toml"), &root)?;
         let mut run = PipelineRun::read(&dir, config)?;
         run.judge_with(&judge)?;
-        let j: Vec<bool> = run.records.iter().map(|r| r.judge > Some(0.5)).collect();
+        let j: Vec<bool> = run.records.iter().map(|r| says_yes(r.judge)).collect();
         let m: Vec<bool> = run.records.iter().map(|r| r.answer_found).collect();
+        // Abstentions are "no" on both sides by construction: kappa over the answered ones.
+        let (ja, ma): (Vec<bool>, Vec<bool>) = run
+            .records
+            .iter()
+            .zip(j.iter().zip(&m))
+            .filter(|(r, _)| !r.abstained)
+            .map(|(_, (a, b))| (*a, *b))
+            .unzip();
         let n = j.len().max(1) as f64;
         let mean_p = |want: bool| {
             let v: Vec<f64> = run
@@ -76,16 +85,17 @@ fn main() -> Result<()> {
                 "{:.1}",
                 100.0 * j.iter().zip(&m).filter(|(a, b)| a == b).count() as f64 / n
             ),
+            cohen_kappa(&ja, &ma)?.map_or("–".into(), |k| format!("{k:.3}")),
             cohen_kappa(&j, &m)?.map_or("–".into(), |k| format!("{k:.3}")),
             mean_p(true),
             mean_p(false),
         ])?;
-        all_j.extend(j);
-        all_m.extend(m);
+        all_j.extend(ja);
+        all_m.extend(ma);
     }
     println!("{}", t.to_markdown());
     println!(
-        "all runs: {} predictions, kappa {}",
+        "all runs: {} answered predictions, kappa {}",
         all_j.len(),
         cohen_kappa(&all_j, &all_m)?.map_or("–".into(), |k| format!("{k:.3}"))
     );

@@ -88,7 +88,10 @@ fn p_yes_is_the_softmax_of_the_yes_and_no_logits_at_the_first_position() {
         let yes = m.tokenize("Yes", false).unwrap();
         let no = m.tokenize("No", false).unwrap();
         assert_eq!((yes.len(), no.len()), (1, 1));
-        let (y, n) = (logits[yes[0] as usize] as f64, logits[no[0] as usize] as f64);
+        let (y, n) = (
+            logits[yes[0] as usize] as f64,
+            logits[no[0] as usize] as f64,
+        );
         let want = 1.0 / (1.0 + (n - y).exp());
         eprintln!("{answer:?}: P(Yes) {p:.6}, logits Yes {y:.4} No {n:.4}");
         assert!((p - want).abs() < 1e-9, "{answer:?}: {p} vs {want}");

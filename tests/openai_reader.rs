@@ -45,6 +45,8 @@ enum Act {
 struct Fake {
     base: String,
     hits: Arc<AtomicUsize>,
+    /// Every request body, in arrival order.
+    bodies: Arc<Mutex<Vec<Value>>>,
     max_in_flight: Arc<AtomicUsize>,
     auth: Arc<Mutex<Vec<String>>>,
 }
@@ -57,26 +59,37 @@ fn fake(script: Vec<Act>) -> Fake {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let max_in_flight = Arc::new(AtomicUsize::new(0));
     let auth = Arc::new(Mutex::new(Vec::new()));
+    let bodies = Arc::new(Mutex::new(Vec::new()));
     let script = Arc::new(script);
     {
-        let (hits, in_flight, max_in_flight, auth) = (
+        let (hits, in_flight, max_in_flight, auth, bodies) = (
             hits.clone(),
             in_flight.clone(),
             max_in_flight.clone(),
             auth.clone(),
+            bodies.clone(),
         );
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
-                let (hits, in_flight, max_in_flight, auth, script) = (
+                let (hits, in_flight, max_in_flight, auth, script, bodies) = (
                     hits.clone(),
                     in_flight.clone(),
                     max_in_flight.clone(),
                     auth.clone(),
                     script.clone(),
+                    bodies.clone(),
                 );
                 std::thread::spawn(move || {
-                    serve(stream, &script, &hits, &in_flight, &max_in_flight, &auth)
+                    serve(
+                        stream,
+                        &script,
+                        &hits,
+                        &in_flight,
+                        &max_in_flight,
+                        &auth,
+                        &bodies,
+                    )
                 });
             }
         });
@@ -84,6 +97,7 @@ fn fake(script: Vec<Act>) -> Fake {
     Fake {
         base,
         hits,
+        bodies,
         max_in_flight,
         auth,
     }
@@ -96,6 +110,7 @@ fn serve(
     in_flight: &AtomicUsize,
     max_in_flight: &AtomicUsize,
     auth: &Mutex<Vec<String>>,
+    bodies: &Mutex<Vec<Value>>,
 ) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut stream = stream;
@@ -130,6 +145,7 @@ fn serve(
         max_in_flight.fetch_max(now, Ordering::SeqCst);
         let act = script[n.min(script.len() - 1)].clone();
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        bodies.lock().unwrap().push(request.clone());
         let respond = |stream: &mut TcpStream, code: u16, body: &str, extra: &str| {
             let msg = format!(
                 "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
@@ -572,28 +588,56 @@ fn logprobs_body(alternatives: &[(&str, f64)]) -> String {
 #[test]
 fn a_server_judge_reads_p_yes_from_the_first_tokens_log_probabilities() {
     use workbench::evaluate::judge::{Judge, ServerJudge};
-    let both: &'static str = Box::leak(logprobs_body(&[("No", -2.0), ("Yes", -1.0), ("The", -3.0)]).into_boxed_str());
-    let only_no: &'static str = Box::leak(logprobs_body(&[("No", -0.1), ("Paris", -2.5)]).into_boxed_str());
-    let neither: &'static str = Box::leak(logprobs_body(&[("Paris", -0.2), ("The", -2.0)]).into_boxed_str());
+    let both: &'static str =
+        Box::leak(logprobs_body(&[("No", -2.0), ("Yes", -1.0), ("The", -3.0)]).into_boxed_str());
+    let only_no: &'static str =
+        Box::leak(logprobs_body(&[("No", -0.1), ("Paris", -2.5)]).into_boxed_str());
+    let neither: &'static str =
+        Box::leak(logprobs_body(&[("Paris", -0.2), ("The", -2.0)]).into_boxed_str());
     let f = fake(vec![
         Act::Body(both),
         Act::Body(only_no),
         Act::Body(neither),
         Act::Answer("Yes"),
     ]);
-    let j = ServerJudge::new(&f.base, "judge-model", "", "Q {question} G {gold} A {answer}").unwrap();
+    let j = ServerJudge::new(
+        &f.base,
+        "judge-model",
+        "",
+        "Q {question} G {gold} A {answer}",
+    )
+    .unwrap();
     let golds = vec!["Paris".to_string()];
     // e^-1 / (e^-1 + e^-2): the two log-probabilities, renormalised.
     let p = j.p_yes("Capital of France?", &golds, "Paris").unwrap();
     let want = 1.0 / (1.0 + (-1.0f64).exp());
     assert!((p - want).abs() < 1e-12, "{p} vs {want}");
-    // `Yes` not among the alternatives: impossible.
-    assert_eq!(j.p_yes("Capital of France?", &golds, "Lyon").unwrap(), 0.0);
+    // `Yes` not among the alternatives: bounded by the smallest listed value.
+    let p = j.p_yes("Capital of France?", &golds, "Lyon").unwrap();
+    let want = 1.0 / (1.0 + (2.5f64 - 0.1).exp());
+    assert!((p - want).abs() < 1e-12, "{p} vs {want}");
+    // Each request asked for one token and the first token's alternatives.
+    let bodies = f.bodies.lock().unwrap().clone();
+    for b in &bodies {
+        assert_eq!(b["max_tokens"], 1, "{b}");
+        assert_eq!(b["logprobs"], true, "{b}");
+        assert_eq!(b["top_logprobs"], 20, "{b}");
+        assert_eq!(b["model"], "judge-model", "{b}");
+    }
     // Neither: an error naming what the server listed.
-    let e = j.p_yes("Capital of France?", &golds, "Nice").unwrap_err().to_string();
-    assert!(e.contains("neither") && e.contains("Paris") && e.contains("The"), "{e}");
+    let e = j
+        .p_yes("Capital of France?", &golds, "Nice")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("neither") && e.contains("Paris") && e.contains("The"),
+        "{e}"
+    );
     // No log-probabilities at all (a server that ignores `logprobs`).
-    let e = j.p_yes("Capital of France?", &golds, "Nice").unwrap_err().to_string();
+    let e = j
+        .p_yes("Capital of France?", &golds, "Nice")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("log-probabilities"), "{e}");
     // An abstention is 0 without a request.
     let hits = f.hits.load(Ordering::SeqCst);
@@ -629,8 +673,16 @@ fn a_server_judge_agrees_with_the_in_process_judge_on_the_same_gguf() {
     let cases = [
         ("What is the capital of France?", g(&["Paris"]), "Paris"),
         ("What is the capital of France?", g(&["Paris"]), "Berlin"),
-        ("Who wrote Hamlet?", g(&["William Shakespeare"]), "Charles Dickens"),
-        ("How many legs does a spider have?", g(&["eight", "8"]), "It has 8 legs."),
+        (
+            "Who wrote Hamlet?",
+            g(&["William Shakespeare"]),
+            "Charles Dickens",
+        ),
+        (
+            "How many legs does a spider have?",
+            g(&["eight", "8"]),
+            "It has 8 legs.",
+        ),
     ];
     for (q, golds, a) in &cases {
         let (pr, pl) = (

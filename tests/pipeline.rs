@@ -349,6 +349,8 @@ fn scoring_follows_the_data_sets_rule_and_the_parsed_answer() {
 {"id": "year", "question": "When did the Berlin Wall fall?", "answer": ["1989."]}
 {"id": "nf", "question": "Who painted the Mona Lisa?", "answer": ["Leonardo da Vinci"]}
 {"id": "dc", "question": "What is the capital of the United States?", "answer": ["Washington, D.C."]}
+{"id": "yes", "question": "Is Berlin the capital of Germany?", "answer": ["Yes, it is."]}
+{"id": "notin", "question": "Who discovered penicillin?", "answer": ["Alexander Fleming"]}
 "#,
     );
     let raw = BTreeMap::from([
@@ -361,9 +363,25 @@ fn scoring_follows_the_data_sets_rule_and_the_parsed_answer() {
             "The Berlin Wall fell in 1989, after weeks of protest.",
         ),
         // An abstention behind a final-answer marker.
-        ("Who painted the Mona Lisa?", "Let me check.\nFinal answer: Not found."),
+        (
+            "Who painted the Mona Lisa?",
+            "Let me check.\nFinal answer: Not found.",
+        ),
         // A lead-in on its own line, in markdown.
-        ("What is the capital of the United States?", "**Answer:**\nWashington, D.C."),
+        (
+            "What is the capital of the United States?",
+            "**Answer:**\nWashington, D.C.",
+        ),
+        // A right answer to a yes / no question is correct, like any other.
+        (
+            "Is Berlin the capital of Germany?",
+            "**Final Answer:** Yes, it is.",
+        ),
+        // An abstention whose phrase starts with a lead-in.
+        (
+            "Who discovered penicillin?",
+            "The answer is not in the passages.",
+        ),
     ]);
     let p = Pipeline::build(c).unwrap();
     // The question set's rule: SQuAD's normalisation, recorded in the resolved config.
@@ -399,16 +417,74 @@ fn scoring_follows_the_data_sets_rule_and_the_parsed_answer() {
     assert_eq!(dc.prediction, "Washington, D.C.");
     assert_eq!(dc.em, 1.0);
 
+    assert_eq!(by_id["yes"].prediction, "Yes, it is");
+    assert_eq!(by_id["yes"].outcome, Outcome::Correct);
+    assert_eq!(by_id["yes"].context_precision, None);
+    assert!(by_id["notin"].abstained, "{:?}", by_id["notin"]);
+
     let s = run.summary();
-    assert_eq!((s.answered, s.abstained), (4, 1));
-    assert_eq!(run.outcomes(), [1, 1, 0, 0, 2, 1]);
+    assert_eq!((s.answered, s.abstained), (5, 2));
+    assert_eq!(run.outcomes(), [2, 1, 0, 0, 2, 2]);
+    assert_eq!(s.answer_match, Some(AnswerMatch::Squad));
+    // Read back from its files, the run keeps its rule.
+    let out = dir.path().join("run");
+    run.write(&out).unwrap();
+    let back = workbench::pipeline::PipelineRun::read(&out, p.config().clone()).unwrap();
+    assert_eq!(back.answer_match, AnswerMatch::Squad);
+    // With every parsing rule off, `Final answer: Not found.` is still an abstention.
+    let mut c = tiny_with_questions(
+        dir.path(),
+        r#"{"id": "nf", "question": "Who painted the Mona Lisa?", "answer": ["Leonardo da Vinci"]}"#,
+    );
+    c.reader.parse = workbench::read::AnswerParser::default();
+    let p0 = Pipeline::build(c).unwrap();
+    let run0 = p0
+        .run(
+            &mut Scripted(BTreeMap::from([(
+                "Who painted the Mona Lisa?",
+                "Final answer: Not found.",
+            )])),
+            None,
+        )
+        .unwrap();
+    assert!(run0.records[0].abstained);
     // A rule set in the config wins and is the one the run reports.
-    let mut c = tiny_with_questions(dir.path(), r#"{"id": "year", "question": "When did the Berlin Wall fall?", "answer": ["1989."]}"#);
+    let mut c = tiny_with_questions(
+        dir.path(),
+        r#"{"id": "year", "question": "When did the Berlin Wall fall?", "answer": ["1989."]}"#,
+    );
     c.evaluation.answer_match = Some(AnswerMatch::Dpr);
     let p = Pipeline::build(c).unwrap();
     let run = p.run(&mut Scripted(raw.clone()), None).unwrap();
     assert_eq!(run.answer_match, AnswerMatch::Dpr);
     assert!(!run.records[0].answer_found);
+}
+
+#[test]
+fn rag_mini_and_squad_question_sets_bring_the_squad_rule() {
+    use workbench::evaluate::answer_match::AnswerMatch;
+    use workbench::pipeline::config::QuestionsKind;
+    for (kind, asset) in [
+        (QuestionsKind::RagMini, "rag-mini-wikipedia"),
+        (QuestionsKind::Squad, "squad-v2-dev-half"),
+    ] {
+        let mut c = PipelineConfig::default();
+        c.reader.prompt = root()
+            .join("data/prompts/closed_book_001.txt")
+            .display()
+            .to_string();
+        c.questions.kind = kind;
+        c.questions.asset = asset.into();
+        c.questions.limit = 3;
+        assert_eq!(c.evaluation.answer_match, None);
+        let p = Pipeline::build(c).unwrap();
+        assert_eq!(
+            p.config().evaluation.answer_match,
+            Some(AnswerMatch::Squad),
+            "{asset}"
+        );
+        assert_eq!(p.questions().answer_match, AnswerMatch::Squad, "{asset}");
+    }
 }
 
 #[test]

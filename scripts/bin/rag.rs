@@ -114,8 +114,10 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
     let transform = transform
         .as_mut()
         .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
+    // Built before reading: a judge that cannot be built stops the run before it reads.
+    let judge = workbench::pipeline::reader::judge(&pipeline, pool)?;
     let mut run = pipeline.run_journaled(reader.as_mut(), transform, &mut journal)?;
-    if let Some(judge) = workbench::pipeline::reader::judge(&pipeline, pool)? {
+    if let Some(judge) = judge {
         run.judge_with(judge.as_ref())?;
     }
     run.write(exp.out.out_dir())?;

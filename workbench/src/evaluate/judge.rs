@@ -231,10 +231,16 @@ impl Judge for ServerJudge {
         crate::read::Reader::name(&self.client)
     }
 
-    /// P(Yes) from the first token's log-probabilities of `Yes` and `No`. A token the
-    /// server did not list among its [`SERVER_TOP_LOGPROBS`] alternatives counts as
-    /// impossible; neither listed (or no log-probabilities at all) is an error naming the
-    /// tokens it did list.
+    /// P(Yes) from the first token's log-probabilities of `Yes` and `No`. Tokens are
+    /// compared after removing a leading space marker (`" Yes"`, `"ĠYes"`, `"▁Yes"`); the
+    /// variants of one word are added up (log-sum-exp). A word the server did not list
+    /// among its [`SERVER_TOP_LOGPROBS`] alternatives is given the smallest listed
+    /// log-probability, an upper bound on its own, so the P(Yes) is then a bound (a lower
+    /// one when `No` is missing, an upper one when `Yes` is) and never a saturated 0 or 1.
+    ///
+    /// Errors ([`Error::Server`]): no log-probabilities in the response, neither word
+    /// listed (the message names the tokens that were), or values that are not
+    /// log-probabilities (positive, or adding up to more than 1).
     fn p_yes(&self, question: &str, golds: &[String], answer: &str) -> Result<f64> {
         if answer.trim().is_empty() {
             return Ok(0.0);
@@ -253,34 +259,64 @@ impl Judge for ServerJudge {
             top_logprobs: Some(SERVER_TOP_LOGPROBS),
         };
         let c = self.client.chat(&msgs, &params, "judge")?;
-        let find = |t: &str| {
-            c.first_top_logprobs
-                .iter()
-                .find(|(tok, _)| tok == t)
-                .map(|(_, lp)| *lp)
+        let err = |message: String| Error::Server {
+            url: self.client.url().to_string(),
+            message,
         };
-        match (find("Yes"), find("No")) {
-            (Some(y), Some(n)) => Ok(two_way_p_yes(y, n)),
-            (Some(_), None) => Ok(1.0),
-            (None, Some(_)) => Ok(0.0),
-            (None, None) => Err(Error::Server {
-                url: self.client.url().to_string(),
-                message: if c.first_top_logprobs.is_empty() {
-                    "the judge's response has no log-probabilities (does the server support \
-                     `logprobs` / `top_logprobs`?)"
-                        .into()
-                } else {
-                    format!(
-                        "neither `Yes` nor `No` among the first token's {} alternatives: {:?}",
-                        c.first_top_logprobs.len(),
-                        c.first_top_logprobs
-                            .iter()
-                            .map(|(t, _)| t.as_str())
-                            .collect::<Vec<_>>()
-                    )
-                },
-            }),
-        }
+        p_yes_from_top_logprobs(&c.first_top_logprobs).map_err(err)
+    }
+}
+
+/// The two-way P(Yes) of [`ServerJudge::p_yes`] from a first token's alternatives
+/// (token text, log-probability); `Err` with the reason otherwise.
+pub fn p_yes_from_top_logprobs(alternatives: &[(String, f64)]) -> std::result::Result<f64, String> {
+    if alternatives.is_empty() {
+        return Err(
+            "the judge's response has no log-probabilities (does the server support \
+                    `logprobs` / `top_logprobs`?)"
+                .into(),
+        );
+    }
+    let mass: f64 = alternatives.iter().map(|(_, lp)| lp.exp()).sum();
+    if alternatives
+        .iter()
+        .any(|(_, lp)| !lp.is_finite() && *lp != f64::NEG_INFINITY || *lp > 0.0)
+        || mass > 1.0 + 1e-6
+    {
+        return Err(format!(
+            "the server's `logprob` values are not log-probabilities (positive, or adding up \
+             to {mass:.3} > 1): {alternatives:?}"
+        ));
+    }
+    let word = |w: &str| -> Option<f64> {
+        let lps: Vec<f64> = alternatives
+            .iter()
+            .filter(|(t, _)| {
+                t.trim_start_matches([' ', '\u{120}', '\u{2581}'])
+                    .trim_end()
+                    == w
+            })
+            .map(|(_, lp)| *lp)
+            .collect();
+        let top = lps.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (!lps.is_empty()).then(|| top + lps.iter().map(|lp| (lp - top).exp()).sum::<f64>().ln())
+    };
+    let floor = alternatives
+        .iter()
+        .map(|(_, lp)| *lp)
+        .fold(f64::INFINITY, f64::min);
+    match (word("Yes"), word("No")) {
+        (Some(y), Some(n)) => Ok(two_way_p_yes(y, n)),
+        (Some(y), None) => Ok(two_way_p_yes(y, floor)),
+        (None, Some(n)) => Ok(two_way_p_yes(floor, n)),
+        (None, None) => Err(format!(
+            "neither `Yes` nor `No` among the first token's {} alternatives: {:?}",
+            alternatives.len(),
+            alternatives
+                .iter()
+                .map(|(t, _)| t.as_str())
+                .collect::<Vec<_>>()
+        )),
     }
 }
 
@@ -325,6 +361,45 @@ mod tests {
         assert!((two_way_p_yes(-3.0, -5.0) - want).abs() < 1e-15);
         assert!((two_way_p_yes(1000.0, 998.0) - want).abs() < 1e-12);
         assert!((two_way_p_yes(0.0, 2.0) - (1.0 - want)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn server_log_probabilities_give_a_two_way_p_yes() {
+        let alt = |v: &[(&str, f64)]| {
+            v.iter()
+                .map(|(t, l)| (t.to_string(), *l))
+                .collect::<Vec<_>>()
+        };
+        let want = two_way_p_yes(-1.0, -2.0);
+        let got = p_yes_from_top_logprobs(&alt(&[("No", -2.0), ("Yes", -1.0), ("The", -3.0)]));
+        assert!((got.unwrap() - want).abs() < 1e-15);
+        // Space markers of SentencePiece and byte-level BPE; variants add up.
+        let got = p_yes_from_top_logprobs(&alt(&[(" Yes", -1.0), ("\u{120}No", -2.0)]));
+        assert!((got.unwrap() - want).abs() < 1e-15);
+        let both = (0.2f64 + 0.1).ln();
+        let got = p_yes_from_top_logprobs(&alt(&[
+            ("Yes", 0.2f64.ln()),
+            ("\u{2581}Yes", 0.1f64.ln()),
+            ("No", 0.3f64.ln()),
+        ]));
+        assert!((got.unwrap() - two_way_p_yes(both, 0.3f64.ln())).abs() < 1e-12);
+        // One word missing: bounded by the smallest listed value, not saturated.
+        let got = p_yes_from_top_logprobs(&alt(&[("Yes", -6.0), ("Paris", -0.1), ("The", -6.1)]))
+            .unwrap();
+        assert!(
+            (got - two_way_p_yes(-6.0, -6.1)).abs() < 1e-15 && got < 0.6,
+            "{got}"
+        );
+        // Neither, none, or probabilities in place of log-probabilities: errors.
+        let e = p_yes_from_top_logprobs(&alt(&[("Paris", -0.2), ("The", -2.0)])).unwrap_err();
+        assert!(e.contains("neither") && e.contains("Paris"), "{e}");
+        assert!(p_yes_from_top_logprobs(&[])
+            .unwrap_err()
+            .contains("log-probabilities"));
+        let e = p_yes_from_top_logprobs(&alt(&[("Yes", 0.7), ("No", 0.3)])).unwrap_err();
+        assert!(e.contains("not log-probabilities"), "{e}");
+        let e = p_yes_from_top_logprobs(&alt(&[("Yes", -0.1), ("No", -0.2)])).unwrap_err();
+        assert!(e.contains("not log-probabilities"), "{e}");
     }
 
     #[test]

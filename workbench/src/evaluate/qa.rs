@@ -99,15 +99,26 @@ fn effective_golds<S: AsRef<str>>(golds: &[S]) -> Vec<String> {
     }
 }
 
-/// Whether every gold answer is "yes" or "no" once SQuAD-normalised (`Yes.`, `no`):
-/// answers that are not spans of a passage, so whether a passage "contains" one says
-/// nothing about retrieval (one passage in 3,200 of RAG Mini Wikipedia holds the word
-/// "yes"). `false` for an empty list.
-pub fn is_yes_no<S: AsRef<str>>(golds: &[S]) -> bool {
-    !golds.is_empty()
-        && golds
-            .iter()
-            .all(|g| matches!(normalize_answer(g.as_ref()).as_str(), "yes" | "no"))
+/// Whether a gold answer is a yes / no answer: its first SQuAD-normalised token is "yes"
+/// or "no" (`Yes.`, `no`, `Yes, in 1930.`). Such an answer is not a span of a passage, so
+/// whether a passage "contains" it says nothing about retrieval (one passage in 3,200 of
+/// RAG Mini Wikipedia holds the word "yes").
+pub fn is_yes_no(gold: &str) -> bool {
+    matches!(
+        normalize_answer(gold).split(' ').next(),
+        Some("yes") | Some("no")
+    )
+}
+
+/// The gold answers that can be looked for in a passage: those that are not yes / no
+/// answers ([`is_yes_no`]). Empty when every gold is one: the question's misses are then
+/// attributable to neither retrieval nor reading.
+pub fn span_golds<S: AsRef<str>>(golds: &[S]) -> Vec<&str> {
+    golds
+        .iter()
+        .map(|g| g.as_ref())
+        .filter(|g| !is_yes_no(g))
+        .collect()
 }
 
 /// Exact match: 1.0 if the normalised prediction equals some normalised gold
@@ -676,6 +687,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("question 2"), "{e}");
+    }
+
+    #[test]
+    fn yes_no_golds_are_not_spans() {
+        for g in [
+            "Yes.",
+            "no",
+            "YES",
+            "Yes, in 1930.",
+            "No, the standard living was raised.",
+        ] {
+            assert!(is_yes_no(g), "{g:?}");
+        }
+        for g in ["Norway", "Yesterday", "Nobel Prize", "", "the yes men"] {
+            assert!(!is_yes_no(g), "{g:?}");
+        }
+        assert_eq!(span_golds(&["Yes", "Paris", "no"]), ["Paris"]);
+        assert!(span_golds(&["Yes.", "yes"]).is_empty());
+        assert!(span_golds::<&str>(&[]).is_empty());
     }
 
     #[test]

@@ -647,15 +647,6 @@ pub struct EvaluationConfig {
     pub judge_api_key_env: String,
 }
 
-impl EvaluationConfig {
-    /// The answer-matching rule: the one set, else `squad` (the rule of every question
-    /// set the workbench loads; [`Pipeline::build`](super::Pipeline::build) fills in the
-    /// set's own).
-    pub fn rule(&self) -> AnswerMatch {
-        self.answer_match.unwrap_or(AnswerMatch::Squad)
-    }
-}
-
 impl Default for EvaluationConfig {
     fn default() -> Self {
         EvaluationConfig {

@@ -100,6 +100,8 @@ pub struct Pipeline {
     reranker: Option<Box<dyn Reranker>>,
     questions: QuestionSet,
     template: PromptTemplate,
+    /// The answer-matching rule: the config's, else the question set's.
+    rule: crate::evaluate::answer_match::AnswerMatch,
 }
 
 /// A pipeline's first stages, its passages and their id → text lookup.
@@ -247,9 +249,10 @@ impl Pipeline {
         // The data set's own rule unless the config names one; the resolved config (and so
         // `config.toml` beside every result) records the rule used.
         let mut config = config;
-        if config.evaluation.answer_match.is_none() {
-            config.evaluation.answer_match = Some(questions.answer_match);
-        }
+        let rule = *config
+            .evaluation
+            .answer_match
+            .get_or_insert(questions.answer_match);
         let (retrievers, passages, lookup) = Self::build_retrievers(&config, passages, &questions)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
@@ -281,6 +284,7 @@ impl Pipeline {
             reranker,
             questions,
             template,
+            rule,
         })
     }
 
@@ -847,7 +851,7 @@ impl Pipeline {
             }
         };
         // 4–5. Read and score, in batches of the reader's concurrency.
-        let rule = self.config.evaluation.rule();
+        let rule = self.rule;
         let n_pass = self.config.reader.passages;
         let contexts: Vec<Vec<Context>> = retrieved
             .iter()
@@ -962,7 +966,7 @@ impl Pipeline {
         meta: ReadMeta,
     ) -> Result<TraceRecord> {
         let q = &self.questions.questions[i];
-        let rule = self.config.evaluation.rule();
+        let rule = self.rule;
         let kept: Vec<Context> = contexts
             .iter()
             .filter(|c| answer.passage_ids.contains(&c.id))
@@ -971,18 +975,25 @@ impl Pipeline {
         let prompt = reader.prompt(&q.question, &kept)?;
         // Abstention is decided on the parsed answer (`Final answer: Not found.` is an
         // abstention); the extractive reader abstains on its null score.
-        let parsed = self.config.reader.parse.parse(&answer.text);
+        let parser = &self.config.reader.parse;
+        let parsed = parser.parse(&answer.text);
+        let rule_of = &self.config.reader.abstention;
         let abstained = match self.config.reader.kind {
             config::ReaderKind::Extractive => answer.abstained,
-            _ => self.config.reader.abstention.is_abstention(&parsed),
+            _ => {
+                rule_of.is_abstention(&parsed)
+                    || rule_of.is_abstention(&parser.before_lead_ins(&answer.text))
+            }
         };
         let prediction = if abstained { String::new() } else { parsed };
-        // Yes / no golds are not spans of a passage: no context precision, and a miss is
-        // not attributed to retrieval or reading.
-        let attributable = !qa::is_yes_no(&q.answers);
+        // Yes / no golds are not spans of a passage: context precision looks for the other
+        // golds only, and a question with none gets no value and its misses are attributed
+        // to neither retrieval nor reading.
+        let span_golds = qa::span_golds(&q.answers);
+        let attributable = !span_golds.is_empty();
         let cp = if attributable {
             let kept_texts: Vec<&str> = kept.iter().map(|c| c.text.as_str()).collect();
-            context::context_precision(&kept_texts, &q.answers, rule)?
+            context::context_precision(&kept_texts, &span_golds, rule)?
         } else {
             None
         };

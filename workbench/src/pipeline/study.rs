@@ -689,13 +689,16 @@ pub fn run_config(pool: &mut ModelPool, config: PipelineConfig) -> Result<Pipeli
 /// when the config names one.
 pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<PipelineRun> {
     let (mut reader, mut transform) = super::reader::build(pipeline, pool)?;
+    // The judge is built before reading, so a judge that cannot be built (a missing key, a
+    // missing model) stops the run before its reading is spent.
+    let judge = super::reader::judge(pipeline, pool)?;
     let mut run = pipeline.run(
         reader.as_mut(),
         transform
             .as_mut()
             .map(|t| t.as_mut() as &mut dyn QueryTransform),
     )?;
-    if let Some(j) = super::reader::judge(pipeline, pool)? {
+    if let Some(j) = judge {
         run.judge_with(j.as_ref())?;
     }
     Ok(run)

@@ -201,7 +201,7 @@ impl StageTimes {
 /// | `abstained` | the reader abstained |
 /// | `correct` | exact match |
 /// | `form-miss` | not an exact match, but the prediction contains a gold answer (Match) |
-/// | `not-attributable` | every gold answer is "yes" or "no" ([`qa::is_yes_no`](crate::evaluate::qa::is_yes_no)): a passage holding the word says nothing about whether it holds the answer, so a miss is neither the retriever's nor the reader's |
+/// | `not-attributable` | every gold answer is a yes / no answer ([`qa::span_golds`](crate::evaluate::qa::span_golds) is empty): a passage holding the word says nothing about whether it holds the answer, so a miss is neither the retriever's nor the reader's |
 /// | `retrieval-miss` | no passage given to the reader contains a gold answer |
 /// | `reader-miss` | a passage given to the reader contains a gold answer, or there was no passage to judge (closed-book, or no usable gold answer), and the prediction does not |
 #[derive(
@@ -240,7 +240,13 @@ impl Outcome {
     /// (`found`), whose kept passages have context precision `cp` (`None`: nothing to
     /// judge), answered or `abstained`; `attributable` is false when the gold answers
     /// cannot be looked for in a passage (yes / no).
-    pub fn of(abstained: bool, em: f64, found: bool, attributable: bool, cp: Option<f64>) -> Outcome {
+    pub fn of(
+        abstained: bool,
+        em: f64,
+        found: bool,
+        attributable: bool,
+        cp: Option<f64>,
+    ) -> Outcome {
         if abstained {
             Outcome::Abstained
         } else if em >= 1.0 {
@@ -382,6 +388,10 @@ pub struct Summary {
     pub retrieval: String,
     /// Transformation name.
     pub transform: Option<String>,
+    /// The answer-matching rule of Match and context precision (`None` only in summaries
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_match: Option<AnswerMatch>,
     /// Questions run.
     pub questions: usize,
     /// Question-set records skipped (counted, never silent).
@@ -467,6 +477,10 @@ impl Summary {
                 .as_ref()
                 .map_or(String::new(), |t| format!(" (transform {t})"))
         ));
+        let match_label = match self.answer_match {
+            Some(r) => format!("Match: gold answer in prediction (%, `{r}` rule)"),
+            None => "Match: gold answer in prediction (%)".to_string(),
+        };
         let rows: Vec<(&str, String)> = vec![
             ("questions", self.questions.to_string()),
             ("skipped records", self.skipped.to_string()),
@@ -484,10 +498,7 @@ impl Summary {
             ("abstained", self.abstained.to_string()),
             ("EM (answered only)", f(self.em_answered, 2)),
             ("F1 (answered only)", f(self.f1_answered, 2)),
-            (
-                "gold answer in prediction (%)",
-                f(Some(self.answer_found), 2),
-            ),
+            (match_label.as_str(), f(Some(self.answer_found), 2)),
             ("token recall (%)", f(Some(self.recall), 2)),
             ("LLM judge: correct (%)", f(self.judge, 2)),
             ("LLM judge: mean P(Yes) (%)", f(self.judge_mean_p_yes, 2)),
@@ -546,6 +557,7 @@ impl PipelineRun {
             decode: t(|s| s.decode),
         };
         Summary {
+            answer_match: Some(self.answer_match),
             name: self.name.clone(),
             reader: self.reader.clone(),
             retrieval: self.retrieval.clone(),
@@ -718,7 +730,16 @@ impl PipelineRun {
             reader: summary.reader,
             retrieval: summary.retrieval,
             transform: summary.transform,
-            answer_match: config.evaluation.rule(),
+            answer_match: match (summary.answer_match, config.evaluation.answer_match) {
+                (Some(r), _) | (None, Some(r)) => r,
+                (None, None) => {
+                    return Err(Error::bad_input(
+                        &sp,
+                        "the run names no answer-matching rule (written before runs recorded \
+                         it): run its config again",
+                    ))
+                }
+            },
             config,
             skipped: Vec::new(),
             dropped_golds: Vec::new(),

@@ -221,8 +221,8 @@ pub fn check_question(question: &str) -> Result<&str> {
 /// `"`. It is an abstention when it is then empty (if
 /// [`AbstentionRule::empty_is_abstention`]) or it **starts with** one of the phrases,
 /// compared case-insensitively and **as whole words**, either at its start or right after
-/// a lead-in "the answer is" / "answer is" / "answer" (also whole words, with an optional
-/// colon):
+/// a lead-in "the answer is" / "final answer" / "answer is" / "answer" (also whole words,
+/// with an optional colon):
 ///
 /// - whole words: the phrase must end at a word boundary, so "the answer is not" does
 ///   not match "The answer is Notre Dame" or "… notably …", nor "unknown" "Unknownness";
@@ -284,7 +284,8 @@ impl AbstentionRule {
         let a = straight
             .trim()
             .trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace())
-            .trim_start_matches(['"', '\'', '*']);
+            .trim_start_matches(['"', '\'', '*', '_'])
+            .trim_start();
         if a.is_empty() {
             return self.empty_is_abstention;
         }
@@ -302,8 +303,9 @@ impl AbstentionRule {
         if starts_with_phrase(a) {
             return true;
         }
-        // "The answer is: Not found." / "Answer: not found": look past the lead-in too.
-        ["the answer is", "answer is", "answer"]
+        // "The answer is: Not found." / "Answer: not found" / "Final answer: Not found.":
+        // look past the lead-in too.
+        ["the answer is", "final answer", "answer is", "answer"]
             .iter()
             .find_map(|lead| strip_words(a, lead))
             .map(|rest| rest.trim_start_matches([':', ' ', '"', '\'', '*']))
@@ -432,6 +434,23 @@ mod tests {
         let custom = AbstentionRule::with_phrases(["N/A"]);
         assert!(custom.is_abstention("n/a"));
         assert!(!custom.is_abstention("Not found"));
+    }
+
+    #[test]
+    fn abstentions_behind_markers_and_markdown() {
+        let r = AbstentionRule::default();
+        for a in [
+            "Final answer: Not found.",
+            "FINAL ANSWER: not found",
+            "** Not found.",
+            "_Not found_",
+            "The answer is not in the passages.",
+        ] {
+            assert!(r.is_abstention(a), "{a:?}");
+        }
+        for a in ["Final answer: Paris", "No", "** Paris"] {
+            assert!(!r.is_abstention(a), "{a:?}");
+        }
     }
 
     #[test]

@@ -74,12 +74,7 @@ impl AnswerParser {
         if self.is_identity() {
             return raw.to_string();
         }
-        let mut s: &str = raw.trim();
-        if let Some(after) = after_last_marker(s, &self.final_marker) {
-            if !after.trim().is_empty() {
-                s = after.trim();
-            }
-        }
+        let mut s = self.after_marker(raw);
         s = self.strip_lead_ins(s);
         if self.first_line {
             if let Some(line) = s.lines().map(str::trim).find(|l| !l.is_empty()) {
@@ -92,7 +87,7 @@ impl AnswerParser {
         loop {
             let before = s;
             if self.strip_quotes {
-                s = strip_pairs(s);
+                s = strip_unopened_emphasis(strip_pairs(s));
             }
             if self.strip_final_punctuation {
                 let t = strip_final_punctuation(s);
@@ -104,6 +99,42 @@ impl AnswerParser {
                 break;
             }
         }
+        s.to_string()
+    }
+
+    /// `raw` trimmed, after the last final marker when there is one (and emphasis that
+    /// closed around the marker: `**Final answer:** Paris`).
+    fn after_marker<'a>(&self, raw: &'a str) -> &'a str {
+        let s = raw.trim();
+        match after_last_marker(s, &self.final_marker) {
+            Some(after) => {
+                let after = after.trim_start_matches(['*', '_']).trim();
+                if after.is_empty() {
+                    s
+                } else {
+                    after
+                }
+            }
+            None => s,
+        }
+    }
+
+    /// The text whose abstention counts beside the parsed answer's: the rules before the
+    /// lead-ins (the final marker, then the first non-blank line when `first_line` is on),
+    /// so "The answer is not in the passages." is read before "the answer is" goes.
+    pub fn before_lead_ins(&self, raw: &str) -> String {
+        if self.is_identity() {
+            return raw.to_string();
+        }
+        let s = self.after_marker(raw);
+        let s = if self.first_line {
+            s.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or(s)
+        } else {
+            s
+        };
         s.to_string()
     }
 
@@ -121,6 +152,16 @@ impl AnswerParser {
                 let rest = rest.trim_start_matches([' ', '\t']);
                 let after_close = rest.trim_start_matches(EMPHASIS);
                 let mut closed = after_close.len() < rest.len();
+                let colon = after_close.starts_with(':');
+                // A one-word lead-in ("answer") needs its colon or the line's end, so
+                // "Answer the question: Paris" keeps its verb.
+                if !lead.trim().contains(' ')
+                    && !colon
+                    && !after_close.starts_with(['\n', '\r'])
+                    && !after_close.is_empty()
+                {
+                    return None;
+                }
                 let rest = after_close.strip_prefix(':').unwrap_or(after_close);
                 let after_close = rest.trim_start_matches(EMPHASIS);
                 closed |= after_close.len() < rest.len();
@@ -139,10 +180,24 @@ impl AnswerParser {
     }
 }
 
+/// `s` without a trailing run of `*` or `_` that nothing in `s` opens (`Paris**` from
+/// `**Answer: Paris**` once the lead-in went with its opening emphasis).
+fn strip_unopened_emphasis(s: &str) -> &str {
+    for mark in ['*', '_'] {
+        let t = s.trim_end_matches(mark);
+        if t.len() < s.len() && !t.contains(mark) && !t.trim().is_empty() {
+            return t.trim_end();
+        }
+    }
+    s
+}
+
 /// `s` without trailing `.`, `!`, `?`, `;`, `,`, `:` and the white space before them,
 /// keeping the final `.` of a dotted abbreviation of single letters (`D.C.`, `U.S.A.`).
 fn strip_final_punctuation(s: &str) -> &str {
-    let t = s.trim_end_matches(['.', '!', '?', ';', ',', ':']).trim_end();
+    let t = s
+        .trim_end_matches(['.', '!', '?', ';', ',', ':'])
+        .trim_end();
     let removed = &s[t.len()..];
     if removed.starts_with('.') && ends_with_dotted_letter(t) {
         &s[..t.len() + 1]
@@ -270,7 +325,10 @@ mod tests {
             ("**Answer:** Paris", "Paris"),
             ("**Answer**: Paris.", "Paris"),
             ("**Answer: Paris**", "Paris"),
-            ("__Answer:__\n\nThe Beatles\nThey formed in 1960.", "The Beatles"),
+            (
+                "__Answer:__\n\nThe Beatles\nThey formed in 1960.",
+                "The Beatles",
+            ),
             ("The answer is:\n\"Paris\"", "Paris"),
             // A lead-in inside the first line still goes.
             ("Paris\nAnswer: Lyon", "Paris"),
@@ -278,6 +336,33 @@ mod tests {
         for (raw, want) in cases {
             assert_eq!(p.parse(raw), want, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn markdown_around_markers_and_lead_ins_and_one_word_lead_ins() {
+        let p = AnswerParser::short();
+        let cases = [
+            ("**Final Answer:** Paris", "Paris"),
+            ("**Final answer:**\nParis.", "Paris"),
+            ("**Answer: Paris**\nIt is the capital.", "Paris"),
+            ("Answer:_Paris_", "Paris"),
+            // A one-word lead-in needs its colon (or the line's end).
+            ("Answer the question: Paris", "Answer the question: Paris"),
+            ("Answer\nParis", "Paris"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(p.parse(raw), want, "{raw:?}");
+        }
+        // The text before the lead-ins, for the abstention rule.
+        assert_eq!(
+            p.before_lead_ins("The answer is not in the passages.\nMore."),
+            "The answer is not in the passages."
+        );
+        assert_eq!(
+            p.before_lead_ins("Thinking.\nFinal answer: Not found."),
+            "Not found."
+        );
+        assert_eq!(AnswerParser::default().before_lead_ins(" raw "), " raw ");
     }
 
     #[test]
@@ -298,7 +383,9 @@ mod tests {
         assert!(AnswerMatch::Dpr
             .has_answer(&p.parse("Washington, D.C."), &gold)
             .unwrap());
-        assert!(!AnswerMatch::Dpr.has_answer("Washington, D.C", &gold).unwrap());
+        assert!(!AnswerMatch::Dpr
+            .has_answer("Washington, D.C", &gold)
+            .unwrap());
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
         "s/q read",
         "rewrites repaired",
     ]))
-    .caption("Abstentions counted apart, rank-aware context precision (average precision), mean seconds per question by stage");
+    .caption("Abstentions counted apart, rank-aware context precision (average precision, over the questions whose golds are not all yes / no), mean seconds per question by stage");
     for r in &runs.0 {
         let s = r.run.summary();
         let report = SYSTEMS.iter().find(|x| x.0 == r.system);
@@ -149,7 +149,7 @@ fn substitutions(n: usize, readers: &[String], scale: Scale) -> String {
          - vector search: Milvus cosine → FAISS flat inner product over normalised all-MiniLM-L6-v2 vectors (the same model as the report);\n\
          - generation prompt: not printed in the report → report 001's RAG prompt (`data/prompts/rag_001.txt`); rewrite prompt: report 004's, byte for byte (`data/prompts/rewrite_004.txt`), sent as the chat user message;\n\
          - questions: {n} of the test side of RAG Mini's seeded id-hash split (~30 % of 918, the questions the cross-encoder never trained on; seeded sample, seed 42, unless all are run);\n\
-         - context precision: share of the passages given to the reader that contain a gold answer (SQuAD-normalised substring match); the report does not define its measure (RAGAS-style). The report's figures are the seed report's: naive 0.74, enhanced 0.87;\n\
+         - context precision: share of the passages given to the reader that contain a gold answer (SQuAD-normalised, the gold's tokens as a contiguous run of the passage's), averaged over the questions with a gold that can be looked for in a passage (yes / no golds have none: see `questions with context precision` in each run's summary); the report does not define its measure (RAGAS-style). The report's figures are the seed report's: naive 0.74, enhanced 0.87;\n\
          - time per query: wall-clock seconds on this machine's cores, all stages (transform + retrieve + re-rank + read); the report's machine is not named.\n",
         readers.join(", ")
     )
