@@ -164,7 +164,7 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
 /// nothing the run key records changed, e.g. an output file was edited).
 fn stale_because(out: &ResultDir, key: &RunKey) -> Option<String> {
     let text = std::fs::read_to_string(out.final_path("config.json")).ok()?;
-    let stored = RunKey::of_resolved(&serde_json::from_str(&text).ok()?)?;
+    let stored = RunKey::of_resolved(&serde_json::from_str::<serde_json::Value>(&text).ok()?)?;
     let changes = key.changes(&stored);
     (!changes.is_empty()).then(|| changes.join(", "))
 }
@@ -183,12 +183,14 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
         let key = run_key(&config, path)?;
         checked.push((path.display().to_string(), config, questions, key));
     }
-    let side = |c: &(String, PipelineConfig, QuestionSet, RunKey)| Comparand {
-        name: c.0.as_str(),
-        config: &c.1,
-        questions: &c.2.questions,
-        key: &c.3,
-    };
+    fn side(c: &(String, PipelineConfig, QuestionSet, RunKey)) -> Comparand<'_> {
+        Comparand {
+            name: c.0.as_str(),
+            config: &c.1,
+            questions: &c.2.questions,
+            key: &c.3,
+        }
+    }
     for other in &checked[1..] {
         check_comparable(side(&checked[0]), side(other))?;
     }
