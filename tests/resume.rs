@@ -3,10 +3,16 @@
 //! - library: a journaled run whose reader fails at question 4 keeps questions 1–3 in the
 //!   journal; the next run reads only questions 4–5 and gives the uninterrupted run's
 //!   records (times and the cache flag aside); a journal of another config is not
-//!   continued; a journal cut off mid-line loses only that line;
-//! - binary: `rag` on SmolLM2 is killed (SIGKILL) once the journal holds two questions,
-//!   started again, and continues: its predictions equal an uninterrupted run's;
-//! - `rag --compare` prints the paired tests of two configs and reuses fresh results.
+//!   continued; a journal cut off mid-line loses only that line, whose question alone is
+//!   read again;
+//! - binary: `rag` on SmolLM2 is killed (SIGKILL) once the journal holds two finished
+//!   questions and a half-written line is left at its end; started again, it continues
+//!   after exactly the finished questions and gives an uninterrupted run's records; a
+//!   journal written with another prompt file is started over, saying so;
+//! - `rag --compare` reports each metric's paired difference as computed from the two
+//!   runs' per-question scores (paired by question id), reuses fresh results, runs a
+//!   config again when its prompt file is edited, and refuses configs whose questions,
+//!   gold answers or answer-match rule differ.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -186,11 +192,31 @@ fn a_journaled_run_continues_after_a_failure_with_the_same_records() {
     assert!(other.done().is_empty());
     assert!(other.discarded().unwrap().contains("another configuration"));
 
-    // A kill in the middle of a line loses that line only.
+    // A kill in the middle of a line loses that line only: its question is read again,
+    // and the journal is rewritten without the cut-off text.
     let text = std::fs::read_to_string(&jp).unwrap();
-    let cut = text.trim_end().rfind('\n').unwrap() + 20;
-    std::fs::write(&jp, &text[..cut]).unwrap();
-    assert_eq!(Journal::open(&jp, "key-1").unwrap().done().len(), n - 1);
+    let last = text.trim_end().rfind('\n').unwrap() + 1;
+    let cut = last + (text.len() - last) / 2;
+    std::fs::write(&jp, &text.as_bytes()[..cut]).unwrap();
+    let mut j = Journal::open(&jp, "key-1").unwrap();
+    assert_eq!(j.done().len(), n - 1);
+    assert!(j.discarded().is_none());
+    let mut reader = Echo {
+        calls: 0,
+        fail_at: None,
+    };
+    let again = pipeline.run_journaled(&mut reader, None, &mut j).unwrap();
+    assert_eq!(
+        reader.calls, 1,
+        "only the question of the cut-off line is read"
+    );
+    let c: Vec<TraceRecord> = again.records.iter().map(comparable).collect();
+    assert_eq!(a, c);
+    drop(j);
+    let j = Journal::open(&jp, "key-1").unwrap();
+    let d: Vec<TraceRecord> = j.done().iter().map(comparable).collect();
+    assert_eq!(a, d, "the journal holds every question once, whole");
+    std::fs::write(&jp, &text.as_bytes()[..cut]).unwrap();
     // Garbage on a whole line is an error naming the file and line, not a silent skip.
     let mut f = std::fs::OpenOptions::new().append(true).open(&jp).unwrap();
     writeln!(f, "\nnot json").unwrap();
@@ -198,8 +224,24 @@ fn a_journaled_run_continues_after_a_failure_with_the_same_records() {
     assert!(e.contains("resume.journal.jsonl"), "{e}");
 }
 
+/// The journal's finished questions: its lines that end in a newline, after the header
+/// (a line still being written, or cut off by a kill, is not one).
+fn finished_lines(journal: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(journal).unwrap_or_default();
+    let mut lines: Vec<String> = text
+        .split_inclusive('\n')
+        .filter(|l| l.ends_with('\n'))
+        .map(|l| l.trim_end().to_string())
+        .collect();
+    if !lines.is_empty() {
+        lines.remove(0);
+    }
+    lines
+}
+
 /// Run `rag` on `config` with results in `results`; kill it when `kill_after` questions
-/// are in its journal (`None`: let it finish). Returns its stdout and whether it was killed.
+/// are finished in its journal (`None`: let it finish). Returns its stdout and whether it
+/// was killed.
 fn rag(config: &Path, results: &Path, kill_after: Option<usize>) -> (String, bool) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rag"))
         .arg(config)
@@ -214,10 +256,7 @@ fn rag(config: &Path, results: &Path, kill_after: Option<usize>) -> (String, boo
         let journal = results.join("resume.journal.jsonl");
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(300) {
-            let lines = std::fs::read_to_string(&journal)
-                .map(|t| t.lines().count().saturating_sub(1))
-                .unwrap_or(0);
-            if lines >= k {
+            if finished_lines(&journal).len() >= k {
                 child.kill().unwrap();
                 killed = true;
                 break;
@@ -240,94 +279,375 @@ fn predictions(dir: &Path) -> HashMap<String, String> {
         .unwrap()
 }
 
+fn traces(dir: &Path) -> Vec<TraceRecord> {
+    workbench::pipeline::trace::read_traces(&dir.join("traces.jsonl")).unwrap()
+}
+
+/// `rag` is killed (SIGKILL) once its journal holds two finished questions; the journal
+/// then ends in a half-written line (the next question's record, cut in the middle: the
+/// kill may or may not have left one of its own, so the test writes it). Started again,
+/// `rag` continues after exactly the finished questions, reads the cut-off question again,
+/// and gives an uninterrupted run's predictions and records.
 #[test]
 fn a_killed_rag_run_continues_where_it_stopped() {
     let (tmp, config) = project("max_new_tokens = 48");
     let killed_results = tmp.path().join("killed");
     let whole_results = tmp.path().join("whole");
+    rag(&config, &whole_results, None);
+    let whole = traces(&whole_results.join("resume"));
+    let n = whole.len();
+    assert_eq!(n, 5);
+
     let (_, killed) = rag(&config, &killed_results, Some(2));
     assert!(
         killed,
         "the run finished before two questions were journaled"
     );
     assert!(!killed_results.join("resume").join("summary.json").exists());
+    let journal = killed_results.join("resume.journal.jsonl");
+    let finished = finished_lines(&journal);
+    let k = finished.len();
+    assert!((2..n).contains(&k), "{k} finished questions of {n}");
+    for (line, want) in finished.iter().zip(&whole) {
+        let r: TraceRecord = serde_json::from_str(line).unwrap();
+        assert_eq!(comparable(&r), comparable(want));
+    }
+    // Keep the finished lines and add the next question's record cut in the middle.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let keep: String = text.split_inclusive('\n').take(k + 1).collect();
+    let next = serde_json::to_string(&whole[k]).unwrap();
+    std::fs::write(&journal, format!("{keep}{}", &next[..next.len() / 2])).unwrap();
+
     let (out, _) = rag(&config, &killed_results, None);
-    let resumed_from = out
-        .lines()
-        .find_map(|l| {
-            l.split("continuing after ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .and_then(|n| n.parse::<usize>().ok())
-        })
-        .unwrap_or_else(|| panic!("no 'continuing after' in:\n{out}"));
-    assert!(resumed_from >= 2, "{out}");
     assert!(
-        !killed_results.join("resume.journal.jsonl").exists(),
+        out.contains(&format!("continuing after {k} finished questions")),
+        "not continuing after exactly {k}:\n{out}"
+    );
+    assert!(
+        !journal.exists(),
         "the journal is removed once the results are written"
     );
-    rag(&config, &whole_results, None);
+    let resumed = traces(&killed_results.join("resume"));
+    let a: Vec<TraceRecord> = whole.iter().map(comparable).collect();
+    let b: Vec<TraceRecord> = resumed.iter().map(comparable).collect();
+    assert_eq!(
+        a, b,
+        "every question once, in order, as the uninterrupted run"
+    );
     assert_eq!(
         predictions(&killed_results.join("resume")),
         predictions(&whole_results.join("resume"))
     );
-    // A journal of another config is not continued.
+    // The finished questions are taken from the journal as recorded (times included).
+    let kept: Vec<TraceRecord> = finished
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(&resumed[..k], &kept[..]);
+
+    // A journal written with another prompt is not continued, and the output says why.
+    let prompt = tmp.path().join("exp/prompt.txt");
     let edit = |from: &str, to: &str| {
-        let t = std::fs::read_to_string(&config).unwrap().replace(from, to);
-        std::fs::write(&config, t).unwrap();
+        let text = std::fs::read_to_string(&prompt).unwrap();
+        assert!(text.contains(from));
+        std::fs::write(&prompt, text.replace(from, to)).unwrap();
     };
-    edit("max_new_tokens = 48", "max_new_tokens = 40");
-    let (_, killed) = rag(&config, &killed_results, Some(1));
-    assert!(killed, "the run finished before a question was journaled");
-    edit("max_new_tokens = 40", "max_new_tokens = 44");
+    edit("one sentence", "a few words");
+    let (out, killed) = rag(&config, &killed_results, Some(1));
+    assert!(
+        killed,
+        "the run finished before a question was journaled:\n{out}"
+    );
+    edit("a few words", "one word");
     let (out, _) = rag(&config, &killed_results, None);
-    assert!(out.contains("starting over"), "{out}");
+    assert!(
+        out.contains("`reader.prompt` changed since it was written): starting over"),
+        "{out}"
+    );
 }
 
-/// `rag --compare`: both configs run on the same questions, the paired table and the
-/// intervals are printed; a second call reuses the fresh results instead of reading again.
-#[test]
-fn rag_compare_prints_paired_tests_and_reuses_fresh_results() {
-    let (tmp, a) = project("max_new_tokens = 24");
-    let b = a.with_file_name("one_passage.toml");
-    let text = std::fs::read_to_string(&a)
-        .unwrap()
-        .replace("name = \"resume\"", "name = \"one-passage\"")
-        .replace("passages = 2", "passages = 1");
-    std::fs::write(&b, text).unwrap();
-    let results = tmp.path().join("results");
-    let run = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_rag"))
-            .args(["--compare", "--trials", "500"])
-            .arg(&a)
-            .arg(&b)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
+/// The comparison table of `rag --compare`'s stdout: (metric, system, baseline) → the
+/// row's cells by column name.
+fn comparison_rows(out: &str) -> HashMap<(String, String, String), HashMap<String, String>> {
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
     };
-    let first = run();
-    for want in [
-        "p_randomization_holm",
-        "mde_80",
-        "ci95_lo",
-        "one-passage",
-        "resume",
-    ] {
-        assert!(first.contains(want), "no {want:?} in:\n{first}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("| p_randomization_holm |"))
+        .unwrap_or_else(|| panic!("no comparison table in:\n{out}"));
+    let header = cells(lines[at]);
+    let mut rows = HashMap::new();
+    for l in lines[at + 2..].iter().take_while(|l| l.starts_with('|')) {
+        let row: HashMap<String, String> = header.iter().cloned().zip(cells(l)).collect();
+        rows.insert(
+            (
+                row["metric"].clone(),
+                row["system"].clone(),
+                row["baseline"].clone(),
+            ),
+            row,
+        );
     }
-    // One row per metric of the comparison of `one-passage` against `resume`.
-    let rows = first
-        .lines()
-        .filter(|l| l.contains("| one-passage | resume |"))
-        .count();
-    assert_eq!(rows, 4, "{first}");
-    let second = run();
+    rows
+}
+
+/// Per question id, the score of `metric` in a result folder's traces.
+fn scores(dir: &Path, metric: &str) -> HashMap<String, f64> {
+    traces(dir)
+        .into_iter()
+        .map(|r| {
+            let v = match metric {
+                "em" => r.em,
+                "f1" => r.f1,
+                "recall" => r.recall,
+                "match" => f64::from(u8::from(r.answer_found)),
+                other => panic!("{other}"),
+            };
+            (r.id, v)
+        })
+        .collect()
+}
+
+/// A second config beside `a` named `name`: `a`'s text with `edits` applied.
+fn sibling(a: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
+    let mut text = std::fs::read_to_string(a)
+        .unwrap()
+        .replace("name = \"resume\"", &format!("name = \"{name}\""));
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in {a:?}");
+        text = text.replace(from, to);
+    }
+    let b = a.with_file_name(format!("{name}.toml"));
+    std::fs::write(&b, text).unwrap();
+    b
+}
+
+/// Run `rag --compare` on `configs` with results in `results`: (success, stdout, stderr).
+fn rag_compare(configs: &[&Path], results: &Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rag"))
+        .args(["--compare", "--trials", "500"])
+        .args(configs)
+        .arg("--results")
+        .arg(results)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `rag --compare` pairs the questions by id: the second config reads the questions in
+/// the reverse order, and every metric's row holds the means of each run's per-question
+/// scores, their difference and the effect size of the paired differences (by id: paired
+/// by position, F1's d_z is -0.16 instead of -0.72 on this machine's answers), on all 5
+/// questions. A second call reuses the fresh results.
+#[test]
+fn rag_compare_reports_the_paired_differences_of_the_runs_scores() {
+    let (tmp, a) = project("max_new_tokens = 24");
+    let d = tmp.path();
+    let qs = std::fs::read_to_string(d.join("data/questions.jsonl")).unwrap();
+    let reversed: String = qs.lines().rev().map(|l| format!("{l}\n")).collect();
+    std::fs::write(d.join("data/reversed.jsonl"), reversed).unwrap();
+    // Fewer passages and a short answer: scores that differ from `a`'s on some questions.
+    let b = sibling(
+        &a,
+        "short",
+        &[
+            ("passages = 2", "passages = 1"),
+            ("max_new_tokens = 24", "max_new_tokens = 6"),
+            ("questions.jsonl", "reversed.jsonl"),
+        ],
+    );
+    let results = d.join("results");
+    let (ok, first, err) = rag_compare(&[&a, &b], &results);
+    assert!(ok, "{err}");
+    let rows = comparison_rows(&first);
+    assert_eq!(rows.len(), 4, "{first}");
+    let ids_a: Vec<String> = traces(&results.join("resume"))
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    let ids_b: Vec<String> = traces(&results.join("short"))
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids_a, ["q1", "q2", "q3", "q4", "q5"]);
+    assert_eq!(ids_b, ["q5", "q4", "q3", "q2", "q1"]);
+    let close = |cell: &str, want: f64, decimals: i32| {
+        let got: f64 = cell.parse().unwrap_or_else(|_| panic!("{cell:?}"));
+        (got - want).abs() <= 0.5 * 10f64.powi(-decimals) + 1e-9
+            || (got.is_infinite() && got == want)
+    };
+    for metric in ["em", "f1", "recall", "match"] {
+        let row = &rows[&(metric.into(), "short".into(), "resume".into())];
+        let (sys, base) = (
+            scores(&results.join("short"), metric),
+            scores(&results.join("resume"), metric),
+        );
+        let diffs: Vec<f64> = ids_a.iter().map(|id| sys[id] - base[id]).collect();
+        let n = diffs.len() as f64;
+        let mean = |v: &mut dyn Iterator<Item = f64>| v.sum::<f64>() / n;
+        let mean_diff = mean(&mut diffs.iter().copied());
+        let sd = (diffs.iter().map(|x| (x - mean_diff).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let dz = if sd > 1e-12 {
+            mean_diff / sd
+        } else if mean_diff.abs() < 1e-12 {
+            0.0
+        } else {
+            f64::INFINITY.copysign(mean_diff)
+        };
+        let want = [
+            ("mean", mean(&mut sys.values().copied())),
+            ("baseline_mean", mean(&mut base.values().copied())),
+            ("diff", mean_diff),
+        ];
+        for (col, v) in want {
+            assert!(
+                close(&row[col], v, 4),
+                "{metric} {col}: {} vs {v}\n{first}",
+                row[col]
+            );
+        }
+        assert!(
+            close(&row["effect_size_dz"], dz, 3),
+            "{metric} effect_size_dz: {} vs {dz} (diffs {diffs:?})\n{first}",
+            row["effect_size_dz"]
+        );
+        assert_eq!(row["queries"], "5", "{first}");
+    }
+    let (ok, second, err) = rag_compare(&[&a, &b], &results);
+    assert!(ok, "{err}");
     assert_eq!(second.matches("fresh, reused").count(), 2, "{second}");
+    assert_eq!(
+        comparison_rows(&second),
+        rows,
+        "the same table from the reused results"
+    );
+}
+
+/// Editing a config's prompt file makes its stored result stale: `rag --compare` reuses
+/// the other config's result, runs the edited one again (saying why), and the new traces
+/// hold the new prompt.
+#[test]
+fn rag_compare_runs_a_config_again_when_its_prompt_file_changes() {
+    let (tmp, a) = project("max_new_tokens = 24");
+    let d = tmp.path();
+    std::fs::copy(d.join("exp/prompt.txt"), d.join("exp/prompt_b.txt")).unwrap();
+    let b = sibling(
+        &a,
+        "one-passage",
+        &[
+            ("passages = 2", "passages = 1"),
+            ("prompt.txt", "prompt_b.txt"),
+        ],
+    );
+    let results = d.join("results");
+    let (ok, _, err) = rag_compare(&[&a, &b], &results);
+    assert!(ok, "{err}");
+    let before = traces(&results.join("one-passage"));
+    assert!(before[0]
+        .prompt
+        .as_deref()
+        .unwrap()
+        .contains("in one sentence"));
+    let text = std::fs::read_to_string(d.join("exp/prompt_b.txt")).unwrap();
+    std::fs::write(
+        d.join("exp/prompt_b.txt"),
+        text.replace("in one sentence", "in a few words"),
+    )
+    .unwrap();
+    let (ok, out, err) = rag_compare(&[&a, &b], &results);
+    assert!(ok, "{err}");
+    assert!(out.contains("resume: fresh, reused"), "{out}");
+    assert!(!out.contains("one-passage: fresh, reused"), "{out}");
+    assert!(
+        out.contains("one-passage: running again (`reader.prompt` changed since"),
+        "{out}"
+    );
+    for r in traces(&results.join("one-passage")) {
+        let p = r.prompt.unwrap();
+        assert!(
+            p.contains("in a few words") && !p.contains("in one sentence"),
+            "{p}"
+        );
+    }
+    let config: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results.join("one-passage/config.json")).unwrap(),
+    )
+    .unwrap();
+    let want = format!(
+        "sha256:{}",
+        workbench::assets::sha256_file(&d.join("exp/prompt_b.txt")).unwrap()
+    );
+    assert_eq!(config["inputs"]["reader.prompt"], want.as_str());
+}
+
+/// `rag --compare` refuses, before running anything, configs whose questions, gold
+/// answers or answer-match rule differ from the first config's, naming the difference.
+#[test]
+fn rag_compare_refuses_runs_on_other_questions_answers_or_rule() {
+    let (tmp, a) = project("");
+    let d = tmp.path();
+    let qs = std::fs::read_to_string(d.join("data/questions.jsonl")).unwrap();
+    let write = |name: &str, text: String| std::fs::write(d.join("data").join(name), text).unwrap();
+    // q4 left out.
+    write(
+        "fewer.jsonl",
+        qs.lines()
+            .filter(|l| !l.contains("\"q4\""))
+            .map(|l| format!("{l}\n"))
+            .collect(),
+    );
+    // q3's gold answer changed.
+    write("gold.jsonl", qs.replace("[\"1969\"]", "[\"July 1969\"]"));
+    // q2's question reworded.
+    write(
+        "text.jsonl",
+        qs.replace("Who wrote Hamlet?", "Who wrote Hamlet"),
+    );
+    let results = d.join("results");
+    let cases = [
+        (
+            "fewer",
+            ("questions.jsonl", "fewer.jsonl"),
+            "question `q4` is in",
+        ),
+        (
+            "gold",
+            ("questions.jsonl", "gold.jsonl"),
+            "question `q3` has the gold answers [\"1969\"]",
+        ),
+        (
+            "text",
+            ("questions.jsonl", "text.jsonl"),
+            "question `q2` reads \"Who wrote Hamlet?\"",
+        ),
+        (
+            "rule",
+            ("answer_match = \"squad\"", "answer_match = \"dpr\""),
+            "`evaluation.answer_match` is Squad",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let b = sibling(&a, name, &[edit]);
+        let (ok, out, err) = rag_compare(&[&a, &b], &results);
+        assert!(!ok, "{name}: compared anyway:\n{out}");
+        assert!(
+            err.contains("cannot compare") && err.contains(&format!("{name}.toml")),
+            "{name}: {err}"
+        );
+        assert!(err.contains(want), "{name}: no {want:?} in {err}");
+        assert!(
+            !results.exists(),
+            "{name}: something ran before the refusal"
+        );
+    }
 }

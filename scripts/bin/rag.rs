@@ -12,16 +12,25 @@
 //! `summary.json`, `summary.md`, `per_question.csv`, `by_group.csv` / `.md` (report 001's
 //! question groups), `config.toml` (resolved), `skipped.json`, `dropped_golds.json` (gold answers that
 //! normalise to nothing, dropped and listed), plus `config.json` and
-//! `manifest.json`. A fresh result is skipped unless `--force`.
+//! `manifest.json`. A result is fresh, and reused unless `--force`, when it was written by
+//! the same program for the same resolved config *and the same contents* of the files the
+//! config reads (prompts, questions, corpus; models by path and size:
+//! `workbench::pipeline::run_key`); `config.json` records those hashes, and a stale
+//! result's rerun names what changed.
 //!
 //! While it runs, each finished question is appended to
 //! `data/results/<name>.journal.jsonl`; a run that is killed continues from there when
-//! started again with the same config and program (any other config starts over).
+//! started again with the same run key (config, program and input contents); a journal of
+//! any other key is started over, saying what changed. A question whose journal line was
+//! cut off by the kill is run again.
 //!
-//! `--compare` runs each config (or reuses its fresh result) and prints every config
-//! against the first on the questions they share: EM, F1, Match and token recall with
-//! paired tests, Holm-corrected marks, the detectable difference, 95% intervals (and the LLM
-//! judge's verdicts when the configs name one: `evaluation.judge_model`).
+//! `--compare` first checks that every config runs the same questions (ids, question text,
+//! gold answers) under the same answer-match rule and the same judge as the first, and
+//! refuses, naming the first difference, when one does not; then it runs each config (or
+//! reuses its fresh result) and prints every config against the first, paired by question
+//! id: EM, F1, Match and token recall with paired tests, Holm-corrected marks, the
+//! detectable difference, 95% intervals (and the LLM judge's verdicts when the configs name
+//! one: `evaluation.judge_model`).
 //! `--max-questions N` overrides `questions.limit` (a seeded sample) in every config;
 //! `--results DIR` puts the result folders in `DIR` instead of `data/results`.
 
@@ -29,10 +38,12 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use std::path::{Path, PathBuf};
 use workbench::evaluate::groups;
+use workbench::load::question_set::QuestionSet;
 use workbench::pipeline::reader::{build, ModelPool};
+use workbench::pipeline::run_key::{check_comparable, Comparand};
 use workbench::pipeline::study::{self, QaComparisons, StudyRun, StudyRuns};
 use workbench::pipeline::trace::Journal;
-use workbench::pipeline::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
+use workbench::pipeline::{Pipeline, PipelineConfig, PipelineRun, QueryTransform, RunKey};
 use workbench::results::{executable_sha256, Experiment, ResultDir};
 
 #[derive(Parser)]
@@ -61,17 +72,27 @@ struct Args {
     results: Option<PathBuf>,
 }
 
-/// Run `path` (or reuse its fresh result); returns the run.
-fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun> {
+/// The config of `path` with the command line's overrides.
+fn read_config(path: &Path, args: &Args) -> Result<PipelineConfig> {
     let mut config =
         PipelineConfig::from_file(path).with_context(|| format!("reading {}", path.display()))?;
     if let Some(n) = args.max_questions {
         config.questions.limit = n;
     }
-    let resolved = serde_json::json!({
-        "config": config,
-        "executable_sha256": executable_sha256()?,
-    });
+    Ok(config)
+}
+
+/// The run key of `config` (the program's sha256 and the contents of its inputs).
+fn run_key(config: &PipelineConfig, path: &Path) -> Result<RunKey> {
+    RunKey::new(config, &executable_sha256()?)
+        .with_context(|| format!("hashing the inputs of {}", path.display()))
+}
+
+/// Run `path` (or reuse its fresh result); returns the run.
+fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun> {
+    let config = read_config(path, args)?;
+    let key = run_key(&config, path)?;
+    let resolved = key.resolved(&config)?;
     let out = match &args.results {
         Some(dir) => ResultDir::at(dir.join(&config.name), &config.name, &resolved)?,
         None => ResultDir::new(&config.name, &resolved)?,
@@ -86,11 +107,18 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
         println!("{}", run.summary().to_table().to_markdown());
         return Ok(run);
     }
+    if let Some(why) = stale_because(&out, &key) {
+        println!(
+            "{}: running again ({} changed since {} was written)",
+            config.name,
+            why,
+            out.dir.display()
+        );
+    }
     let journal_path = out
         .dir
         .with_file_name(format!("{}.journal.jsonl", config.name));
-    let key = workbench::assets::sha256_bytes(serde_json::to_string(&resolved)?.as_bytes());
-    let mut journal = Journal::open(&journal_path, &key)?;
+    let mut journal = Journal::open_for(&journal_path, &key)?;
     if let Some(why) = journal.discarded() {
         println!(
             "{}: not continuing {} ({why}): starting over",
@@ -135,37 +163,62 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
     Ok(run)
 }
 
-/// Keep only the questions every run has, in the first run's order.
-fn common_questions(runs: &mut [PipelineRun]) -> usize {
-    let mut ids: Vec<String> = runs[0].records.iter().map(|r| r.id.clone()).collect();
-    for r in &runs[1..] {
-        let have: std::collections::HashSet<&str> =
-            r.records.iter().map(|x| x.id.as_str()).collect();
-        ids.retain(|id| have.contains(id.as_str()));
-    }
-    let keep: std::collections::HashSet<String> = ids.iter().cloned().collect();
-    for r in runs.iter_mut() {
-        r.records.retain(|x| keep.contains(&x.id));
-    }
-    ids.len()
+/// What changed since the stored result in `out` was written (`None`: there is none, or
+/// nothing the run key records changed, e.g. an output file was edited).
+fn stale_because(out: &ResultDir, key: &RunKey) -> Option<String> {
+    let text = std::fs::read_to_string(out.final_path("config.json")).ok()?;
+    let stored = RunKey::of_resolved(&serde_json::from_str::<serde_json::Value>(&text).ok()?)?;
+    let changes = key.changes(&stored);
+    (!changes.is_empty()).then(|| changes.join(", "))
 }
 
 fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
     if args.configs.len() < 2 {
         bail!("--compare needs at least two configs");
     }
-    let mut runs = args
+    // Refuse before running anything: the questions, gold answers, rule and judge of each
+    // config must be the first one's.
+    let mut checked = Vec::with_capacity(args.configs.len());
+    for path in &args.configs {
+        let config = read_config(path, args)?;
+        let questions = Pipeline::load_questions_of(&config)
+            .with_context(|| format!("loading the questions of {}", path.display()))?;
+        let key = run_key(&config, path)?;
+        checked.push((path.display().to_string(), config, questions, key));
+    }
+    fn side(c: &(String, PipelineConfig, QuestionSet, RunKey)) -> Comparand<'_> {
+        Comparand {
+            name: c.0.as_str(),
+            config: &c.1,
+            questions: &c.2.questions,
+            key: &c.3,
+        }
+    }
+    for other in &checked[1..] {
+        check_comparable(side(&checked[0]), side(other))?;
+    }
+    let runs = args
         .configs
         .iter()
         .map(|p| run_one(p, args, pool))
         .collect::<Result<Vec<_>>>()?;
-    let sizes: Vec<usize> = runs.iter().map(|r| r.records.len()).collect();
-    let n = common_questions(&mut runs);
-    if n == 0 {
-        bail!("the configs share no question (questions per config: {sizes:?})");
-    }
-    if sizes.iter().any(|&s| s != n) {
-        println!("compared on the {n} questions all configs ran (questions per config: {sizes:?})");
+    let n = runs[0].records.len();
+    let ids = |r: &PipelineRun| {
+        let mut v: Vec<String> = r.records.iter().map(|x| x.id.clone()).collect();
+        v.sort();
+        v
+    };
+    for r in &runs[1..] {
+        if ids(r) != ids(&runs[0]) {
+            bail!(
+                "the results of `{}` and `{}` hold different questions ({} and {}) although \
+                 their configs run the same ones: pass --force to redo them",
+                r.name,
+                runs[0].name,
+                r.records.len(),
+                n
+            );
+        }
     }
     let names: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     let mut unique = names.clone();

@@ -75,6 +75,18 @@ pub enum Error {
         message: String,
     },
 
+    /// Two runs cannot be compared question by question (their questions, gold answers,
+    /// answer-match rule or judge differ).
+    #[error("cannot compare {other} with {base}: {what}")]
+    Incomparable {
+        /// The run compared against.
+        base: String,
+        /// The run compared.
+        other: String,
+        /// The first difference found.
+        what: String,
+    },
+
     /// An asset (model or data set) is not in the cache and could not be downloaded.
     #[error("{0}")]
     AssetMissing(Box<AssetMissing>),

@@ -12,6 +12,7 @@
 //! | [`system_spec`] | a retrieval system as data ([`SystemSpec`]): retrievers, fusion, re-ranker; a TOML list of them |
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
+//! | [`run_key`] | what a run's answers depend on, hashed: when a stored result or a journal may be reused; whether two runs can be compared |
 //! | `systems` (feature `dense`) | builds retriever / fusion / re-rank specs into stages, sharing first stages and encoders; trained re-rankers from the cache |
 //! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
 //! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
@@ -61,6 +62,7 @@ pub mod llm_transform;
 pub mod prompt;
 #[cfg(feature = "llm")]
 pub mod reader;
+pub mod run_key;
 #[cfg(feature = "llm")]
 pub mod study;
 pub mod system_spec;
@@ -71,6 +73,7 @@ pub mod transform;
 
 pub use config::PipelineConfig;
 pub use prompt::PromptTemplate;
+pub use run_key::RunKey;
 pub use system_spec::SystemSpec;
 pub use trace::{PipelineRun, StageTimes, Summary, TraceRecord};
 pub use transform::{FnTransform, QueryTransform, Transformed};
@@ -306,6 +309,14 @@ impl Pipeline {
     /// The questions (after skipping and sampling).
     pub fn questions(&self) -> &QuestionSet {
         &self.questions
+    }
+
+    /// The questions `config` runs (after skipping, the `test` split and sampling), as
+    /// [`Pipeline::build`] loads them, without building anything else.
+    ///
+    /// Errors: those of loading the question set; no question left.
+    pub fn load_questions_of(config: &PipelineConfig) -> Result<QuestionSet> {
+        Self::load_questions(config)
     }
 
     /// The reader's prompt template (for building a reader that uses it).

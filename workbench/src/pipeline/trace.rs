@@ -34,13 +34,17 @@ pub use crate::evaluate::groups::question_group;
 /// as soon as it is scored (written and flushed to disk), and a new run with the same
 /// `key` takes the recorded questions as done.
 ///
-/// The first line is `{"journal": 1, "key": …}`; a journal with another key (another
-/// config or program) is never continued: it is started over, and [`Journal::discarded`]
-/// says why. A last line cut off by a kill is dropped.
+/// The first line is `{"journal": 1, "key": …}` (with [`Journal::open_for`], also the
+/// [`super::RunKey`] the key is the digest of); a journal with another key (another
+/// config, program, or contents of an input file) is never continued: it is started over,
+/// and [`Journal::discarded`] says why (naming what changed when both have a run key).
+/// A last line cut off by a kill (no newline at its end) is dropped, and its question is
+/// run again.
 #[derive(Debug)]
 pub struct Journal {
     path: std::path::PathBuf,
     key: String,
+    run: Option<super::RunKey>,
     done: Vec<TraceRecord>,
     discarded: Option<String>,
     file: Option<std::fs::File>,
@@ -50,15 +54,29 @@ pub struct Journal {
 struct JournalHeader {
     journal: u32,
     key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<super::RunKey>,
 }
 
 impl Journal {
     /// Open (or create) the journal at `path` for a run identified by `key` (for
     /// example the sha256 of the resolved configuration and the program).
     pub fn open(path: &Path, key: &str) -> Result<Self> {
+        Self::open_keyed(path, key, None)
+    }
+
+    /// [`Journal::open`] for the run `run`: its key is [`super::RunKey::digest`], and the
+    /// header records `run`, so that a journal of another run is discarded with the reason
+    /// naming what changed (`` `reader.prompt` changed since it was written ``).
+    pub fn open_for(path: &Path, run: &super::RunKey) -> Result<Self> {
+        Self::open_keyed(path, &run.digest(), Some(run.clone()))
+    }
+
+    fn open_keyed(path: &Path, key: &str, run: Option<super::RunKey>) -> Result<Self> {
         let mut j = Journal {
             path: path.to_path_buf(),
             key: key.to_string(),
+            run,
             done: Vec::new(),
             discarded: None,
             file: None,
@@ -74,8 +92,16 @@ impl Journal {
             .and_then(|l| serde_json::from_str::<JournalHeader>(l.trim()).ok());
         match header {
             Some(h) if h.journal == 1 && h.key == key => {}
-            Some(_) => {
-                j.discarded = Some("it belongs to another configuration or program".into());
+            Some(h) => {
+                let changes = match (&j.run, &h.run) {
+                    (Some(now), Some(then)) => now.changes(then),
+                    _ => Vec::new(),
+                };
+                j.discarded = Some(if changes.is_empty() {
+                    "it belongs to another configuration or program".into()
+                } else {
+                    format!("{} changed since it was written", changes.join(", "))
+                });
                 return Ok(j);
             }
             None => {
@@ -123,6 +149,7 @@ impl Journal {
         let mut text = serde_json::to_string(&JournalHeader {
             journal: 1,
             key: self.key.clone(),
+            run: self.run.clone(),
         })?;
         text.push('\n');
         for r in &self.done {
