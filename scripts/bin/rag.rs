@@ -184,6 +184,12 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
         let questions = Pipeline::load_questions_of(&config)
             .with_context(|| format!("loading the questions of {}", path.display()))?;
         let key = run_key(&config, path)?;
+        // Compared under the rule each run uses: the config's, else its question set's.
+        let mut config = config;
+        config
+            .evaluation
+            .answer_match
+            .get_or_insert(questions.answer_match);
         checked.push((path.display().to_string(), config, questions, key));
     }
     fn side(c: &(String, PipelineConfig, QuestionSet, RunKey)) -> Comparand<'_> {

@@ -391,8 +391,11 @@ pub fn check_comparable(base: Comparand<'_>, other: Comparand<'_>) -> Result<()>
     let (a, b) = (&base.config.evaluation, &other.config.evaluation);
     if a.answer_match != b.answer_match {
         return Err(fail(format!(
-            "`evaluation.answer_match` is {:?} in {} but {:?} in {}",
-            a.answer_match, base.name, b.answer_match, other.name
+            "`evaluation.answer_match` is {} in {} but {} in {}",
+            a.answer_match.map_or("unset", |r| r.name()),
+            base.name,
+            b.answer_match.map_or("unset", |r| r.name()),
+            other.name
         )));
     }
     let judge = |c: &Comparand| {
@@ -620,7 +623,7 @@ mod tests {
         assert!(e.contains("question `q1` has the gold answers"), "{e}");
 
         let mut squad = PipelineConfig::default();
-        squad.evaluation.answer_match = AnswerMatch::Squad;
+        squad.evaluation.answer_match = Some(AnswerMatch::Squad);
         let e = check_comparable(
             base,
             Comparand {
