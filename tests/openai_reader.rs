@@ -375,6 +375,18 @@ fn requests_are_in_flight_together_and_answers_keep_their_order() {
 // ---------------------------------------------------------------------------------------
 // llama.cpp's own server
 
+/// SmolLM2's GGUF in the asset cache.
+fn smollm2_path() -> PathBuf {
+    workbench::assets::Assets::load()
+        .and_then(|a| {
+            a.resolve(
+                "smollm2-135m-instruct-gguf",
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+            )
+        })
+        .expect("SmolLM2 GGUF in the asset cache (scripts/test fetches it)")
+}
+
 fn python() -> PathBuf {
     common::venv_python("the llama.cpp server test (xllamacpp)")
 }
@@ -437,14 +449,7 @@ fn llamacpp_server_answers_like_the_in_process_reader() {
     use workbench::read::generative::{
         GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions,
     };
-    let path = workbench::assets::Assets::load()
-        .and_then(|a| {
-            a.resolve(
-                "smollm2-135m-instruct-gguf",
-                "SmolLM2-135M-Instruct.Q4_1.gguf",
-            )
-        })
-        .expect("SmolLM2 GGUF in the asset cache (scripts/test fetches it)");
+    let path = smollm2_path();
     let server = LlamaServer::start(&path);
     let prompt = "Passages:\n{passages}\n\nQuestion: {question}\nAnswer in a few words:";
     let stop = vec!["\n\n".to_string()];
@@ -650,14 +655,7 @@ fn a_server_judge_reads_p_yes_from_the_first_tokens_log_probabilities() {
 fn a_server_judge_agrees_with_the_in_process_judge_on_the_same_gguf() {
     use workbench::evaluate::judge::{Judge, LlmJudge, ServerJudge};
     use workbench::read::generative::{Llm, LoadOptions, SharedLlm};
-    let path = workbench::assets::Assets::load()
-        .and_then(|a| {
-            a.resolve(
-                "smollm2-135m-instruct-gguf",
-                "SmolLM2-135M-Instruct.Q4_1.gguf",
-            )
-        })
-        .expect("SmolLM2 GGUF in the asset cache (scripts/test fetches it)");
+    let path = smollm2_path();
     let template = std::fs::read_to_string(
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/prompts/judge.txt"),
     )
