@@ -488,6 +488,21 @@ fn rag_mini_and_squad_question_sets_bring_the_squad_rule() {
 }
 
 #[test]
+fn dpr_match_finds_a_dotted_abbreviation_after_parsing() {
+    use workbench::evaluate::answer_match::AnswerMatch;
+    let gold = ["Washington, D.C."];
+    let parsed = workbench::read::AnswerParser::short().parse("Washington, D.C.");
+    assert!(
+        AnswerMatch::Dpr.has_answer(&parsed, &gold).unwrap(),
+        "{parsed:?}"
+    );
+    // Without its final dot, DPR's tokens do not hold the gold's.
+    assert!(!AnswerMatch::Dpr
+        .has_answer("Washington, D.C", &gold)
+        .unwrap());
+}
+
+#[test]
 fn judge_summary_counts_abstentions_apart() {
     let mut c = tiny();
     c.cache.retrieval = false;
