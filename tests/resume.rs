@@ -633,7 +633,7 @@ fn rag_compare_refuses_runs_on_other_questions_answers_or_rule() {
         (
             "rule",
             ("answer_match = \"squad\"", "answer_match = \"dpr\""),
-            "`evaluation.answer_match` is Squad",
+            "`evaluation.answer_match` is squad",
         ),
     ];
     for (name, edit, want) in cases {

@@ -99,15 +99,30 @@ fn effective_golds<S: AsRef<str>>(golds: &[S]) -> Vec<String> {
     }
 }
 
-/// Whether a gold answer is a yes / no answer: its first SQuAD-normalised token is "yes"
-/// or "no" (`Yes.`, `no`, `Yes, in 1930.`). Such an answer is not a span of a passage, so
-/// whether a passage "contains" it says nothing about retrieval (one passage in 3,200 of
-/// RAG Mini Wikipedia holds the word "yes").
+/// Whether a gold answer is a yes / no answer: its first word is "yes" or "no" (any case),
+/// followed by nothing, by punctuation, or by a lowercase word (`Yes.`, `no`, `Yes, in
+/// 1930.`, `Yes he did`), but not by a capitalised one, which makes it a name (`No Doubt`,
+/// `No Country for Old Men`). Such an answer is not a span of a passage, so whether a
+/// passage "contains" it says nothing about retrieval (one passage in 3,200 of RAG Mini
+/// Wikipedia holds the word "yes").
 pub fn is_yes_no(gold: &str) -> bool {
-    matches!(
-        normalize_answer(gold).split(' ').next(),
-        Some("yes") | Some("no")
-    )
+    let g = gold.trim_start_matches(|c: char| !c.is_alphanumeric());
+    let word_end = g.find(|c: char| !c.is_alphanumeric()).unwrap_or(g.len());
+    if !matches!(g[..word_end].to_lowercase().as_str(), "yes" | "no") {
+        return false;
+    }
+    let rest = &g[word_end..];
+    match rest.chars().next() {
+        None => true,
+        // `No-one`, `No'ah`: one word.
+        Some('-' | '\'') => false,
+        Some(c) if c.is_whitespace() => rest
+            .trim_start()
+            .chars()
+            .next()
+            .is_none_or(|n| !n.is_uppercase()),
+        Some(_) => true,
+    }
 }
 
 /// The gold answers that can be looked for in a passage: those that are not yes / no
@@ -700,7 +715,15 @@ mod tests {
         ] {
             assert!(is_yes_no(g), "{g:?}");
         }
-        for g in ["Norway", "Yesterday", "Nobel Prize", "", "the yes men"] {
+        for g in [
+            "Norway",
+            "Yesterday",
+            "Nobel Prize",
+            "",
+            "The Yes Men",
+            "No Doubt",
+            "No-one",
+        ] {
             assert!(!is_yes_no(g), "{g:?}");
         }
         assert_eq!(span_golds(&["Yes", "Paris", "no"]), ["Paris"]);
