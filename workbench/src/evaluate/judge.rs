@@ -136,7 +136,7 @@ impl LlmJudge {
         };
         Ok(LlmJudge {
             llm,
-            template: template.strip_suffix('\n').unwrap_or(template).to_string(),
+            template: template.to_string(),
             yes,
             no,
             name,

@@ -77,10 +77,7 @@ impl AnswerParser {
         let mut s = self.after_marker(raw);
         s = self.strip_lead_ins(s);
         if self.first_line {
-            if let Some(line) = s.lines().map(str::trim).find(|l| !l.is_empty()) {
-                s = line;
-            }
-            s = self.strip_lead_ins(s);
+            s = self.strip_lead_ins(first_nonblank_line(s));
         }
         // Quotes and final punctuation nest either way ("`42`." and "\"Paris.\""): strip
         // both until neither changes the text.
@@ -127,15 +124,11 @@ impl AnswerParser {
             return raw.to_string();
         }
         let s = self.after_marker(raw);
-        let s = if self.first_line {
-            s.lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or(s)
+        if self.first_line {
+            first_nonblank_line(s).to_string()
         } else {
-            s
-        };
-        s.to_string()
+            s.to_string()
+        }
     }
 
     /// `s` without its leading lead-ins (see the [module docs](self)), each with an
@@ -218,6 +211,14 @@ fn ends_with_dotted_letter(t: &str) -> bool {
         && dot == '.'
         && x.is_alphabetic()
         && before_x.is_none_or(|c| !c.is_alphanumeric())
+}
+
+/// The first non-blank line of `s`, trimmed; `s` itself when every line is blank.
+fn first_nonblank_line(s: &str) -> &str {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or(s)
 }
 
 /// The text after the last case-insensitive occurrence of `marker` in `s`.
