@@ -14,7 +14,8 @@
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use workbench::display::Table;
-use workbench::evaluate::judge::{cohen_kappa, says_yes, LlmJudge, DEFAULT_PROMPT};
+use workbench::evaluate::calibration;
+use workbench::evaluate::judge::{cohen_kappa, says_yes, LlmJudge, DEFAULT_CUT, DEFAULT_PROMPT};
 use workbench::pipeline::{PipelineConfig, PipelineRun};
 use workbench::read::generative::{Llm, LoadOptions, SharedLlm};
 
@@ -32,6 +33,9 @@ fn main() -> Result<()> {
     let root = workbench::paths::project_root()?;
     let template = std::fs::read_to_string(root.join(DEFAULT_PROMPT))?;
     let judge = LlmJudge::new(SharedLlm::new(llm), &template)?;
+    // The judge's calibrated cut for this prompt, else 0.5.
+    let calibrated = calibration::recorded_cut(&root.join(calibration::RECORD), model, &template)?;
+    let cut = calibrated.as_ref().map_or(DEFAULT_CUT, |c| c.cut);
     let mut t = Table::new([
         "run",
         "questions",
@@ -43,7 +47,15 @@ fn main() -> Result<()> {
         "mean P(Yes) | Match",
         "mean P(Yes) | no Match",
     ])
-    .caption(format!("LLM judge {} against Match", judge.name()));
+    .caption(format!(
+        "LLM judge {} against Match; a verdict is \"correct\" when P(Yes) > {cut} ({})",
+        judge.name(),
+        if calibrated.is_some() {
+            "its calibrated cut"
+        } else {
+            "uncalibrated"
+        }
+    ));
     let (mut all_j, mut all_m) = (Vec::new(), Vec::new());
     for d in dirs {
         let dir = PathBuf::from(d);
@@ -52,7 +64,7 @@ fn main() -> Result<()> {
         let config = PipelineConfig::from_toml(&text, &dir.join("config.toml"), &root)?;
         let mut run = PipelineRun::read(&dir, config)?;
         run.judge_with(&judge)?;
-        let j: Vec<bool> = run.records.iter().map(|r| says_yes(r.judge)).collect();
+        let j: Vec<bool> = run.records.iter().map(|r| says_yes(r.judge, cut)).collect();
         let m: Vec<bool> = run.records.iter().map(|r| r.answer_found).collect();
         // Abstentions are "no" on both sides by construction: kappa over the answered ones.
         let (ja, ma): (Vec<bool>, Vec<bool>) = run

@@ -538,6 +538,106 @@ fn judge_summary_counts_abstentions_apart() {
 }
 
 #[test]
+fn the_judge_cut_comes_from_the_config_else_the_calibration_record_else_a_half() {
+    use workbench::evaluate::calibration::{self, Calibration};
+    // A project root of its own: the judge prompt and a calibration record.
+    let tmp = tempfile::tempdir().unwrap();
+    let prompt = "Q {question} G {gold} A {answer}\n";
+    std::fs::create_dir_all(tmp.path().join("data/prompts")).unwrap();
+    std::fs::write(tmp.path().join("data/prompts/judge.txt"), prompt).unwrap();
+    std::fs::write(tmp.path().join("judge.gguf"), b"").unwrap();
+    let record = tmp.path().join(calibration::RECORD);
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    let row = |judge: &str, prompt_text: &str, cut: f64| Calibration {
+        judge: judge.into(),
+        prompt_sha256: workbench::assets::sha256_bytes(prompt_text.as_bytes()),
+        labels_sha256: "x".into(),
+        n: 300,
+        correct: 150,
+        cut,
+        kappa: 0.5,
+        kappa_low: 0.4,
+        kappa_high: 0.6,
+        accuracy: 0.75,
+        accuracy_low: 0.7,
+        accuracy_high: 0.8,
+        cv_kappa: Some(0.45),
+        cv_accuracy: 0.731,
+        cv_cut_min: 0.7,
+        cv_cut_max: 0.9,
+        kappa_at_half: Some(0.2),
+        accuracy_at_half: 0.6,
+        auc: Some(0.8),
+    };
+    calibration::write_record(
+        &record,
+        &[
+            row("other-judge", prompt, 0.3),
+            row("judge.gguf", prompt, 0.8),
+        ],
+    )
+    .unwrap();
+    let build = |cut: Option<f64>, prompt_file: &str| {
+        let mut c = tiny();
+        c.cache.retrieval = false;
+        // The fixture's files stay where they are; the judge's come from `tmp`.
+        for path in [
+            &mut c.corpus.path,
+            &mut c.questions.path,
+            &mut c.reader.prompt,
+        ] {
+            *path = root().join(&*path).display().to_string();
+        }
+        c.base_dir = tmp.path().to_path_buf();
+        c.evaluation.judge_model = "judge.gguf".into();
+        c.evaluation.judge_prompt = prompt_file.into();
+        c.evaluation.judge_cut = cut;
+        let p = Pipeline::build(c).unwrap();
+        let e = p.config().evaluation.clone();
+        (p, e)
+    };
+    // No cut in the config: the record's row for this judge and prompt.
+    let (p, e) = build(None, "data/prompts/judge.txt");
+    assert_eq!(e.judge_cut, Some(0.8));
+    assert!(e.judge_cut_source.starts_with("calibrated: data/benchmarks/judge-calibration/calibration.csv (300 labelled predictions; cross-validated accuracy 73.1 %)"), "{}", e.judge_cut_source);
+    // P(Yes) 0.9, 0.5, 0.7, 0.2, abstention: above 0.8 only the first.
+    let mut run = p.run(&mut Scripted(BTreeMap::new()), None).unwrap();
+    for (r, p_yes) in run.records.iter_mut().zip([0.9, 0.5, 0.7, 0.2, 0.0]) {
+        r.judge = Some(p_yes);
+    }
+    let s = run.summary();
+    assert_eq!(s.judge_cut, Some(0.8));
+    assert!((s.judge.unwrap() - 20.0).abs() < 1e-9, "{:?}", s.judge);
+    let per = run.per_query("judge").unwrap();
+    let yes: Vec<f64> = run.records.iter().map(|r| per[&r.id]).collect();
+    assert_eq!(yes, [1.0, 0.0, 0.0, 0.0, 0.0]);
+    // Another prompt text: no row, so 0.5, and the run says it is uncalibrated.
+    std::fs::write(
+        tmp.path().join("data/prompts/other.txt"),
+        "{question} {gold} {answer}",
+    )
+    .unwrap();
+    let (_, e) = build(None, "data/prompts/other.txt");
+    assert_eq!(e.judge_cut, Some(0.5));
+    assert!(
+        e.judge_cut_source.starts_with("uncalibrated"),
+        "{}",
+        e.judge_cut_source
+    );
+    // The config's own cut wins over the record.
+    let (_, e) = build(Some(0.65), "data/prompts/judge.txt");
+    assert_eq!(
+        (e.judge_cut, e.judge_cut_source.as_str()),
+        (Some(0.65), "config")
+    );
+    // A cut outside [0, 1) is refused, naming the field.
+    let mut c = tiny();
+    c.evaluation.judge_cut = Some(1.0);
+    let err = Pipeline::build(c).err().unwrap().to_string();
+    assert!(err.contains("evaluation.judge_cut"), "{err}");
+}
+
+#[test]
 fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
     let raw = BTreeMap::from([
         (

@@ -7,10 +7,14 @@
 //! **first generated token**: P(Yes) = e^{l_Yes} / (e^{l_Yes} + e^{l_No}), the two logits of
 //! the tokens `Yes` and `No` at the first position (each must be one token of the model's
 //! vocabulary). No sampling: the same model, prompt and answer always give the same number.
-//! A prediction counts as correct when P(Yes) > P(No), that is P(Yes) > [`CUT`] (0.5;
-//! [`says_yes`] is the one place the cut is applied); an abstention (empty prediction) is
-//! judged incorrect without asking. Runs report the share above the cut and the mean
-//! P(Yes), the graded score BERGEN reports for its LLM evaluation.
+//! A prediction counts as correct when P(Yes) is above a cut ([`says_yes`] is the one
+//! place a cut is applied). The cut is `evaluation.judge_cut` when a config sets it, else
+//! the judge's calibrated one ([`calibration`](super::calibration): chosen on labelled
+//! predictions, recorded per judge model and prompt text), else [`DEFAULT_CUT`] (0.5,
+//! P(Yes) > P(No)); every run records the cut it used and where it came from. An
+//! abstention (empty prediction) is judged incorrect without asking. Runs report the share
+//! above the cut and the mean P(Yes), the graded score BERGEN reports for its LLM
+//! evaluation.
 //!
 //! This is the scheme of BERGEN's LLM evaluation (its `config/evaluator/default_qa.yaml`:
 //! the judge is shown the question, the golden answer and the generated answer, generates
@@ -36,13 +40,13 @@ use crate::{Error, Result};
 /// The judge's default prompt template, relative to the project root.
 pub const DEFAULT_PROMPT: &str = "data/prompts/judge.txt";
 
-/// The P(Yes) above which the judge's verdict is "correct": P(Yes) > P(No).
-pub const CUT: f64 = 0.5;
+/// The P(Yes) cut of a judge without a calibration: P(Yes) > P(No).
+pub const DEFAULT_CUT: f64 = 0.5;
 
-/// Whether a P(Yes) is a "correct" verdict (strictly above [`CUT`]); `None` (not
-/// judged) is not.
-pub fn says_yes(p_yes: Option<f64>) -> bool {
-    p_yes.is_some_and(|p| p > CUT)
+/// Whether a P(Yes) is a "correct" verdict: strictly above `cut`; `None` (not judged)
+/// is not.
+pub fn says_yes(p_yes: Option<f64>, cut: f64) -> bool {
+    p_yes.is_some_and(|p| p > cut)
 }
 
 /// Something that gives a prediction's P(Yes) of being correct. See the

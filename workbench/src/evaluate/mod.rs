@@ -8,6 +8,7 @@
 //! | [`trec`] | read and write TREC run and qrels files | trec_eval file formats |
 //! | [`context`] | context precision of the passages a reader was given, and its rank-aware (average precision) variant | report 004; RAGAS |
 //! | [`judge`] | an LLM judge (feature `llm`): first-token P(Yes) of a GGUF model shown the question, gold answers and prediction; Cohen's kappa against Match | BERGEN's LLM evaluation (`config/evaluator/default_qa.yaml`: one generated token, the `Yes` / `No` logits, given the question, the golden answer and the generated answer) |
+//! | [`calibration`] | a judge's agreement with labelled predictions: the P(Yes) cut with the highest kappa, bootstrap intervals, cross-validated kappa and accuracy, AUC; the committed record runs take their cut from | RAGAS / ARES calibrate LLM judges on labelled answers; Efron & Tibshirani (1993) |
 //! | [`groups`] | report 001's question groups, per-group EM/F1 and winners, answered-only scores, with polars group-bys (feature `parquet`) | report 001 Tables 3–4 |
 //!
 //! Every ranking metric returns a [`MetricResult`]: the mean over the evaluated
@@ -46,6 +47,7 @@
 // error.rs boxes its big variants or lib.rs allows it crate-wide.
 
 pub mod answer_match;
+pub mod calibration;
 pub mod context;
 pub mod groups;
 pub mod judge;

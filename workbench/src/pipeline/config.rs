@@ -645,6 +645,18 @@ pub struct EvaluationConfig {
     /// empty.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub judge_api_key_env: String,
+    /// The P(Yes) above which the judge's verdict is "correct", in [0, 1). Absent: the
+    /// judge model's calibrated cut for this judge prompt
+    /// ([`calibration::RECORD`](crate::evaluate::calibration::RECORD)), else 0.5;
+    /// [`Pipeline::build`](super::Pipeline::build) fills it in, so a run's resolved config
+    /// names the cut it used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge_cut: Option<f64>,
+    /// Where `judge_cut` came from (`config`, `calibrated: …`, `uncalibrated: …`), filled
+    /// in by [`Pipeline::build`](super::Pipeline::build); a value given in a config file
+    /// is kept only beside a `judge_cut` it also gives.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub judge_cut_source: String,
 }
 
 impl Default for EvaluationConfig {
@@ -655,6 +667,8 @@ impl Default for EvaluationConfig {
             judge_prompt: crate::evaluate::judge::DEFAULT_PROMPT.into(),
             judge_base_url: String::new(),
             judge_api_key_env: String::new(),
+            judge_cut: None,
+            judge_cut_source: String::new(),
         }
     }
 }
@@ -1019,6 +1033,14 @@ impl PipelineConfig {
                 return Err(Error::param(
                     "evaluation.judge_base_url",
                     format!("{judge_server:?} is not an http:// or https:// URL"),
+                ));
+            }
+        }
+        if let Some(c) = self.evaluation.judge_cut {
+            if !(0.0..1.0).contains(&c) {
+                return Err(Error::param(
+                    "evaluation.judge_cut",
+                    format!("{c} is not in [0, 1) (a P(Yes) above it is a \"correct\" verdict)"),
                 ));
             }
         }

@@ -8,6 +8,7 @@
 //! | input | keyed by |
 //! |---|---|
 //! | `reader.prompt`, `query_transform.prompt`, `evaluation.judge_prompt` | the file's contents (sha256) |
+//! | `evaluation.judge_calibration` (a judge without `judge_cut`) | the calibration record's contents ([`calibration::RECORD`](crate::evaluate::calibration::RECORD), whose cut the run takes), `none` without one |
 //! | `questions`, `corpus` named by `path` | the contents of every file read (a folder: each file's relative path and contents) |
 //! | `questions`, `corpus` named by `asset` | the sha256 pins of the asset's files in `data/assets.toml` (a cached asset file is checked against its pin whenever it is read) |
 //! | a model given as a path (`reader.model`, `rerank.model`, a dense retriever's `model`, `evaluation.judge_model`) | its path and size in bytes (a folder: each file's relative path and size) |
@@ -136,6 +137,17 @@ pub fn inputs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
     if !config.evaluation.judge_model.trim().is_empty() {
         k.file("evaluation.judge_prompt", &config.evaluation.judge_prompt)?;
         k.model("evaluation.judge_model", &config.evaluation.judge_model)?;
+        if config.evaluation.judge_cut.is_none() {
+            // The cut comes from the calibration record (or 0.5 without one).
+            let p = config.resolve(crate::evaluate::calibration::RECORD);
+            let key = if p.is_file() {
+                k.contents(&p)?
+            } else {
+                "none".to_string()
+            };
+            k.out
+                .insert("evaluation.judge_calibration".to_string(), key);
+        }
     }
     if let Some(r) = &config.rerank {
         k.model("rerank.model", &r.model)?;
@@ -432,6 +444,18 @@ pub fn check_comparable(base: Comparand<'_>, other: Comparand<'_>) -> Result<()>
             other.name
         )));
     }
+    let cut = |e: &super::config::EvaluationConfig| {
+        e.judge_cut.unwrap_or(crate::evaluate::judge::DEFAULT_CUT)
+    };
+    if ja.is_some() && cut(a) != cut(b) {
+        return Err(fail(format!(
+            "the judge's P(Yes) cut (`evaluation.judge_cut`) is {} in {} but {} in {}",
+            cut(a),
+            base.name,
+            cut(b),
+            other.name
+        )));
+    }
     Ok(())
 }
 
@@ -519,6 +543,37 @@ mod tests {
         let text = std::fs::read_to_string(&config).unwrap();
         std::fs::write(&config, text.replace("passages = 1", "passages = 2")).unwrap();
         assert_eq!(key(&config).changes(&k4), ["the configuration"]);
+    }
+
+    #[test]
+    fn the_judge_calibration_record_keys_a_run_without_its_own_cut() {
+        let (tmp, config) = project();
+        let d = tmp.path();
+        let mut c = PipelineConfig::from_file(&config).unwrap();
+        c.base_dir = d.to_path_buf();
+        std::fs::create_dir_all(d.join("data/prompts")).unwrap();
+        std::fs::write(
+            d.join("data/prompts/judge.txt"),
+            "{question} {gold} {answer}",
+        )
+        .unwrap();
+        c.evaluation.judge_model = d.join("m.gguf").display().to_string();
+        let k0 = RunKey::new(&c, "p").unwrap();
+        assert_eq!(k0.inputs["evaluation.judge_calibration"], "none");
+        let record = d.join(crate::evaluate::calibration::RECORD);
+        std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+        std::fs::write(&record, "judge,cut\n").unwrap();
+        let k1 = RunKey::new(&c, "p").unwrap();
+        assert_eq!(k1.changes(&k0), ["`evaluation.judge_calibration`"]);
+        std::fs::write(&record, "judge,cut\nm,0.7\n").unwrap();
+        assert_eq!(
+            RunKey::new(&c, "p").unwrap().changes(&k1),
+            ["`evaluation.judge_calibration`"]
+        );
+        // A config with its own cut does not read the record.
+        c.evaluation.judge_cut = Some(0.6);
+        let k2 = RunKey::new(&c, "p").unwrap();
+        assert!(!k2.inputs.contains_key("evaluation.judge_calibration"));
     }
 
     #[test]
@@ -677,5 +732,32 @@ mod tests {
             e.contains("the judge prompt (`evaluation.judge_prompt`) differs"),
             "{e}"
         );
+        // The same judge at another cut: its verdicts differ.
+        let mut cut = judged.clone();
+        cut.evaluation.judge_cut = Some(0.7);
+        let e = check_comparable(
+            judged_a,
+            Comparand {
+                config: &cut,
+                ..judged_b
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("the judge's P(Yes) cut (`evaluation.judge_cut`) is 0.5 in a.toml but 0.7 in b.toml"),
+            "{e}"
+        );
+        // Unset is 0.5 (what runs before the cut was recorded used).
+        let mut half = judged.clone();
+        half.evaluation.judge_cut = Some(0.5);
+        check_comparable(
+            judged_a,
+            Comparand {
+                config: &half,
+                ..judged_b
+            },
+        )
+        .unwrap();
     }
 }

@@ -173,14 +173,24 @@ impl ReproValid {
     }
 
     /// What `config.json` records: the parameters, every resolved pipeline config by
-    /// `<reader>/<system>`, and the program's sha256.
+    /// `<reader>/<system>`, the contents of the files each reads
+    /// ([`run_key::inputs`](super::run_key::inputs): prompts, questions, corpus, models,
+    /// the judge's calibration), and the program's sha256. A result whose record differs
+    /// is not reused.
     pub fn resolved(&self, env: &Env) -> Result<Resolved<'_, ReproParams>> {
-        let configs: BTreeMap<String, PipelineConfig> = self
-            .configs(env)?
-            .into_iter()
-            .map(|c| (format!("{}/{}", short_name(&c.reader), c.system), c.config))
-            .collect();
-        Resolved::new(env, &self.0, [], serde_json::json!({ "configs": configs }))
+        let mut configs = BTreeMap::new();
+        let mut inputs = BTreeMap::new();
+        for c in self.configs(env)? {
+            let key = format!("{}/{}", short_name(&c.reader), c.system);
+            inputs.insert(key.clone(), super::run_key::inputs(&c.config)?);
+            configs.insert(key, c.config);
+        }
+        Resolved::new(
+            env,
+            &self.0,
+            [],
+            serde_json::json!({ "configs": configs, "inputs": inputs }),
+        )
     }
 }
 
@@ -533,9 +543,10 @@ pub fn intervals(runs: &StudyRuns, trials: usize, seed: u64) -> Result<Table> {
 /// The first columns of a study's details table: abstentions counted apart, then the
 /// lenient scores of every question: Match (the prediction contains a gold answer under
 /// the run's answer-match rule, named in `Match rule`), token recall, the share the LLM
-/// judge called correct (P(Yes) > 0.5) and its mean P(Yes), in percent (`–` when the run
-/// was not judged), and the judge's kappa against Match over the answered questions.
-pub const ANSWERED_COLUMNS: [&str; 12] = [
+/// judge called correct (P(Yes) above the cut in `judge cut`) and its mean P(Yes), in
+/// percent (`–` when the run was not judged), and the judge's kappa against Match over the
+/// answered questions.
+pub const ANSWERED_COLUMNS: [&str; 13] = [
     "system",
     "questions",
     "answered",
@@ -546,6 +557,7 @@ pub const ANSWERED_COLUMNS: [&str; 12] = [
     "Match (%)",
     "token recall (%)",
     "LLM judge (%)",
+    "judge cut",
     "judge mean P(Yes) (%)",
     "judge kappa (answered, vs Match)",
 ];
@@ -564,6 +576,7 @@ pub fn answered_cells(label: &str, s: &Summary, rule: AnswerMatch) -> Vec<String
         format!("{:.2}", s.answer_found),
         format!("{:.2}", s.recall),
         o(s.judge),
+        s.judge_cut.map_or("–".into(), |v| format!("{v:.3}")),
         o(s.judge_mean_p_yes),
         s.judge_kappa_answered
             .map_or("–".into(), |v| format!("{v:.3}")),
@@ -822,16 +835,90 @@ mod tests {
             "trained:minilm-ce-quick"
         );
         assert!(quick[0].config.rerank.is_none());
-        // The resolved config names every config by reader and system.
-        let r = v.resolved(&env).unwrap();
+        // The resolved config names every config by reader and system, with its inputs
+        // (a reader that is not a model the workbench knows cannot be keyed).
+        let err = v.resolved(&env).unwrap_err().to_string();
+        assert!(err.contains("r-a"), "{err}");
+        let shipped = params(Scale::Default, &["smollm2-135m-instruct-gguf"])
+            .check()
+            .unwrap();
+        let r = shipped.resolved(&env).unwrap();
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["params"]["questions"], 7);
-        assert!(j["extra"]["configs"].get("r-b/enhanced").is_some(), "{j}");
+        assert!(
+            j["extra"]["configs"].get("smollm2-135m/enhanced").is_some(),
+            "{j}"
+        );
+        assert!(
+            j["extra"]["inputs"]["smollm2-135m/enhanced"]
+                .get("rerank.model")
+                .is_some(),
+            "{j}"
+        );
         // A missing config file is an error naming it.
         let mut bad = params(Scale::Default, &["r"]);
         bad.systems = vec![ConfigSystem::new("x", "configs/nope.toml")];
         let err = bad.check().unwrap().configs(&env).unwrap_err().to_string();
         assert!(err.contains("nope.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_studys_record_follows_the_contents_of_the_files_its_configs_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let root = crate::paths::project_root().unwrap();
+        std::fs::create_dir_all(d.join("data")).unwrap();
+        std::fs::copy(root.join("data/assets.toml"), d.join("data/assets.toml")).unwrap();
+        std::fs::create_dir_all(d.join("configs")).unwrap();
+        std::fs::write(d.join("prompt.txt"), "{passages}\nQ: {question}\n").unwrap();
+        std::fs::write(
+            d.join("questions.jsonl"),
+            "{\"id\": \"q1\", \"question\": \"Who?\", \"answer\": [\"Ann\"]}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("corpus.jsonl"),
+            "{\"id\": \"a\", \"text\": \"Ann.\"}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("configs/x.toml"),
+            "name = \"x\"\n[corpus]\npath = \"../corpus.jsonl\"\n\
+             [[retrieval.retrievers]]\nkind = \"bm25\"\n\
+             [reader]\nmodel = \"smollm2-135m-instruct-gguf\"\nprompt = \"../prompt.txt\"\npassages = 1\n\
+             [questions]\npath = \"../questions.jsonl\"\n",
+        )
+        .unwrap();
+        let env = Env::at(d).unwrap();
+        let v = ReproParams::at_scale(
+            Scale::Default,
+            vec![ConfigSystem::new("x", "configs/x.toml")],
+            1,
+            None,
+        )
+        .check()
+        .unwrap();
+        let record = || serde_json::to_value(v.resolved(&env).unwrap()).unwrap();
+        let before = record();
+        assert_eq!(record(), before, "deterministic");
+        let inputs = before["extra"]["inputs"].as_object().unwrap();
+        assert_eq!(inputs.len(), 1, "{inputs:?}");
+        let first = inputs.values().next().unwrap();
+        assert!(first["reader.prompt"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"));
+        // The config file is untouched; its prompt and then its questions change.
+        std::fs::write(d.join("prompt.txt"), "{passages}\nQuestion: {question}\n").unwrap();
+        let after = record();
+        assert_ne!(after, before);
+        assert_eq!(after["extra"]["configs"], before["extra"]["configs"]);
+        std::fs::write(
+            d.join("questions.jsonl"),
+            "{\"id\": \"q1\", \"question\": \"Who?\", \"answer\": [\"Bob\"]}\n",
+        )
+        .unwrap();
+        assert_ne!(record(), after);
     }
 
     #[test]

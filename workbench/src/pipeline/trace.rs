@@ -448,10 +448,14 @@ pub struct Summary {
     /// Mean token recall over every question, percent.
     #[serde(default)]
     pub recall: f64,
-    /// Share judged correct by the LLM judge (P(Yes) > 0.5, [`judge::says_yes`](crate::evaluate::judge::says_yes)),
-    /// percent; `None`: not judged.
+    /// Share judged correct by the LLM judge (P(Yes) above [`Summary::judge_cut`],
+    /// [`judge::says_yes`](crate::evaluate::judge::says_yes)), percent; `None`: not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<f64>,
+    /// The P(Yes) cut of the judge's verdicts (`evaluation.judge_cut`); `None`: not
+    /// judged, or a summary written before the cut was recorded (those used 0.5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_cut: Option<f64>,
     /// Mean P(Yes) over every question (an abstention 0), percent; `None`: not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_mean_p_yes: Option<f64>,
@@ -528,6 +532,7 @@ impl Summary {
             (match_label.as_str(), f(Some(self.answer_found), 2)),
             ("token recall (%)", f(Some(self.recall), 2)),
             ("LLM judge: correct (%)", f(self.judge, 2)),
+            ("LLM judge: P(Yes) cut", f(self.judge_cut, 3)),
             ("LLM judge: mean P(Yes) (%)", f(self.judge_mean_p_yes, 2)),
             (
                 "LLM judge: kappa against Match (answered)",
@@ -574,6 +579,7 @@ impl PipelineRun {
         let r = &self.records;
         let answered: Vec<&TraceRecord> = r.iter().filter(|x| !x.abstained).collect();
         let n = r.len().max(1) as f64;
+        let cut = self.judge_cut();
         let t = |f: fn(&StageTimes) -> f64| r.iter().map(|x| f(&x.times)).sum::<f64>() / n;
         let mean_times = StageTimes {
             transform: t(|s| s.transform),
@@ -603,7 +609,8 @@ impl PipelineRun {
             recall: 100.0 * r.iter().map(|x| x.recall).sum::<f64>() / n,
             judge: self
                 .judged()
-                .then(|| 100.0 * r.iter().filter(|x| says_yes(x.judge)).count() as f64 / n),
+                .then(|| 100.0 * r.iter().filter(|x| says_yes(x.judge, cut)).count() as f64 / n),
+            judge_cut: self.judged().then_some(cut),
             judge_mean_p_yes: self
                 .judged()
                 .then(|| 100.0 * r.iter().filter_map(|x| x.judge).sum::<f64>() / n),
@@ -657,7 +664,8 @@ impl PipelineRun {
     }
 
     /// Per-question values of `em`, `f1`, `recall`, `match` (1 when the prediction
-    /// contains a gold answer) or `judge` (1 when the LLM judge's P(Yes) > 0.5) keyed by id,
+    /// contains a gold answer) or `judge` (1 when the LLM judge's P(Yes) is above the
+    /// run's [cut](Self::judge_cut)) keyed by id,
     /// for the paired tests of `evaluate::significance`.
     ///
     /// Errors: an unknown metric; `judge` on a run that was not judged.
@@ -668,6 +676,7 @@ impl PipelineRun {
                 format!("`judge`: run `{}` was not judged", self.name),
             ));
         }
+        let cut = self.judge_cut();
         self.records
             .iter()
             .map(|r| match metric {
@@ -675,13 +684,22 @@ impl PipelineRun {
                 "f1" => Ok((r.id.clone(), r.f1)),
                 "recall" => Ok((r.id.clone(), r.recall)),
                 "match" => Ok((r.id.clone(), if r.answer_found { 1.0 } else { 0.0 })),
-                "judge" => Ok((r.id.clone(), if says_yes(r.judge) { 1.0 } else { 0.0 })),
+                "judge" => Ok((r.id.clone(), if says_yes(r.judge, cut) { 1.0 } else { 0.0 })),
                 other => Err(Error::param(
                     "metric",
                     format!("`{other}`: choose `em`, `f1`, `recall`, `match` or `judge`"),
                 )),
             })
             .collect()
+    }
+
+    /// The P(Yes) cut of the judge's verdicts: the resolved config's `evaluation.judge_cut`
+    /// (a run whose config predates it used 0.5, [`DEFAULT_CUT`](crate::evaluate::judge::DEFAULT_CUT)).
+    pub fn judge_cut(&self) -> f64 {
+        self.config
+            .evaluation
+            .judge_cut
+            .unwrap_or(crate::evaluate::judge::DEFAULT_CUT)
     }
 
     /// Whether every question has the LLM judge's verdict.
@@ -707,7 +725,8 @@ impl PipelineRun {
             return None;
         }
         let kept: Vec<&TraceRecord> = self.records.iter().filter(|r| keep(r)).collect();
-        let judge: Vec<bool> = kept.iter().map(|r| says_yes(r.judge)).collect();
+        let cut = self.judge_cut();
+        let judge: Vec<bool> = kept.iter().map(|r| says_yes(r.judge, cut)).collect();
         let matched: Vec<bool> = kept.iter().map(|r| r.answer_found).collect();
         crate::evaluate::judge::cohen_kappa(&judge, &matched)
             .ok()

@@ -234,7 +234,7 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report001> {
         "Per system: abstentions (\"Not found\") counted apart; em_answered / f1_answered over the questions answered",
     );
     let mut details = Table::new(ANSWERED_COLUMNS).caption(
-        "Per system: abstentions counted apart; EM / F1 over the questions answered; Match (gold inside the answer, token-bounded, under the rule named) and token recall over all questions; the LLM judge's share with P(Yes) > 0.5 and its mean P(Yes) over all questions (an abstention 0); Cohen's kappa of the judge against Match over the questions answered",
+        "Per system: abstentions counted apart; EM / F1 over the questions answered; Match (gold inside the answer, token-bounded, under the rule named) and token recall over all questions; the LLM judge's share with P(Yes) above its cut (`judge cut`: calibrated on labelled predictions, else 0.5) and its mean P(Yes) over all questions (an abstention 0); Cohen's kappa of the judge against Match over the questions answered",
     );
     for r in &runs.0 {
         details.push(answered_cells(

@@ -1,0 +1,366 @@
+//! Calibrate LLM judges against labelled predictions (`workbench::evaluate::calibration`).
+//!
+//! ```text
+//! # 1. candidates: the answered predictions of finished runs, labelled where an exact
+//! #    rule decides (`correct` null elsewhere, for a reader to fill in)
+//! cargo run --release --bin calibrate_judge -- candidates \
+//!     data/results/report001/qwen2.5-coder-1.5b/* --out candidates.jsonl
+//! # 2. each judge's agreement with the labels, and its cut
+//! cargo run --release --bin calibrate_judge -- run [--labels data/judge-labels/labels.jsonl]
+//!     [--judge qwen2.5-coder-1.5b-instruct-gguf …] [--base-url http://host:8080/v1]
+//! bash scripts/record_bench judge-calibration   # the record runs take their cut from
+//! ```
+//!
+//! `run` writes `data/results/judge-calibration/`: `bench.md` (the table), `calibration.csv`
+//! (one row per judge: the record `evaluation.judge_cut` is resolved from once recorded
+//! to `data/benchmarks/judge-calibration/`), `scores.csv` (every judge's P(Yes) on every
+//! labelled prediction), `config.json` (labels, prompt, judges, seed, the machine) and
+//! `manifest.json`. Without `--judge` it calibrates every GGUF model the workbench ships;
+//! with `--base-url` each `--judge` is a model name on that OpenAI-compatible server.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use workbench::assets::{sha256_bytes, sha256_file};
+use workbench::bench::BenchRun;
+use workbench::display::Table;
+use workbench::evaluate::calibration::{self, CalibrationOptions, LabelledPrediction};
+use workbench::evaluate::judge::{Judge, LlmJudge, ServerJudge, DEFAULT_PROMPT};
+use workbench::read::generative::{Llm, LoadOptions, SharedLlm};
+
+/// The GGUF models the workbench ships (`data/assets.toml`), calibrated by default.
+const SHIPPED_JUDGES: [&str; 3] = [
+    "qwen2.5-coder-1.5b-instruct-gguf",
+    "qwen2.5-coder-0.5b-instruct-gguf",
+    "smollm2-135m-instruct-gguf",
+];
+const NAME: &str = "judge-calibration";
+const LABELS: &str = "data/judge-labels/labels.jsonl";
+
+#[derive(Parser, Debug)]
+#[command(about = "Calibrate LLM judges against labelled predictions")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write the answered predictions of run folders as labelling candidates (JSON Lines).
+    Candidates {
+        /// Run folders (`traces.jsonl` each).
+        runs: Vec<PathBuf>,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Each judge's agreement with the labelled set, and its cut.
+    Run {
+        /// The labelled set.
+        #[arg(long, default_value = LABELS)]
+        labels: PathBuf,
+        /// Judge models (asset names or .gguf paths; with --base-url, the server's names).
+        #[arg(long = "judge")]
+        judges: Vec<String>,
+        /// The judge prompt template.
+        #[arg(long, default_value = DEFAULT_PROMPT)]
+        prompt: PathBuf,
+        /// An OpenAI-compatible server that runs the judges (log-probabilities).
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Environment variable holding the server's API key.
+        #[arg(long, default_value = "")]
+        api_key_env: String,
+        /// Bootstrap resamples.
+        #[arg(long, default_value_t = 2000)]
+        rounds: usize,
+        /// Cross-validation folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Seed of the bootstrap and the folds.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+/// A labelling candidate: a [`LabelledPrediction`] whose `correct` may be unknown.
+#[derive(Serialize)]
+struct Candidate {
+    id: String,
+    source: String,
+    question: String,
+    gold_answers: Vec<String>,
+    prediction: String,
+    correct: Option<bool>,
+    how: String,
+}
+
+fn candidates(runs: &[PathBuf], out: &Path) -> Result<()> {
+    let root = workbench::paths::project_root()?;
+    let mut seen = BTreeSet::new();
+    let (mut lines, mut ruled, mut repeats) = (Vec::new(), 0usize, 0usize);
+    for dir in runs {
+        let dir = &std::path::absolute(dir)?;
+        let traces = dir.join("traces.jsonl");
+        let records = workbench::pipeline::trace::read_traces(&traces)?;
+        // Under data/results/: the path below it; elsewhere: the run folder's name.
+        let source = match dir.strip_prefix(root.join("data/results")) {
+            Ok(rel) => rel.display().to_string(),
+            Err(_) => dir.file_name().map_or_else(
+                || dir.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+        };
+        for r in records {
+            if r.abstained || r.prediction.trim().is_empty() {
+                continue;
+            }
+            // One candidate per question and normalised prediction, whichever run gave it.
+            let key = (
+                r.question.clone(),
+                workbench::evaluate::qa::normalize_answer(&r.prediction),
+            );
+            if !seen.insert(key) {
+                repeats += 1;
+                continue;
+            }
+            let rule = calibration::rule_label(&r.gold_answers, &r.prediction);
+            ruled += usize::from(rule.is_some());
+            lines.push(serde_json::to_string(&Candidate {
+                id: format!("{source}/{}", r.id),
+                source: source.clone(),
+                question: r.question,
+                gold_answers: r.gold_answers,
+                prediction: r.prediction,
+                correct: rule.map(|(c, _)| c),
+                how: rule.map_or(String::new(), |(_, how)| how.to_string()),
+            })?);
+        }
+    }
+    std::fs::write(out, lines.join("\n") + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "{}: {} candidates ({ruled} labelled by a rule, {} to read; {repeats} repeats of a question's prediction left out)",
+        out.display(),
+        lines.len(),
+        lines.len() - ruled
+    );
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Config {
+    labels: String,
+    labels_sha256: String,
+    prompt: String,
+    prompt_sha256: String,
+    judges: Vec<String>,
+    base_url: Option<String>,
+    rounds: usize,
+    folds: usize,
+    seed: u64,
+}
+
+fn judge_for(
+    name: &str,
+    template: &str,
+    base_url: Option<&str>,
+    api_key_env: &str,
+) -> Result<Box<dyn Judge>> {
+    if let Some(url) = base_url {
+        return Ok(Box::new(ServerJudge::new(
+            url,
+            name,
+            api_key_env,
+            template,
+        )?));
+    }
+    let opts = LoadOptions::default();
+    let llm = match workbench::assets::ModelRef::parse(name) {
+        workbench::assets::ModelRef::Path(p) => Llm::load(p.as_ref(), &opts)?,
+        _ => Llm::from_asset(name, &opts)?,
+    };
+    Ok(Box::new(LlmJudge::new(SharedLlm::new(llm), template)?))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    labels_path: &Path,
+    judges: Vec<String>,
+    prompt: &Path,
+    base_url: Option<String>,
+    api_key_env: &str,
+    opts: CalibrationOptions,
+) -> Result<()> {
+    let root = workbench::paths::project_root()?;
+    let abs = |p: &Path| {
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            root.join(p)
+        }
+    };
+    let labels = calibration::read_labels(&abs(labels_path))?;
+    let template = std::fs::read_to_string(abs(prompt))
+        .with_context(|| format!("reading the judge prompt {}", prompt.display()))?;
+    workbench::evaluate::judge::check_template(&template)?;
+    let judges = if judges.is_empty() {
+        if base_url.is_some() {
+            bail!("--base-url needs --judge: the server's model name(s)");
+        }
+        SHIPPED_JUDGES.iter().map(|s| s.to_string()).collect()
+    } else {
+        judges
+    };
+    let config = Config {
+        labels: labels_path.display().to_string(),
+        labels_sha256: sha256_file(&abs(labels_path))?,
+        prompt: prompt.display().to_string(),
+        prompt_sha256: sha256_bytes(template.as_bytes()),
+        judges: judges.clone(),
+        base_url: base_url.clone(),
+        rounds: opts.rounds,
+        folds: opts.folds,
+        seed: opts.seed,
+    };
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, "bench.md")?;
+    println!("{}", machine.summary());
+    let truth: Vec<bool> = labels.iter().map(|l| l.correct).collect();
+    let mut scores = Table::new(["id", "source", "how", "correct", "judge", "p_yes"]);
+    let mut rows = Vec::new();
+    for name in &judges {
+        let judge = judge_for(name, &template, base_url.as_deref(), api_key_env)
+            .with_context(|| format!("loading judge {name}"))?;
+        let mut bar = workbench::progress::bar(labels.len(), &format!("judge {name}"));
+        let mut p = Vec::with_capacity(labels.len());
+        for l in &labels {
+            let v = judge
+                .p_yes(&l.question, &l.gold_answers, &l.prediction)
+                .with_context(|| format!("judge {name} on labelled prediction {}", l.id))?;
+            p.push(v);
+            scores.push(vec![
+                l.id.clone(),
+                l.source.clone(),
+                l.how.clone(),
+                l.correct.to_string(),
+                name.clone(),
+                format!("{v:.6}"),
+            ])?;
+            workbench::progress::tick(&mut bar, 1);
+        }
+        drop(bar);
+        rows.push(calibration::calibrate(
+            name,
+            &config.prompt_sha256,
+            &config.labels_sha256,
+            &p,
+            &truth,
+            opts,
+        )?);
+    }
+    calibration::write_record(&exp.out.path("calibration.csv"), &rows)?;
+    scores.write_csv(&exp.out.path("scores.csv"))?;
+    let md = render(&labels, &config, &rows, &machine.summary());
+    std::fs::write(exp.out.path("bench.md"), &md)?;
+    println!("{md}");
+    exp.finish(serde_json::json!({
+        "labelled": labels.len(),
+        "judges": judges,
+        "cuts": rows.iter().map(|r| r.cut).collect::<Vec<_>>(),
+    }))?;
+    Ok(())
+}
+
+fn render(
+    labels: &[LabelledPrediction],
+    config: &Config,
+    rows: &[calibration::Calibration],
+    machine: &str,
+) -> String {
+    let correct = labels.iter().filter(|l| l.correct).count();
+    let read = labels.iter().filter(|l| l.how == "read").count();
+    let sources: BTreeSet<&str> = labels.iter().map(|l| l.source.as_str()).collect();
+    let pct = |v: f64| format!("{:.1}", 100.0 * v);
+    let opt = |v: Option<f64>, d: usize| v.map_or("–".into(), |x| format!("{x:.d$}"));
+    let mut t = Table::new([
+        "judge",
+        "cut",
+        "kappa",
+        "kappa 95 % CI",
+        "accuracy (%)",
+        "accuracy 95 % CI",
+        "cross-validated kappa",
+        "cross-validated accuracy (%)",
+        "fold cuts",
+        "kappa at 0.5",
+        "accuracy at 0.5 (%)",
+        "AUC",
+    ]);
+    for r in rows {
+        // A row of 12 cells always fits the 12 columns.
+        let _ = t.push(vec![
+            r.judge.clone(),
+            format!("{:.3}", r.cut),
+            format!("{:.3}", r.kappa),
+            format!("{:.3}–{:.3}", r.kappa_low, r.kappa_high),
+            pct(r.accuracy),
+            format!("{}–{}", pct(r.accuracy_low), pct(r.accuracy_high)),
+            opt(r.cv_kappa, 3),
+            pct(r.cv_accuracy),
+            format!("{:.3}–{:.3}", r.cv_cut_min, r.cv_cut_max),
+            opt(r.kappa_at_half, 3),
+            pct(r.accuracy_at_half),
+            opt(r.auc, 3),
+        ]);
+    }
+    format!(
+        "LLM judges against {n} labelled predictions ({labels}: {correct} correct, {wrong} incorrect; {ruled} labelled by an exact rule, {read} by reading; from {src} runs), judge prompt {prompt} (sha256 {sha}). \
+         A verdict is \"correct\" when P(Yes) > cut. cut: the cut with the highest kappa against the labels (in-sample); kappa and accuracy at it, with 95 % percentile bootstrap intervals ({rounds} resamples, seed {seed}, cut fixed); \
+         cross-validated: {folds} seeded folds, each judged at the cut chosen on the others (fold cuts: their range); AUC: P(a correct prediction's P(Yes) > an incorrect one's).\n\n{table}\nMachine: {machine}.\n",
+        n = labels.len(),
+        labels = config.labels,
+        wrong = labels.len() - correct,
+        ruled = labels.len() - read,
+        src = sources.len(),
+        prompt = config.prompt,
+        sha = &config.prompt_sha256[..12],
+        rounds = config.rounds,
+        seed = config.seed,
+        folds = config.folds,
+        table = t.to_markdown(),
+    )
+}
+
+fn main() -> Result<()> {
+    match Args::parse().command {
+        Command::Candidates { runs, out } => {
+            if runs.is_empty() {
+                bail!("name at least one run folder");
+            }
+            candidates(&runs, &out)
+        }
+        Command::Run {
+            labels,
+            judges,
+            prompt,
+            base_url,
+            api_key_env,
+            rounds,
+            folds,
+            seed,
+        } => run(
+            &labels,
+            judges,
+            &prompt,
+            base_url,
+            &api_key_env,
+            CalibrationOptions {
+                rounds,
+                folds,
+                seed,
+            },
+        ),
+    }
+}
