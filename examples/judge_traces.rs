@@ -34,7 +34,8 @@ fn main() -> Result<()> {
     let template = std::fs::read_to_string(root.join(DEFAULT_PROMPT))?;
     let judge = LlmJudge::new(SharedLlm::new(llm), &template)?;
     // The judge's calibrated cut for this prompt, else 0.5.
-    let calibrated = calibration::recorded_cut(&root.join(calibration::RECORD), model, &template)?;
+    let calibrated =
+        calibration::recorded_cut(&root.join(calibration::RECORD), model, "gguf", &template)?;
     let cut = calibrated.as_ref().map_or(DEFAULT_CUT, |c| c.cut);
     let mut t = Table::new([
         "run",

@@ -550,19 +550,21 @@ fn the_judge_cut_comes_from_the_config_else_the_calibration_record_else_a_half()
     std::fs::create_dir_all(record.parent().unwrap()).unwrap();
     let row = |judge: &str, prompt_text: &str, cut: f64| Calibration {
         judge: judge.into(),
+        backend: "gguf".into(),
         prompt_sha256: workbench::assets::sha256_bytes(prompt_text.as_bytes()),
         labels_sha256: "x".into(),
         n: 300,
         correct: 150,
+        questions: 120,
         cut,
         kappa: 0.5,
-        kappa_low: 0.4,
-        kappa_high: 0.6,
         accuracy: 0.75,
-        accuracy_low: 0.7,
-        accuracy_high: 0.8,
         cv_kappa: Some(0.45),
+        cv_kappa_low: Some(0.35),
+        cv_kappa_high: Some(0.55),
         cv_accuracy: 0.731,
+        cv_accuracy_low: 0.7,
+        cv_accuracy_high: 0.8,
         cv_cut_min: 0.7,
         cv_cut_max: 0.9,
         kappa_at_half: Some(0.2),
@@ -599,7 +601,10 @@ fn the_judge_cut_comes_from_the_config_else_the_calibration_record_else_a_half()
     // No cut in the config: the record's row for this judge and prompt.
     let (p, e) = build(None, "data/prompts/judge.txt");
     assert_eq!(e.judge_cut, Some(0.8));
-    assert!(e.judge_cut_source.starts_with("calibrated: data/benchmarks/judge-calibration/calibration.csv (300 labelled predictions; cross-validated accuracy 73.1 %)"), "{}", e.judge_cut_source);
+    assert_eq!(
+        e.judge_cut_source,
+        "calibrated: data/benchmarks/judge-calibration/calibration.csv (300 labelled predictions; cross-validated kappa 0.450, AUC 0.800)"
+    );
     // P(Yes) 0.9, 0.5, 0.7, 0.2, abstention: above 0.8 only the first.
     let mut run = p.run(&mut Scripted(BTreeMap::new()), None).unwrap();
     for (r, p_yes) in run.records.iter_mut().zip([0.9, 0.5, 0.7, 0.2, 0.0]) {
@@ -611,6 +616,14 @@ fn the_judge_cut_comes_from_the_config_else_the_calibration_record_else_a_half()
     let per = run.per_query("judge").unwrap();
     let yes: Vec<f64> = run.records.iter().map(|r| per[&r.id]).collect();
     assert_eq!(yes, [1.0, 0.0, 0.0, 0.0, 0.0]);
+    // Read back with the config as written (no cut): the summary's cut, not 0.5.
+    let dir = tmp.path().join("run");
+    run.write(&dir).unwrap();
+    let mut raw = p.config().clone();
+    raw.evaluation.judge_cut = None;
+    let back = workbench::pipeline::PipelineRun::read(&dir, raw).unwrap();
+    assert_eq!(back.judge_cut(), 0.8);
+    assert_eq!(back.summary().judge, s.judge);
     // Another prompt text: no row, so 0.5, and the run says it is uncalibrated.
     std::fs::write(
         tmp.path().join("data/prompts/other.txt"),

@@ -101,6 +101,7 @@ fn candidates(runs: &[PathBuf], out: &Path) -> Result<()> {
     let root = workbench::paths::project_root()?;
     let mut seen = BTreeSet::new();
     let (mut lines, mut ruled, mut repeats) = (Vec::new(), 0usize, 0usize);
+    let (mut abstained, mut no_gold) = (0usize, 0usize);
     for dir in runs {
         let dir = &std::path::absolute(dir)?;
         let traces = dir.join("traces.jsonl");
@@ -115,10 +116,16 @@ fn candidates(runs: &[PathBuf], out: &Path) -> Result<()> {
         };
         for r in records {
             if r.abstained || r.prediction.trim().is_empty() {
+                abstained += 1;
+                continue;
+            }
+            if r.gold_answers.iter().all(|g| g.trim().is_empty()) {
+                no_gold += 1;
                 continue;
             }
             // One candidate per question and normalised prediction, whichever run gave it.
             let key = (
+                r.id.clone(),
                 r.question.clone(),
                 workbench::evaluate::qa::normalize_answer(&r.prediction),
             );
@@ -142,7 +149,7 @@ fn candidates(runs: &[PathBuf], out: &Path) -> Result<()> {
     std::fs::write(out, lines.join("\n") + "\n")
         .with_context(|| format!("writing {}", out.display()))?;
     println!(
-        "{}: {} candidates ({ruled} labelled by a rule, {} to read; {repeats} repeats of a question's prediction left out)",
+        "{}: {} candidates ({ruled} labelled by a rule, {} to read); left out: {repeats} repeats of a question's prediction, {abstained} abstentions, {no_gold} predictions to questions without a gold answer",
         out.display(),
         lines.len(),
         lines.len() - ruled
@@ -185,7 +192,6 @@ fn judge_for(
     Ok(Box::new(LlmJudge::new(SharedLlm::new(llm), template)?))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run(
     labels_path: &Path,
     judges: Vec<String>,
@@ -225,11 +231,26 @@ fn run(
         folds: opts.folds,
         seed: opts.seed,
     };
+    let truth: Vec<bool> = labels.iter().map(|l| l.correct).collect();
+    // Each prediction's question: folds and bootstrap resamples keep a question's
+    // predictions together.
+    let mut question_ids = std::collections::HashMap::new();
+    let groups: Vec<usize> = labels
+        .iter()
+        .map(|l| {
+            let n = question_ids.len();
+            *question_ids
+                .entry(l.question.trim().to_string())
+                .or_insert(n)
+        })
+        .collect();
+    // Refuse folds that cannot be calibrated before any judging.
+    calibration::folds_of(&groups, &truth, opts.folds, opts.seed)?;
+    let backend = if base_url.is_some() { "server" } else { "gguf" };
     let BenchRun { exp, machine } = BenchRun::start(NAME, &config, "bench.md")?;
     println!("{}", machine.summary());
-    let truth: Vec<bool> = labels.iter().map(|l| l.correct).collect();
     let mut scores = Table::new(["id", "source", "how", "correct", "judge", "p_yes"]);
-    let mut rows = Vec::new();
+    let mut judged = Vec::new();
     for name in &judges {
         let judge = judge_for(name, &template, base_url.as_deref(), api_key_env)
             .with_context(|| format!("loading judge {name}"))?;
@@ -251,24 +272,48 @@ fn run(
             workbench::progress::tick(&mut bar, 1);
         }
         drop(bar);
-        rows.push(calibration::calibrate(
-            name,
-            &config.prompt_sha256,
-            &config.labels_sha256,
-            &p,
-            &truth,
-            opts,
-        )?);
+        // Written after each judge, so a failure later keeps what was judged.
+        scores.write_csv(&exp.out.path("scores.csv"))?;
+        judged.push((name.clone(), p));
     }
-    calibration::write_record(&exp.out.path("calibration.csv"), &rows)?;
-    scores.write_csv(&exp.out.path("scores.csv"))?;
-    let md = render(&labels, &config, &rows, &machine.summary());
+    let mut rows = Vec::new();
+    for (name, p) in &judged {
+        let of = calibration::Calibrated {
+            judge: name,
+            backend,
+            prompt_sha256: &config.prompt_sha256,
+            labels_sha256: &config.labels_sha256,
+        };
+        rows.push(calibration::calibrate(of, p, &truth, &groups, opts)?);
+    }
+    // Rows of the record for other judges, backends or prompts are kept (recording this
+    // run replaces the record folder).
+    let record = root.join(calibration::RECORD);
+    let kept: Vec<calibration::Calibration> = if record.is_file() {
+        calibration::read_record(&record)?
+            .into_iter()
+            .filter(|old| {
+                !rows.iter().any(|r| {
+                    r.judge == old.judge
+                        && r.backend == old.backend
+                        && r.prompt_sha256 == old.prompt_sha256
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let all: Vec<calibration::Calibration> = rows.iter().chain(&kept).cloned().collect();
+    calibration::write_record(&exp.out.path("calibration.csv"), &all)?;
+    let md = render(&labels, &config, &rows, &kept, &machine.summary())?;
     std::fs::write(exp.out.path("bench.md"), &md)?;
     println!("{md}");
     exp.finish(serde_json::json!({
         "labelled": labels.len(),
+        "questions": question_ids.len(),
         "judges": judges,
         "cuts": rows.iter().map(|r| r.cut).collect::<Vec<_>>(),
+        "kept_from_record": kept.len(),
     }))?;
     Ok(())
 }
@@ -277,49 +322,66 @@ fn render(
     labels: &[LabelledPrediction],
     config: &Config,
     rows: &[calibration::Calibration],
+    kept: &[calibration::Calibration],
     machine: &str,
-) -> String {
+) -> Result<String> {
     let correct = labels.iter().filter(|l| l.correct).count();
     let read = labels.iter().filter(|l| l.how == "read").count();
     let sources: BTreeSet<&str> = labels.iter().map(|l| l.source.as_str()).collect();
+    let questions: BTreeSet<&str> = labels.iter().map(|l| l.question.trim()).collect();
     let pct = |v: f64| format!("{:.1}", 100.0 * v);
-    let opt = |v: Option<f64>, d: usize| v.map_or("–".into(), |x| format!("{x:.d$}"));
+    let opt = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.3}"));
     let mut t = Table::new([
         "judge",
+        "backend",
         "cut",
-        "kappa",
-        "kappa 95 % CI",
-        "accuracy (%)",
-        "accuracy 95 % CI",
-        "cross-validated kappa",
-        "cross-validated accuracy (%)",
+        "cross-validated kappa (95 % CI)",
+        "cross-validated accuracy % (95 % CI)",
         "fold cuts",
+        "kappa at the cut (in-sample)",
+        "accuracy at the cut % (in-sample)",
         "kappa at 0.5",
-        "accuracy at 0.5 (%)",
+        "accuracy at 0.5 %",
         "AUC",
     ]);
-    for r in rows {
-        // A row of 12 cells always fits the 12 columns.
-        let _ = t.push(vec![
-            r.judge.clone(),
+    for r in rows.iter().chain(kept) {
+        let mark = if kept.contains(r) { " ‡" } else { "" };
+        t.push(vec![
+            format!("{}{mark}", r.judge),
+            r.backend.clone(),
             format!("{:.3}", r.cut),
-            format!("{:.3}", r.kappa),
-            format!("{:.3}–{:.3}", r.kappa_low, r.kappa_high),
-            pct(r.accuracy),
-            format!("{}–{}", pct(r.accuracy_low), pct(r.accuracy_high)),
-            opt(r.cv_kappa, 3),
-            pct(r.cv_accuracy),
+            format!(
+                "{} ({}–{})",
+                opt(r.cv_kappa),
+                opt(r.cv_kappa_low),
+                opt(r.cv_kappa_high)
+            ),
+            format!(
+                "{} ({}–{})",
+                pct(r.cv_accuracy),
+                pct(r.cv_accuracy_low),
+                pct(r.cv_accuracy_high)
+            ),
             format!("{:.3}–{:.3}", r.cv_cut_min, r.cv_cut_max),
-            opt(r.kappa_at_half, 3),
+            format!("{:.3}", r.kappa),
+            pct(r.accuracy),
+            opt(r.kappa_at_half),
             pct(r.accuracy_at_half),
-            opt(r.auc, 3),
-        ]);
+            opt(r.auc),
+        ])?;
     }
-    format!(
-        "LLM judges against {n} labelled predictions ({labels}: {correct} correct, {wrong} incorrect; {ruled} labelled by an exact rule, {read} by reading; from {src} runs), judge prompt {prompt} (sha256 {sha}). \
-         A verdict is \"correct\" when P(Yes) > cut. cut: the cut with the highest kappa against the labels (in-sample); kappa and accuracy at it, with 95 % percentile bootstrap intervals ({rounds} resamples, seed {seed}, cut fixed); \
-         cross-validated: {folds} seeded folds, each judged at the cut chosen on the others (fold cuts: their range); AUC: P(a correct prediction's P(Yes) > an incorrect one's).\n\n{table}\nMachine: {machine}.\n",
+    let kept_note = if kept.is_empty() {
+        String::new()
+    } else {
+        "‡ kept from the earlier record (another run, possibly other labels).\n".to_string()
+    };
+    Ok(format!(
+        "LLM judges against {n} labelled predictions to {q} questions ({labels}: {correct} correct, {wrong} incorrect; {ruled} labelled by an exact rule, {read} by reading; from {src} runs), judge prompt {prompt} (sha256 {sha}). \
+         A verdict is \"correct\" when P(Yes) > cut. cut: the cut with the highest kappa against all the labels. \
+         Cross-validated: {folds} seeded folds over questions, each fold judged at the cut chosen on the others (fold cuts: their range), with 95 % percentile bootstrap intervals over questions ({rounds} resamples, seed {seed}); \
+         in-sample: at the cut, on the labels it was chosen on (optimistic). AUC: P(a correct prediction's P(Yes) > an incorrect one's).\n\n{table}\n{kept_note}Machine: {machine}.\n",
         n = labels.len(),
+        q = questions.len(),
         labels = config.labels,
         wrong = labels.len() - correct,
         ruled = labels.len() - read,
@@ -330,7 +392,7 @@ fn render(
         seed = config.seed,
         folds = config.folds,
         table = t.to_markdown(),
-    )
+    ))
 }
 
 fn main() -> Result<()> {

@@ -190,6 +190,10 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
             .evaluation
             .answer_match
             .get_or_insert(questions.answer_match);
+        // And at the judge cut each run uses (the config's, else the calibrated one).
+        config
+            .resolve_judge_cut()
+            .with_context(|| format!("resolving the judge cut of {}", path.display()))?;
         checked.push((path.display().to_string(), config, questions, key));
     }
     fn side(c: &(String, PipelineConfig, QuestionSet, RunKey)) -> Comparand<'_> {

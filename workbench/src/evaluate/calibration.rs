@@ -11,10 +11,10 @@
 //!
 //! | figure | how |
 //! |---|---|
-//! | the cut | the P(Yes) cut `c` (verdict "correct" when P(Yes) > `c`) with the highest Cohen's kappa against the labels, among 0.5 and the midpoints between consecutive distinct P(Yes) values; ties go to the cut nearest 0.5 |
-//! | kappa, accuracy at the cut | on the whole set, the cut chosen on it (in-sample) |
-//! | their 95 % intervals | percentile bootstrap over the labelled predictions (seeded), the cut held fixed |
-//! | cross-validated kappa, accuracy | k-fold (seeded folds): each fold's verdicts use the cut chosen on the other folds, pooled over the folds; what to expect of the cut on new predictions of the same kind |
+//! | the cut | the P(Yes) cut `c` (verdict "correct" when P(Yes) > `c`) with the highest Cohen's kappa against the labels, among 0.5 and the midpoints between consecutive distinct P(Yes) values; ties go to the cut nearest 0.5, then the lower |
+//! | kappa, accuracy at the cut | on the whole set, the cut chosen on it (in-sample: optimistic) |
+//! | cross-validated kappa, accuracy | k-fold over questions (seeded; every prediction of a question in one fold): each fold's verdicts use the cut chosen on the other folds, pooled over the folds; what to expect of the cut on new predictions of the same kind |
+//! | their 95 % intervals | percentile bootstrap of the pooled cross-validated verdicts, resampling questions (seeded) |
 //! | kappa, accuracy at 0.5 | the uncalibrated cut, for comparison |
 //! | AUC | the probability that a correct prediction gets a higher P(Yes) than an incorrect one (ties count half): how well P(Yes) ranks, whatever the cut |
 //!
@@ -63,11 +63,28 @@ pub struct LabelledPrediction {
 ///
 /// - `exact match`: the prediction equals a gold answer after SQuAD normalisation → correct;
 /// - `yes/no`: every gold is a yes/no answer ([`qa::is_yes_no`](super::qa::is_yes_no))
-///   with the same first word and the prediction's first word is `yes` or `no` → correct
-///   when it is the golds' word, else incorrect.
+///   with the same first word, and so is the prediction, which has no other `yes` / `no`
+///   word (`Yes and no` is a hedge, left to reading) → correct when its word is the golds',
+///   else incorrect.
+///
+/// No rule labels a prediction to a question without gold answers.
 pub fn rule_label<S: AsRef<str>>(golds: &[S], prediction: &str) -> Option<(bool, &'static str)> {
+    if golds.iter().all(|g| g.as_ref().trim().is_empty()) {
+        return None;
+    }
     if super::qa::exact_match(prediction, golds) == 1.0 {
         return Some((true, "exact match"));
+    }
+    if !super::qa::is_yes_no(prediction) {
+        return None;
+    }
+    let words: BTreeSet<String> = prediction
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w == "yes" || w == "no")
+        .collect();
+    if words.len() != 1 {
+        return None;
     }
     let first = |s: &str| {
         s.split(|c: char| !c.is_alphanumeric())
@@ -91,8 +108,12 @@ pub fn rule_label<S: AsRef<str>>(golds: &[S], prediction: &str) -> Option<(bool,
     }
 }
 
+/// The values of [`LabelledPrediction::how`].
+pub const HOW: [&str; 3] = ["exact match", "yes/no", "read"];
+
 /// Read a labelled set (JSON Lines). Errors name the file and line: a line that is not a
-/// [`LabelledPrediction`], an empty prediction, no gold answer, an id seen before.
+/// [`LabelledPrediction`], an empty prediction, no gold answer, an id seen before, a `how`
+/// that is not one of [`HOW`], a rule's label that the rule does not give.
 pub fn read_labels(path: &Path) -> Result<Vec<LabelledPrediction>> {
     let text = crate::load::read_to_string(path)?;
     let mut out = Vec::new();
@@ -115,6 +136,18 @@ pub fn read_labels(path: &Path) -> Result<Vec<LabelledPrediction>> {
         if !seen.insert(l.id.clone()) {
             return Err(at(format!("id `{}` appears twice", l.id)));
         }
+        if !HOW.contains(&l.how.as_str()) {
+            return Err(at(format!("`how` is {:?}, not one of {HOW:?}", l.how)));
+        }
+        if l.how != "read" {
+            let rule = rule_label(&l.gold_answers, &l.prediction);
+            if rule != Some((l.correct, HOW[if l.how == "yes/no" { 1 } else { 0 }])) {
+                return Err(at(format!(
+                    "labelled {} by `{}`, but the rule gives {rule:?}",
+                    l.correct, l.how
+                )));
+            }
+        }
         out.push(l);
     }
     if out.is_empty() {
@@ -133,16 +166,29 @@ pub fn kappa_at(p: &[f64], labels: &[bool], cut: f64) -> Result<Option<f64>> {
 }
 
 /// Share of `labels` the verdicts at `cut` agree with (0 for no item).
-pub fn accuracy_at(p: &[f64], labels: &[bool], cut: f64) -> f64 {
+///
+/// Errors: lists of different lengths.
+pub fn accuracy_at(p: &[f64], labels: &[bool], cut: f64) -> Result<f64> {
+    same_length(p, labels)?;
     if p.is_empty() {
-        return 0.0;
+        return Ok(0.0);
     }
     let agree = p
         .iter()
         .zip(labels)
         .filter(|(&x, &l)| (x > cut) == l)
         .count();
-    agree as f64 / p.len() as f64
+    Ok(agree as f64 / p.len() as f64)
+}
+
+fn same_length(p: &[f64], labels: &[bool]) -> Result<()> {
+    if p.len() != labels.len() {
+        return Err(Error::param(
+            "calibration",
+            format!("{} P(Yes) values against {} labels", p.len(), labels.len()),
+        ));
+    }
+    Ok(())
 }
 
 /// The cut with the highest kappa against `labels`, among 0.5 and the midpoints between
@@ -152,12 +198,7 @@ pub fn accuracy_at(p: &[f64], labels: &[bool], cut: f64) -> f64 {
 ///
 /// Errors: lists of different lengths.
 pub fn choose_cut(p: &[f64], labels: &[bool]) -> Result<Option<f64>> {
-    if p.len() != labels.len() {
-        return Err(Error::param(
-            "calibration",
-            format!("{} P(Yes) values against {} labels", p.len(), labels.len()),
-        ));
-    }
+    same_length(p, labels)?;
     if labels.iter().all(|&l| l) || labels.iter().all(|&l| !l) {
         // Kappa against a constant is 0 or undefined at every cut: nothing to choose.
         return Ok(None);
@@ -222,21 +263,27 @@ pub fn auc(p: &[f64], labels: &[bool]) -> Option<f64> {
     Some(wins / (pos.len() * neg.len()) as f64)
 }
 
-/// A 95 % percentile bootstrap interval of `stat` over `n` items resampled with
-/// replacement (`rounds` resamples from `seed`); resamples where `stat` is undefined are
-/// left out. `None` when every resample is.
+/// A 95 % percentile bootstrap interval of `stat` over items in `groups` (each item's
+/// group, e.g. its question), resampling whole groups with replacement (`rounds`
+/// resamples from `seed`); `stat` gets the resampled items' indices. Resamples where
+/// `stat` is undefined are left out. `None` when every resample is, or there is no item.
 pub fn bootstrap_interval(
-    n: usize,
+    groups: &[usize],
     rounds: usize,
     seed: u64,
     stat: impl Fn(&[usize]) -> Option<f64>,
 ) -> Option<(f64, f64)> {
+    let members = group_members(groups);
+    if members.is_empty() {
+        return None;
+    }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut values = Vec::with_capacity(rounds);
-    let mut idx = vec![0usize; n];
+    let mut idx = Vec::with_capacity(groups.len());
     for _ in 0..rounds {
-        for slot in idx.iter_mut() {
-            *slot = rng.gen_range(0..n);
+        idx.clear();
+        for _ in 0..members.len() {
+            idx.extend_from_slice(&members[rng.gen_range(0..members.len())]);
         }
         if let Some(v) = stat(&idx) {
             values.push(v);
@@ -251,30 +298,83 @@ pub fn bootstrap_interval(
     Some((q(0.025), q(0.975)))
 }
 
-/// Cross-validated verdicts: the items split into `folds` seeded folds, each fold's
-/// verdicts taken at the cut chosen on the other folds. Returns the verdicts (in item
-/// order) and each fold's cut.
+/// The items of each group, groups in order of first appearance.
+fn group_members(groups: &[usize]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = Vec::new();
+    let mut members: std::collections::HashMap<usize, Vec<usize>> = Default::default();
+    for (i, &g) in groups.iter().enumerate() {
+        members
+            .entry(g)
+            .or_insert_with(|| {
+                order.push(g);
+                Vec::new()
+            })
+            .push(i);
+    }
+    order
+        .into_iter()
+        .map(|g| members.remove(&g).unwrap_or_default())
+        .collect()
+}
+
+/// Each item's fold (0..folds): the groups shuffled from `seed` and dealt round-robin, so
+/// every item of a group is in one fold.
 ///
-/// Errors: fewer items than folds, fewer than 2 folds, or a fold whose complement has
-/// one label only (no cut can be chosen).
+/// Errors: fewer than 2 folds, fewer groups than folds, or a fold whose complement has
+/// labels of one kind only (no cut can be chosen there).
+pub fn folds_of(groups: &[usize], labels: &[bool], folds: usize, seed: u64) -> Result<Vec<usize>> {
+    let mut members = group_members(groups);
+    if folds < 2 || members.len() < folds {
+        return Err(Error::param(
+            "calibration",
+            format!("{folds} folds over {} questions", members.len()),
+        ));
+    }
+    members.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
+    let mut fold_of = vec![0usize; groups.len()];
+    for (rank, m) in members.iter().enumerate() {
+        for &i in m {
+            fold_of[i] = rank % folds;
+        }
+    }
+    for f in 0..folds {
+        let rest: Vec<bool> = (0..labels.len())
+            .filter(|&i| fold_of[i] != f)
+            .map(|i| labels[i])
+            .collect();
+        if rest.iter().all(|&l| l) || rest.iter().all(|&l| !l) {
+            return Err(Error::param(
+                "calibration",
+                format!(
+                    "the items outside fold {} of {folds} (seed {seed}) are all labelled {}: no cut can be chosen on them",
+                    f + 1,
+                    rest.first().copied().unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    Ok(fold_of)
+}
+
+/// Cross-validated verdicts: each item's verdict at the cut chosen on the items of the
+/// other folds ([`folds_of`]). Returns the verdicts (in item order) and each fold's cut.
+///
+/// Errors: those of [`folds_of`]; lists of different lengths.
 pub fn cross_validated(
     p: &[f64],
     labels: &[bool],
+    groups: &[usize],
     folds: usize,
     seed: u64,
 ) -> Result<(Vec<bool>, Vec<f64>)> {
-    if folds < 2 || p.len() < folds {
+    same_length(p, labels)?;
+    if groups.len() != p.len() {
         return Err(Error::param(
             "calibration",
-            format!("{folds} folds over {} items", p.len()),
+            format!("{} groups for {} items", groups.len(), p.len()),
         ));
     }
-    let mut order: Vec<usize> = (0..p.len()).collect();
-    order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
-    let mut fold_of = vec![0usize; p.len()];
-    for (rank, &i) in order.iter().enumerate() {
-        fold_of[i] = rank % folds;
-    }
+    let fold_of = folds_of(groups, labels, folds, seed)?;
     let mut out = vec![false; p.len()];
     let mut cuts = Vec::with_capacity(folds);
     for f in 0..folds {
@@ -302,6 +402,8 @@ pub fn cross_validated(
 pub struct Calibration {
     /// The judge model (as named in `evaluation.judge_model`).
     pub judge: String,
+    /// `gguf` (in this process) or `server` (`evaluation.judge_base_url`).
+    pub backend: String,
     /// sha256 of the judge prompt's text.
     pub prompt_sha256: String,
     /// sha256 of the labelled set file.
@@ -310,27 +412,29 @@ pub struct Calibration {
     pub n: usize,
     /// Of which labelled correct.
     pub correct: usize,
+    /// Questions they belong to.
+    pub questions: usize,
     /// The chosen cut.
     pub cut: f64,
     /// Kappa at the cut (in-sample).
     pub kappa: f64,
-    /// Its bootstrap interval.
-    pub kappa_low: f64,
-    /// Its bootstrap interval.
-    pub kappa_high: f64,
     /// Accuracy at the cut (in-sample).
     pub accuracy: f64,
-    /// Its bootstrap interval.
-    pub accuracy_low: f64,
-    /// Its bootstrap interval.
-    pub accuracy_high: f64,
     /// Cross-validated kappa.
     pub cv_kappa: Option<f64>,
+    /// Its bootstrap interval.
+    pub cv_kappa_low: Option<f64>,
+    /// Its bootstrap interval.
+    pub cv_kappa_high: Option<f64>,
     /// Cross-validated accuracy.
     pub cv_accuracy: f64,
-    /// Smallest and largest cut over the folds.
+    /// Its bootstrap interval.
+    pub cv_accuracy_low: f64,
+    /// Its bootstrap interval.
+    pub cv_accuracy_high: f64,
+    /// Smallest cut over the folds.
     pub cv_cut_min: f64,
-    /// Smallest and largest cut over the folds.
+    /// Largest cut over the folds.
     pub cv_cut_max: f64,
     /// Kappa at 0.5.
     pub kappa_at_half: Option<f64>,
@@ -361,94 +465,144 @@ impl Default for CalibrationOptions {
     }
 }
 
-/// Calibrate a judge whose P(Yes) on the labelled predictions is `p` (in the labels'
-/// order). See the [module docs](self).
+/// What a calibration is of: the judge, how it runs, the prompt and the labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Calibrated<'a> {
+    /// The judge model's name.
+    pub judge: &'a str,
+    /// `gguf` or `server`.
+    pub backend: &'a str,
+    /// sha256 of the prompt's text.
+    pub prompt_sha256: &'a str,
+    /// sha256 of the labels file.
+    pub labels_sha256: &'a str,
+}
+
+/// Calibrate a judge whose P(Yes) on the labelled predictions is `p`, with their `labels`
+/// and `groups` (each prediction's question), all in the same order. See the
+/// [module docs](self).
 ///
-/// Errors: lengths that differ; labels all of one kind (no kappa at any cut).
+/// Errors: lengths that differ; a P(Yes) outside [0, 1]; labels all of one kind; no
+/// bootstrap resample; folds [`folds_of`] refuses.
 pub fn calibrate(
-    judge: &str,
-    prompt_sha256: &str,
-    labels_sha256: &str,
+    of: Calibrated<'_>,
     p: &[f64],
     labels: &[bool],
+    groups: &[usize],
     opts: CalibrationOptions,
 ) -> Result<Calibration> {
+    same_length(p, labels)?;
+    if let Some(x) = p.iter().find(|x| !(0.0..=1.0).contains(*x)) {
+        return Err(Error::param(
+            "calibration",
+            format!("P(Yes) {x} is not in [0, 1]"),
+        ));
+    }
+    if opts.rounds == 0 {
+        return Err(Error::param(
+            "calibration",
+            "bootstrap rounds must be at least 1",
+        ));
+    }
     let cut = choose_cut(p, labels)?.ok_or_else(|| {
         Error::param(
             "calibration",
-            "kappa is undefined at every cut: the labels need both correct and incorrect predictions",
+            "the labels are all of one kind: they need both correct and incorrect predictions",
         )
     })?;
-    let kappa = kappa_at(p, labels, cut)?.unwrap_or(0.0);
-    let pick =
-        |idx: &[usize]| -> (Vec<f64>, Vec<bool>) { idx.iter().map(|&i| (p[i], labels[i])).unzip() };
-    let kappa_ci = bootstrap_interval(p.len(), opts.rounds, opts.seed, |idx| {
-        let (bp, bl) = pick(idx);
-        kappa_at(&bp, &bl, cut).ok().flatten()
-    })
-    .unwrap_or((f64::NAN, f64::NAN));
-    let acc_ci = bootstrap_interval(p.len(), opts.rounds, opts.seed, |idx| {
-        let (bp, bl) = pick(idx);
-        Some(accuracy_at(&bp, &bl, cut))
-    })
-    .unwrap_or((f64::NAN, f64::NAN));
-    let (cv, cuts) = cross_validated(p, labels, opts.folds, opts.seed)?;
-    let cv_accuracy =
-        cv.iter().zip(labels).filter(|(a, b)| a == b).count() as f64 / labels.len() as f64;
+    let (cv, cuts) = cross_validated(p, labels, groups, opts.folds, opts.seed)?;
+    let agree = |idx: &[usize]| {
+        idx.iter().filter(|&&i| cv[i] == labels[i]).count() as f64 / idx.len().max(1) as f64
+    };
+    let pick = |idx: &[usize]| -> (Vec<bool>, Vec<bool>) {
+        idx.iter().map(|&i| (cv[i], labels[i])).unzip()
+    };
+    let kappa_ci = bootstrap_interval(groups, opts.rounds, opts.seed, |idx| {
+        let (v, l) = pick(idx);
+        cohen_kappa(&v, &l).ok().flatten()
+    });
+    let acc_ci = bootstrap_interval(groups, opts.rounds, opts.seed, |idx| Some(agree(idx)))
+        .ok_or_else(|| Error::param("calibration", "no bootstrap resample"))?;
+    let all: Vec<usize> = (0..p.len()).collect();
     Ok(Calibration {
-        judge: judge.to_string(),
-        prompt_sha256: prompt_sha256.to_string(),
-        labels_sha256: labels_sha256.to_string(),
+        judge: of.judge.to_string(),
+        backend: of.backend.to_string(),
+        prompt_sha256: of.prompt_sha256.to_string(),
+        labels_sha256: of.labels_sha256.to_string(),
         n: p.len(),
         correct: labels.iter().filter(|l| **l).count(),
+        questions: group_members(groups).len(),
         cut,
-        kappa,
-        kappa_low: kappa_ci.0,
-        kappa_high: kappa_ci.1,
-        accuracy: accuracy_at(p, labels, cut),
-        accuracy_low: acc_ci.0,
-        accuracy_high: acc_ci.1,
+        kappa: kappa_at(p, labels, cut)?.unwrap_or(0.0),
+        accuracy: accuracy_at(p, labels, cut)?,
         cv_kappa: cohen_kappa(&cv, labels)?,
-        cv_accuracy,
+        cv_kappa_low: kappa_ci.map(|c| c.0),
+        cv_kappa_high: kappa_ci.map(|c| c.1),
+        cv_accuracy: agree(&all),
+        cv_accuracy_low: acc_ci.0,
+        cv_accuracy_high: acc_ci.1,
         cv_cut_min: cuts.iter().copied().fold(f64::INFINITY, f64::min),
         cv_cut_max: cuts.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         kappa_at_half: kappa_at(p, labels, DEFAULT_CUT)?,
-        accuracy_at_half: accuracy_at(p, labels, DEFAULT_CUT),
+        accuracy_at_half: accuracy_at(p, labels, DEFAULT_CUT)?,
         auc: auc(p, labels),
     })
 }
 
-/// Read a calibration record (CSV of [`Calibration`] rows). Errors name the file.
+/// Read a calibration record (CSV of [`Calibration`] rows). Errors name the file: a row
+/// that cannot be read, two rows for one judge, backend and prompt.
 pub fn read_record(path: &Path) -> Result<Vec<Calibration>> {
     let mut r = csv::Reader::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
-    r.deserialize()
+    let rows: Vec<Calibration> = r
+        .deserialize()
         .map(|row| row.map_err(|e| Error::bad_input(path, e.to_string())))
-        .collect()
+        .collect::<Result<_>>()?;
+    let mut seen = BTreeSet::new();
+    for c in &rows {
+        if !seen.insert((&c.judge, &c.backend, &c.prompt_sha256)) {
+            return Err(Error::bad_input(
+                path,
+                format!(
+                    "two rows for judge `{}` ({}) with prompt sha256 {}",
+                    c.judge, c.backend, c.prompt_sha256
+                ),
+            ));
+        }
+    }
+    Ok(rows)
 }
 
 /// Write a calibration record (CSV).
 pub fn write_record(path: &Path, rows: &[Calibration]) -> Result<()> {
-    let mut w = csv::Writer::from_path(path).map_err(|e| Error::bad_input(path, e.to_string()))?;
+    let io = |e: csv::Error| match e.into_kind() {
+        csv::ErrorKind::Io(e) => Error::io(path, e),
+        other => Error::param("calibration record", format!("{other:?}")),
+    };
+    let mut w = csv::Writer::from_path(path).map_err(io)?;
     for row in rows {
-        w.serialize(row)
-            .map_err(|e| Error::bad_input(path, e.to_string()))?;
+        w.serialize(row).map_err(io)?;
     }
     w.flush().map_err(|e| Error::io(path, e))?;
     Ok(())
 }
 
-/// The calibrated cut of `judge` with the prompt whose text is `template`, from the
-/// record at `record` (`None`: no record, or no row for this judge and prompt).
+/// The calibration of `judge` run by `backend` (`gguf` or `server`) with the prompt whose
+/// text is `template`, from the record at `record` (`None`: no record, or no row for them).
 ///
 /// Errors: a record that exists but cannot be read.
-pub fn recorded_cut(record: &Path, judge: &str, template: &str) -> Result<Option<Calibration>> {
+pub fn recorded_cut(
+    record: &Path,
+    judge: &str,
+    backend: &str,
+    template: &str,
+) -> Result<Option<Calibration>> {
     if !record.is_file() {
         return Ok(None);
     }
     let sha = crate::assets::sha256_bytes(template.as_bytes());
     Ok(read_record(record)?
         .into_iter()
-        .find(|c| c.judge == judge && c.prompt_sha256 == sha))
+        .find(|c| c.judge == judge && c.backend == backend && c.prompt_sha256 == sha))
 }
 
 #[cfg(test)]
@@ -483,6 +637,13 @@ mod tests {
         );
         assert_eq!(rule_label(&["yes", "no."], "Yes, it is"), None);
         assert_eq!(rule_label(&["Yes."], "Probably"), None);
+        // Predictions that only look like yes / no answers, and hedges: read.
+        assert_eq!(rule_label(&["No."], "No-one knows"), None);
+        assert_eq!(rule_label(&["No."], "No Doubt played there"), None);
+        assert_eq!(rule_label(&["Yes."], "Yes and no"), None);
+        assert_eq!(rule_label(&["No."], "No, yes"), None);
+        // No gold: nothing to match.
+        assert_eq!(rule_label(&[""], "The."), None);
     }
 
     #[test]
@@ -494,12 +655,25 @@ mod tests {
         assert_eq!(choose_cut(&p, &l).unwrap(), Some(0.75));
         // (Verdicts all "correct": p_o = p_e = 0.5, kappa 0.)
         assert_eq!(kappa_at(&p, &l, 0.5).unwrap(), Some(0.0));
-        assert_eq!(accuracy_at(&p, &l, 0.75), 1.0);
+        assert_eq!(accuracy_at(&p, &l, 0.75).unwrap(), 1.0);
+        assert!(accuracy_at(&p, &l[..3], 0.75).is_err());
         // Already separated at 0.5: 0.5 is kept (it ties the midpoint 0.5 and is nearest).
         let p = [0.1, 0.2, 0.8, 0.9];
         assert_eq!(choose_cut(&p, &l).unwrap(), Some(0.5));
         let p = [0.1, 0.45, 0.8, 0.9];
         assert_eq!(choose_cut(&p, &l).unwrap(), Some(0.5));
+        // Kappa, not accuracy: with 7 of 8 correct, the cut 0.15 has the best accuracy
+        // (6/8, kappa −1/7) and 0.45 the best kappa (5/8, kappa 0.25).
+        let p = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8];
+        let l = [true, true, true, false, true, true, true, true];
+        let c = choose_cut(&p, &l).unwrap().unwrap();
+        assert!((c - 0.45).abs() < 1e-12, "{c}");
+        assert!((kappa_at(&p, &l, c).unwrap().unwrap() - 0.25).abs() < 1e-12);
+        // Equal kappa at 0.35 and 0.65, equally far from 0.5: the lower.
+        let p = [0.3, 0.4, 0.6, 0.7];
+        let l = [false, true, false, true];
+        let c = choose_cut(&p, &l).unwrap().unwrap();
+        assert!((c - 0.35).abs() < 1e-12, "{c}");
         // One label only: no cut.
         assert_eq!(choose_cut(&p, &[true; 4]).unwrap(), None);
         assert!(choose_cut(&p, &[true; 3]).is_err());
@@ -514,9 +688,9 @@ mod tests {
         assert_eq!(auc(&[0.5], &[true]), None);
     }
 
-    #[test]
-    fn cross_validation_chooses_each_folds_cut_on_the_others() {
-        // 20 items; correct ones above 0.7, incorrect below, except one mislabelled item.
+    /// 20 items, one question each: correct ones from 0.75 up, incorrect ones from 0.55
+    /// to 0.64, with item 1 (0.55) labelled correct.
+    fn twenty() -> (Vec<f64>, Vec<bool>) {
         let mut p = Vec::new();
         let mut l = Vec::new();
         for i in 0..10 {
@@ -525,57 +699,138 @@ mod tests {
             p.push(0.55 + 0.01 * i as f64);
             l.push(false);
         }
-        l[1] = true; // 0.55 labelled correct
-        let (v, cuts) = cross_validated(&p, &l, 5, 7).unwrap();
+        l[1] = true;
+        (p, l)
+    }
+
+    fn of() -> Calibrated<'static> {
+        Calibrated {
+            judge: "j",
+            backend: "gguf",
+            prompt_sha256: "s",
+            labels_sha256: "t",
+        }
+    }
+
+    #[test]
+    fn cross_validation_chooses_each_folds_cut_on_the_others() {
+        let (p, l) = twenty();
+        let groups: Vec<usize> = (0..20).collect();
+        let (v, cuts) = cross_validated(&p, &l, &groups, 5, 7).unwrap();
         assert_eq!(cuts.len(), 5);
         // Every fold's cut separates the bulk (between 0.64 and 0.75)...
         assert!(cuts.iter().all(|&c| c > 0.6 && c < 0.75), "{cuts:?}");
         // ...so only the mislabelled item is missed.
         let wrong: Vec<usize> = (0..20).filter(|&i| v[i] != l[i]).collect();
         assert_eq!(wrong, vec![1]);
-        let c = calibrate("j", "s", "t", &p, &l, CalibrationOptions::default()).unwrap();
-        assert_eq!((c.n, c.correct), (20, 11));
+        let c = calibrate(of(), &p, &l, &groups, CalibrationOptions::default()).unwrap();
+        assert_eq!((c.n, c.correct, c.questions), (20, 11, 20));
         assert!((c.cv_accuracy - 0.95).abs() < 1e-12);
         assert!((c.accuracy - 0.95).abs() < 1e-12 && c.cut > 0.6 && c.cut < 0.75);
-        assert!(c.accuracy_low <= c.accuracy && c.accuracy <= c.accuracy_high);
-        assert!(c.accuracy_low < 0.95 && c.accuracy_high <= 1.0);
+        assert!(c.cv_accuracy_low <= c.cv_accuracy && c.cv_accuracy <= c.cv_accuracy_high);
+        assert!(c.cv_accuracy_low < 0.95 && c.cv_accuracy_high <= 1.0);
+        let (lo, hi) = (c.cv_kappa_low.unwrap(), c.cv_kappa_high.unwrap());
+        assert!(lo < c.cv_kappa.unwrap() && c.cv_kappa.unwrap() <= hi && hi <= 1.0);
         assert!((c.accuracy_at_half - 0.55).abs() < 1e-12);
-        assert!(cross_validated(&p, &l, 1, 7).is_err());
+        assert!(cross_validated(&p, &l, &groups, 1, 7).is_err());
+        // A P(Yes) outside [0, 1], no resample: refused.
+        let mut bad = p.clone();
+        bad[3] = f64::NAN;
+        assert!(calibrate(of(), &bad, &l, &groups, CalibrationOptions::default()).is_err());
+        let none = CalibrationOptions {
+            rounds: 0,
+            ..Default::default()
+        };
+        assert!(calibrate(of(), &p, &l, &groups, none).is_err());
     }
 
     #[test]
-    fn records_round_trip_and_match_judge_and_prompt() {
+    fn cross_validation_judges_each_fold_out_of_sample() {
+        // Item 0 (P(Yes) 0.7, correct) sits in the gap between the incorrect items (0.60 to
+        // 0.65) and the correct ones (0.80 to 0.90). On all items the best cut is 0.675,
+        // which calls it correct; left out (13 folds of one), the others put the cut at
+        // 0.725, which does not.
+        let mut p = vec![0.7];
+        let mut l = vec![true];
+        for i in 0..6 {
+            p.push(0.8 + 0.02 * i as f64);
+            l.push(true);
+            p.push(0.6 + 0.01 * i as f64);
+            l.push(false);
+        }
+        let in_sample = choose_cut(&p, &l).unwrap().unwrap();
+        assert!(p[0] > in_sample, "{in_sample}");
+        let groups: Vec<usize> = (0..p.len()).collect();
+        let (v, _) = cross_validated(&p, &l, &groups, 13, 1).unwrap();
+        assert!(!v[0], "item 0's cut is chosen without it");
+    }
+
+    #[test]
+    fn folds_keep_a_questions_predictions_together() {
+        // 12 predictions of 4 questions, 3 each; labels mixed within every question.
+        let groups: Vec<usize> = (0..12).map(|i| i / 3).collect();
+        let labels: Vec<bool> = (0..12).map(|i| i % 3 != 0).collect();
+        let f = folds_of(&groups, &labels, 2, 3).unwrap();
+        for q in 0..4 {
+            let fs: BTreeSet<usize> = (0..12).filter(|i| i / 3 == q).map(|i| f[i]).collect();
+            assert_eq!(fs.len(), 1, "question {q} split over folds {fs:?}");
+        }
+        // More folds than questions: refused.
+        assert!(folds_of(&groups, &labels, 5, 3).is_err());
+        // A fold whose complement has one label only: refused before any judging.
+        let one_sided = [true, true, true, false];
+        let e = folds_of(&[0, 1, 2, 3], &one_sided, 4, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no cut can be chosen"), "{e}");
+        // The bootstrap resamples questions: items 0 and 1 (one question) are always drawn
+        // together, as often as each other.
+        let count = |idx: &[usize], i: usize| idx.iter().filter(|&&j| j == i).count() as f64;
+        let diff = bootstrap_interval(&groups, 50, 9, |idx| Some(count(idx, 0) - count(idx, 1)));
+        assert_eq!(diff, Some((0.0, 0.0)));
+        let drawn = bootstrap_interval(&groups, 50, 9, |idx| Some(count(idx, 0))).unwrap();
+        assert!(drawn.1 >= 2.0, "{drawn:?}");
+    }
+
+    #[test]
+    fn records_round_trip_and_match_judge_backend_and_prompt() {
         let dir = std::env::temp_dir().join(format!("calibration-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("calibration.csv");
-        let p = [0.6, 0.7, 0.8, 0.9, 0.3, 0.95];
-        let l = [false, false, true, true, false, true];
+        let (p, l) = twenty();
+        let groups: Vec<usize> = (0..20).collect();
         let template = "Q {question} G {gold} A {answer}";
         let sha = crate::assets::sha256_bytes(template.as_bytes());
-        let c = calibrate(
-            "m",
-            &sha,
-            "x",
-            &p,
-            &l,
-            CalibrationOptions {
-                folds: 2,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        write_record(&path, std::slice::from_ref(&c)).unwrap();
-        assert_eq!(read_record(&path).unwrap(), vec![c.clone()]);
+        let m = Calibrated {
+            judge: "m",
+            prompt_sha256: &sha,
+            ..of()
+        };
+        let c = calibrate(m, &p, &l, &groups, CalibrationOptions::default()).unwrap();
+        let server = Calibration {
+            backend: "server".into(),
+            cut: 0.9,
+            ..c.clone()
+        };
+        write_record(&path, &[c.clone(), server.clone()]).unwrap();
+        assert_eq!(read_record(&path).unwrap(), vec![c.clone(), server]);
+        let cut = |judge: &str, backend: &str, t: &str| {
+            recorded_cut(&path, judge, backend, t)
+                .unwrap()
+                .map(|c| c.cut)
+        };
+        assert_eq!(cut("m", "gguf", template), Some(c.cut));
+        assert_eq!(cut("m", "server", template), Some(0.9));
+        assert_eq!(cut("m", "gguf", "another prompt"), None);
+        assert_eq!(cut("other", "gguf", template), None);
         assert_eq!(
-            recorded_cut(&path, "m", template).unwrap().map(|c| c.cut),
-            Some(0.75)
-        );
-        assert_eq!(recorded_cut(&path, "m", "another prompt").unwrap(), None);
-        assert_eq!(recorded_cut(&path, "other", template).unwrap(), None);
-        assert_eq!(
-            recorded_cut(&dir.join("none.csv"), "m", template).unwrap(),
+            recorded_cut(&dir.join("none.csv"), "m", "gguf", template).unwrap(),
             None
         );
+        // Two rows for one judge, backend and prompt: refused.
+        write_record(&path, &[c.clone(), c]).unwrap();
+        let e = read_record(&path).unwrap_err().to_string();
+        assert!(e.contains("two rows for judge `m`"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -584,21 +839,37 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("labels-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("labels.jsonl");
-        let line = |id: &str, pred: &str| {
+        let line = |id: &str, pred: &str, correct: bool, how: &str| {
             format!(
-                r#"{{"id":"{id}","source":"r","question":"q","gold_answers":["a"],"prediction":"{pred}","correct":true,"how":"read"}}"#
+                r#"{{"id":"{id}","source":"r","question":"q","gold_answers":["a"],"prediction":"{pred}","correct":{correct},"how":"{how}"}}"#
             )
         };
-        std::fs::write(&path, format!("{}\n\n{}\n", line("1", "a"), line("2", "b"))).unwrap();
+        let write = |lines: &[String]| std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        write(&[
+            line("1", "a", true, "exact match"),
+            String::new(),
+            line("2", "b", true, "read"),
+        ]);
         assert_eq!(read_labels(&path).unwrap().len(), 2);
-        std::fs::write(&path, format!("{}\n{}\n", line("1", "a"), line("1", "b"))).unwrap();
+        write(&[line("1", "a", true, "read"), line("1", "b", true, "read")]);
         let e = read_labels(&path).unwrap_err().to_string();
         assert!(e.contains("labels.jsonl:2") && e.contains("twice"), "{e}");
-        std::fs::write(&path, format!("{}\n", line("1", " "))).unwrap();
+        write(&[line("1", " ", true, "read")]);
         assert!(read_labels(&path)
             .unwrap_err()
             .to_string()
             .contains("empty prediction"));
+        write(&[line("1", "b", true, "")]);
+        assert!(read_labels(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("`how`"));
+        // A rule's label the rule does not give.
+        write(&[line("1", "b", true, "exact match")]);
+        let e = read_labels(&path).unwrap_err().to_string();
+        assert!(e.contains("the rule gives None"), "{e}");
+        write(&[line("1", "a", false, "exact match")]);
+        assert!(read_labels(&path).is_err());
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -814,6 +814,57 @@ impl PipelineConfig {
         }
     }
 
+    /// Fill in `evaluation.judge_cut` and `judge_cut_source` when the config has a judge:
+    /// the config's own cut, else the judge model's calibrated cut for this backend and
+    /// judge prompt ([`calibration::recorded_cut`](crate::evaluate::calibration::recorded_cut)
+    /// on the record under [`base_dir`](Self::base_dir)), else 0.5. A config without a
+    /// judge is left as it is.
+    ///
+    /// Errors: the judge prompt or an existing record cannot be read.
+    pub fn resolve_judge_cut(&mut self) -> Result<()> {
+        use crate::evaluate::calibration;
+        let e = &self.evaluation;
+        if e.judge_model.trim().is_empty() {
+            return Ok(());
+        }
+        if e.judge_cut.is_some() {
+            if e.judge_cut_source.trim().is_empty() {
+                self.evaluation.judge_cut_source = "config".into();
+            }
+            return Ok(());
+        }
+        let template = crate::load::read_to_string(&self.resolve(&e.judge_prompt))?;
+        let backend = if e.judge_base_url.trim().is_empty() {
+            "gguf"
+        } else {
+            "server"
+        };
+        let record = self.resolve(calibration::RECORD);
+        let found = calibration::recorded_cut(&record, &e.judge_model, backend, &template)?;
+        let (cut, source) = match found {
+            Some(c) => (
+                c.cut,
+                format!(
+                    "calibrated: {} ({} labelled predictions; cross-validated kappa {}, AUC {})",
+                    calibration::RECORD,
+                    c.n,
+                    c.cv_kappa.map_or("undefined".into(), |k| format!("{k:.3}")),
+                    c.auc.map_or("undefined".into(), |a| format!("{a:.3}")),
+                ),
+            ),
+            None => (
+                crate::evaluate::judge::DEFAULT_CUT,
+                format!(
+                    "uncalibrated: {} has no row for this judge model ({backend}) and prompt",
+                    calibration::RECORD
+                ),
+            ),
+        };
+        self.evaluation.judge_cut = Some(cut);
+        self.evaluation.judge_cut_source = source;
+        Ok(())
+    }
+
     /// A path of the config, resolved against [`PipelineConfig::base_dir`].
     pub fn resolve(&self, p: &str) -> PathBuf {
         let p = Path::new(p);

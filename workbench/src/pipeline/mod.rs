@@ -206,45 +206,6 @@ fn asset_file(asset: &str, file: &str) -> Result<std::path::PathBuf> {
 }
 
 impl Pipeline {
-    /// Fill in `evaluation.judge_cut` and its source when the config has a judge: the
-    /// config's own cut, else the judge model's calibrated cut for this prompt, else 0.5.
-    fn resolve_judge_cut(config: &mut PipelineConfig) -> Result<()> {
-        use crate::evaluate::calibration;
-        let e = &config.evaluation;
-        if e.judge_model.trim().is_empty() {
-            return Ok(());
-        }
-        if e.judge_cut.is_some() {
-            if e.judge_cut_source.trim().is_empty() {
-                config.evaluation.judge_cut_source = "config".into();
-            }
-            return Ok(());
-        }
-        let template = crate::load::read_to_string(&config.resolve(&e.judge_prompt))?;
-        let record = config.resolve(calibration::RECORD);
-        let (cut, source) = match calibration::recorded_cut(&record, &e.judge_model, &template)? {
-            Some(c) => (
-                c.cut,
-                format!(
-                    "calibrated: {} ({} labelled predictions; cross-validated accuracy {:.1} %)",
-                    calibration::RECORD,
-                    c.n,
-                    100.0 * c.cv_accuracy
-                ),
-            ),
-            None => (
-                crate::evaluate::judge::DEFAULT_CUT,
-                format!(
-                    "uncalibrated: {} has no row for this judge model and prompt",
-                    calibration::RECORD
-                ),
-            ),
-        };
-        config.evaluation.judge_cut = Some(cut);
-        config.evaluation.judge_cut_source = source;
-        Ok(())
-    }
-
     /// Validate `config` and build everything a run needs.
     pub fn build(config: PipelineConfig) -> Result<Self> {
         config.validate()?;
@@ -295,7 +256,7 @@ impl Pipeline {
             .evaluation
             .answer_match
             .get_or_insert(questions.answer_match);
-        Self::resolve_judge_cut(&mut config)?;
+        config.resolve_judge_cut()?;
         let (retrievers, passages, lookup) = Self::build_retrievers(&config, passages, &questions)?;
         let fusion = if retrievers.len() > 1 {
             let weights =

@@ -8,7 +8,8 @@
 //! | input | keyed by |
 //! |---|---|
 //! | `reader.prompt`, `query_transform.prompt`, `evaluation.judge_prompt` | the file's contents (sha256) |
-//! | `evaluation.judge_calibration` (a judge without `judge_cut`) | the calibration record's contents ([`calibration::RECORD`](crate::evaluate::calibration::RECORD), whose cut the run takes), `none` without one |
+//! | `evaluation.judge_calibration` (a judge without `judge_cut`) | the cut the calibration record ([`calibration::RECORD`](crate::evaluate::calibration::RECORD)) gives this judge and prompt, 0.5 without a row |
+//! | `evaluation.judge_model` on a server (`judge_base_url`) | the server's address and the model's name |
 //! | `questions`, `corpus` named by `path` | the contents of every file read (a folder: each file's relative path and contents) |
 //! | `questions`, `corpus` named by `asset` | the sha256 pins of the asset's files in `data/assets.toml` (a cached asset file is checked against its pin whenever it is read) |
 //! | a model given as a path (`reader.model`, `rerank.model`, a dense retriever's `model`, `evaluation.judge_model`) | its path and size in bytes (a folder: each file's relative path and size) |
@@ -135,18 +136,32 @@ pub fn inputs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
         ReaderKind::Openai => {}
     }
     if !config.evaluation.judge_model.trim().is_empty() {
-        k.file("evaluation.judge_prompt", &config.evaluation.judge_prompt)?;
-        k.model("evaluation.judge_model", &config.evaluation.judge_model)?;
-        if config.evaluation.judge_cut.is_none() {
-            // The cut comes from the calibration record (or 0.5 without one).
-            let p = config.resolve(crate::evaluate::calibration::RECORD);
-            let key = if p.is_file() {
-                k.contents(&p)?
-            } else {
-                "none".to_string()
-            };
-            k.out
-                .insert("evaluation.judge_calibration".to_string(), key);
+        let e = &config.evaluation;
+        k.file("evaluation.judge_prompt", &e.judge_prompt)?;
+        if e.judge_base_url.trim().is_empty() {
+            k.model("evaluation.judge_model", &e.judge_model)?;
+        } else {
+            // A server's model is known by its name only.
+            k.out.insert(
+                "evaluation.judge_model".to_string(),
+                format!("server {} model {}", e.judge_base_url.trim(), e.judge_model),
+            );
+        }
+        if e.judge_cut.is_none() {
+            // The cut the calibration record gives this judge and prompt (0.5 without one):
+            // a new calibration of another judge leaves the key as it is.
+            let mut resolved = config.clone();
+            resolved.resolve_judge_cut()?;
+            k.out.insert(
+                "evaluation.judge_calibration".to_string(),
+                format!(
+                    "cut {}",
+                    resolved
+                        .evaluation
+                        .judge_cut
+                        .unwrap_or(crate::evaluate::judge::DEFAULT_CUT)
+                ),
+            );
         }
     }
     if let Some(r) = &config.rerank {
@@ -547,33 +562,57 @@ mod tests {
 
     #[test]
     fn the_judge_calibration_record_keys_a_run_without_its_own_cut() {
+        use crate::evaluate::calibration::{self, Calibrated, CalibrationOptions};
         let (tmp, config) = project();
         let d = tmp.path();
         let mut c = PipelineConfig::from_file(&config).unwrap();
         c.base_dir = d.to_path_buf();
         std::fs::create_dir_all(d.join("data/prompts")).unwrap();
-        std::fs::write(
-            d.join("data/prompts/judge.txt"),
-            "{question} {gold} {answer}",
-        )
-        .unwrap();
+        let template = "{question} {gold} {answer}";
+        std::fs::write(d.join("data/prompts/judge.txt"), template).unwrap();
         c.evaluation.judge_model = d.join("m.gguf").display().to_string();
         let k0 = RunKey::new(&c, "p").unwrap();
-        assert_eq!(k0.inputs["evaluation.judge_calibration"], "none");
-        let record = d.join(crate::evaluate::calibration::RECORD);
+        assert_eq!(k0.inputs["evaluation.judge_calibration"], "cut 0.5");
+        // A record with a row for another judge: the key stays.
+        let record = d.join(calibration::RECORD);
         std::fs::create_dir_all(record.parent().unwrap()).unwrap();
-        std::fs::write(&record, "judge,cut\n").unwrap();
+        let p = [0.6, 0.7, 0.8, 0.9, 0.65, 0.85];
+        let l = [false, false, true, true, false, true];
+        let sha = crate::assets::sha256_bytes(template.as_bytes());
+        let row = |judge: &str| {
+            let of = Calibrated {
+                judge,
+                backend: "gguf",
+                prompt_sha256: &sha,
+                labels_sha256: "x",
+            };
+            // Any 4 of the 6 items hold both labels: every fold's complement has a cut.
+            let opts = CalibrationOptions {
+                folds: 3,
+                ..Default::default()
+            };
+            calibration::calibrate(of, &p, &l, &[0, 1, 2, 3, 4, 5], opts).unwrap()
+        };
+        calibration::write_record(&record, &[row("other")]).unwrap();
+        assert_eq!(RunKey::new(&c, "p").unwrap(), k0);
+        // A row for this judge and prompt: its cut keys the run.
+        let judge = c.evaluation.judge_model.clone();
+        calibration::write_record(&record, &[row("other"), row(&judge)]).unwrap();
         let k1 = RunKey::new(&c, "p").unwrap();
         assert_eq!(k1.changes(&k0), ["`evaluation.judge_calibration`"]);
-        std::fs::write(&record, "judge,cut\nm,0.7\n").unwrap();
-        assert_eq!(
-            RunKey::new(&c, "p").unwrap().changes(&k1),
-            ["`evaluation.judge_calibration`"]
-        );
+        assert_eq!(k1.inputs["evaluation.judge_calibration"], "cut 0.75");
         // A config with its own cut does not read the record.
         c.evaluation.judge_cut = Some(0.6);
         let k2 = RunKey::new(&c, "p").unwrap();
         assert!(!k2.inputs.contains_key("evaluation.judge_calibration"));
+        // A judge on a server is keyed by its address and name, not looked up as an asset.
+        c.evaluation.judge_base_url = "http://127.0.0.1:9/v1".into();
+        c.evaluation.judge_model = "big-judge".into();
+        let k3 = RunKey::new(&c, "p").unwrap();
+        assert_eq!(
+            k3.inputs["evaluation.judge_model"],
+            "server http://127.0.0.1:9/v1 model big-judge"
+        );
     }
 
     #[test]

@@ -786,7 +786,15 @@ impl PipelineRun {
                     ))
                 }
             },
-            config,
+            config: {
+                // The cut the run was judged at, as its summary records it (a config read
+                // raw has none; a summary written before the cut was recorded used 0.5).
+                let mut config = config;
+                if summary.judge_cut.is_some() {
+                    config.evaluation.judge_cut = summary.judge_cut;
+                }
+                config
+            },
             skipped: Vec::new(),
             dropped_golds: Vec::new(),
             retrieval_cache: Status::Hit,
