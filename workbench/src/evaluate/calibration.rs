@@ -115,7 +115,7 @@ pub const HOW: [&str; 3] = ["exact match", "yes/no", "read"];
 /// [`LabelledPrediction`], an empty prediction, no gold answer, an id seen before, a `how`
 /// that is not one of [`HOW`], a rule's label that the rule does not give.
 pub fn read_labels(path: &Path) -> Result<Vec<LabelledPrediction>> {
-    let text = crate::load::read_to_string(path)?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for (i, line) in text.lines().enumerate() {
