@@ -616,14 +616,26 @@ fn the_judge_cut_comes_from_the_config_else_the_calibration_record_else_a_half()
     let per = run.per_query("judge").unwrap();
     let yes: Vec<f64> = run.records.iter().map(|r| per[&r.id]).collect();
     assert_eq!(yes, [1.0, 0.0, 0.0, 0.0, 0.0]);
-    // Read back with the config as written (no cut): the summary's cut, not 0.5.
+    // Read back with the config as written (no cut) and without the record: the
+    // summary's cut, not 0.5 and not the record's.
     let dir = tmp.path().join("run");
     run.write(&dir).unwrap();
+    let saved = std::fs::read(&record).unwrap();
+    std::fs::remove_file(&record).unwrap();
     let mut raw = p.config().clone();
     raw.evaluation.judge_cut = None;
-    let back = workbench::pipeline::PipelineRun::read(&dir, raw).unwrap();
+    let back = workbench::pipeline::PipelineRun::read(&dir, raw.clone()).unwrap();
     assert_eq!(back.judge_cut(), 0.8);
+    assert_eq!(back.config.evaluation.judge_cut_source, "summary");
     assert_eq!(back.summary().judge, s.judge);
+    // A config that asks for another cut than the run was judged at: refused.
+    raw.evaluation.judge_cut = Some(0.6);
+    let e = workbench::pipeline::PipelineRun::read(&dir, raw)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("judged at the cut 0.8"), "{e}");
+    std::fs::write(&record, saved).unwrap();
     // Another prompt text: no row, so 0.5, and the run says it is uncalibrated.
     std::fs::write(
         tmp.path().join("data/prompts/other.txt"),

@@ -212,13 +212,30 @@ fn run(
     let template = std::fs::read_to_string(abs(prompt))
         .with_context(|| format!("reading the judge prompt {}", prompt.display()))?;
     workbench::evaluate::judge::check_template(&template)?;
-    let judges = if judges.is_empty() {
+    let judges: Vec<String> = if judges.is_empty() {
         if base_url.is_some() {
             bail!("--base-url needs --judge: the server's model name(s)");
         }
         SHIPPED_JUDGES.iter().map(|s| s.to_string()).collect()
     } else {
-        judges
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for j in judges {
+            // A .gguf path is named as a config names it: relative to the project root
+            // when inside it, else absolute.
+            let j = match (base_url.is_none(), workbench::assets::ModelRef::parse(&j)) {
+                (true, workbench::assets::ModelRef::Path(p)) => {
+                    let full = std::path::absolute(p)?;
+                    full.strip_prefix(&root)
+                        .map_or_else(|_| full.display().to_string(), |r| r.display().to_string())
+                }
+                _ => j,
+            };
+            if seen.insert(j.clone()) {
+                out.push(j);
+            }
+        }
+        out
     };
     let config = Config {
         labels: labels_path.display().to_string(),
@@ -249,8 +266,25 @@ fn run(
     let backend = if base_url.is_some() { "server" } else { "gguf" };
     let BenchRun { exp, machine } = BenchRun::start(NAME, &config, "bench.md")?;
     println!("{}", machine.summary());
-    let mut scores = Table::new(["id", "source", "how", "correct", "judge", "p_yes"]);
-    let mut judged = Vec::new();
+    // One row per labelled prediction, one P(Yes) column per judge (small enough to record).
+    let mut judged: Vec<(String, Vec<f64>)> = Vec::new();
+    let write_scores = |judged: &[(String, Vec<f64>)]| -> Result<()> {
+        let mut t = Table::new(
+            ["id".to_string(), "correct".to_string()]
+                .into_iter()
+                .chain(judged.iter().map(|(name, _)| name.clone())),
+        );
+        for (i, l) in labels.iter().enumerate() {
+            t.push(
+                [l.id.clone(), l.correct.to_string()]
+                    .into_iter()
+                    .chain(judged.iter().map(|(_, p)| format!("{:.6}", p[i])))
+                    .collect::<Vec<String>>(),
+            )?;
+        }
+        t.write_csv(&exp.out.path("scores.csv"))?;
+        Ok(())
+    };
     for name in &judges {
         let judge = judge_for(name, &template, base_url.as_deref(), api_key_env)
             .with_context(|| format!("loading judge {name}"))?;
@@ -261,20 +295,12 @@ fn run(
                 .p_yes(&l.question, &l.gold_answers, &l.prediction)
                 .with_context(|| format!("judge {name} on labelled prediction {}", l.id))?;
             p.push(v);
-            scores.push(vec![
-                l.id.clone(),
-                l.source.clone(),
-                l.how.clone(),
-                l.correct.to_string(),
-                name.clone(),
-                format!("{v:.6}"),
-            ])?;
             workbench::progress::tick(&mut bar, 1);
         }
         drop(bar);
-        // Written after each judge, so a failure later keeps what was judged.
-        scores.write_csv(&exp.out.path("scores.csv"))?;
         judged.push((name.clone(), p));
+        // Written after each judge, so a failure later keeps what was judged.
+        write_scores(&judged)?;
     }
     let mut rows = Vec::new();
     for (name, p) in &judged {

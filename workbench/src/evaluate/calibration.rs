@@ -59,57 +59,22 @@ pub struct LabelledPrediction {
 }
 
 /// The label an exact rule gives, with the rule's name, or `None` when no rule decides
-/// (the prediction is then labelled by reading):
+/// (the prediction is then labelled by reading): `exact match`, the prediction equals a
+/// gold answer after SQuAD normalisation, so it is correct. No rule labels a prediction to
+/// a question without gold answers.
 ///
-/// - `exact match`: the prediction equals a gold answer after SQuAD normalisation → correct;
-/// - `yes/no`: every gold is a yes/no answer ([`qa::is_yes_no`](super::qa::is_yes_no))
-///   with the same first word, and so is the prediction, which has no other `yes` / `no`
-///   word (`Yes and no` is a hedge, left to reading) → correct when its word is the golds',
-///   else incorrect.
-///
-/// No rule labels a prediction to a question without gold answers.
+/// A yes / no answer is read, not ruled on by its first word: "Yes, Germany is the
+/// smallest …" to "Is it (Liechtenstein) the smallest …?" starts with the gold's word and
+/// still gives another answer.
 pub fn rule_label<S: AsRef<str>>(golds: &[S], prediction: &str) -> Option<(bool, &'static str)> {
     if golds.iter().all(|g| g.as_ref().trim().is_empty()) {
         return None;
     }
-    if super::qa::exact_match(prediction, golds) == 1.0 {
-        return Some((true, "exact match"));
-    }
-    if !super::qa::is_yes_no(prediction) {
-        return None;
-    }
-    let words: BTreeSet<String> = prediction
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w == "yes" || w == "no")
-        .collect();
-    if words.len() != 1 {
-        return None;
-    }
-    let first = |s: &str| {
-        s.split(|c: char| !c.is_alphanumeric())
-            .find(|w| !w.is_empty())
-            .map(str::to_lowercase)
-    };
-    let gold_words: BTreeSet<Option<String>> = golds
-        .iter()
-        .map(|g| {
-            super::qa::is_yes_no(g.as_ref())
-                .then(|| first(g.as_ref()))
-                .flatten()
-        })
-        .collect();
-    match (gold_words.len(), gold_words.iter().next()) {
-        (1, Some(Some(word))) => match first(prediction).as_deref() {
-            Some(p @ ("yes" | "no")) => Some((p == word, "yes/no")),
-            _ => None,
-        },
-        _ => None,
-    }
+    (super::qa::exact_match(prediction, golds) == 1.0).then_some((true, "exact match"))
 }
 
 /// The values of [`LabelledPrediction::how`].
-pub const HOW: [&str; 3] = ["exact match", "yes/no", "read"];
+pub const HOW: [&str; 2] = ["exact match", "read"];
 
 /// Read a labelled set (JSON Lines). Errors name the file and line: a line that is not a
 /// [`LabelledPrediction`], an empty prediction, no gold answer, an id seen before, a `how`
@@ -130,7 +95,7 @@ pub fn read_labels(path: &Path) -> Result<Vec<LabelledPrediction>> {
                 "empty prediction (the judge is not asked about abstentions)".into(),
             ));
         }
-        if l.gold_answers.is_empty() {
+        if l.gold_answers.iter().all(|g| g.trim().is_empty()) {
             return Err(at("no gold answer".into()));
         }
         if !seen.insert(l.id.clone()) {
@@ -141,7 +106,7 @@ pub fn read_labels(path: &Path) -> Result<Vec<LabelledPrediction>> {
         }
         if l.how != "read" {
             let rule = rule_label(&l.gold_answers, &l.prediction);
-            if rule != Some((l.correct, HOW[if l.how == "yes/no" { 1 } else { 0 }])) {
+            if rule != Some((l.correct, HOW[0])) {
                 return Err(at(format!(
                     "labelled {} by `{}`, but the rule gives {rule:?}",
                     l.correct, l.how
@@ -327,7 +292,10 @@ pub fn folds_of(groups: &[usize], labels: &[bool], folds: usize, seed: u64) -> R
     if folds < 2 || members.len() < folds {
         return Err(Error::param(
             "calibration",
-            format!("{folds} folds over {} questions", members.len()),
+            format!(
+                "{folds} fold(s) over {} question(s): need at least 2 folds and a question per fold",
+                members.len()
+            ),
         ));
     }
     members.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(seed));
@@ -348,7 +316,11 @@ pub fn folds_of(groups: &[usize], labels: &[bool], folds: usize, seed: u64) -> R
                 format!(
                     "the items outside fold {} of {folds} (seed {seed}) are all labelled {}: no cut can be chosen on them",
                     f + 1,
-                    rest.first().copied().unwrap_or_default()
+                    if rest.first().copied().unwrap_or_default() {
+                        "correct"
+                    } else {
+                        "incorrect"
+                    }
                 ),
             ));
         }
@@ -572,8 +544,21 @@ pub fn read_record(path: &Path) -> Result<Vec<Calibration>> {
     Ok(rows)
 }
 
-/// Write a calibration record (CSV).
+/// Write a calibration record (CSV). Errors: two rows for one judge, backend and prompt
+/// (nothing is written); the file cannot be written.
 pub fn write_record(path: &Path, rows: &[Calibration]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for c in rows {
+        if !seen.insert((&c.judge, &c.backend, &c.prompt_sha256)) {
+            return Err(Error::param(
+                "calibration record",
+                format!(
+                    "two rows for judge `{}` ({}) with prompt sha256 {}",
+                    c.judge, c.backend, c.prompt_sha256
+                ),
+            ));
+        }
+    }
     let io = |e: csv::Error| match e.into_kind() {
         csv::ErrorKind::Io(e) => Error::io(path, e),
         other => Error::param("calibration record", format!("{other:?}")),
@@ -610,7 +595,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rules_label_exact_matches_and_yes_no_answers_only() {
+    fn rules_label_exact_matches_only() {
         assert_eq!(
             rule_label(&["Paris"], "paris."),
             Some((true, "exact match"))
@@ -620,28 +605,19 @@ mod tests {
             Some((true, "exact match"))
         );
         assert_eq!(
-            rule_label(&["Yes."], "Yes, they do."),
-            Some((true, "yes/no"))
-        );
-        assert_eq!(rule_label(&["yes"], "No, never."), Some((false, "yes/no")));
-        assert_eq!(
             rule_label(&["No", "no."], "no"),
             Some((true, "exact match"))
         );
-        // A longer answer, a name that starts with No, golds that disagree: no rule.
-        assert_eq!(rule_label(&["Paris"], "It is Paris."), None);
-        assert_eq!(rule_label(&["No Doubt"], "No"), None);
         assert_eq!(
             rule_label(&["yes", "no"], "yes"),
             Some((true, "exact match"))
         );
-        assert_eq!(rule_label(&["yes", "no."], "Yes, it is"), None);
-        assert_eq!(rule_label(&["Yes."], "Probably"), None);
-        // Predictions that only look like yes / no answers, and hedges: read.
-        assert_eq!(rule_label(&["No."], "No-one knows"), None);
-        assert_eq!(rule_label(&["No."], "No Doubt played there"), None);
-        assert_eq!(rule_label(&["Yes."], "Yes and no"), None);
-        assert_eq!(rule_label(&["No."], "No, yes"), None);
+        // Longer answers are read, yes / no ones included: the rest can contradict.
+        assert_eq!(rule_label(&["Paris"], "It is Paris."), None);
+        assert_eq!(rule_label(&["Yes."], "Yes, they do."), None);
+        assert_eq!(rule_label(&["Yes"], "Yes, Germany is the smallest."), None);
+        assert_eq!(rule_label(&["yes"], "No, never."), None);
+        assert_eq!(rule_label(&["No Doubt"], "No"), None);
         // No gold: nothing to match.
         assert_eq!(rule_label(&[""], "The."), None);
     }
@@ -733,6 +709,10 @@ mod tests {
         assert!(lo < c.cv_kappa.unwrap() && c.cv_kappa.unwrap() <= hi && hi <= 1.0);
         assert!((c.accuracy_at_half - 0.55).abs() < 1e-12);
         assert!(cross_validated(&p, &l, &groups, 1, 7).is_err());
+        // Two predictions per question: 10 questions.
+        let pairs: Vec<usize> = (0..20).map(|i| i / 2).collect();
+        let c2 = calibrate(of(), &p, &l, &pairs, CalibrationOptions::default()).unwrap();
+        assert_eq!((c2.n, c2.questions), (20, 10));
         // A P(Yes) outside [0, 1], no resample: refused.
         let mut bad = p.clone();
         bad[3] = f64::NAN;
@@ -827,8 +807,16 @@ mod tests {
             recorded_cut(&dir.join("none.csv"), "m", "gguf", template).unwrap(),
             None
         );
-        // Two rows for one judge, backend and prompt: refused.
-        write_record(&path, &[c.clone(), c]).unwrap();
+        // Two rows for one judge, backend and prompt: refused, writing and reading.
+        let e = write_record(&path, &[c.clone(), c.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("two rows for judge `m`"), "{e}");
+        let mut csv = std::fs::read_to_string(&path).unwrap();
+        let first_row = csv.lines().nth(1).unwrap().to_string();
+        csv.push_str(&first_row);
+        csv.push('\n');
+        std::fs::write(&path, csv).unwrap();
         let e = read_record(&path).unwrap_err().to_string();
         assert!(e.contains("two rows for judge `m`"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
@@ -859,11 +847,11 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("empty prediction"));
-        write(&[line("1", "b", true, "")]);
-        assert!(read_labels(&path)
-            .unwrap_err()
-            .to_string()
-            .contains("`how`"));
+        for how in ["", "yes/no"] {
+            write(&[line("1", "b", true, how)]);
+            let e = read_labels(&path).unwrap_err().to_string();
+            assert!(e.contains("`how`"), "{e}");
+        }
         // A rule's label the rule does not give.
         write(&[line("1", "b", true, "exact match")]);
         let e = read_labels(&path).unwrap_err().to_string();

@@ -790,8 +790,20 @@ impl PipelineRun {
                 // The cut the run was judged at, as its summary records it (a config read
                 // raw has none; a summary written before the cut was recorded used 0.5).
                 let mut config = config;
-                if summary.judge_cut.is_some() {
-                    config.evaluation.judge_cut = summary.judge_cut;
+                match (summary.judge_cut, config.evaluation.judge_cut) {
+                    (Some(s), Some(c)) if s != c => {
+                        return Err(Error::bad_input(
+                            &sp,
+                            format!(
+                                "the run was judged at the cut {s}, the config asks for {c}: run the config again"
+                            ),
+                        ))
+                    }
+                    (Some(s), None) => {
+                        config.evaluation.judge_cut = Some(s);
+                        config.evaluation.judge_cut_source = "summary".into();
+                    }
+                    _ => {}
                 }
                 config
             },
