@@ -529,35 +529,30 @@ pub fn read_record(path: &Path) -> Result<Vec<Calibration>> {
         .deserialize()
         .map(|row| row.map_err(|e| Error::bad_input(path, e.to_string())))
         .collect::<Result<_>>()?;
-    let mut seen = BTreeSet::new();
-    for c in &rows {
-        if !seen.insert((&c.judge, &c.backend, &c.prompt_sha256)) {
-            return Err(Error::bad_input(
-                path,
-                format!(
-                    "two rows for judge `{}` ({}) with prompt sha256 {}",
-                    c.judge, c.backend, c.prompt_sha256
-                ),
-            ));
-        }
+    if let Some(why) = duplicate_row(&rows) {
+        return Err(Error::bad_input(path, why));
     }
     Ok(rows)
+}
+
+/// The first judge, backend and prompt that `rows` hold twice, in words.
+fn duplicate_row(rows: &[Calibration]) -> Option<String> {
+    let mut seen = BTreeSet::new();
+    rows.iter()
+        .find(|c| !seen.insert((&c.judge, &c.backend, &c.prompt_sha256)))
+        .map(|c| {
+            format!(
+                "two rows for judge `{}` ({}) with prompt sha256 {}",
+                c.judge, c.backend, c.prompt_sha256
+            )
+        })
 }
 
 /// Write a calibration record (CSV). Errors: two rows for one judge, backend and prompt
 /// (nothing is written); the file cannot be written.
 pub fn write_record(path: &Path, rows: &[Calibration]) -> Result<()> {
-    let mut seen = BTreeSet::new();
-    for c in rows {
-        if !seen.insert((&c.judge, &c.backend, &c.prompt_sha256)) {
-            return Err(Error::param(
-                "calibration record",
-                format!(
-                    "two rows for judge `{}` ({}) with prompt sha256 {}",
-                    c.judge, c.backend, c.prompt_sha256
-                ),
-            ));
-        }
+    if let Some(why) = duplicate_row(rows) {
+        return Err(Error::param("calibration record", why));
     }
     let io = |e: csv::Error| match e.into_kind() {
         csv::ErrorKind::Io(e) => Error::io(path, e),
