@@ -6,7 +6,8 @@
 //! | [`MATRIX_ID`] | `data/expected.toml`'s `[[headline]]` rows (their numbers are graded expected values), with their steps' times from `data/reproduce-times.tsv` |
 //! | [`STEP_TIMES_ID`](super::STEP_TIMES_ID) | `scripts/reproduce`'s steps and `data/reproduce-times.tsv` |
 //! | [`ASSETS_ID`], [`ASSETS_DETAIL_ID`] | `data/assets.toml` (description, licence, size, online source, offline fill) |
-//! | [`PERFORMANCE_ID`] | `data/benchmarks.toml`'s `[[row]]`s, read from the benchmark records |
+//! | [`PERFORMANCE_ID`] | `data/benchmarks.toml`'s `[[row]]`s of table `performance` (the workbench against its peers), read from the benchmark records |
+//! | [`TRADEOFFS_ID`] | `data/benchmarks.toml`'s `[[row]]`s of table `tradeoffs` (the workbench's own configurations against each other), read from the benchmark records |
 //! | [`BENCH_RUNS_ID`] | each benchmark record's date, commit, CPU and load |
 //! | `bench-record-NAME` | the record's `bench.md`, as the benchmark wrote it |
 //! | [`SCRIPT_TIMES_ID`] | `data/script-times.tsv`: the last total of `scripts/test` and `scripts/reproduce` per scale, on a fresh machine and with the setup cached |
@@ -33,6 +34,12 @@ pub const ASSETS_ID: &str = "assets";
 pub const ASSETS_DETAIL_ID: &str = "assets-detail";
 /// Id of the README's performance table ([`Benchmarks::render_performance`]).
 pub const PERFORMANCE_ID: &str = "performance";
+/// Id of the trade-offs table ([`Benchmarks::render_tradeoffs`]).
+pub const TRADEOFFS_ID: &str = "performance-tradeoffs";
+/// The values of a `[[row]]`'s `table`: the workbench against its peers (the README's
+/// [`PERFORMANCE_ID`] block, the default), and a faster configuration of the workbench
+/// against its exact one (the [`TRADEOFFS_ID`] block).
+pub const ROW_TABLES: [&str; 2] = ["performance", "tradeoffs"];
 /// Id of the table of benchmark runs ([`Benchmarks::render_runs`]).
 pub const BENCH_RUNS_ID: &str = "benchmark-runs";
 /// Prefix of the id of a record's own tables (`bench-record-NAME`).
@@ -465,18 +472,27 @@ fn default_record_file() -> String {
     "bench.md".to_string()
 }
 
-/// A row of the performance table: three templates whose `{cell}` placeholders name cells
-/// of the record's CSV files.
+fn default_row_table() -> String {
+    ROW_TABLES[0].to_string()
+}
+
+/// A row of the performance or the trade-offs table: four templates whose `{cell}`
+/// placeholders name cells of the record's CSV files.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerformanceRow {
     /// The record (`[[benchmark]]` name).
     pub benchmark: String,
-    /// What is measured.
+    /// The table the row belongs to, one of [`ROW_TABLES`]: `performance` (default), the
+    /// workbench against a peer, or `tradeoffs`, a faster configuration of the workbench
+    /// against its exact one.
+    #[serde(default = "default_row_table")]
+    pub table: String,
+    /// What is measured, under which conditions.
     pub what: String,
-    /// Our system's number(s).
+    /// Our system's number(s) (in a trade-off: the faster configuration's).
     pub ours: String,
-    /// The peer and its number(s).
+    /// The peer and its number(s) (in a trade-off: the exact configuration's).
     pub peer: String,
     /// The ratio.
     pub ratio: String,
@@ -532,6 +548,17 @@ impl Benchmarks {
         b.path = path.to_path_buf();
         b.records = records.to_path_buf();
         for r in &b.row {
+            if !ROW_TABLES.contains(&r.table.as_str()) {
+                return Err(Error::bad_input(
+                    path,
+                    format!(
+                        "[[row]] `{}` has table `{}`, expected one of {}",
+                        r.what,
+                        r.table,
+                        ROW_TABLES.map(|t| format!("`{t}`")).join(", ")
+                    ),
+                ));
+            }
             if !b.benchmark.iter().any(|x| x.name == r.benchmark) {
                 return Err(Error::bad_input(
                     path,
@@ -627,8 +654,8 @@ impl Benchmarks {
     }
 
     fn fill(&self, row: &PerformanceRow, template: &str) -> Result<String> {
-        let value = |name: &str| -> Result<String> {
-            let c = row.cells.get(name).ok_or_else(|| {
+        let cell = |name: &str| -> Result<&Cell> {
+            row.cells.get(name).ok_or_else(|| {
                 Error::bad_input(
                     &self.path,
                     format!(
@@ -636,11 +663,12 @@ impl Benchmarks {
                         row.what
                     ),
                 )
-            })?;
-            self.cell(&row.benchmark, c)
+            })
         };
+        let value = |name: &str| self.cell(&row.benchmark, cell(name)?);
+        // A ratio is taken from the cells as recorded, before any rounding.
         let num = |name: &str| -> Result<f64> {
-            let v = value(name)?;
+            let v = self.raw_cell(&row.benchmark, cell(name)?)?;
             v.trim().parse::<f64>().map_err(|_| {
                 Error::bad_input(
                     &self.path,
@@ -655,20 +683,35 @@ impl Benchmarks {
             template,
             || Error::bad_input(&self.path, format!("`{template}`: `{{` without `}}`")),
             |inner| match inner.split_once('/') {
-                // `{a/b}`: the ratio of two cells, two decimals.
+                // `{a/b}`: the ratio of two cells (unrounded), two decimals.
                 Some((a, b)) => Ok(format!("{:.2}", num(a)? / num(b)?)),
                 None => Ok(thousands(&value(inner)?)),
             },
         )
     }
 
-    /// The README's performance table: what, ours, peer, ratio, and the run's date.
+    /// The README's performance table, the rows of table `performance`: what (with its
+    /// conditions), ours, peer, ratio, and the run's date.
     pub fn render_performance(&self) -> Result<String> {
-        let mut t = Table::new(["what", "ours", "peer", "ratio", "run"]);
-        for r in &self.row {
+        self.render_rows("performance", ["what", "ours", "peer", "ratio", "run"])
+    }
+
+    /// The trade-offs table, the rows of table `tradeoffs`: what, the faster configuration,
+    /// the exact one, the speed-up with what it costs, and the run's date.
+    pub fn render_tradeoffs(&self) -> Result<String> {
+        self.render_rows(
+            "tradeoffs",
+            ["what", "approximate", "exact", "speed-up", "run"],
+        )
+    }
+
+    /// The rows of `table`, under `header`.
+    fn render_rows(&self, table: &str, header: [&str; 5]) -> Result<String> {
+        let mut t = Table::new(header);
+        for r in self.row.iter().filter(|r| r.table == table) {
             let rec: Recorded = self.recorded(&r.benchmark)?;
             t.push([
-                r.what.clone(),
+                self.fill(r, &r.what)?,
                 self.fill(r, &r.ours)?,
                 self.fill(r, &r.peer)?,
                 self.fill(r, &r.ratio)?,
@@ -869,7 +912,12 @@ pub fn record_blocks(
     }
     let bench_ids: Vec<&String> = wanted
         .iter()
-        .filter(|w| *w == PERFORMANCE_ID || *w == BENCH_RUNS_ID || w.starts_with(RECORD_PREFIX))
+        .filter(|w| {
+            *w == PERFORMANCE_ID
+                || *w == TRADEOFFS_ID
+                || *w == BENCH_RUNS_ID
+                || w.starts_with(RECORD_PREFIX)
+        })
         .collect();
     if !bench_ids.is_empty() {
         let b = Benchmarks::load(
@@ -883,6 +931,8 @@ pub fn record_blocks(
             }
             let text = if id == PERFORMANCE_ID {
                 b.render_performance()?
+            } else if id == TRADEOFFS_ID {
+                b.render_tradeoffs()?
             } else if id == BENCH_RUNS_ID {
                 b.render_runs()?
             } else {
@@ -957,6 +1007,7 @@ pub fn is_record_block(id: &str) -> bool {
         ASSETS_ID,
         ASSETS_DETAIL_ID,
         PERFORMANCE_ID,
+        TRADEOFFS_ID,
         BENCH_RUNS_ID,
         SCRIPT_TIMES_ID,
         SCRIPT_STEPS_ID,
@@ -1128,6 +1179,11 @@ mod tests {
 
     /// A record with one CSV; a performance row naming two of its cells.
     fn fixture(dir: &Path, csv: &str, row: &str) -> Benchmarks {
+        try_fixture(dir, csv, row).unwrap()
+    }
+
+    /// [`fixture`], with `data/benchmarks.toml`'s errors returned.
+    fn try_fixture(dir: &Path, csv: &str, row: &str) -> Result<Benchmarks> {
         let rec = dir.join("records/bench-x");
         std::fs::create_dir_all(&rec).unwrap();
         std::fs::write(rec.join("bench.csv"), csv).unwrap();
@@ -1151,7 +1207,7 @@ mod tests {
             ),
         )
         .unwrap();
-        Benchmarks::load(&toml, &dir.join("records")).unwrap()
+        Benchmarks::load(&toml, &dir.join("records"))
     }
 
     const ROW: &str = r#"[[row]]
@@ -1182,11 +1238,88 @@ cells = { ours = { file = "bench.csv", where = { system = "ours", mode = "fast" 
         assert!(b.render_record("bench-y").is_err());
     }
 
+    /// A trade-off row: the approximate configuration against the exact one, with a cell in
+    /// its `what`.
+    const TRADEOFF: &str = r#"[[row]]
+benchmark = "bench-x"
+table = "tradeoffs"
+what = "fast mode, {n} queries"
+ours = "{ours}"
+peer = "slow {slow}"
+ratio = "{ours/slow}×"
+cells.n = { file = "bench.csv", where = { system = "ours", mode = "fast" }, column = "n" }
+cells.ours = { file = "bench.csv", where = { system = "ours", mode = "fast" }, column = "qps" }
+cells.slow = { file = "bench.csv", where = { system = "ours", mode = "slow" }, column = "qps" }
+"#;
+
+    #[test]
+    fn a_tradeoffs_row_is_in_its_own_table_and_not_the_readmes() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "system,mode,qps,ratio,n\nY,fast,23273,1.00,1050\nours,fast,54823,2.36,1050\nours,slow,15623,0.67,1050\n";
+        let b = fixture(dir.path(), csv, &format!("{ROW}\n{TRADEOFF}"));
+        let peers = b.render_performance().unwrap();
+        assert!(
+            peers.starts_with("| what | ours | peer | ratio | run |"),
+            "{peers}"
+        );
+        assert!(
+            peers.contains("| queries/s | 54,823 | Y 23,273 |"),
+            "{peers}"
+        );
+        assert!(!peers.contains("fast mode"), "{peers}");
+        let tradeoffs = b.render_tradeoffs().unwrap();
+        assert!(
+            tradeoffs.starts_with("| what | approximate | exact | speed-up | run |"),
+            "{tradeoffs}"
+        );
+        assert!(
+            tradeoffs.contains(
+                "| fast mode, 1,050 queries | 54,823 | slow 15,623 | 3.51× | 2026-11-27 |"
+            ),
+            "{tradeoffs}"
+        );
+        assert!(!tradeoffs.contains("| queries/s |"), "{tradeoffs}");
+        // Both blocks come out of `record_blocks` under their ids.
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("data")).unwrap();
+        std::fs::rename(root.join("records"), root.join("data/benchmarks")).unwrap();
+        std::fs::rename(
+            root.join("benchmarks.toml"),
+            root.join("data/benchmarks.toml"),
+        )
+        .unwrap();
+        let conditions: Conditions = toml::from_str("").unwrap();
+        let wanted = [PERFORMANCE_ID.to_string(), TRADEOFFS_ID.to_string()];
+        let blocks = record_blocks(root, &conditions, &wanted).unwrap();
+        assert_eq!(
+            blocks,
+            vec![
+                (PERFORMANCE_ID.to_string(), peers),
+                (TRADEOFFS_ID.to_string(), tradeoffs)
+            ]
+        );
+        assert!(is_record_block(TRADEOFFS_ID));
+    }
+
+    #[test]
+    fn an_unknown_table_is_an_error_naming_the_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "system,mode,qps,ratio,n\nours,fast,2,2,1\nours,slow,1,1,1\n";
+        let row = TRADEOFF.replace("\"tradeoffs\"", "\"trade-offs\"");
+        let e = try_fixture(dir.path(), csv, &row).unwrap_err().to_string();
+        assert!(
+            e.contains("fast mode, {n} queries")
+                && e.contains("`trade-offs`")
+                && e.contains("`performance`, `tradeoffs`"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_median_cell_takes_every_matching_row() {
         let dir = tempfile::tempdir().unwrap();
         let csv =
-            "round,system,qps,ratio\n1,Y,10.0,1\n1,ours,3.22,1\n2,ours,4.50,1\n3,ours,4.26,1\n";
+            "round,system,qps,ratio\n1,Y,10.4,1\n1,ours,3.22,1\n2,ours,4.50,1\n3,ours,4.26,1\n";
         let row = r#"[[row]]
 benchmark = "bench-x"
 what = "w"
@@ -1198,7 +1331,8 @@ cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps", med
 "#;
         let b = fixture(dir.path(), csv, row);
         let md = b.render_performance().unwrap();
-        assert!(md.contains("| w | 4.26 | 10 | 0.43 |"), "{md}");
+        // The ratio divides the cells as recorded (4.26 / 10.4), not as rounded (4.26 / 10).
+        assert!(md.contains("| w | 4.26 | 10 | 0.41 |"), "{md}");
     }
 
     #[test]
@@ -1230,7 +1364,13 @@ cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps", med
             marked.extend(super::super::marked_ids(&text));
             texts.push((p.clone(), text));
         }
-        for id in [MATRIX_ID, ASSETS_ID, PERFORMANCE_ID, BENCH_RUNS_ID] {
+        for id in [
+            MATRIX_ID,
+            ASSETS_ID,
+            PERFORMANCE_ID,
+            TRADEOFFS_ID,
+            BENCH_RUNS_ID,
+        ] {
             assert!(marked.iter().any(|m| m == id), "no page marks `{id}`");
         }
         let blocks = record_blocks(&root, &conditions, &marked).unwrap();
