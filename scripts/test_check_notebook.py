@@ -114,6 +114,24 @@ class CheckNotebook(unittest.TestCase):
         nb = notebook(code("plot()", stream("stdout", "no image"), tags=("figure",)))
         self.assertFails(nb, 1, "figure")
 
+    def test_debug_dump_of_a_hooked_type_fails(self):
+        dump = {"output_type": "execute_result", "execution_count": 2, "metadata": {},
+                "data": {"text/plain": 'Table { caption: Some("t"), header: ["a"], rows: [] }'}}
+        nb = notebook(*CLEAN[:1], code("f()?.table()", dump))
+        self.assertFails(nb, 2, "Debug dump", "Table")
+        # The same value shown through its hook (HTML beside the plain text) passes, and so
+        # does a Debug dump of a type without a hook.
+        shown = dict(dump, data=dict(dump["data"], **{"text/html": "<table></table>"}))
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN[:1], code("t", shown))), [])
+        plain = dict(dump, data={"text/plain": 'Answer { text: "Paris" }'})
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN[:1], code("a", plain))), [])
+
+    def test_absolute_checkout_path_fails(self):
+        nb = notebook(code("println!(dir)", stream("stdout", "/home/me/rag-workbench/data/results/report001\n")))
+        found = check_notebook.problems(nb, root="/home/me/rag-workbench")
+        self.assertTrue(found and "absolute path" in found[0], found)
+        self.assertEqual(check_notebook.problems(nb, root="/elsewhere"), [])
+
     def test_command_line_exit_status(self):
         script = pathlib.Path(__file__).parent / "check_notebook.py"
         with tempfile.TemporaryDirectory() as d:

@@ -184,7 +184,8 @@ let mut t = Table::new(["passage", "words", "text (first 110 characters)"]).capt
 for p in &passages {
     t.push([p.id.clone(), workbench::text::word_count(&p.text).to_string(), p.text.chars().take(110).collect::<String>() + "…"])?;
 }
-println!("question: {}\\ngold answers: {:?}\\ngold paragraph: {:?}", question.question, question.answers, question.context_id);
+println!("question: {}\\ngold answers: {}\\ngold paragraph: {}", question.question, question.answers.join(" | "),
+         question.context_id.as_deref().unwrap_or("(none)"));
 t
 """),
     ("code", """

@@ -204,7 +204,8 @@ grade ≥ 1 counted as relevant (almost every passage of this subset is judged a
 let mut p = params.clone();
 p.rel_threshold = 1;
 p.systems.retain(|s| ["bm25", "dense", "bm25+ce"].contains(&s.key.as_str()));
-dl19::run(&env, &p.check()?)?.table()
+let fewer = dl19::run(&env, &p.check()?)?.table();
+fewer
 """),
     ("markdown", """
 ## (b) NQ-open dev: answer recall, the shape of DPR's table
@@ -252,7 +253,8 @@ let (late_table, late_sig) = late.tables()?;
 late_table
 """),
     ("code", """
-late_sig.caption("Paired randomisation, t and bootstrap tests against TF-IDF")
+let late_tests = late_sig.caption("Paired randomisation, t and bootstrap tests against TF-IDF");
+late_tests
 """),
     ("code", """
 render(&late.figure())?
