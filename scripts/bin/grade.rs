@@ -78,6 +78,11 @@ enum Command {
         /// needs no result folders.
         #[arg(long)]
         records_only: bool,
+        /// Render only this result table from the results (repeatable); the other result
+        /// tables are left as they are, so only its result folder is needed. For a partial
+        /// run (`scripts/reproduce --only …`).
+        #[arg(long = "block", conflicts_with = "records_only")]
+        only_blocks: Vec<String>,
     },
 }
 
@@ -163,6 +168,7 @@ fn run(out: &mut String) -> Result<bool> {
             write,
             pages,
             records_only,
+            only_blocks,
             ..
         }) => {
             let conditions = load_conditions()?;
@@ -180,12 +186,23 @@ fn run(out: &mut String) -> Result<bool> {
                 .iter()
                 .flat_map(|(_, text)| grade::marked_ids(text))
                 .collect();
+            if let Some(unknown) = only_blocks
+                .iter()
+                .find(|id| !conditions.readme.iter().any(|t| &t.id == *id))
+            {
+                anyhow::bail!(
+                    "--block {unknown}: no [[readme]] table of {} has this id",
+                    conditions_path.display()
+                );
+            }
             let mut blocks = Vec::new();
             for t in &conditions.readme {
                 if named && !marked.contains(&t.id) {
                     continue;
                 }
-                let table = if records_only {
+                let keep_page =
+                    records_only || (!only_blocks.is_empty() && !only_blocks.contains(&t.id));
+                let table = if keep_page {
                     match pages
                         .iter()
                         .find(|(_, text)| grade::marked_ids(text).contains(&t.id))
