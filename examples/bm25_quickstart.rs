@@ -18,7 +18,8 @@ fn main() -> workbench::Result<()> {
         Document::new("hamlet", "Hamlet", "Hamlet is a tragedy by Shakespeare."),
     ];
     let passages = WholeDocument.chunk_all(&docs)?;
-    // Lucene's BM25 over Anserini's English analyzer (lowercase, stopwords, Porter2 stemming).
+    // Lucene's BM25; the analyzer lowercases, drops Lucene's English stopwords and stems with
+    // Snowball English (Porter2).
     let analyzer = AnalyzerParams::default().build()?;
     let bm25 = Bm25::build(&passages, &analyzer, Bm25Params::new().k1(0.9).b(0.4))?;
 

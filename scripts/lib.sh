@@ -107,7 +107,7 @@ ensure_python() {
 ensure_evcxr() {
   # The Rust Jupyter kernel. A clean `cargo install` takes ~8 min here.
   if ! command -v evcxr_jupyter >/dev/null 2>&1; then
-    step "cargo install evcxr_jupyter $EVCXR_VERSION (one-off, ~8 min)"
+    step "cargo install evcxr_jupyter $EVCXR_VERSION (one-off)"
     SETUP_KIND=fresh
     cargo install evcxr_jupyter --locked --version "$EVCXR_VERSION"
   fi

@@ -2,6 +2,7 @@
 //! - `grade readme --check / --write` over README.md and docs/*.md, through the binary, in
 //!   a throw-away project: a stale table in a docs page fails the check (exit status 1)
 //!   with the page named, `--write` rewrites that page only, and the check then passes;
+//!   `--block ID` renders that table only and refuses an id no page or condition has;
 //! - the README's Rust example is `examples/bm25_quickstart.rs`, which compiles with the
 //!   tests;
 //! - every relative link of README.md and docs/*.md points at a file that exists;
@@ -110,6 +111,53 @@ fn stale_table_in_a_docs_page_fails_the_check_and_names_the_page() {
         err.contains("`exp`") && err.contains("docs/results.md"),
         "{err}"
     );
+}
+
+/// `--block ID` renders that table only: the other result tables stay as they are (their
+/// result folders may be absent), and an id no page holds or no condition names fails.
+#[test]
+fn block_renders_one_table_and_keeps_the_others() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("results").join("exp")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    let conditions = format!(
+        "{CONDITIONS}\n[[result]]\nname = \"exp2\"\nbinary = \"exp2_bin\"\nwhat = \"another\"\n\n[[readme]]\nid = \"exp2\"\nresult = \"exp2\"\nfile = \"metrics.csv\"\n"
+    );
+    std::fs::write(root.join("expected.toml"), conditions).unwrap();
+    std::fs::write(
+        root.join("results").join("exp").join("metrics.csv"),
+        METRICS,
+    )
+    .unwrap();
+    std::fs::write(root.join("README.md"), README).unwrap();
+    let other = "<!-- generated:exp2 -->\n\n| system | nDCG@10 |\n|---|---|\n| old | 0.1000 |\n\n<!-- /generated:exp2 -->\n";
+    let page = root.join("docs").join("results.md");
+    std::fs::write(&page, format!("{STALE_PAGE}\n{other}")).unwrap();
+
+    // Without --block the missing result folder of `exp2` stops the check.
+    let all = grade(root, &["--check"]);
+    assert_eq!(all.status.code(), Some(2), "{}", stdout(&all));
+
+    let check = grade(root, &["--check", "--block", "exp"]);
+    let out = stdout(&check);
+    assert_eq!(check.status.code(), Some(1), "{out}");
+    assert!(out.contains("table `exp`: OUT OF DATE"), "{out}");
+    assert!(out.contains("table `exp2`: kept"), "{out}");
+
+    let write = grade(root, &["--write", "--block", "exp"]);
+    assert_eq!(write.status.code(), Some(0), "{}", stdout(&write));
+    let text = std::fs::read_to_string(&page).unwrap();
+    assert!(text.contains("| dense | 0.7980 |"), "{text}");
+    assert!(text.contains(other), "{text}");
+
+    // An id that no condition names, or that no page considered holds, is an error.
+    let unknown = grade(root, &["--check", "--block", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("--block nope"));
+    let elsewhere = grade(root, &["--check", "--block", "exp", "--page", "README.md"]);
+    assert_eq!(elsewhere.status.code(), Some(2), "{}", stdout(&elsewhere));
+    assert!(String::from_utf8_lossy(&elsewhere.stderr).contains("--block exp"));
 }
 
 /// The README quotes `examples/bm25_quickstart.rs` from its first `use` to its end.

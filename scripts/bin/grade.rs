@@ -195,6 +195,16 @@ fn run(out: &mut String) -> Result<bool> {
                     conditions_path.display()
                 );
             }
+            if let Some(absent) = only_blocks.iter().find(|id| !marked.contains(id)) {
+                anyhow::bail!(
+                    "--block {absent}: no page {} holds this table's markers",
+                    if named {
+                        "named by --page"
+                    } else {
+                        "of the default set"
+                    }
+                );
+            }
             let mut blocks = Vec::new();
             for t in &conditions.readme {
                 if named && !marked.contains(&t.id) {
@@ -225,9 +235,21 @@ fn run(out: &mut String) -> Result<bool> {
                 |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
             let mut stale_pages = Vec::new();
             let mut stale = 0;
+            let kept = |id: &str| {
+                !only_blocks.is_empty()
+                    && !only_blocks.iter().any(|b| b == id)
+                    && conditions.readme.iter().any(|t| t.id == id)
+            };
             for u in &updates {
                 for b in &u.blocks {
-                    if b.diff.is_empty() {
+                    if kept(&b.id) {
+                        writeln!(
+                            out,
+                            "{}: table `{}`: kept (not rendered: --block)",
+                            show(&b.page),
+                            b.id
+                        )?;
+                    } else if b.diff.is_empty() {
                         writeln!(out, "{}: table `{}`: up to date", show(&b.page), b.id)?;
                     } else {
                         stale += 1;

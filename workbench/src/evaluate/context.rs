@@ -3,9 +3,10 @@
 //! For one question, let `p_1 … p_n` be the passages **given to the reader**, in the
 //! order it read them (after any re-ranking and after the reader dropped what did not
 //! fit its window: [`crate::read::Answer::passage_ids`]), and let `rel_i = 1` when
-//! passage `p_i` contains a gold answer under the pipeline's [`AnswerMatch`] rule
-//! (DPR's string match by default, `dpr-regex` for regex answers, `squad` for the
-//! SQuAD-normalised match), else 0. Let `R = Σ_i rel_i`.
+//! passage `p_i` contains a gold answer under the [`AnswerMatch`] rule the caller passes
+//! (the pipeline passes its run's `evaluation.answer_match`, else the question set's own
+//! rule, `squad` for every set the workbench loads; `dpr`, or `dpr-regex` for regex
+//! answers, when the config chooses it), else 0. Let `R = Σ_i rel_i`.
 //!
 //! - **Context precision** (report 004's metric): the share of
 //!   the passages given to the reader that contain a gold answer,

@@ -100,6 +100,9 @@
 //! judge_base_url = "http://127.0.0.1:8080/v1"  # judge on an OpenAI-compatible server
 //!                                     # with logprobs (judge_model: its model name)   default "" (in process)
 //! judge_api_key_env = "OPENAI_API_KEY"  # env variable with the judge server's key   default "" (none)
+//! judge_cut = 0.5                     # P(Yes) above it is "correct", in [0, 1)   default: the judge's
+//!                                     # calibrated cut for this prompt, else 0.5 (a run's resolved
+//!                                     # config names the cut and its judge_cut_source)
 //!
 //! [cache]
 //! retrieval = true                    # cache retrieval results              default true

@@ -55,8 +55,9 @@ pub enum Stopwords {
 
 /// Analyzer settings, validated by [`AnalyzerParams::build`].
 ///
-/// Defaults ([`AnalyzerParams::default`]) follow Anserini's English analyzer:
-/// lowercase, Lucene English stopwords, Snowball English stemming, tokens of any length.
+/// Defaults ([`AnalyzerParams::default`]) follow Anserini's English analyzer in lowercasing,
+/// Lucene English stopwords and tokens of any length; the stemmer is Snowball English
+/// (Porter2), where Anserini uses the original Porter.
 ///
 /// ```
 /// use workbench::retrieve::analyzer::{AnalyzerParams, Stopwords};
