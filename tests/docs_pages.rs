@@ -230,7 +230,7 @@ const ALLOWED: &[(&str, &str)] = &[
     (r"power \d+(\.\d+)?", "statistical power of the MDE"),
     // grade's tolerances (docs/grading.md defines them).
     (
-        r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)",
+        r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)|\d+\.\d+ for a model the run trains",
         "grade's tolerances",
     ),
     // Names with a version in them.
