@@ -9,9 +9,10 @@ A notebook fails when a code cell has
   (evcxr catches a panic in a cell, prints it on stderr and lets the notebook go on, so
   `jupyter nbconvert --execute` exits 0);
 - the tag `figure` but no image;
-- a value that has an evcxr display hook (`Table`, `Figure`, the explanations) shown as its
-  Rust `Debug` dump instead (evcxr calls the hook only when the cell ends in a plain
-  variable; a cell ending in `f()?.table()` falls back to `Debug`);
+- a value that has an evcxr display hook (`Table`, `Figure`, the explanations, a polars
+  `DataFrame`) shown as its Rust `Debug` dump instead, alone or inside a tuple, `Ok(…)` or
+  list (evcxr does not call the hook for every final expression: a cell ending in
+  `f()?.table()` showed `Debug`, one ending in a variable bound to the value never does);
 - the absolute path of the checkout that ran it (a committed notebook would show a path of
   the machine that executed it).
 
@@ -42,7 +43,7 @@ MARKERS = [
 # Types with an `evcxr_display` hook: their `Debug` dump in a result means the hook was not
 # called.
 HOOKED = ["Table", "Figure", "TfIdfExplanation", "Bm25Explanation", "TokenRelevance"]
-DEBUG_DUMP = re.compile(r"^\s*(%s) \{" % "|".join(HOOKED))
+DEBUG_DUMP = re.compile(r"(?<![\w:])(%s) \{|^\s*(shape): \(\d+, \d+\)" % "|".join(HOOKED), re.M)
 
 
 def _text(value):
@@ -108,9 +109,10 @@ def problems(nb, root=None):
             if out.get("output_type") in ("execute_result", "display_data"):
                 data = out.get("data", {})
                 plain = _text(data.get("text/plain"))
-                dump = DEBUG_DUMP.match(plain)
+                dump = DEBUG_DUMP.search(plain)
                 if dump and not any(m != "text/plain" for m in data):
-                    found.append(f"{label}: shows a {dump.group(1)} as its Debug dump, not its display "
+                    what = dump.group(1) or "polars DataFrame"
+                    found.append(f"{label}: shows a {what} as its Debug dump, not its display "
                                  "(end the cell in a variable bound to it)")
             if root and root != os.sep:
                 for where, text in output_texts(out):

@@ -288,8 +288,8 @@ raw 384-d MaxSim, MaxSim through a **trained ColBERT projection** at d = 24, 32,
 RAG Mini and NQ groups, no `[Q]`/`[D]` markers), and three ablation rows: the markers on raw
 vectors, the untrained PCA head, a head trained with the markers. Report 003 fine-tuned the
 whole ColBERT on MS MARCO v2; its re-rank MRR@10 falls from 50.49 (d = 128) to 49.48
-(d = 24). The quick scale trains the d = 128 head only and leaves out the ablation rows, so
-its table has the TF-IDF, raw MaxSim and d = 128 rows.
+(d = 24). The quick scale trains the d = 128 head only and leaves out the other dimensions and
+the ablation rows; its table keeps the end-to-end MaxSim rows.
 """),
     ("code", """
 let dir = result_dir(&scale.result_name("late-interaction-heldout"), "exp_late_interaction")?;
