@@ -91,12 +91,13 @@ passages that carry such a sequence: a character of U+00C2–U+00F4 followed by 
 U+0080–U+00BF, a UTF-8 lead byte and continuation byte each read as one character.
 """),
     ("code", """
-let double_encoded = |t: &str| {
+/// A UTF-8 lead byte and a continuation byte, each read as one Latin-1 character.
+fn double_encoded(t: &str) -> bool {
     let cs: Vec<char> = t.chars().collect();
     cs.windows(2).any(|w| ('\\u{c2}'..='\\u{f4}').contains(&w[0]) && ('\\u{80}'..='\\u{bf}').contains(&w[1]))
-};
+}
 let n = passages.iter().filter(|p| double_encoded(&p.text)).count();
-println!("{n} of {} passages carry double-encoded UTF-8 as published", passages.len());
+println!("{n} of {} passages carry double-encoded UTF-8 in the data set's files", passages.len());
 """),
     ("markdown", """
 ## The answer
