@@ -8,11 +8,19 @@ A notebook fails when a code cell has
   stderr, an error's name/value/traceback, or the text of display data and results
   (evcxr catches a panic in a cell, prints it on stderr and lets the notebook go on, so
   `jupyter nbconvert --execute` exits 0);
-- the tag `figure` but no image.
+- the tag `figure` but no image;
+- a value that has an evcxr display hook (`Table`, `Figure`, the explanations, a polars
+  `DataFrame`) shown as its Rust `Debug` dump instead, alone or inside a tuple, `Ok(…)` or
+  list (evcxr does not call the hook for every final expression: a cell ending in
+  `f()?.table()` showed `Debug`, one ending in a variable bound to the value never does);
+- the absolute path of the checkout that ran it (a committed notebook would show a path of
+  the machine that executed it).
 
     python3 scripts/check_notebook.py EXECUTED.ipynb
 """
 import json
+import os
+import re
 import sys
 
 # Text that never appears in a working cell's output.
@@ -31,6 +39,11 @@ MARKERS = [
     "EVCXR_PANIC_NOTIFICATION",
     "EVCXR_ERROR_OCCURRED",
 ]
+
+# Types with an `evcxr_display` hook: their `Debug` dump in a result means the hook was not
+# called.
+HOOKED = ["Table", "Figure", "TfIdfExplanation", "Bm25Explanation", "TokenRelevance"]
+DEBUG_DUMP = re.compile(r"(?<![\w:])(%s) \{|^\s*(shape): \(\d+, \d+\)" % "|".join(HOOKED), re.M)
 
 
 def _text(value):
@@ -60,8 +73,9 @@ def cell_label(i, cell):
     return f"cell {i} (id {cell.get('id', '?')}: {first!r})"
 
 
-def problems(nb):
-    """Every failure in the executed notebook `nb` (parsed JSON), one line each."""
+def problems(nb, root=None):
+    """Every failure in the executed notebook `nb` (parsed JSON), one line each. `root`: the
+    absolute path of the checkout that executed it, which no output may show."""
     found = []
     for i, cell in enumerate(nb.get("cells", [])):
         if cell.get("cell_type") != "code":
@@ -92,6 +106,19 @@ def problems(nb):
                             line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
                             found.append(f"{label}: {where} has {marker!r}: {line[:300]}")
                         break
+            if out.get("output_type") in ("execute_result", "display_data"):
+                data = out.get("data", {})
+                plain = _text(data.get("text/plain"))
+                dump = DEBUG_DUMP.search(plain)
+                if dump and not any(m != "text/plain" for m in data):
+                    what = dump.group(1) or "polars DataFrame"
+                    found.append(f"{label}: shows a {what} as its Debug dump, not its display "
+                                 "(end the cell in a variable bound to it)")
+            if root and root != os.sep:
+                for where, text in output_texts(out):
+                    if root in text:
+                        found.append(f"{label}: {where} shows the checkout's absolute path {root}")
+                        break
         if stderr and not stderr_marked:
             lines = [line for line in "".join(stderr).splitlines() if line.strip()]
             found.append(f"{label}: wrote to stderr stream: {(lines[0].strip() if lines else '(blank)')[:300]}")
@@ -111,7 +138,7 @@ def summary(nb):
 def main(path):
     with open(path) as f:
         nb = json.load(f)
-    found = problems(nb)
+    found = problems(nb, root=os.getcwd())
     if found:
         print(f"{path}: FAILED\n  " + "\n  ".join(found))
         return 1

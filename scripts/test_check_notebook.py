@@ -114,6 +114,48 @@ class CheckNotebook(unittest.TestCase):
         nb = notebook(code("plot()", stream("stdout", "no image"), tags=("figure",)))
         self.assertFails(nb, 1, "figure")
 
+    def test_debug_dump_of_a_hooked_type_fails(self):
+        dump = {"output_type": "execute_result", "execution_count": 2, "metadata": {},
+                "data": {"text/plain": 'Table { caption: Some("t"), header: ["a"], rows: [] }'}}
+        nb = notebook(*CLEAN[:1], code("f()?.table()", dump))
+        self.assertFails(nb, 2, "Debug dump", "Table")
+        # The same value shown through its hook (HTML beside the plain text) passes, and so
+        # does a Debug dump of a type without a hook.
+        shown = dict(dump, data=dict(dump["data"], **{"text/html": "<table></table>"}))
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN[:1], code("t", shown))), [])
+        plain = dict(dump, data={"text/plain": 'Answer { text: "Paris" }'})
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN[:1], code("a", plain))), [])
+        # Every hooked type, pretty-printed or inside a tuple / Ok / list, and as display data.
+        for kind in ("execute_result", "display_data"):
+            for text in ["Figure {\n    png: [],\n}", "(Table { caption: None }, Table { caption: None })",
+                         "Ok(Bm25Explanation { terms: [] })", "[TfIdfExplanation { terms: [] }]",
+                         "\nTokenRelevance {\n    tokens: [],\n}", "shape: (3, 2)\n┌─────┐"]:
+                out = {"output_type": kind, "metadata": {}, "data": {"text/plain": text}}
+                if kind == "execute_result":
+                    out["execution_count"] = 2
+                found = check_notebook.problems(notebook(code("x", out)))
+                self.assertTrue(found and "Debug dump" in found[0], (kind, text, found))
+        # A type whose name merely ends in a hooked name is not one.
+        other = dict(dump, data={"text/plain": "MyTable { rows: [] }"})
+        self.assertEqual(check_notebook.problems(notebook(code("m", other))), [])
+
+    def test_absolute_checkout_path_fails(self):
+        nb = notebook(code("println!(dir)", stream("stdout", "/home/me/rag-workbench/data/results/report001\n")))
+        found = check_notebook.problems(nb, root="/home/me/rag-workbench")
+        self.assertTrue(found and "absolute path" in found[0], found)
+        self.assertEqual(check_notebook.problems(nb, root="/elsewhere"), [])
+        # The command line checks the path of the directory it runs in (the executing checkout).
+        script = pathlib.Path(__file__).parent / "check_notebook.py"
+        with tempfile.TemporaryDirectory() as d:
+            shown = notebook(code("println!(dir)", stream("stdout", os.path.realpath(d) + "/data/results/x\n")))
+            path = os.path.join(d, "nb.ipynb")
+            with open(path, "w") as f:
+                json.dump(shown, f)
+            run = subprocess.run([sys.executable, str(script), path], capture_output=True, text=True,
+                                 cwd=os.path.realpath(d))
+            self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+            self.assertIn("absolute path", run.stdout)
+
     def test_command_line_exit_status(self):
         script = pathlib.Path(__file__).parent / "check_notebook.py"
         with tempfile.TemporaryDirectory() as d:

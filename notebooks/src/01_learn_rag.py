@@ -184,7 +184,8 @@ let mut t = Table::new(["passage", "words", "text (first 110 characters)"]).capt
 for p in &passages {
     t.push([p.id.clone(), workbench::text::word_count(&p.text).to_string(), p.text.chars().take(110).collect::<String>() + "…"])?;
 }
-println!("question: {}\\ngold answers: {:?}\\ngold paragraph: {:?}", question.question, question.answers, question.context_id);
+println!("question: {}\\ngold answers: {}\\ngold paragraph: {}", question.question, question.answers.join(" | "),
+         question.context_id.as_deref().unwrap_or("(none)"));
 t
 """),
     ("code", """
@@ -416,13 +417,14 @@ First the model is loaded, and the passages become the reader's contexts:
     ("code", """
 use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions};
 use workbench::read::{Context, Reader};
-let contexts: Vec<Context> = reranked.iter().take(3).map(|h| {
-    let p = passages.iter().find(|p| p.id == h.id).unwrap();
-    Context { id: p.id.clone(), title: p.title.clone(), text: p.text.clone(), score: h.score }
+let contexts: Vec<Context> = reranked.iter().take(3).filter_map(|h| {
+    passages.iter().find(|p| p.id == h.id)
+        .map(|p| Context { id: p.id.clone(), title: p.title.clone(), text: p.text.clone(), score: h.score })
 }).collect();
 let t0 = std::time::Instant::now();
-// f32_prefill: the prompt goes through f32 copies of the weights (gemm), 3-4x faster than the
-// quantised kernels for this small model, at 0.4 GB more memory; decoding stays quantised.
+// f32_prefill: the prompt goes through f32 copies of the weights (gemm), faster than the
+// quantised kernels for this small model at the cost of those copies' memory (docs/readers.md
+// says why); decoding stays quantised.
 let load = LoadOptions { f32_prefill: true, ..LoadOptions::default() };
 let mut reader = GenerativeReader::new(Llm::from_asset("smollm2-135m-instruct-gguf", &load)?, ReaderOptions::default())?;
 let load_secs = t0.elapsed().as_secs_f64();

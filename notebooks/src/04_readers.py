@@ -82,6 +82,24 @@ let prompt = reader.build_prompt(&q.question, &contexts)?.text;
 println!("{prompt}");
 """),
     ("markdown", """
+The passages are the text of the data set's files as the loader reads them (the CSV export of
+`rag-datasets/rag-mini-wikipedia` that `data/assets.toml` names), and some of it is
+double-encoded: UTF-8 bytes read as Latin-1, so an en dash shows as `â` followed by two
+invisible control characters and `é` as `Ã©`. The loader keeps the text as it is, so the
+model reads what every other tool reading these files reads. The next cell counts the
+passages that carry such a sequence: a character of U+00C2–U+00F4 followed by one of
+U+0080–U+00BF, a UTF-8 lead byte and continuation byte each read as one character.
+"""),
+    ("code", """
+/// A UTF-8 lead byte and a continuation byte, each read as one Latin-1 character.
+fn double_encoded(t: &str) -> bool {
+    let cs: Vec<char> = t.chars().collect();
+    cs.windows(2).any(|w| ('\\u{c2}'..='\\u{f4}').contains(&w[0]) && ('\\u{80}'..='\\u{bf}').contains(&w[1]))
+}
+let n = passages.iter().filter(|p| double_encoded(&p.text)).count();
+println!("{n} of {} passages carry double-encoded UTF-8 in the data set's files", passages.len());
+"""),
+    ("markdown", """
 ## The answer
 """),
     ("code", """

@@ -19,7 +19,7 @@ encoder) on all-MiniLM-L6-v2 in candle, on two CPU cores:
 
 This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-minilm-all/`
 and `data/results/report000_readers/`, with `-quick` at the quick scale, where each reader
-trained 40 updates instead of 416) and reads one question live with the trained
+trained 40 updates where the default recipes train a few hundred) and reads one question live with the trained
 reader, its evidence highlighted in the passage.
 
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick readers (40 updates), whose scores are far below the

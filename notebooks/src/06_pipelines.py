@@ -53,7 +53,9 @@ fn results(name: &str, scale: Scale) -> workbench::Result<PathBuf> {
     }
     Ok(dir)
 }
-println!("{}", results("report001", scale)?.display());
+// Relative to the checkout, so the output reads the same on every machine.
+let dir = results("report001", scale)?;
+println!("reading {}", dir.strip_prefix(workbench::paths::project_root()?).unwrap_or(&dir).display());
 """),
     ("markdown", """
 ## Report 001: Table 2, our numbers beside the report's
