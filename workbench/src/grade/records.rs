@@ -710,12 +710,18 @@ impl Benchmarks {
         let mut t = Table::new(header);
         for r in self.row.iter().filter(|r| r.table == table) {
             let rec: Recorded = self.recorded(&r.benchmark)?;
+            // Rows come from different machines: the run names its machine kind.
+            let machine = self.read_json(&r.benchmark, "config.json")?;
             t.push([
                 self.fill(r, &r.what)?,
                 self.fill(r, &r.ours)?,
                 self.fill(r, &r.peer)?,
                 self.fill(r, &r.ratio)?,
-                rec.finished.chars().take(10).collect(),
+                format!(
+                    "{}, {}",
+                    rec.finished.chars().take(10).collect::<String>(),
+                    machine_kind(&machine["machine"])
+                ),
             ])?;
         }
         Ok(t.to_markdown())
@@ -1226,7 +1232,9 @@ cells = { ours = { file = "bench.csv", where = { system = "ours", mode = "fast" 
         let b = fixture(dir.path(), csv, ROW);
         let md = b.render_performance().unwrap();
         assert!(
-            md.contains("| queries/s | 54,823 | Y 23,273 | 2.36× (2.36×) | 2026-11-27 |"),
+            md.contains(
+                "| queries/s | 54,823 | Y 23,273 | 2.36× (2.36×) | 2026-11-27, xeon-avx2 |"
+            ),
             "{md}"
         );
         let runs = b.render_runs().unwrap();
@@ -1274,7 +1282,7 @@ cells.slow = { file = "bench.csv", where = { system = "ours", mode = "slow" }, c
         );
         assert!(
             tradeoffs.contains(
-                "| fast mode, 1,050 queries | 54,823 | slow 15,623 | 3.51× | 2026-11-27 |"
+                "| fast mode, 1,050 queries | 54,823 | slow 15,623 | 3.51× | 2026-11-27, xeon-avx2 |"
             ),
             "{tradeoffs}"
         );
