@@ -47,6 +47,23 @@ fn grade(root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A throw-away project in `root`: `conditions` as its expected.toml, the `exp` result's
+/// metrics, README.md and `page_text` as docs/results.md, whose path it returns.
+fn project(root: &Path, conditions: &str, page_text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(root.join("results").join("exp")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::fs::write(root.join("expected.toml"), conditions).unwrap();
+    std::fs::write(
+        root.join("results").join("exp").join("metrics.csv"),
+        METRICS,
+    )
+    .unwrap();
+    std::fs::write(root.join("README.md"), README).unwrap();
+    let page = root.join("docs").join("results.md");
+    std::fs::write(&page, page_text).unwrap();
+    page
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -55,17 +72,7 @@ fn stdout(o: &Output) -> String {
 fn stale_table_in_a_docs_page_fails_the_check_and_names_the_page() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    std::fs::create_dir_all(root.join("results").join("exp")).unwrap();
-    std::fs::create_dir_all(root.join("docs")).unwrap();
-    std::fs::write(root.join("expected.toml"), CONDITIONS).unwrap();
-    std::fs::write(
-        root.join("results").join("exp").join("metrics.csv"),
-        METRICS,
-    )
-    .unwrap();
-    std::fs::write(root.join("README.md"), README).unwrap();
-    let page = root.join("docs").join("results.md");
-    std::fs::write(&page, STALE_PAGE).unwrap();
+    let page = project(root, CONDITIONS, STALE_PAGE);
 
     let check = grade(root, &["--check"]);
     let out = stdout(&check);
@@ -119,21 +126,11 @@ fn stale_table_in_a_docs_page_fails_the_check_and_names_the_page() {
 fn block_renders_one_table_and_keeps_the_others() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
-    std::fs::create_dir_all(root.join("results").join("exp")).unwrap();
-    std::fs::create_dir_all(root.join("docs")).unwrap();
     let conditions = format!(
         "{CONDITIONS}\n[[result]]\nname = \"exp2\"\nbinary = \"exp2_bin\"\nwhat = \"another\"\n\n[[readme]]\nid = \"exp2\"\nresult = \"exp2\"\nfile = \"metrics.csv\"\n"
     );
-    std::fs::write(root.join("expected.toml"), conditions).unwrap();
-    std::fs::write(
-        root.join("results").join("exp").join("metrics.csv"),
-        METRICS,
-    )
-    .unwrap();
-    std::fs::write(root.join("README.md"), README).unwrap();
     let other = "<!-- generated:exp2 -->\n\n| system | nDCG@10 |\n|---|---|\n| old | 0.1000 |\n\n<!-- /generated:exp2 -->\n";
-    let page = root.join("docs").join("results.md");
-    std::fs::write(&page, format!("{STALE_PAGE}\n{other}")).unwrap();
+    let page = project(root, &conditions, &format!("{STALE_PAGE}\n{other}"));
 
     // Without --block the missing result folder of `exp2` stops the check.
     let all = grade(root, &["--check"]);

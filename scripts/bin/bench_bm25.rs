@@ -246,22 +246,6 @@ fn overlap(
     Ok(overlaps.iter().sum::<f64>() / overlaps.len().max(1) as f64)
 }
 
-/// CPU seconds (user + system, all threads) this process has used so far, to the nanosecond:
-/// `CLOCK_PROCESS_CPUTIME_ID`, the clock of Python's `time.process_time` (the bm25s peer's)
-/// and of Java's process CPU time. `process_cpu_seconds` counts 1/100 s ticks, as long as a
-/// whole pass of the pruned search here; it is the fallback where the clock fails.
-fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for clock_gettime to fill.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
-        return process_cpu_seconds();
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
 /// The lowest and highest of the 1-minute load averages sampled during a run.
 fn load_range(loads: &[f64]) -> (f64, f64) {
     loads
@@ -341,7 +325,7 @@ fn compare_tantivy(
         let (mut o, mut t, mut oc, mut tc) = (Vec::new(), Vec::new(), 0.0, 0.0);
         for pass in 0..2 * args.repeats {
             let ours_pass = matches!(pass % 4, 0 | 3);
-            let c0 = cpu_seconds();
+            let c0 = process_cpu_seconds();
             let start = Instant::now();
             for (_, q) in queries {
                 if ours_pass {
@@ -351,7 +335,7 @@ fn compare_tantivy(
                 }
             }
             let rate = nq / start.elapsed().as_secs_f64();
-            let used = cpu_seconds() - c0;
+            let used = process_cpu_seconds() - c0;
             if ours_pass {
                 o.push(rate);
                 oc += used;
@@ -576,7 +560,7 @@ fn main() -> Result<()> {
         for pass in 0..2 * args.repeats {
             // Alternate: pruned, exhaustive, exhaustive, pruned, ...
             let pruned_pass = matches!(pass % 4, 0 | 3);
-            let c0 = cpu_seconds();
+            let c0 = process_cpu_seconds();
             let t = Instant::now();
             for (_, q) in &queries {
                 let hits = if pruned_pass {
@@ -587,7 +571,7 @@ fn main() -> Result<()> {
                 std::hint::black_box(hits);
             }
             let rate = nq / t.elapsed().as_secs_f64();
-            let used = cpu_seconds() - c0;
+            let used = process_cpu_seconds() - c0;
             if pruned_pass {
                 rates.push(rate);
                 cpu += used;
@@ -820,23 +804,6 @@ mod tests {
             let e = format!("{:#}", parse_queries(p, bad).unwrap_err());
             assert!(e.contains(want), "{bad:?}: {e}");
         }
-    }
-
-    #[test]
-    fn cpu_clock_counts_this_process_work_finely() {
-        let c0 = cpu_seconds();
-        let t = Instant::now();
-        let mut x = 0u64;
-        while t.elapsed().as_millis() < 30 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-        let used = cpu_seconds() - c0;
-        // Busy for 30 ms of wall time on one thread: some CPU time even on a loaded machine,
-        // and not much more than 30 ms.
-        assert!(used > 0.0 && used < 0.2, "{used}");
-        let a = cpu_seconds();
-        let b = cpu_seconds();
-        assert!(b >= a && b - a < 0.005, "{a} {b}");
     }
 
     #[test]

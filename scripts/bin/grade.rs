@@ -206,13 +206,17 @@ fn run(out: &mut String) -> Result<bool> {
                 );
             }
             let mut blocks = Vec::new();
+            // Result tables `--block` leaves as the pages have them.
+            let mut kept = Vec::new();
             for t in &conditions.readme {
                 if named && !marked.contains(&t.id) {
                     continue;
                 }
-                let keep_page =
-                    records_only || (!only_blocks.is_empty() && !only_blocks.contains(&t.id));
-                let table = if keep_page {
+                let left_by_block = !only_blocks.is_empty() && !only_blocks.contains(&t.id);
+                if left_by_block {
+                    kept.push(t.id.clone());
+                }
+                let table = if records_only || left_by_block {
                     match pages
                         .iter()
                         .find(|(_, text)| grade::marked_ids(text).contains(&t.id))
@@ -235,14 +239,9 @@ fn run(out: &mut String) -> Result<bool> {
                 |p: &std::path::Path| p.strip_prefix(&root).unwrap_or(p).display().to_string();
             let mut stale_pages = Vec::new();
             let mut stale = 0;
-            let kept = |id: &str| {
-                !only_blocks.is_empty()
-                    && !only_blocks.iter().any(|b| b == id)
-                    && conditions.readme.iter().any(|t| t.id == id)
-            };
             for u in &updates {
                 for b in &u.blocks {
-                    if kept(&b.id) {
+                    if kept.contains(&b.id) {
                         writeln!(
                             out,
                             "{}: table `{}`: kept (not rendered: --block)",
