@@ -6,7 +6,7 @@
 //
 //   javac --release 11 -cp anserini-1.7.1-fatjar.jar -d OUT scripts/java/LuceneSearchBench.java
 //   java -cp anserini-1.7.1-fatjar.jar:OUT LuceneSearchBench --index DIR --queries FILE \
-//       [--k1 0.9] [--b 0.4] [--k 10] [--warmup 30] [--repeats 20]
+//       [--k1 0.9] [--b 0.4] [--k 10] [--warmup 30] [--warmup-seconds 0] [--repeats 20]
 //
 // --index: a Lucene index whose field `contents` holds the analysed tokens (Anserini's
 // IndexCollection with -pretokenized). --queries: one query a line, `id<TAB>tokens`, the tokens
@@ -16,7 +16,8 @@
 // repeated as a clause (as Anserini's BagOfWordsQueryGenerator builds it), all built before any
 // timing. The IndexSearcher has no executor, so every search runs on the calling (main) thread;
 // its similarity is BM25Similarity(k1, b). `--warmup` untimed passes over all queries (the JIT),
-// then `--repeats` timed passes, each calling only searcher.search(query, k) for every query in
+// more while fewer than `--warmup-seconds` have passed since the first (so that a fast pass over
+// a small index still gives the JIT the same time as a slow one), then `--repeats` timed passes, each calling only searcher.search(query, k) for every query in
 // turn: wall time by System.nanoTime, CPU time of this thread by
 // ThreadMXBean.getCurrentThreadCpuTime, and, for comparison, the CPU time of the whole JVM
 // (its GC and JIT threads too). Every timed pass must return the warm-up's documents.
@@ -66,6 +67,7 @@ public final class LuceneSearchBench {
     float b = Float.parseFloat(a.getOrDefault("--b", "0.4"));
     int k = Integer.parseInt(a.getOrDefault("--k", "10"));
     int warmup = Integer.parseInt(a.getOrDefault("--warmup", "30"));
+    double warmupSeconds = Double.parseDouble(a.getOrDefault("--warmup-seconds", "0"));
     int repeats = Integer.parseInt(a.getOrDefault("--repeats", "20"));
     if (k < 1 || warmup < 1 || repeats < 1) {
       fail("--k, --warmup and --repeats must be at least 1");
@@ -119,14 +121,18 @@ public final class LuceneSearchBench {
 
       TopDocs[] first = new TopDocs[n];
       TopDocs[] hits = new TopDocs[n];
-      for (int w = 0; w < warmup; w++) {
+      long warm0 = System.nanoTime();
+      int warmed = 0;
+      while (warmed < warmup || (System.nanoTime() - warm0) / 1e9 < warmupSeconds) {
         for (int i = 0; i < n; i++) {
           hits[i] = searcher.search(queries.get(i), k);
         }
-        if (w == 0) {
+        if (warmed == 0) {
           System.arraycopy(hits, 0, first, 0, n);
         }
+        warmed++;
       }
+      double warmedSeconds = (System.nanoTime() - warm0) / 1e9;
 
       double[] wall = new double[repeats];
       double[] cpu = new double[repeats];
@@ -193,7 +199,8 @@ public final class LuceneSearchBench {
       o.append(", \"similarity\": ").append(str(searcher.getSimilarity().toString()));
       o.append(", \"executor\": ").append(executor(searcher));
       o.append(", \"k\": ").append(k);
-      o.append(", \"warmup\": ").append(warmup);
+      o.append(", \"warmup\": ").append(warmed);
+      o.append(", \"warmup_seconds\": ").append(round2(warmedSeconds));
       o.append(", \"repeats\": ").append(repeats);
       o.append(", \"qps\": ").append(round2(n / med));
       o.append(", \"qps_min\": ").append(round2(n / sorted[repeats - 1]));
@@ -236,7 +243,7 @@ public final class LuceneSearchBench {
       a.put(argv[i], argv[i + 1]);
     }
     for (String key : a.keySet()) {
-      if (!Arrays.asList("--index", "--queries", "--k1", "--b", "--k", "--warmup", "--repeats").contains(key)) {
+      if (!Arrays.asList("--index", "--queries", "--k1", "--b", "--k", "--warmup", "--warmup-seconds", "--repeats").contains(key)) {
         fail("unknown argument " + key);
       }
     }

@@ -149,7 +149,8 @@ def run_harness(java: str, jar: Path, index: Path, qids: list[str], qtokens: lis
     proc = subprocess.run(
         [java, *HEAP, "-cp", f"{jar}{os.pathsep}{classes}", "LuceneSearchBench",
          "--index", str(index), "--queries", str(qfile), "--k1", str(args.k1), "--b", str(args.b),
-         "--k", str(args.k), "--warmup", str(args.warmup), "--repeats", str(args.repeats)],
+         "--k", str(args.k), "--warmup", str(args.warmup), "--repeats", str(args.repeats),
+         "--warmup-seconds", str(getattr(args, "warmup_seconds", 0))],
         check=True, stdout=subprocess.PIPE, text=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])

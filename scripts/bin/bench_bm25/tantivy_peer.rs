@@ -86,6 +86,13 @@ impl TantivyBm25 {
         })
     }
 
+    /// Bytes of the index's one segment, by tantivy's own account (`Searcher::space_usage`):
+    /// the size the same index has in a directory on disk.
+    #[allow(dead_code)] // used by bench_bm25_scale, not by bench_bm25
+    pub fn index_bytes(&self) -> Result<u64> {
+        Ok(self.searcher.space_usage()?.total().get_bytes())
+    }
+
     /// The top `k` passages (index, score) for the query's tokens, best first.
     pub fn search(&self, tokens: &[String], k: usize) -> Result<Vec<(u32, f32)>> {
         if tokens.is_empty() {

@@ -9,11 +9,18 @@
 //! | kernel | instruction | multiply-adds per instruction |
 //! |---|---|---|
 //! | `amx-int8` | `tdpbssd` (16 × 16 i32 += 16 × 64 i8 · 64 × 16 i8; four tiles) | 16,384 |
+//! | `amx-bf16` | `tdpbf16ps` (16 × 16 f32 += 16 × 32 bf16 · 32 × 16 bf16) | 8,192 |
 //! | `avx512-vnni` | `vpdpbusd zmm` (u8 × i8 → i32) | 64 |
+//! | `avx512-bf16` | `vdpbf16ps zmm` (bf16 pairs → f32) | 32 |
 //! | `avx-vnni` | `vpdpbusd ymm` (VEX) | 32 |
 //! | `avx2` | `vpmaddubsw` + `vpmaddwd` + `vpaddd` (what AVX2 int8 dot products do) | 32 per 3 |
 //! | `avx512f` (f32) | `vfmadd231ps zmm` | 16 |
 //! | `avx2-fma` (f32) | `vfmadd231ps ymm` | 8 |
+//!
+//! [`measure_peak`] measures the widest int8 and f32 kernel; [`measure_kernels`] measures
+//! every family this CPU runs, so that a system can be held to the ceiling of the path it
+//! actually takes (a bf16 AMX prefill against `amx-bf16`, an AVX-512 VNNI one against
+//! `avx512-vnni`).
 //!
 //! A real kernel also loads, unpacks quantised blocks and scales, so it reaches a fraction
 //! of these rates; the ratio says how much is left.
@@ -35,6 +42,138 @@ pub struct ComputePeak {
     pub f32_kernel: String,
     /// f32 fused multiply-adds per second, all threads (0 when no kernel ran).
     pub f32_fmas_per_s: f64,
+}
+
+/// One kernel family's measured peak ([`measure_kernels`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelPeak {
+    /// The family, as in the module's table (`amx-int8`, `amx-bf16`, `avx512-vnni`,
+    /// `avx512-bf16`, `avx-vnni`, `avx2`, `avx512f`, `avx2-fma`).
+    pub kernel: String,
+    /// The multiply-add's input type: `int8`, `bf16` or `f32`.
+    pub input: String,
+    /// The instruction timed.
+    pub instruction: String,
+    /// Multiply-adds one instruction does.
+    pub macs_per_instruction: usize,
+    /// Threads run at once, one loop each.
+    pub threads: usize,
+    /// Multiply-adds per second, all threads; `None` when this CPU (or, for AMX, the
+    /// operating system) does not run the kernel.
+    pub macs_per_s: Option<f64>,
+}
+
+/// Every kernel family of the module's table, measured with `threads` threads where this
+/// CPU runs it (best of 3 runs of about 0.1 s each), in the table's order.
+pub fn measure_kernels(threads: usize) -> Vec<KernelPeak> {
+    let threads = threads.max(1);
+    families()
+        .into_iter()
+        .map(|f| KernelPeak {
+            kernel: f.name.into(),
+            input: f.input.into(),
+            instruction: f.instruction.into(),
+            macs_per_instruction: f.macs_per_instruction,
+            threads,
+            macs_per_s: f.kernel.map(|k| best_rate(threads, k, f.macs_per_iter)),
+        })
+        .collect()
+}
+
+/// A kernel family: what it is, and its loop when this CPU runs it.
+struct Family {
+    name: &'static str,
+    input: &'static str,
+    instruction: &'static str,
+    macs_per_instruction: usize,
+    kernel: Option<Kernel>,
+    macs_per_iter: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn families() -> Vec<Family> {
+    let has = |f: bool, k: Kernel| f.then_some(k);
+    let avx512 = is_x86_feature_detected!("avx512f");
+    vec![
+        Family {
+            name: "amx-int8",
+            input: "int8",
+            instruction: "tdpbssd",
+            macs_per_instruction: 16 * 16 * 64,
+            kernel: has(amx_int8_usable(), x86::amx_safe),
+            macs_per_iter: 4 * 16 * 16 * 64,
+        },
+        Family {
+            name: "amx-bf16",
+            input: "bf16",
+            instruction: "tdpbf16ps",
+            macs_per_instruction: 16 * 16 * 32,
+            kernel: has(amx_bf16_usable(), x86::amx_bf16_safe),
+            macs_per_iter: 4 * 16 * 16 * 32,
+        },
+        Family {
+            name: "avx512-vnni",
+            input: "int8",
+            instruction: "vpdpbusd zmm",
+            macs_per_instruction: 64,
+            kernel: has(
+                avx512 && is_x86_feature_detected!("avx512vnni"),
+                x86::vnni512_safe,
+            ),
+            macs_per_iter: ACC * 64,
+        },
+        Family {
+            name: "avx512-bf16",
+            input: "bf16",
+            instruction: "vdpbf16ps zmm",
+            macs_per_instruction: 32,
+            kernel: has(
+                avx512 && is_x86_feature_detected!("avx512bf16"),
+                x86::bf16_512_safe,
+            ),
+            macs_per_iter: ACC * 32,
+        },
+        Family {
+            name: "avx-vnni",
+            input: "int8",
+            instruction: "vpdpbusd ymm (VEX)",
+            macs_per_instruction: 32,
+            kernel: has(is_x86_feature_detected!("avxvnni"), x86::vnni256_safe),
+            macs_per_iter: ACC * 32,
+        },
+        Family {
+            name: "avx2",
+            input: "int8",
+            instruction: "vpmaddubsw + vpmaddwd + vpaddd",
+            macs_per_instruction: 32,
+            kernel: has(is_x86_feature_detected!("avx2"), x86::maddubs_safe),
+            macs_per_iter: ACC * 32,
+        },
+        Family {
+            name: "avx512f",
+            input: "f32",
+            instruction: "vfmadd231ps zmm",
+            macs_per_instruction: 16,
+            kernel: has(avx512, x86::fma512_safe),
+            macs_per_iter: ACC * 16,
+        },
+        Family {
+            name: "avx2-fma",
+            input: "f32",
+            instruction: "vfmadd231ps ymm",
+            macs_per_instruction: 8,
+            kernel: has(
+                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+                x86::fma256_safe,
+            ),
+            macs_per_iter: ACC * 8,
+        },
+    ]
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn families() -> Vec<Family> {
+    Vec::new()
 }
 
 /// Independent accumulators per loop (enough to cover the multiply-add latency).
@@ -292,13 +431,14 @@ mod x86 {
 
     #[target_feature(enable = "avx2")]
     unsafe fn maddubs(iters: usize) -> f64 {
-        let a = _mm256_set1_epi8(3);
         let b = _mm256_set1_epi8(-2);
         let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_si256(); ACC];
+        // Each accumulator is also the next product's u8 operand: with constant operands
+        // the compiler would hoist the products out of the loop and time additions only.
+        let mut acc: [__m256i; ACC] = std::array::from_fn(|i| _mm256_set1_epi8(i as i8 + 1));
         for _ in 0..iters {
             for x in acc.iter_mut() {
-                let p = _mm256_maddubs_epi16(a, b);
+                let p = _mm256_maddubs_epi16(*x, b);
                 *x = _mm256_add_epi32(*x, _mm256_madd_epi16(p, ones));
             }
         }
@@ -383,6 +523,68 @@ mod x86 {
         out[0] as f64
     }
 
+    #[target_feature(enable = "avx512f,avx512bf16")]
+    unsafe fn bf16_512(iters: usize) -> f64 {
+        // bf16 1.0 in every lane of both operands.
+        let one: __m512bh = std::mem::transmute(_mm512_set1_epi16(0x3F80));
+        let mut acc = [_mm512_setzero_ps(); ACC];
+        for _ in 0..iters {
+            for x in acc.iter_mut() {
+                *x = _mm512_dpbf16_ps(*x, one, one);
+            }
+        }
+        let mut s = _mm512_setzero_ps();
+        for x in acc {
+            s = _mm512_add_ps(s, x);
+        }
+        _mm512_reduce_add_ps(s) as f64
+    }
+
+    /// As [`amx`] with `tdpbf16ps` on bf16 1.0 (f32 accumulators).
+    unsafe fn amx_bf16(iters: usize) -> f64 {
+        let saved = super::tiles::configure();
+        let ones = [0x3F80u16; 512];
+        let mut out = [0f32; 256];
+        core::arch::asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            "tileloadd tmm4, [{p} + {s}*1]",
+            "tileloadd tmm5, [{p} + {s}*1]",
+            "tileloadd tmm6, [{p} + {s}*1]",
+            "tileloadd tmm7, [{p} + {s}*1]",
+            p = in(reg) ones.as_ptr(),
+            s = in(reg) 64usize,
+            options(nostack, readonly)
+        );
+        for _ in 0..iters {
+            core::arch::asm!(
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                options(nostack, nomem)
+            );
+        }
+        core::arch::asm!(
+            "tilestored [{o} + {s}*1], tmm0",
+            o = in(reg) out.as_mut_ptr(),
+            s = in(reg) 64usize,
+            options(nostack)
+        );
+        super::tiles::restore(&saved);
+        out[0] as f64
+    }
+
+    pub(super) fn amx_bf16_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when `amx_bf16_usable()` (CPU and tile-data permission).
+        unsafe { amx_bf16(iters) }
+    }
+    pub(super) fn bf16_512_safe(iters: usize) -> f64 {
+        // SAFETY: handed out only when avx512f and avx512bf16 were detected.
+        unsafe { bf16_512(iters) }
+    }
     pub(super) fn amx_safe(iters: usize) -> f64 {
         // SAFETY: handed out only when `amx_int8_usable()` (CPU and tile-data permission).
         unsafe { amx(iters) }
@@ -412,6 +614,65 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_family_is_listed_and_measured_where_the_cpu_runs_it() {
+        let all = measure_kernels(1);
+        let names: Vec<&str> = all.iter().map(|k| k.kernel.as_str()).collect();
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(
+                names,
+                [
+                    "amx-int8",
+                    "amx-bf16",
+                    "avx512-vnni",
+                    "avx512-bf16",
+                    "avx-vnni",
+                    "avx2",
+                    "avx512f",
+                    "avx2-fma"
+                ]
+            );
+        }
+        let rate = |name: &str| {
+            all.iter()
+                .find(|k| k.kernel == name)
+                .and_then(|k| k.macs_per_s)
+        };
+        for k in &all {
+            if let Some(r) = k.macs_per_s {
+                assert!(r > 1e8, "{k:?}");
+            }
+        }
+        // The same widest kernels as measure_peak, at about its rate.
+        let peak = measure_peak(1);
+        if let Some(r) = rate(&peak.f32_kernel) {
+            assert!(
+                r > 0.5 * peak.f32_fmas_per_s && r < 2.0 * peak.f32_fmas_per_s,
+                "{all:?} {peak:?}"
+            );
+        }
+        // Per instruction, VNNI does 4× and bf16 dot products 2× the multiply-adds of an f32
+        // FMA of the same width; CPUs issue them at up to half the FMA's rate (Sapphire
+        // Rapids: one port against two), so the rates stay within these bounds.
+        if let (Some(v), Some(f)) = (rate("avx512-vnni"), rate("avx512f")) {
+            assert!(v > 1.4 * f && v < 5.0 * f, "{all:?}");
+        }
+        if let (Some(b), Some(f)) = (rate("avx512-bf16"), rate("avx512f")) {
+            assert!(b > 0.7 * f && b < 3.0 * f, "{all:?}");
+        }
+        // Two multiplying instructions per 32 multiply-adds on 256 bits: at most the rate
+        // of 256-bit VNNI, which does them in one.
+        if let (Some(a), Some(v)) = (rate("avx2"), rate("avx-vnni").or(rate("avx512-vnni"))) {
+            assert!(a < 1.2 * v, "{all:?}");
+        }
+        if let (Some(i), Some(b)) = (rate("amx-int8"), rate("amx-bf16")) {
+            assert!(i > 1.3 * b, "{all:?}");
+        }
+        let json = serde_json::to_string(&all).unwrap();
+        let back: Vec<KernelPeak> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.len(), all.len());
+    }
 
     #[test]
     fn peak_rates_are_positive_where_a_kernel_ran_and_round_trip_through_json() {

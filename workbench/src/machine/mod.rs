@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 pub mod allocator;
 pub mod ceiling;
 pub use allocator::keep_freed_memory;
-pub use ceiling::{measure_peak, ComputePeak};
+pub use ceiling::{measure_kernels, measure_peak, ComputePeak, KernelPeak};
 
 /// The instruction-set flags (as spelt in `/proc/cpuinfo`) that [`Machine`] records:
 /// the ones the matrix-product and distance kernels of candle, gemm, FAISS and

@@ -57,7 +57,7 @@ impl Lines {
     /// more of the points in the right third of the plot lie in its lower third than in its
     /// upper third (a falling curve such as a training loss), the lower corner would cover
     /// them. `x` and `y` are the plotted ranges.
-    fn legend_on_top(&self, (x0, x1): (f64, f64), (y0, y1): (f64, f64)) -> bool {
+    fn legend_on_top(&self, (x0, x1): (f64, f64), (y0, y1): (f64, f64), log_y: bool) -> bool {
         let log = self.log_x && x0 > 0.0;
         let at = |x: f64| {
             if log {
@@ -66,29 +66,45 @@ impl Lines {
                 (x - x0) / (x1 - x0)
             }
         };
+        let height = |y: f64| {
+            if log_y {
+                (y.max(y0).ln() - y0.ln()) / (y1.ln() - y0.ln())
+            } else {
+                (y - y0) / (y1 - y0)
+            }
+        };
         let (mut low, mut high) = (0usize, 0usize);
         for &(x, y) in self.lines.iter().flat_map(|l| l.points.iter()) {
             if at(x) < 2.0 / 3.0 {
                 continue;
             }
-            let h = (y - y0) / (y1 - y0);
+            let h = height(y);
             low += usize::from(h < 1.0 / 3.0);
             high += usize::from(h > 2.0 / 3.0);
         }
         low > high
     }
 
-    fn draw_lines<'a, DB: DrawingBackend + 'a, X: Ranged<ValueType = f64> + ValueFormatter<f64>>(
+    fn draw_lines<'a, DB, X, Y>(
         &self,
-        chart: &mut ChartContext<'a, DB, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+        chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
         legend_on_top: bool,
-    ) -> DrawResult<DB> {
-        chart
-            .configure_mesh()
-            .x_desc(&self.x_label)
-            // `{}` prints 10.0 as "10" and 2.5 as "2.5".
-            .x_label_formatter(&|x| format!("{x}"))
-            .y_desc(&self.y_label)
+        log_y: bool,
+    ) -> DrawResult<DB>
+    where
+        DB: DrawingBackend + 'a,
+        X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+        Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    {
+        // `{}` prints 10.0 as "10" and 2.5 as "2.5".
+        let plain = |v: &f64| format!("{v}");
+        let mut mesh = chart.configure_mesh();
+        mesh.x_desc(&self.x_label).x_label_formatter(&plain);
+        if log_y {
+            // The 1-2-5 ticks of a log axis are whole numbers or short decimals.
+            mesh.y_label_formatter(&plain);
+        }
+        mesh.y_desc(&self.y_label)
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 15))
             .draw()?;
@@ -129,27 +145,74 @@ impl Plot for Lines {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        self.draw_on(root, false)
+    }
+}
+
+/// [`Lines`] on a logarithmic y axis as well (its `log_x` still applies): rates that span
+/// decades, such as queries per second against corpus size. With any y value ≤ 0 the
+/// axis stays linear.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogY(pub Lines);
+
+impl Plot for LogY {
+    fn size(&self) -> (u32, u32) {
+        self.0.size
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        self.0.draw_on(root, true)
+    }
+}
+
+impl Lines {
+    fn draw_on<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        log_y: bool,
+    ) -> DrawResult<DB> {
         root.fill(&WHITE)?;
         let (x0, x1) = self.bounds(|p| p.0);
+        let (lo, hi) = self.bounds(|p| p.1);
+        let log_y = log_y && lo > 0.0;
         let (y0, y1) = self.y_range.unwrap_or_else(|| {
-            let (lo, hi) = self.bounds(|p| p.1);
-            let pad = (hi - lo) * 0.05;
-            (lo - pad, hi + pad)
+            if log_y {
+                // 5 % of the span in log space on either side.
+                let pad = (hi / lo).powf(0.05);
+                (lo / pad, hi * pad)
+            } else {
+                let pad = (hi - lo) * 0.05;
+                (lo - pad, hi + pad)
+            }
         });
-        let on_top = self.legend_on_top((x0, x1), (y0, y1));
+        let log_y = log_y && y0 > 0.0;
+        let on_top = self.legend_on_top((x0, x1), (y0, y1), log_y);
         let mut builder = ChartBuilder::on(root);
         builder
             .caption(&self.title, ("sans-serif", 20))
             .margin(14)
             .x_label_area_size(42)
             .y_label_area_size(55);
-        if self.log_x && x0 > 0.0 {
-            let x = (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
-            let mut chart = builder.build_cartesian_2d(x, y0..y1)?;
-            self.draw_lines(&mut chart, on_top)
-        } else {
-            let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1)?;
-            self.draw_lines(&mut chart, on_top)
+        let log_x = self.log_x && x0 > 0.0;
+        let lx = || (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
+        let ly = || (y0..y1).log_scale().with_key_points(log_ticks(y0, y1));
+        match (log_x, log_y) {
+            (true, true) => {
+                self.draw_lines(&mut builder.build_cartesian_2d(lx(), ly())?, on_top, true)
+            }
+            (true, false) => self.draw_lines(
+                &mut builder.build_cartesian_2d(lx(), y0..y1)?,
+                on_top,
+                false,
+            ),
+            (false, true) => {
+                self.draw_lines(&mut builder.build_cartesian_2d(x0..x1, ly())?, on_top, true)
+            }
+            (false, false) => self.draw_lines(
+                &mut builder.build_cartesian_2d(x0..x1, y0..y1)?,
+                on_top,
+                false,
+            ),
         }
     }
 }
@@ -157,6 +220,9 @@ impl Plot for Lines {
 /// Ticks 1, 2, 5 × 10ⁿ within `[lo, hi]`: readable labels on a log axis.
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let mut ticks = Vec::new();
+    if !(lo > 0.0 && hi.is_finite()) {
+        return ticks;
+    }
     let mut decade = 10f64.powf(lo.log10().floor());
     while decade <= hi {
         for m in [1.0, 2.0, 5.0] {
@@ -201,7 +267,7 @@ mod tests {
         // Rising recall curves end high: the legend stays lower right.
         for log_x in [false, true] {
             let l = lines(log_x);
-            assert!(!l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1)));
+            assert!(!l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1), false));
         }
         // A falling loss curve ends low: the legend goes upper right.
         let mut l = lines(false);
@@ -211,7 +277,7 @@ mod tests {
                 .map(|i| (i as f64, 5.0 - 0.04 * i as f64))
                 .collect(),
         }];
-        assert!(l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1)));
+        assert!(l.legend_on_top(l.bounds(|p| p.0), l.bounds(|p| p.1), false));
     }
 
     #[test]
@@ -225,12 +291,30 @@ mod tests {
     }
 
     #[test]
+    fn log_y_puts_decades_on_the_y_axis() {
+        // x from 1 to 3, so that no x tick reads like a y decade.
+        let mut l = lines(false);
+        l.lines[0].points = vec![(1.0, 10.0), (2.0, 1_000.0), (3.0, 100_000.0)];
+        l.lines[1].points = vec![(1.0, 20.0), (2.0, 2_000.0), (3.0, 200_000.0)];
+        let tick = |svg: &str, t: &str| svg.contains(&format!(">\n{t}\n</text>"));
+        let log = render(&LogY(l.clone())).unwrap().svg;
+        assert!(tick(&log, "100") && tick(&log, "1000") && tick(&log, "10000"));
+        // On a linear axis the small decades get no tick.
+        let linear = render(&l).unwrap().svg;
+        assert!(!tick(&linear, "100") && !tick(&linear, "1000"));
+        // A value ≤ 0 keeps the axis linear instead of failing.
+        l.lines[0].points[0].1 = 0.0;
+        assert!(render(&LogY(l)).is_ok());
+    }
+
+    #[test]
     fn log_ticks_are_one_two_five_per_decade() {
         assert_eq!(
             log_ticks(1.0, 100.0),
             vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
         );
         assert_eq!(log_ticks(3.0, 40.0), vec![5.0, 10.0, 20.0]);
+        assert!(log_ticks(0.0, 40.0).is_empty() && log_ticks(-1.0, 40.0).is_empty());
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod scatter;
 
 pub use bars::Bars;
 pub use histogram::{bin_counts, Bins, Histogram, HistogramGrid, Series};
-pub use lines::{Line, Lines};
+pub use lines::{Line, Lines, LogY};
 pub use paragraph_lengths::ParagraphLengths;
 pub use scatter::{palette, Scatter};
 

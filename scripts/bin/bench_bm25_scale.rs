@@ -1,0 +1,952 @@
+//! Benchmark: BM25 from thousands to millions of passages. At each corpus size, the
+//! workbench's `Bm25`, tantivy (block-max WAND), bm25s (numba) and Lucene
+//! (`IndexSearcher.search` on one thread) index the same passages and search the same short
+//! questions at depths 10 and 1000: index build time (wall and CPU seconds), index size,
+//! queries per second and per CPU-second, and each system's top-10 overlap with the
+//! workbench's.
+//!
+//! ```text
+//! cargo run --release --features tantivy --bin bench_bm25_scale \
+//!     [-- --sizes 5000,20000,100000,300000,1000000 --queries 1000 --ks 10,1000 --repeats 5]
+//! ```
+//!
+//! Corpus (`--corpus offline`, the default): every passage of real text the workbench holds
+//! offline, in this order: the MS MARCO DL19 subset (5,000 passages, whole), then the
+//! Wikipedia leads, the Wikipedia sample dump, WikiText-2, RAG Mini Wikipedia and the SQuAD
+//! 2.0 dev-half paragraphs, the long ones cut into 100-word windows (no overlap). A size
+//! larger than that pool is filled with *resampled* passages: each takes the word count of a
+//! real passage drawn at random and is made of sentences drawn at random (with
+//! replacement) from the pool until it reaches that count (seeded, `--seed`). Resampled
+//! text has the pool's vocabulary and sentence statistics but no new words: its vocabulary
+//! stops growing, where a real corpus of that size keeps adding rare terms. The record
+//! says, for every size, how many passages are real.
+//!
+//! `--corpus msmarco-passage`: the first N passages of MS MARCO's 8.8 million (asset
+//! `msmarco-passage-corpus`, BEIR's `corpus.jsonl.gz` on the hub; online only, about 1 GB),
+//! all real.
+//!
+//! Queries: the 50 MS MARCO DL19 queries and a seeded sample of NQ-open dev questions,
+//! `--queries` in all: short natural questions, not passage sentences.
+//!
+//! Scoring: Lucene's BM25 at tantivy's fixed constants k1 = 1.2, b = 0.75 on every system;
+//! the same tokens everywhere (lowercase runs of letters and digits, no stopwords, no
+//! stemming; see `bench_bm25`). One search thread per system. Per system, size and depth:
+//! one untimed pass (Lucene: `--warmup` passes and at least `--warmup-seconds` of them, for
+//! the JIT), then `--repeats` timed passes; the table gives the median and the range over
+//! passes. Queries per CPU-second are of the system's whole process (Lucene: the JVM's, GC
+//! and JIT threads included; its searching thread's alone are in `summary.json`). What each system's timing holds:
+//! the workbench, tantivy and bm25s analyse each query inside the timed pass; the Lucene
+//! harness builds its queries before timing (`scripts/java/LuceneSearchBench.java`).
+//!
+//! Writes `data/results/bench-bm25-scale/`: `bench.md`, `bench.csv`, `summary.json` (every
+//! pass), `peers_<size>.json` (the peer script's output) and the figures
+//! `qps_cpu_k<k>.png/.svg` (queries per CPU-second against corpus size, log–log).
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::Parser;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+use workbench::assets::Assets;
+use workbench::bench::{median, process_cpu_seconds, BenchRun, PythonPeers};
+use workbench::chunk::{Chunker, SlidingWindowParams, WholeDocument};
+use workbench::display::Table;
+use workbench::load::question_set::BadRecords;
+use workbench::load::{self, beir, nq_open, rag_mini, squad};
+use workbench::machine::load_average_1min;
+use workbench::plot::{render, Line, Lines, LogY};
+use workbench::retrieve::analyzer::{Analyzer, AnalyzerParams};
+use workbench::retrieve::bm25::{Bm25, Bm25Params, Bm25Variant};
+use workbench::retrieve::impact::Scratch;
+use workbench::Passage;
+
+const NAME: &str = "bench-bm25-scale";
+const PEER: &str = "bench_bm25_scale_peers.py";
+/// tantivy's BM25 constants, used by every system here.
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+/// Window of the long real texts (words; no overlap).
+const WINDOW: usize = 100;
+
+#[cfg(feature = "tantivy")]
+#[path = "bench_bm25/tantivy_peer.rs"]
+mod tantivy_peer;
+
+/// Where the passages come from.
+#[derive(clap::ValueEnum, Serialize, Debug, Clone, Copy, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+enum CorpusSource {
+    /// The real text of the offline assets, resampled beyond it.
+    Offline,
+    /// MS MARCO's 8.8 million passages (asset `msmarco-passage-corpus`, online only), the
+    /// first N of the file.
+    MsmarcoPassage,
+}
+
+#[derive(Parser, Serialize, Debug)]
+#[command(
+    about = "BM25 at corpus sizes from thousands to millions of passages: the workbench, tantivy, bm25s and Lucene"
+)]
+struct Args {
+    /// Corpus sizes (passages), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [5_000usize, 20_000, 100_000, 300_000, 1_000_000])]
+    sizes: Vec<usize>,
+    /// Passages: `offline` (real offline text, resampled beyond it) or `msmarco-passage`
+    /// (MS MARCO's collection, downloaded once: about 1 GB).
+    #[arg(long, value_enum, default_value = "offline")]
+    corpus: CorpusSource,
+    /// Queries: the 50 DL19 queries plus NQ-open dev questions up to this many.
+    #[arg(long, default_value_t = 1000)]
+    queries: usize,
+    /// Retrieval depths, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [10usize, 1000])]
+    ks: Vec<usize>,
+    /// Timed passes over all queries per system, size and depth.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// Untimed passes before Lucene's timed ones (the JIT).
+    #[arg(long, default_value_t = 20)]
+    warmup: usize,
+    /// Lucene's warm-up goes on until at least this many seconds have passed.
+    #[arg(long, default_value_t = 10.0)]
+    warmup_seconds: f64,
+    /// Seed of the question sample and of the resampled passages.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Systems, comma-separated: workbench, tantivy, bm25s, lucene.
+    #[arg(long, value_delimiter = ',', default_values_t = ["workbench".to_string(), "tantivy".into(), "bm25s".into(), "lucene".into()])]
+    systems: Vec<String>,
+    /// Python of the peers venv (default: `$PEERS_VENV/bin/python`).
+    #[arg(long, env = "PEERS_PYTHON")]
+    #[serde(skip)]
+    python: Option<std::path::PathBuf>,
+}
+
+/// Query id → passage ids, best first.
+type TopLists = BTreeMap<String, Vec<String>>;
+/// Depth → rates.
+type DepthRates = BTreeMap<String, Rates>;
+/// Passage count per source, in order.
+type SourceCounts = Vec<(String, usize)>;
+
+/// All systems at one corpus size.
+struct SizeRun {
+    n: usize,
+    systems: Vec<SystemRun>,
+    /// System → top-10 overlap with the workbench.
+    overlaps: BTreeMap<String, f64>,
+    loads: Vec<f64>,
+}
+
+/// One system's numbers at one corpus size.
+#[derive(Serialize, serde::Deserialize, Clone, Debug)]
+struct SystemRun {
+    name: String,
+    system: String,
+    index_s: f64,
+    index_cpu_s: f64,
+    index_bytes: u64,
+    /// Depth → rates.
+    depths: DepthRates,
+    #[serde(default)]
+    top10: TopLists,
+    #[serde(default)]
+    loadavg_1min: Vec<f64>,
+}
+
+#[derive(Serialize, serde::Deserialize, Clone, Debug)]
+struct Rates {
+    qps: f64,
+    qps_min: f64,
+    qps_max: f64,
+    qps_cpu: f64,
+    /// Lucene: queries per CPU-second of the searching thread alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    qps_thread_cpu: Option<f64>,
+    pass_seconds: Vec<f64>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeersOut {
+    num_passages: usize,
+    num_queries: usize,
+    systems: Vec<SystemRun>,
+}
+
+/// The offline pool of real passages, in the documented order, with the count per source.
+fn real_pool(assets: &Assets) -> Result<(Vec<Passage>, SourceCounts)> {
+    let windows = SlidingWindowParams::default()
+        .window(WINDOW)
+        .overlap(0)
+        .check()?;
+    let mut sources: Vec<(String, Vec<Passage>)> = Vec::new();
+    let dl19 = beir::load(&assets.resolve_all("msmarco-dl19-subset")?, "test")?;
+    sources.push((
+        "msmarco-dl19-subset".into(),
+        WholeDocument.chunk_all(&dl19.corpus)?,
+    ));
+    for name in load::WIKIPEDIA_CORPORA {
+        let docs = load::wikipedia_corpus(assets, name)?;
+        sources.push((name.to_string(), windows.chunk_all(&docs)?));
+    }
+    let (rag, _) = rag_mini::load_csv(
+        &assets.resolve("rag-mini-wikipedia", "infos.csv")?,
+        &assets.resolve("rag-mini-wikipedia", "questions.csv")?,
+    )?;
+    sources.push(("rag-mini-wikipedia".into(), windows.chunk_all(&rag)?));
+    let sq = squad::load(&assets.resolve("squad-v2-dev-half", "dev-v2.0.json")?)?;
+    sources.push(("squad-v2-dev-half".into(), windows.chunk_all(&sq.contexts)?));
+    let mut pool = Vec::new();
+    let mut counts = Vec::new();
+    for (name, passages) in sources {
+        counts.push((name.clone(), passages.len()));
+        pool.extend(passages.into_iter().map(|p| Passage {
+            id: format!("{name}:{}", p.id),
+            title: String::new(),
+            ..p
+        }));
+    }
+    let mut seen = HashSet::new();
+    for p in &pool {
+        ensure!(seen.insert(p.id.as_str()), "passage id `{}` repeats", p.id);
+    }
+    Ok((pool, counts))
+}
+
+/// The MS MARCO corpus asset.
+const MSMARCO: &str = "msmarco-passage-corpus";
+
+/// The first `n` passages of a gzip-compressed BEIR corpus (`_id`, optional `title`,
+/// `text`), in file order; the title, when not empty, is prefixed to the text. A bad line
+/// is an error naming the file and line; fewer than `n` passages is an error.
+fn beir_gz_prefix(path: &Path, n: usize) -> Result<Vec<Passage>> {
+    use std::io::BufRead;
+    #[derive(serde::Deserialize)]
+    struct Rec {
+        #[serde(rename = "_id")]
+        id: String,
+        #[serde(default)]
+        title: String,
+        text: String,
+    }
+    let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
+    let mut out = Vec::with_capacity(n);
+    for (i, line) in reader.lines().enumerate() {
+        if out.len() == n {
+            break;
+        }
+        let line = line.with_context(|| format!("{}:{}: reading", path.display(), i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let r: Rec = serde_json::from_str(&line)
+            .with_context(|| format!("{}:{}: not a BEIR corpus record", path.display(), i + 1))?;
+        let text = if r.title.trim().is_empty() {
+            r.text
+        } else {
+            format!("{} {}", r.title.trim(), r.text)
+        };
+        out.push(Passage {
+            id: format!("msmarco:{}", r.id),
+            doc_id: r.id,
+            title: String::new(),
+            start: 0,
+            end: text.len(),
+            text,
+        });
+    }
+    ensure!(
+        out.len() == n,
+        "{} holds {} passages, fewer than the {n} asked for",
+        path.display(),
+        out.len()
+    );
+    Ok(out)
+}
+
+/// Sentences of `text`: up to and including a `.`, `!` or `?` followed by whitespace.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?') && chars.peek().is_some_and(|&(_, n)| n.is_whitespace()) {
+            let s = text[start..i + 1].trim();
+            if !s.is_empty() {
+                out.push(s);
+            }
+            start = i + 1;
+        }
+    }
+    let rest = text[start..].trim();
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
+}
+
+/// `n` resampled passages (see the module docs), seeded.
+fn resampled(pool: &[Passage], n: usize, seed: u64) -> Result<Vec<Passage>> {
+    let sents: Vec<(&str, usize)> = pool
+        .iter()
+        .flat_map(|p| sentences(&p.text))
+        .map(|s| (s, s.split_whitespace().count()))
+        .filter(|&(_, w)| w > 0)
+        .collect();
+    ensure!(!sents.is_empty(), "the real pool has no sentences");
+    let lens: Vec<usize> = pool
+        .iter()
+        .map(|p| p.text.split_whitespace().count().max(1))
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let target = lens[rng.gen_range(0..lens.len())];
+        let (mut text, mut words) = (String::new(), 0);
+        while words < target {
+            let (s, w) = sents[rng.gen_range(0..sents.len())];
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(s);
+            words += w;
+        }
+        out.push(Passage {
+            id: format!("resampled:{i}"),
+            doc_id: format!("resampled:{i}"),
+            title: String::new(),
+            start: 0,
+            end: text.len(),
+            text,
+        });
+    }
+    Ok(out)
+}
+
+/// The DL19 queries and a seeded sample of NQ-open dev questions, `n` in all.
+fn questions(assets: &Assets, n: usize, seed: u64) -> Result<Vec<(String, String)>> {
+    let dl19 = beir::load(&assets.resolve_all("msmarco-dl19-subset")?, "test")?;
+    let mut out: Vec<(String, String)> = dl19
+        .queries
+        .iter()
+        .map(|q| (format!("dl19:{}", q.id), q.text.clone()))
+        .collect();
+    ensure!(
+        n >= out.len(),
+        "--queries {n}: at least the {} DL19 queries",
+        out.len()
+    );
+    let nq = nq_open::load(
+        &assets.resolve("nq-open", "NQ-open.dev.jsonl")?,
+        BadRecords::Skip,
+    )?; // only the questions are used
+    let mut picks: Vec<usize> = (0..nq.questions.len()).collect();
+    picks.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    let want = n - out.len();
+    ensure!(
+        want <= picks.len(),
+        "--queries {n}: NQ-open dev has {} questions",
+        picks.len()
+    );
+    out.extend(
+        picks[..want]
+            .iter()
+            .map(|&i| (format!("nq:{i}"), nq.questions[i].question.clone())),
+    );
+    Ok(out)
+}
+
+fn write_jsonl(path: &Path, rows: impl Iterator<Item = serde_json::Value>) -> Result<()> {
+    let f = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
+    let mut w = std::io::BufWriter::new(f);
+    for r in rows {
+        writeln!(w, "{r}")?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Rates from per-pass seconds and the CPU seconds of all passes.
+fn rates(n: usize, secs: Vec<f64>, cpu: f64) -> Rates {
+    let rate = |s: f64| n as f64 / s;
+    Rates {
+        qps: rate(median(&secs)),
+        qps_min: rate(secs.iter().copied().fold(0.0, f64::max)),
+        qps_max: rate(secs.iter().copied().fold(f64::INFINITY, f64::min)),
+        qps_cpu: (n * secs.len()) as f64 / cpu,
+        qps_thread_cpu: None,
+        pass_seconds: secs,
+    }
+}
+
+/// Time `search` over every query at each depth: one untimed pass, then `repeats` passes.
+/// Returns the rates per depth and the top-10 lists of the first depth's untimed pass.
+fn time_search(
+    queries: &[(String, String)],
+    ks: &[usize],
+    repeats: usize,
+    mut search: impl FnMut(&str, usize) -> Result<Vec<String>>,
+) -> Result<(DepthRates, TopLists)> {
+    let (mut depths, mut top10) = (BTreeMap::new(), BTreeMap::new());
+    for (i, &k) in ks.iter().enumerate() {
+        for (id, q) in queries {
+            let hits = search(q, k)?;
+            if i == 0 {
+                top10.insert(id.clone(), hits.into_iter().take(10).collect());
+            }
+        }
+        let (mut secs, mut cpu) = (Vec::new(), 0.0);
+        for _ in 0..repeats {
+            let c0 = process_cpu_seconds();
+            let t0 = Instant::now();
+            for (_, q) in queries {
+                std::hint::black_box(search(q, k)?);
+            }
+            secs.push(t0.elapsed().as_secs_f64());
+            cpu += process_cpu_seconds() - c0;
+        }
+        depths.insert(k.to_string(), rates(queries.len(), secs, cpu));
+    }
+    Ok((depths, top10))
+}
+
+fn run_workbench(
+    passages: &[Passage],
+    analyzer: &Analyzer,
+    queries: &[(String, String)],
+    args: &Args,
+    tmp: &Path,
+) -> Result<SystemRun> {
+    let (c0, t0) = (process_cpu_seconds(), Instant::now());
+    let bm25 = Bm25::build(
+        passages,
+        analyzer,
+        Bm25Params::new().k1(K1).b(B).variant(Bm25Variant::Lucene),
+    )?;
+    let (index_s, index_cpu_s) = (t0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
+    let file = tmp.join("workbench.index");
+    bm25.index().save(&file)?;
+    let index_bytes = std::fs::metadata(&file)?.len();
+    std::fs::remove_file(&file)?;
+    let mut scratch = Scratch::new();
+    let (depths, top10) = time_search(queries, &args.ks, args.repeats, |q, k| {
+        Ok(bm25
+            .retrieve_with(q, k, &mut scratch)?
+            .into_iter()
+            .filter(|h| h.score > 0.0)
+            .map(|h| h.id)
+            .collect())
+    })?;
+    Ok(SystemRun {
+        name: "workbench Bm25 (pruned search, 1 thread)".into(),
+        system: "workbench".into(),
+        index_s,
+        index_cpu_s,
+        index_bytes,
+        depths,
+        top10,
+        loadavg_1min: vec![],
+    })
+}
+
+#[cfg(feature = "tantivy")]
+fn run_tantivy(
+    passages: &[Passage],
+    analyzer: &Analyzer,
+    queries: &[(String, String)],
+    args: &Args,
+) -> Result<Option<SystemRun>> {
+    use tantivy_peer::TantivyBm25;
+    ensure!(
+        (tantivy_peer::K1, tantivy_peer::B) == (K1, B),
+        "tantivy's constants changed"
+    );
+    let (c0, t0) = (process_cpu_seconds(), Instant::now());
+    let docs: Vec<String> = passages
+        .iter()
+        .map(|p| analyzer.analyze(&p.text).join(" "))
+        .collect();
+    let tv = TantivyBm25::build(&docs)?;
+    drop(docs);
+    let (index_s, index_cpu_s) = (t0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
+    let index_bytes = tv.index_bytes()?;
+    let (depths, top10) = time_search(queries, &args.ks, args.repeats, |q, k| {
+        Ok(tv
+            .search(&analyzer.analyze(q), k)?
+            .into_iter()
+            .map(|(d, _)| passages[d as usize].id.clone())
+            .collect())
+    })?;
+    Ok(Some(SystemRun {
+        name: "tantivy 0.27 (block-max WAND, one segment, 1 thread)".into(),
+        system: "tantivy".into(),
+        index_s,
+        index_cpu_s,
+        index_bytes,
+        depths,
+        top10,
+        loadavg_1min: vec![],
+    }))
+}
+
+#[cfg(not(feature = "tantivy"))]
+fn run_tantivy(
+    _: &[Passage],
+    _: &Analyzer,
+    _: &[(String, String)],
+    _: &Args,
+) -> Result<Option<SystemRun>> {
+    eprintln!("tantivy peer not compiled in: build with `--features tantivy` (scripts/bench does)");
+    Ok(None)
+}
+
+/// Mean over queries of |a ∩ b| / max(|a|, |b|) (queries where both are empty left out).
+fn overlap(a: &TopLists, b: &TopLists, who: &str) -> Result<f64> {
+    let mut sum = (0.0, 0usize);
+    for (q, xs) in a {
+        let ys: HashSet<&String> = b
+            .get(q)
+            .with_context(|| format!("{who} returned nothing for query `{q}`"))?
+            .iter()
+            .collect();
+        let d = xs.len().max(ys.len());
+        if d > 0 {
+            sum.0 += xs.iter().filter(|x| ys.contains(x)).count() as f64 / d as f64;
+            sum.1 += 1;
+        }
+    }
+    Ok(sum.0 / sum.1.max(1) as f64)
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / 1e6)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    ensure!(
+        args.repeats >= 1
+            && args.warmup >= 1
+            && args.warmup_seconds >= 0.0
+            && !args.ks.is_empty()
+            && !args.sizes.is_empty(),
+        "--repeats, --warmup, --ks and --sizes must be given and at least 1"
+    );
+    ensure!(
+        args.ks.iter().all(|&k| k >= 1),
+        "--ks: depths of at least 1"
+    );
+    for s in &args.systems {
+        ensure!(
+            ["workbench", "tantivy", "bm25s", "lucene"].contains(&s.as_str()),
+            "--systems: `{s}` is not one of workbench, tantivy, bm25s, lucene"
+        );
+    }
+    ensure!(
+        args.systems.iter().any(|s| s == "workbench"),
+        "--systems must include workbench (every overlap is against it)"
+    );
+    let want = |s: &str| args.systems.iter().any(|x| x == s);
+    let py_systems: Vec<&str> = ["bm25s", "lucene"]
+        .into_iter()
+        .filter(|s| want(s))
+        .collect();
+    let root = workbench::paths::project_root()?;
+    let peers = PythonPeers::new(&root, args.python.clone());
+    if !py_systems.is_empty() {
+        peers.command(PEER)?; // a missing peers venv stops the run before any work
+    }
+    let mut sizes = args.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+
+    let assets = Assets::load()?;
+    let queries = questions(&assets, args.queries, args.seed)?;
+    let largest = *sizes.last().context("no size")?;
+    let (pool, counts) = match args.corpus {
+        CorpusSource::Offline => real_pool(&assets)?,
+        CorpusSource::MsmarcoPassage => {
+            let path = assets.resolve(MSMARCO, "corpus.jsonl.gz")?;
+            eprintln!("reading the first {largest} passages of {}", path.display());
+            (
+                beir_gz_prefix(&path, largest)?,
+                vec![(MSMARCO.to_string(), largest)],
+            )
+        }
+    };
+    let mut corpus = pool.clone();
+    if largest > pool.len() {
+        eprintln!(
+            "resampling {} passages beyond the {} real ones",
+            largest - pool.len(),
+            pool.len()
+        );
+        corpus.extend(resampled(&pool, largest - pool.len(), args.seed)?);
+    }
+    corpus.truncate(largest);
+
+    let BenchRun { exp, machine } = BenchRun::start(NAME, &args, "bench.md")?;
+    let out = &exp.out;
+    println!("{}", machine.summary());
+    let work = out.path("work");
+    std::fs::create_dir_all(&work)?;
+    let qpath = out.path("queries.jsonl");
+    write_jsonl(
+        &qpath,
+        queries
+            .iter()
+            .map(|(i, t)| serde_json::json!({"_id": i, "text": t})),
+    )?;
+    let analyzer = AnalyzerParams::plain().build()?;
+    let ks: Vec<String> = args.ks.iter().map(|k| k.to_string()).collect();
+
+    let mut runs: Vec<SizeRun> = Vec::new();
+    for &n in &sizes {
+        let passages = &corpus[..n];
+        let real = n.min(pool.len());
+        eprintln!("== {n} passages ({real} real)");
+        let mut loads = vec![load_average_1min()];
+        let mut systems = vec![run_workbench(passages, &analyzer, &queries, &args, &work)?];
+        eprintln!("workbench done");
+        if want("tantivy") {
+            systems.extend(run_tantivy(passages, &analyzer, &queries, &args)?);
+            eprintln!("tantivy done");
+        }
+        loads.push(load_average_1min());
+        if !py_systems.is_empty() {
+            let cpath = work.join("corpus.jsonl");
+            write_jsonl(
+                &cpath,
+                passages
+                    .iter()
+                    .map(|p| serde_json::json!({"_id": p.id, "text": p.text})),
+            )?;
+            let argv: Vec<OsString> = vec![
+                "--corpus".into(),
+                cpath.clone().into(),
+                "--queries".into(),
+                qpath.clone().into(),
+                "--k1".into(),
+                K1.to_string().into(),
+                "--b".into(),
+                B.to_string().into(),
+                "--ks".into(),
+                ks.join(",").into(),
+                "--repeats".into(),
+                args.repeats.to_string().into(),
+                "--warmup".into(),
+                args.warmup.to_string().into(),
+                "--warmup-seconds".into(),
+                args.warmup_seconds.to_string().into(),
+                "--systems".into(),
+                py_systems.join(",").into(),
+            ];
+            let res = peers
+                .run(PEER, argv)
+                .with_context(|| format!("the peers at {n} passages"))?;
+            std::fs::write(out.path(&format!("peers_{n}.json")), res.json_line()?)?;
+            let parsed: PeersOut = res.json()?;
+            ensure!(
+                parsed.num_passages == n && parsed.num_queries == queries.len(),
+                "the peers read {} passages and {} queries, not {n} and {}",
+                parsed.num_passages,
+                parsed.num_queries,
+                queries.len()
+            );
+            std::fs::remove_file(&cpath)?;
+            systems.extend(parsed.systems);
+            loads.push(load_average_1min());
+        }
+        let ours = systems[0].top10.clone();
+        let mut overlaps = BTreeMap::new();
+        for s in &systems[1..] {
+            overlaps.insert(s.system.clone(), overlap(&ours, &s.top10, &s.name)?);
+        }
+        for s in &systems {
+            eprintln!(
+                "{n}: {} — {}",
+                s.name,
+                ks.iter()
+                    .map(|k| format!(
+                        "k={k} {:.0} q/s, {:.0} q/CPU-s",
+                        s.depths[k].qps, s.depths[k].qps_cpu
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        runs.push(SizeRun {
+            n,
+            systems,
+            overlaps,
+            loads,
+        });
+    }
+    std::fs::remove_dir_all(&work)?;
+
+    // The table: one row per size and system.
+    let mut head = vec![
+        "passages".to_string(),
+        "real passages".into(),
+        "system".into(),
+        "index build s".into(),
+        "index build CPU-s".into(),
+        "index MB".into(),
+    ];
+    for k in &ks {
+        head.push(format!("k={k}: q/s"));
+        head.push(format!("k={k}: q/s range over passes"));
+        head.push(format!("k={k}: q per CPU-s"));
+    }
+    head.push("top-10 overlap with workbench".into());
+    for k in &ks {
+        head.push(format!(
+            "k={k}: workbench per CPU-s ÷ fastest of tantivy, Lucene"
+        ));
+    }
+    let mut table = Table::new(head).caption(format!(
+        "BM25 (Lucene idf, k1 = {K1}, b = {B}) at each corpus size: {} queries (50 MS MARCO DL19, the rest NQ-open dev questions), one search thread per system, the same tokens; {} timed passes per system, size and depth (median, range over passes); Lucene after at least {} warm-up passes and {} s; queries per CPU-second of each system's whole process (Lucene: its JVM). {}",
+        queries.len(),
+        args.repeats,
+        args.warmup,
+        args.warmup_seconds,
+        match args.corpus {
+            CorpusSource::Offline => format!("Real offline text up to {} passages, resampled sentences of it beyond (see `bench_bm25_scale`).", pool.len()),
+            CorpusSource::MsmarcoPassage => "The first passages of MS MARCO's collection (BEIR's corpus.jsonl.gz).".to_string(),
+        }
+    ));
+    let mut summary_sizes = Vec::new();
+    for SizeRun {
+        n,
+        systems,
+        overlaps,
+        loads,
+    } in &runs
+    {
+        let fastest_peer = |k: &str| {
+            systems
+                .iter()
+                .filter(|s| s.system == "tantivy" || s.system == "lucene")
+                .map(|s| s.depths[k].qps_cpu)
+                .fold(f64::NAN, f64::max)
+        };
+        let ratios: BTreeMap<String, f64> = ks
+            .iter()
+            .map(|k| (k.clone(), systems[0].depths[k].qps_cpu / fastest_peer(k)))
+            .collect();
+        for (i, s) in systems.iter().enumerate() {
+            let mut row = vec![
+                n.to_string(),
+                n.min(&pool.len()).to_string(),
+                s.name.clone(),
+                format!("{:.1}", s.index_s),
+                format!("{:.1}", s.index_cpu_s),
+                mb(s.index_bytes),
+            ];
+            for k in &ks {
+                let r = &s.depths[k];
+                row.push(format!("{:.0}", r.qps));
+                row.push(format!("{:.0}–{:.0}", r.qps_min, r.qps_max));
+                row.push(format!("{:.0}", r.qps_cpu));
+            }
+            row.push(if i == 0 {
+                "–".into()
+            } else {
+                format!("{:.3}", overlaps[&s.system])
+            });
+            for k in &ks {
+                row.push(match ratios[k] {
+                    r if i == 0 && r.is_finite() => format!("{r:.2}"),
+                    _ => "–".into(),
+                });
+            }
+            table.push(row)?;
+        }
+        summary_sizes.push(serde_json::json!({
+            "passages": n,
+            "real_passages": n.min(&pool.len()),
+            "systems": systems.iter().map(|s| {
+                let mut v = serde_json::to_value(s).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() { o.remove("top10"); }
+                v
+            }).collect::<Vec<_>>(),
+            "top10_overlap_with_workbench": overlaps,
+            "workbench_qps_cpu_over_fastest_of_tantivy_lucene": ratios.iter().map(|(k, r)| (k.clone(), if r.is_finite() { serde_json::json!(r) } else { serde_json::Value::Null })).collect::<BTreeMap<_, _>>(),
+            "loadavg_1min": loads,
+        }));
+    }
+    table.write_csv(&out.path("bench.csv"))?;
+
+    // Figures: queries per CPU-second against corpus size, one per depth.
+    let mut names: Vec<(String, String)> = Vec::new();
+    for s in &runs[0].systems {
+        names.push((s.system.clone(), s.name.clone()));
+    }
+    for k in &ks {
+        let lines = names
+            .iter()
+            .map(|(sys, label)| Line {
+                label: label.clone(),
+                points: runs
+                    .iter()
+                    .filter_map(|r| {
+                        let n = &r.n;
+                        r.systems
+                            .iter()
+                            .find(|s| &s.system == sys)
+                            .map(|s| (*n as f64 / 1000.0, s.depths[k].qps_cpu))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let fig = render(&LogY(Lines {
+            title: format!("BM25 top-{k}: queries per CPU-second against corpus size (one thread)"),
+            x_label: "passages in the index (thousands)".into(),
+            y_label: "queries per CPU-second".into(),
+            lines,
+            log_x: true,
+            y_range: None,
+            size: (900, 560),
+        }))?;
+        fig.save(out.out_dir(), &format!("qps_cpu_k{k}"))?;
+    }
+
+    let md = format!(
+        "{}\n\n{}\n\n{}\n\nReal passages per source: {}.\n",
+        machine.summary(),
+        table.caption.as_deref().unwrap_or(""),
+        table.to_markdown(),
+        counts
+            .iter()
+            .map(|(s, c)| format!("{s} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    std::fs::write(out.path("bench.md"), &md)?;
+    exp.finish(serde_json::json!({
+        "k1": K1, "b": B,
+        "num_queries": queries.len(),
+        "real_pool": pool.len(),
+        "real_pool_sources": counts.iter().map(|(s, c)| (s.clone(), *c)).collect::<BTreeMap<_, _>>(),
+        "sizes": summary_sizes,
+    }))?;
+    println!("{md}");
+    if runs.iter().any(|r| r.systems.len() < args.systems.len()) {
+        bail!("some systems did not run (see above): the table is incomplete");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passage(id: &str, text: &str) -> Passage {
+        Passage {
+            id: id.into(),
+            doc_id: id.into(),
+            title: String::new(),
+            text: text.into(),
+            start: 0,
+            end: text.len(),
+        }
+    }
+
+    #[test]
+    fn sentences_end_at_terminal_punctuation_before_whitespace() {
+        assert_eq!(
+            sentences("Dr.Who is 3.5 m tall. Really? Yes!  Trailing"),
+            ["Dr.Who is 3.5 m tall.", "Really?", "Yes!", "Trailing"]
+        );
+        assert!(sentences("  ").is_empty());
+    }
+
+    #[test]
+    fn resampled_passages_are_seeded_and_reach_a_real_length() {
+        let pool = [
+            passage("a", "One two three. Four five."),
+            passage("b", "Six seven eight nine ten eleven."),
+        ];
+        let a = resampled(&pool, 50, 7).unwrap();
+        assert_eq!(a, resampled(&pool, 50, 7).unwrap());
+        assert_ne!(a, resampled(&pool, 50, 8).unwrap());
+        for p in &a {
+            let words = p.text.split_whitespace().count();
+            // At least the shorter real length (5 words), made only of pool sentences.
+            assert!(words >= 5, "{p:?}");
+            let allowed = [
+                "One two three.",
+                "Four five.",
+                "Six seven eight nine ten eleven.",
+            ];
+            let mut rest = p.text.as_str();
+            while !rest.is_empty() {
+                let s = allowed
+                    .iter()
+                    .find(|s| rest.starts_with(*s))
+                    .unwrap_or_else(|| panic!("{rest:?} does not start with a pool sentence"));
+                rest = rest[s.len()..].trim_start();
+            }
+        }
+        assert!(a.iter().any(|p| p.text.split_whitespace().count() >= 6));
+    }
+
+    #[test]
+    fn beir_gz_prefix_reads_the_first_n_and_names_bad_lines() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            let mut gz = flate2::write::GzEncoder::new(
+                std::fs::File::create(&p).unwrap(),
+                flate2::Compression::fast(),
+            );
+            gz.write_all(text.as_bytes()).unwrap();
+            gz.finish().unwrap();
+            p
+        };
+        let ok = write(
+            "ok.jsonl.gz",
+            "{\"_id\": \"0\", \"title\": \"\", \"text\": \"a b\"}\n\n{\"_id\": \"1\", \"title\": \"T\", \"text\": \"c\"}\n{\"_id\": \"2\", \"text\": \"d\"}\n",
+        );
+        let two = beir_gz_prefix(&ok, 2).unwrap();
+        assert_eq!(
+            two.iter()
+                .map(|p| (p.id.as_str(), p.text.as_str()))
+                .collect::<Vec<_>>(),
+            [("msmarco:0", "a b"), ("msmarco:1", "T c")]
+        );
+        let e = format!("{:#}", beir_gz_prefix(&ok, 4).unwrap_err());
+        assert!(e.contains("holds 3 passages, fewer than the 4"), "{e}");
+        let bad = write(
+            "bad.jsonl.gz",
+            "{\"_id\": \"0\", \"text\": \"a\"}\n{\"text\": \"b\"}\n",
+        );
+        let e = format!("{:#}", beir_gz_prefix(&bad, 2).unwrap_err());
+        assert!(
+            e.contains("bad.jsonl.gz:2: not a BEIR corpus record"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overlap_needs_every_query_and_skips_empty_pairs() {
+        let a: BTreeMap<String, Vec<String>> = [
+            ("q1".to_string(), vec!["x".to_string(), "y".to_string()]),
+            ("q2".to_string(), vec![]),
+        ]
+        .into();
+        let mut b = a.clone();
+        b.insert("q1".into(), vec!["x".into()]);
+        assert_eq!(overlap(&a, &b, "p").unwrap(), 0.5);
+        b.remove("q2");
+        assert!(overlap(&a, &b, "p").is_err());
+    }
+}

@@ -1,0 +1,81 @@
+//! Compute ceilings of this CPU, one row per kernel family: the peak multiply-add rate of
+//! each instruction a matrix product can run on (AMX int8 and bf16 tiles, AVX-512 VNNI and
+//! bf16 dot products, 256-bit VNNI, AVX2 int8, f32 FMAs), measured on one thread and on
+//! every core (`workbench::machine::measure_kernels`). A speed measured elsewhere is held to
+//! the ceiling of the path it runs: a bf16 AMX prefill to `amx-bf16`, an AVX-512 VNNI one to
+//! `avx512-vnni` or `avx-vnni`, not to the widest kernel of the machine.
+//!
+//! ```text
+//! cargo run --release --bin bench_ceilings
+//! ```
+//! Writes `data/results/bench-ceilings/`: `bench.md`, `bench.csv`, `summary.json`.
+
+use anyhow::Result;
+use clap::Parser;
+use serde::Serialize;
+use workbench::bench::BenchRun;
+use workbench::display::Table;
+use workbench::machine::{load_average_1min, measure_kernels};
+
+#[derive(Parser, Serialize, Debug)]
+#[command(
+    about = "Peak multiply-add rate of each kernel family on this CPU (1 thread and all cores)"
+)]
+struct Args {
+    /// Threads of the all-cores measurement (default: every CPU the process may use).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let all = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let BenchRun { exp, machine } = BenchRun::start("bench-ceilings", &args, "bench.md")?;
+    println!("{}", machine.summary());
+    let load0 = load_average_1min();
+    let one = measure_kernels(1);
+    let many = measure_kernels(all);
+    let load1 = load_average_1min();
+    let g = |r: Option<f64>| r.map_or("not on this CPU".to_string(), |r| format!("{:.0}", r / 1e9));
+    let mut t = Table::new([
+        "kernel".to_string(),
+        "input".into(),
+        "instruction".into(),
+        "multiply-adds per instruction".into(),
+        "G multiply-adds/s, 1 thread".into(),
+        format!("G multiply-adds/s, {all} threads"),
+    ])
+    .caption(format!(
+        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent accumulators, no memory traffic); 1-min load average {load0:.2} → {load1:.2}"
+    ));
+    for (a, b) in one.iter().zip(&many) {
+        t.push([
+            a.kernel.clone(),
+            a.input.clone(),
+            a.instruction.clone(),
+            a.macs_per_instruction.to_string(),
+            g(a.macs_per_s),
+            g(b.macs_per_s),
+        ])?;
+    }
+    t.write_csv(&exp.out.path("bench.csv"))?;
+    let md = format!(
+        "{}\n\n{}\n\n{}\n",
+        machine.summary(),
+        t.caption.as_deref().unwrap_or(""),
+        t.to_markdown()
+    );
+    std::fs::write(exp.out.path("bench.md"), &md)?;
+    exp.finish(serde_json::json!({
+        "one_thread": one,
+        "all_threads": many,
+        "threads": all,
+        "loadavg_1min": [load0, load1],
+    }))?;
+    println!("{md}");
+    Ok(())
+}
