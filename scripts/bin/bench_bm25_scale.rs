@@ -12,14 +12,18 @@
 //!
 //! Corpus (`--corpus offline`, the default): every passage of real text the workbench holds
 //! offline, in this order: the MS MARCO DL19 subset (5,000 passages, whole), then the
-//! Wikipedia leads, the Wikipedia sample dump, WikiText-2, RAG Mini Wikipedia and the SQuAD
-//! 2.0 dev-half paragraphs, the long ones cut into 100-word windows (no overlap). A size
-//! larger than that pool is filled with *resampled* passages: each takes the word count of a
-//! real passage drawn at random and is made of sentences drawn at random (with
-//! replacement) from the pool until it reaches that count (seeded, `--seed`). Resampled
-//! text has the pool's vocabulary and sentence statistics but no new words: its vocabulary
-//! stops growing, where a real corpus of that size keeps adding rare terms. The record
-//! says, for every size, how many passages are real.
+//! Wikipedia sample dump, the Wikipedia leads, WikiText-2, RAG Mini Wikipedia and the SQuAD
+//! 2.0 dev-half paragraphs, cut into 100-word windows (no overlap). A size larger than that
+//! pool is filled with *resampled* passages: each takes the word count of a real passage
+//! drawn at random and is filled with sentences drawn at random (with replacement) from the
+//! pool, the last one cut at that count; none repeats a real or another resampled passage
+//! (seeded, `--seed`). Resampled text adds no new words: its vocabulary stops growing, so
+//! every term's document frequency grows with the corpus and rare terms vanish, where a
+//! real corpus of that size keeps adding rare terms; and it has no order (no runs of
+//! related passages). The record says, for every size, how many passages are real. Every
+//! passage id starts with its position in the corpus (zero-padded), so that the workbench,
+//! which breaks score ties by id, orders tied passages as Lucene and tantivy do (by index
+//! order).
 //!
 //! `--corpus msmarco-passage`: the first N passages of MS MARCO's 8.8 million (asset
 //! `msmarco-passage-corpus`, BEIR's `corpus.jsonl.gz` on the hub; online only, about 1 GB),
@@ -33,14 +37,20 @@
 //! stemming; see `bench_bm25`). One search thread per system. Per system, size and depth:
 //! one untimed pass (Lucene: `--warmup` passes and at least `--warmup-seconds` of them, for
 //! the JIT), then `--repeats` timed passes; the table gives the median and the range over
-//! passes. Queries per CPU-second are of the system's whole process (Lucene: the JVM's, GC
-//! and JIT threads included; its searching thread's alone are in `summary.json`). What each system's timing holds:
+//! passes of queries per second and per CPU-second. CPU-seconds are the process's for the
+//! workbench, tantivy and bm25s, and the searching thread's for Lucene (its GC and JIT
+//! threads left out, in Lucene's favour; the whole JVM's are in `peers_<size>.json`). Only
+//! the search is timed: tantivy's passage ids are looked up after the timing, while the
+//! workbench's hits carry their ids (as its API returns them). Every system builds its index
+//! on one thread. Top-10 overlap with the workbench is reported at every depth (the top 10
+//! of the depth-k search). What each system's timing holds:
 //! the workbench, tantivy and bm25s analyse each query inside the timed pass; the Lucene
 //! harness builds its queries before timing (`scripts/java/LuceneSearchBench.java`).
 //!
-//! Writes `data/results/bench-bm25-scale/`: `bench.md`, `bench.csv`, `summary.json` (every
-//! pass), `peers_<size>.json` (the peer script's output) and the figures
-//! `qps_cpu_k<k>.png/.svg` (queries per CPU-second against corpus size, log–log).
+//! Writes `data/results/bench-bm25-scale/`: `bench.md`, `bench.csv`, `manifest.json` (its
+//! `summary`: every pass's wall and CPU seconds), `peers_<size>.json` (the peer script's
+//! output) and the figures `qps_cpu_k<k>.png/.svg` (queries per CPU-second against corpus
+//! size, log–log).
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::Parser;
@@ -139,8 +149,8 @@ type SourceCounts = Vec<(String, usize)>;
 struct SizeRun {
     n: usize,
     systems: Vec<SystemRun>,
-    /// System → top-10 overlap with the workbench.
-    overlaps: BTreeMap<String, f64>,
+    /// System → depth → top-10 overlap with the workbench.
+    overlaps: BTreeMap<String, BTreeMap<String, f64>>,
     loads: Vec<f64>,
 }
 
@@ -154,8 +164,9 @@ struct SystemRun {
     index_bytes: u64,
     /// Depth → rates.
     depths: DepthRates,
+    /// Depth → the top 10 of that depth's search.
     #[serde(default)]
-    top10: TopLists,
+    top10: BTreeMap<String, TopLists>,
     #[serde(default)]
     loadavg_1min: Vec<f64>,
 }
@@ -166,10 +177,11 @@ struct Rates {
     qps_min: f64,
     qps_max: f64,
     qps_cpu: f64,
-    /// Lucene: queries per CPU-second of the searching thread alone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    qps_thread_cpu: Option<f64>,
+    /// Queries per CPU-second of the slowest and the fastest pass.
+    qps_cpu_min: f64,
+    qps_cpu_max: f64,
     pass_seconds: Vec<f64>,
+    pass_cpu_seconds: Vec<f64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -232,11 +244,11 @@ fn beir_gz_prefix(path: &Path, n: usize) -> Result<Vec<Passage>> {
         #[serde(rename = "_id")]
         id: String,
         #[serde(default)]
-        title: String,
+        title: Option<String>,
         text: String,
     }
     let f = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
-    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(f));
+    let reader = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
     let mut out = Vec::with_capacity(n);
     for (i, line) in reader.lines().enumerate() {
         if out.len() == n {
@@ -248,10 +260,9 @@ fn beir_gz_prefix(path: &Path, n: usize) -> Result<Vec<Passage>> {
         }
         let r: Rec = serde_json::from_str(&line)
             .with_context(|| format!("{}:{}: not a BEIR corpus record", path.display(), i + 1))?;
-        let text = if r.title.trim().is_empty() {
-            r.text
-        } else {
-            format!("{} {}", r.title.trim(), r.text)
+        let text = match r.title.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => format!("{t} {}", r.text),
+            _ => r.text,
         };
         out.push(Passage {
             id: format!("msmarco:{}", r.id),
@@ -292,7 +303,9 @@ fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// `n` resampled passages (see the module docs), seeded.
+/// `n` resampled passages (see the module docs), seeded: each has the word count of a
+/// real passage drawn at random, filled with sentences drawn at random (the last one cut at
+/// that count), and differs from every real and every other resampled passage.
 fn resampled(pool: &[Passage], n: usize, seed: u64) -> Result<Vec<Passage>> {
     let sents: Vec<(&str, usize)> = pool
         .iter()
@@ -306,17 +319,33 @@ fn resampled(pool: &[Passage], n: usize, seed: u64) -> Result<Vec<Passage>> {
         .map(|p| p.text.split_whitespace().count().max(1))
         .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let hash = |t: &str| {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        t.hash(&mut h);
+        h.finish()
+    };
+    // No resampled passage repeats a real one or another resampled one.
+    let mut seen: HashSet<u64> = pool.iter().map(|p| hash(&p.text)).collect();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let target = lens[rng.gen_range(0..lens.len())];
-        let (mut text, mut words) = (String::new(), 0);
-        while words < target {
-            let (s, w) = sents[rng.gen_range(0..sents.len())];
-            if !text.is_empty() {
-                text.push(' ');
+        let mut text = String::new();
+        for attempt in 0.. {
+            ensure!(
+                attempt < 1000,
+                "could not draw a new passage after 1000 attempts ({i} drawn)"
+            );
+            let target = lens[rng.gen_range(0..lens.len())];
+            let mut words: Vec<&str> = Vec::with_capacity(target);
+            while words.len() < target {
+                let (s, _) = sents[rng.gen_range(0..sents.len())];
+                // The last sentence is cut where the drawn length is reached.
+                words.extend(s.split_whitespace().take(target - words.len()));
             }
-            text.push_str(s);
-            words += w;
+            text = words.join(" ");
+            if seen.insert(hash(&text)) {
+                break;
+            }
         }
         out.push(Passage {
             id: format!("resampled:{i}"),
@@ -373,36 +402,42 @@ fn write_jsonl(path: &Path, rows: impl Iterator<Item = serde_json::Value>) -> Re
     Ok(())
 }
 
-/// Rates from per-pass seconds and the CPU seconds of all passes.
-fn rates(n: usize, secs: Vec<f64>, cpu: f64) -> Rates {
+/// Rates from per-pass wall and CPU seconds: medians and ranges over passes, and queries
+/// per CPU-second over all passes.
+fn rates(n: usize, secs: Vec<f64>, cpus: Vec<f64>) -> Rates {
     let rate = |s: f64| n as f64 / s;
+    let lo = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     Rates {
         qps: rate(median(&secs)),
-        qps_min: rate(secs.iter().copied().fold(0.0, f64::max)),
-        qps_max: rate(secs.iter().copied().fold(f64::INFINITY, f64::min)),
-        qps_cpu: (n * secs.len()) as f64 / cpu,
-        qps_thread_cpu: None,
+        qps_min: rate(hi(&secs)),
+        qps_max: rate(lo(&secs)),
+        qps_cpu: (n * secs.len()) as f64 / cpus.iter().sum::<f64>(),
+        qps_cpu_min: rate(hi(&cpus)),
+        qps_cpu_max: rate(lo(&cpus)),
         pass_seconds: secs,
+        pass_cpu_seconds: cpus,
     }
 }
 
 /// Time `search` over every query at each depth: one untimed pass, then `repeats` passes.
-/// Returns the rates per depth and the top-10 lists of the first depth's untimed pass.
-fn time_search(
+/// Only `search` is timed; `ids` turns its result into passage ids, after the untimed pass.
+/// Returns the rates per depth and, per depth, the top-10 ids of the untimed pass.
+fn time_search<R>(
     queries: &[(String, String)],
     ks: &[usize],
     repeats: usize,
-    mut search: impl FnMut(&str, usize) -> Result<Vec<String>>,
-) -> Result<(DepthRates, TopLists)> {
+    mut search: impl FnMut(&str, usize) -> Result<R>,
+    ids: impl Fn(R) -> Vec<String>,
+) -> Result<(DepthRates, BTreeMap<String, TopLists>)> {
     let (mut depths, mut top10) = (BTreeMap::new(), BTreeMap::new());
-    for (i, &k) in ks.iter().enumerate() {
+    for &k in ks {
+        let mut top = TopLists::new();
         for (id, q) in queries {
             let hits = search(q, k)?;
-            if i == 0 {
-                top10.insert(id.clone(), hits.into_iter().take(10).collect());
-            }
+            top.insert(id.clone(), ids(hits).into_iter().take(10).collect());
         }
-        let (mut secs, mut cpu) = (Vec::new(), 0.0);
+        let (mut secs, mut cpus) = (Vec::new(), Vec::new());
         for _ in 0..repeats {
             let c0 = process_cpu_seconds();
             let t0 = Instant::now();
@@ -410,11 +445,25 @@ fn time_search(
                 std::hint::black_box(search(q, k)?);
             }
             secs.push(t0.elapsed().as_secs_f64());
-            cpu += process_cpu_seconds() - c0;
+            cpus.push(process_cpu_seconds() - c0);
         }
-        depths.insert(k.to_string(), rates(queries.len(), secs, cpu));
+        depths.insert(k.to_string(), rates(queries.len(), secs, cpus));
+        top10.insert(k.to_string(), top);
     }
     Ok((depths, top10))
+}
+
+/// The workbench's queries per CPU-second over the faster of tantivy and Lucene at depth
+/// `k`; `None` when neither ran.
+fn ratio_to_fastest_engine(systems: &[SystemRun], k: &str) -> Option<f64> {
+    let ours = systems.iter().find(|s| s.system == "workbench")?;
+    let fastest = systems
+        .iter()
+        .filter(|s| s.system == "tantivy" || s.system == "lucene")
+        .map(|s| s.depths.get(k).map_or(f64::NAN, |r| r.qps_cpu))
+        .fold(f64::NAN, f64::max);
+    let r = ours.depths.get(k)?.qps_cpu / fastest;
+    r.is_finite().then_some(r)
 }
 
 fn run_workbench(
@@ -424,26 +473,34 @@ fn run_workbench(
     args: &Args,
     tmp: &Path,
 ) -> Result<SystemRun> {
+    // One thread, as every other system builds its index (the library's build is parallel).
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     let (c0, t0) = (process_cpu_seconds(), Instant::now());
-    let bm25 = Bm25::build(
-        passages,
-        analyzer,
-        Bm25Params::new().k1(K1).b(B).variant(Bm25Variant::Lucene),
-    )?;
+    let bm25 = pool.install(|| {
+        Bm25::build(
+            passages,
+            analyzer,
+            Bm25Params::new().k1(K1).b(B).variant(Bm25Variant::Lucene),
+        )
+    })?;
     let (index_s, index_cpu_s) = (t0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
     let file = tmp.join("workbench.index");
     bm25.index().save(&file)?;
     let index_bytes = std::fs::metadata(&file)?.len();
     std::fs::remove_file(&file)?;
     let mut scratch = Scratch::new();
-    let (depths, top10) = time_search(queries, &args.ks, args.repeats, |q, k| {
-        Ok(bm25
-            .retrieve_with(q, k, &mut scratch)?
-            .into_iter()
-            .filter(|h| h.score > 0.0)
-            .map(|h| h.id)
-            .collect())
-    })?;
+    let (depths, top10) = time_search(
+        queries,
+        &args.ks,
+        args.repeats,
+        |q, k| Ok(bm25.retrieve_with(q, k, &mut scratch)?),
+        |hits| {
+            hits.into_iter()
+                .filter(|h| h.score > 0.0)
+                .map(|h| h.id)
+                .collect()
+        },
+    )?;
     Ok(SystemRun {
         name: "workbench Bm25 (pruned search, 1 thread)".into(),
         system: "workbench".into(),
@@ -477,13 +534,17 @@ fn run_tantivy(
     drop(docs);
     let (index_s, index_cpu_s) = (t0.elapsed().as_secs_f64(), process_cpu_seconds() - c0);
     let index_bytes = tv.index_bytes()?;
-    let (depths, top10) = time_search(queries, &args.ks, args.repeats, |q, k| {
-        Ok(tv
-            .search(&analyzer.analyze(q), k)?
-            .into_iter()
-            .map(|(d, _)| passages[d as usize].id.clone())
-            .collect())
-    })?;
+    let (depths, top10) = time_search(
+        queries,
+        &args.ks,
+        args.repeats,
+        |q, k| tv.search(&analyzer.analyze(q), k),
+        |hits| {
+            hits.into_iter()
+                .map(|(d, _)| passages[d as usize].id.clone())
+                .collect()
+        },
+    )?;
     Ok(Some(SystemRun {
         name: "tantivy 0.27 (block-max WAND, one segment, 1 thread)".into(),
         system: "tantivy".into(),
@@ -530,7 +591,9 @@ fn mb(bytes: u64) -> String {
 }
 
 fn main() -> Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    args.ks.sort_unstable();
+    args.ks.dedup();
     ensure!(
         args.repeats >= 1
             && args.warmup >= 1
@@ -581,6 +644,16 @@ fn main() -> Result<()> {
             )
         }
     };
+    // A passage without a token matches nothing, and Lucene leaves it out of its index.
+    let analyzer = AnalyzerParams::plain().build()?;
+    let before = pool.len();
+    let pool: Vec<Passage> = pool
+        .into_iter()
+        .filter(|p| !analyzer.analyze(&p.text).is_empty())
+        .collect();
+    if pool.len() < before {
+        eprintln!("left out {} passages without a token", before - pool.len());
+    }
     let mut corpus = pool.clone();
     if largest > pool.len() {
         eprintln!(
@@ -591,6 +664,11 @@ fn main() -> Result<()> {
         corpus.extend(resampled(&pool, largest - pool.len(), args.seed)?);
     }
     corpus.truncate(largest);
+    // Ids whose string order is corpus order: the workbench breaks score ties by id, Lucene
+    // and tantivy by index order, so that all three order tied passages alike.
+    for (i, p) in corpus.iter_mut().enumerate() {
+        p.id = format!("{i:08}:{}", p.id);
+    }
 
     let BenchRun { exp, machine } = BenchRun::start(NAME, &args, "bench.md")?;
     let out = &exp.out;
@@ -604,7 +682,6 @@ fn main() -> Result<()> {
             .iter()
             .map(|(i, t)| serde_json::json!({"_id": i, "text": t})),
     )?;
-    let analyzer = AnalyzerParams::plain().build()?;
     let ks: Vec<String> = args.ks.iter().map(|k| k.to_string()).collect();
 
     let mut runs: Vec<SizeRun> = Vec::new();
@@ -667,7 +744,15 @@ fn main() -> Result<()> {
         let ours = systems[0].top10.clone();
         let mut overlaps = BTreeMap::new();
         for s in &systems[1..] {
-            overlaps.insert(s.system.clone(), overlap(&ours, &s.top10, &s.name)?);
+            let mut per_depth = BTreeMap::new();
+            for k in &ks {
+                let (a, b) = (ours.get(k), s.top10.get(k));
+                let (Some(a), Some(b)) = (a, b) else {
+                    bail!("{}: no top-10 lists at depth {k}", s.name);
+                };
+                per_depth.insert(k.clone(), overlap(a, b, &s.name)?);
+            }
+            overlaps.insert(s.system.clone(), per_depth);
         }
         for s in &systems {
             eprintln!(
@@ -698,21 +783,22 @@ fn main() -> Result<()> {
         "system".into(),
         "index build s".into(),
         "index build CPU-s".into(),
-        "index MB".into(),
+        "serialized index MB".into(),
     ];
     for k in &ks {
         head.push(format!("k={k}: q/s"));
         head.push(format!("k={k}: q/s range over passes"));
         head.push(format!("k={k}: q per CPU-s"));
+        head.push(format!("k={k}: q per CPU-s range over passes"));
+        head.push(format!("k={k}: top-10 overlap with workbench"));
     }
-    head.push("top-10 overlap with workbench".into());
     for k in &ks {
         head.push(format!(
             "k={k}: workbench per CPU-s ÷ fastest of tantivy, Lucene"
         ));
     }
     let mut table = Table::new(head).caption(format!(
-        "BM25 (Lucene idf, k1 = {K1}, b = {B}) at each corpus size: {} queries (50 MS MARCO DL19, the rest NQ-open dev questions), one search thread per system, the same tokens; {} timed passes per system, size and depth (median, range over passes); Lucene after at least {} warm-up passes and {} s; queries per CPU-second of each system's whole process (Lucene: its JVM). {}",
+        "BM25 (Lucene idf, k1 = {K1}, b = {B}) at each corpus size: {} queries (50 MS MARCO DL19, the rest NQ-open dev questions), one search thread per system, the same tokens; {} timed passes per system, size and depth (median, range over passes); Lucene after at least {} warm-up passes and {} s; queries per CPU-second of the system's process (Lucene: its searching thread). {}",
         queries.len(),
         args.repeats,
         args.warmup,
@@ -730,16 +816,9 @@ fn main() -> Result<()> {
         loads,
     } in &runs
     {
-        let fastest_peer = |k: &str| {
-            systems
-                .iter()
-                .filter(|s| s.system == "tantivy" || s.system == "lucene")
-                .map(|s| s.depths[k].qps_cpu)
-                .fold(f64::NAN, f64::max)
-        };
-        let ratios: BTreeMap<String, f64> = ks
+        let ratios: BTreeMap<String, Option<f64>> = ks
             .iter()
-            .map(|k| (k.clone(), systems[0].depths[k].qps_cpu / fastest_peer(k)))
+            .map(|k| (k.clone(), ratio_to_fastest_engine(systems, k)))
             .collect();
         for (i, s) in systems.iter().enumerate() {
             let mut row = vec![
@@ -755,15 +834,15 @@ fn main() -> Result<()> {
                 row.push(format!("{:.0}", r.qps));
                 row.push(format!("{:.0}–{:.0}", r.qps_min, r.qps_max));
                 row.push(format!("{:.0}", r.qps_cpu));
+                row.push(format!("{:.0}–{:.0}", r.qps_cpu_min, r.qps_cpu_max));
+                row.push(match overlaps.get(&s.system) {
+                    Some(o) => format!("{:.3}", o[k]),
+                    None => "–".into(),
+                });
             }
-            row.push(if i == 0 {
-                "–".into()
-            } else {
-                format!("{:.3}", overlaps[&s.system])
-            });
             for k in &ks {
                 row.push(match ratios[k] {
-                    r if i == 0 && r.is_finite() => format!("{r:.2}"),
+                    Some(r) if i == 0 => format!("{r:.2}"),
                     _ => "–".into(),
                 });
             }
@@ -778,7 +857,7 @@ fn main() -> Result<()> {
                 v
             }).collect::<Vec<_>>(),
             "top10_overlap_with_workbench": overlaps,
-            "workbench_qps_cpu_over_fastest_of_tantivy_lucene": ratios.iter().map(|(k, r)| (k.clone(), if r.is_finite() { serde_json::json!(r) } else { serde_json::Value::Null })).collect::<BTreeMap<_, _>>(),
+            "workbench_qps_cpu_over_fastest_of_tantivy_lucene": ratios,
             "loadavg_1min": loads,
         }));
     }
@@ -836,6 +915,7 @@ fn main() -> Result<()> {
         "real_pool": pool.len(),
         "real_pool_sources": counts.iter().map(|(s, c)| (s.clone(), *c)).collect::<BTreeMap<_, _>>(),
         "sizes": summary_sizes,
+        "loadavg_1min": runs.iter().flat_map(|r| r.loads.iter().copied()).collect::<Vec<_>>(),
     }))?;
     println!("{md}");
     if runs.iter().any(|r| r.systems.len() < args.systems.len()) {
@@ -871,31 +951,40 @@ mod tests {
     #[test]
     fn resampled_passages_are_seeded_and_reach_a_real_length() {
         let pool = [
-            passage("a", "One two three. Four five."),
-            passage("b", "Six seven eight nine ten eleven."),
+            passage("a", "One two three. Four five. Six seven."),
+            passage("b", "Eight nine ten eleven. Twelve thirteen fourteen."),
         ];
-        let a = resampled(&pool, 50, 7).unwrap();
-        assert_eq!(a, resampled(&pool, 50, 7).unwrap());
-        assert_ne!(a, resampled(&pool, 50, 8).unwrap());
+        let a = resampled(&pool, 30, 7).unwrap();
+        assert_eq!(a, resampled(&pool, 30, 7).unwrap());
+        assert_ne!(a, resampled(&pool, 30, 8).unwrap());
+        let allowed = [
+            "One two three.",
+            "Four five.",
+            "Six seven.",
+            "Eight nine ten eleven.",
+            "Twelve thirteen fourteen.",
+        ];
+        let mut texts = HashSet::new();
         for p in &a {
-            let words = p.text.split_whitespace().count();
-            // At least the shorter real length (5 words), made only of pool sentences.
-            assert!(words >= 5, "{p:?}");
-            let allowed = [
-                "One two three.",
-                "Four five.",
-                "Six seven eight nine ten eleven.",
-            ];
+            // Exactly a real passage's word count: 7.
+            assert_eq!(p.text.split_whitespace().count(), 7, "{p:?}");
+            // Made of pool sentences, the last one possibly cut.
             let mut rest = p.text.as_str();
             while !rest.is_empty() {
-                let s = allowed
-                    .iter()
-                    .find(|s| rest.starts_with(*s))
-                    .unwrap_or_else(|| panic!("{rest:?} does not start with a pool sentence"));
-                rest = rest[s.len()..].trim_start();
+                match allowed.iter().find(|s| rest.starts_with(*s)) {
+                    Some(s) => rest = rest[s.len()..].trim_start(),
+                    None => {
+                        assert!(allowed.iter().any(|s| s.starts_with(rest)), "{p:?}");
+                        break;
+                    }
+                }
             }
+            assert!(
+                !pool.iter().any(|r| r.text == p.text),
+                "{p:?} repeats a real passage"
+            );
+            assert!(texts.insert(p.text.clone()), "{p:?} repeats");
         }
-        assert!(a.iter().any(|p| p.text.split_whitespace().count() >= 6));
     }
 
     #[test]
@@ -937,6 +1026,45 @@ mod tests {
     }
 
     #[test]
+    fn rates_take_ranges_from_the_slowest_and_fastest_pass() {
+        let r = rates(100, vec![1.0, 2.0, 4.0], vec![0.5, 1.0, 2.0]);
+        assert_eq!((r.qps, r.qps_min, r.qps_max), (50.0, 25.0, 100.0));
+        assert_eq!((r.qps_cpu_min, r.qps_cpu_max), (50.0, 200.0));
+        assert!((r.qps_cpu - 300.0 / 3.5).abs() < 1e-9);
+    }
+
+    fn system(name: &str, qps_cpu: f64) -> SystemRun {
+        let r = rates(10, vec![1.0], vec![10.0 / qps_cpu]);
+        SystemRun {
+            name: name.into(),
+            system: name.into(),
+            index_s: 0.0,
+            index_cpu_s: 0.0,
+            index_bytes: 0,
+            depths: [("10".to_string(), r)].into(),
+            top10: BTreeMap::new(),
+            loadavg_1min: vec![],
+        }
+    }
+
+    #[test]
+    fn the_ratio_is_against_the_faster_of_tantivy_and_lucene_only() {
+        let mut s = vec![
+            system("workbench", 1000.0),
+            system("tantivy", 200.0),
+            system("bm25s", 900.0),
+            system("lucene", 400.0),
+        ];
+        let r = ratio_to_fastest_engine(&s, "10").unwrap();
+        assert!((r - 2.5).abs() < 1e-9, "{r}");
+        assert_eq!(ratio_to_fastest_engine(&s, "1000"), None);
+        s.retain(|x| x.system != "lucene");
+        assert!((ratio_to_fastest_engine(&s, "10").unwrap() - 5.0).abs() < 1e-9);
+        s.retain(|x| x.system != "tantivy");
+        assert_eq!(ratio_to_fastest_engine(&s, "10"), None);
+    }
+
+    #[test]
     fn overlap_needs_every_query_and_skips_empty_pairs() {
         let a: BTreeMap<String, Vec<String>> = [
             ("q1".to_string(), vec!["x".to_string(), "y".to_string()]),
@@ -946,6 +1074,8 @@ mod tests {
         let mut b = a.clone();
         b.insert("q1".into(), vec!["x".into()]);
         assert_eq!(overlap(&a, &b, "p").unwrap(), 0.5);
+        // Divided by the longer list, whichever side it is on.
+        assert_eq!(overlap(&b, &a, "p").unwrap(), 0.5);
         b.remove("q2");
         assert!(overlap(&a, &b, "p").is_err());
     }

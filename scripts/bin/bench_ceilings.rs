@@ -1,7 +1,7 @@
 //! Compute ceilings of this CPU, one row per kernel family: the peak multiply-add rate of
 //! each instruction a matrix product can run on (AMX int8 and bf16 tiles, AVX-512 VNNI and
 //! bf16 dot products, 256-bit VNNI, AVX2 int8, f32 FMAs), measured on one thread and on
-//! every core (`workbench::machine::measure_kernels`). A speed measured elsewhere is held to
+//! every logical CPU (`workbench::machine::measure_kernels`). A speed measured elsewhere is held to
 //! the ceiling of the path it runs: a bf16 AMX prefill to `amx-bf16`, an AVX-512 VNNI one to
 //! `avx512-vnni` or `avx-vnni`, not to the widest kernel of the machine.
 //!
@@ -40,17 +40,21 @@ fn main() -> Result<()> {
     let one = measure_kernels(1);
     let many = measure_kernels(all);
     let load1 = load_average_1min();
-    let g = |r: Option<f64>| r.map_or("not on this CPU".to_string(), |r| format!("{:.0}", r / 1e9));
+    let g = |r: Option<f64>| {
+        r.map_or("not run (CPU or OS)".to_string(), |r| {
+            format!("{:.0}", r / 1e9)
+        })
+    };
     let mut t = Table::new([
         "kernel".to_string(),
         "input".into(),
         "instruction".into(),
-        "multiply-adds per instruction".into(),
+        "multiply-adds per instruction (avx2: per 3)".into(),
         "G multiply-adds/s, 1 thread".into(),
         format!("G multiply-adds/s, {all} threads"),
     ])
     .caption(format!(
-        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent accumulators, no memory traffic); 1-min load average {load0:.2} → {load1:.2}"
+        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent vector accumulators, AMX: 4 tile accumulators; no memory traffic), on 1 thread and on {all} threads (every logical CPU); a kernel is not run where the CPU lacks it or, for AMX, the OS does not grant tile data; 1-min load average {load0:.2} → {load1:.2}"
     ));
     for (a, b) in one.iter().zip(&many) {
         t.push([

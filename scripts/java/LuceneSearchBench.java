@@ -7,6 +7,7 @@
 //   javac --release 11 -cp anserini-1.7.1-fatjar.jar -d OUT scripts/java/LuceneSearchBench.java
 //   java -cp anserini-1.7.1-fatjar.jar:OUT LuceneSearchBench --index DIR --queries FILE \
 //       [--k1 0.9] [--b 0.4] [--k 10] [--warmup 30] [--warmup-seconds 0] [--repeats 20]
+//       [--total-hits-threshold N]
 //
 // --index: a Lucene index whose field `contents` holds the analysed tokens (Anserini's
 // IndexCollection with -pretokenized). --queries: one query a line, `id<TAB>tokens`, the tokens
@@ -15,7 +16,10 @@
 // Each query is a BooleanQuery of one SHOULD TermQuery on `contents` per token, a repeated token
 // repeated as a clause (as Anserini's BagOfWordsQueryGenerator builds it), all built before any
 // timing. The IndexSearcher has no executor, so every search runs on the calling (main) thread;
-// its similarity is BM25Similarity(k1, b). `--warmup` untimed passes over all queries (the JIT),
+// its similarity is BM25Similarity(k1, b). Without --total-hits-threshold each search is
+// searcher.search(query, k), which counts the first 1,000 matching documents exactly before it
+// starts skipping; with it, a TopScoreDocCollector.create(k, N) collects (N = k: skip as soon as
+// the top k allow, what a top-k search needs). `--warmup` untimed passes over all queries (the JIT),
 // more while fewer than `--warmup-seconds` have passed since the first (so that a fast pass over
 // a small index still gives the JIT the same time as a slow one), then `--repeats` timed passes, each calling only searcher.search(query, k) for every query in
 // turn: wall time by System.nanoTime, CPU time of this thread by
@@ -51,6 +55,7 @@ import org.apache.lucene.search.Query;
 import org.apache.lucene.search.ScoreDoc;
 import org.apache.lucene.search.TermQuery;
 import org.apache.lucene.search.TopDocs;
+import org.apache.lucene.search.TopScoreDocCollector;
 import org.apache.lucene.search.similarities.BM25Similarity;
 import org.apache.lucene.store.FSDirectory;
 import org.apache.lucene.util.Version;
@@ -68,6 +73,7 @@ public final class LuceneSearchBench {
     int k = Integer.parseInt(a.getOrDefault("--k", "10"));
     int warmup = Integer.parseInt(a.getOrDefault("--warmup", "30"));
     double warmupSeconds = Double.parseDouble(a.getOrDefault("--warmup-seconds", "0"));
+    int threshold = Integer.parseInt(a.getOrDefault("--total-hits-threshold", "0"));
     int repeats = Integer.parseInt(a.getOrDefault("--repeats", "20"));
     if (k < 1 || warmup < 1 || repeats < 1) {
       fail("--k, --warmup and --repeats must be at least 1");
@@ -125,7 +131,7 @@ public final class LuceneSearchBench {
       int warmed = 0;
       while (warmed < warmup || (System.nanoTime() - warm0) / 1e9 < warmupSeconds) {
         for (int i = 0; i < n; i++) {
-          hits[i] = searcher.search(queries.get(i), k);
+          hits[i] = search(searcher, queries.get(i), k, threshold);
         }
         if (warmed == 0) {
           System.arraycopy(hits, 0, first, 0, n);
@@ -142,7 +148,7 @@ public final class LuceneSearchBench {
         long c0 = threads.getCurrentThreadCpuTime();
         long t0 = System.nanoTime();
         for (int i = 0; i < n; i++) {
-          hits[i] = searcher.search(queries.get(i), k);
+          hits[i] = search(searcher, queries.get(i), k, threshold);
         }
         long t1 = System.nanoTime();
         long c1 = threads.getCurrentThreadCpuTime();
@@ -199,6 +205,7 @@ public final class LuceneSearchBench {
       o.append(", \"similarity\": ").append(str(searcher.getSimilarity().toString()));
       o.append(", \"executor\": ").append(executor(searcher));
       o.append(", \"k\": ").append(k);
+      o.append(", \"total_hits_threshold\": ").append(threshold > 0 ? threshold : 1000);
       o.append(", \"warmup\": ").append(warmed);
       o.append(", \"warmup_seconds\": ").append(round2(warmedSeconds));
       o.append(", \"repeats\": ").append(repeats);
@@ -222,6 +229,16 @@ public final class LuceneSearchBench {
     return searcher.getExecutor() == null ? "null" : str(searcher.getExecutor().toString());
   }
 
+  /** One search: IndexSearcher.search(query, k), or a collector with this total-hits threshold. */
+  static TopDocs search(IndexSearcher searcher, Query q, int k, int threshold) throws java.io.IOException {
+    if (threshold <= 0) {
+      return searcher.search(q, k);
+    }
+    TopScoreDocCollector c = TopScoreDocCollector.create(k, threshold);
+    searcher.search(q, c);
+    return c.topDocs();
+  }
+
   private static boolean sameDocs(TopDocs x, TopDocs y) {
     if (x.scoreDocs.length != y.scoreDocs.length) {
       return false;
@@ -243,7 +260,7 @@ public final class LuceneSearchBench {
       a.put(argv[i], argv[i + 1]);
     }
     for (String key : a.keySet()) {
-      if (!Arrays.asList("--index", "--queries", "--k1", "--b", "--k", "--warmup", "--warmup-seconds", "--repeats").contains(key)) {
+      if (!Arrays.asList("--index", "--queries", "--k1", "--b", "--k", "--warmup", "--warmup-seconds", "--repeats", "--total-hits-threshold").contains(key)) {
         fail("unknown argument " + key);
       }
     }

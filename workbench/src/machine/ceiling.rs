@@ -54,12 +54,12 @@ pub struct KernelPeak {
     pub input: String,
     /// The instruction timed.
     pub instruction: String,
-    /// Multiply-adds one instruction does.
+    /// Multiply-adds one instruction does (`avx2`: the 32 of its three instructions).
     pub macs_per_instruction: usize,
     /// Threads run at once, one loop each.
     pub threads: usize,
-    /// Multiply-adds per second, all threads; `None` when this CPU (or, for AMX, the
-    /// operating system) does not run the kernel.
+    /// Multiply-adds per second, all threads; `None` when this CPU does not run the kernel
+    /// (or, for AMX, the operating system does not let this process use tile data).
     pub macs_per_s: Option<f64>,
 }
 
@@ -422,11 +422,19 @@ mod x86 {
                 *x = _mm256_dpbusd_avx_epi32(*x, a, b);
             }
         }
-        let mut s = _mm256_setzero_si256();
+        lanes_sum(acc)
+    }
+
+    /// The sum of every lane of every accumulator, so that no lane's work can be dropped.
+    #[target_feature(enable = "avx2")]
+    unsafe fn lanes_sum(acc: [__m256i; ACC]) -> f64 {
+        let mut out = [0i32; 8];
+        let mut total = 0f64;
         for x in acc {
-            s = _mm256_add_epi32(s, x);
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), x);
+            total += out.iter().map(|&v| v as f64).sum::<f64>();
         }
-        _mm256_extract_epi32::<0>(s) as f64
+        total
     }
 
     #[target_feature(enable = "avx2")]
@@ -442,11 +450,7 @@ mod x86 {
                 *x = _mm256_add_epi32(*x, _mm256_madd_epi16(p, ones));
             }
         }
-        let mut s = _mm256_setzero_si256();
-        for x in acc {
-            s = _mm256_add_epi32(s, x);
-        }
-        _mm256_extract_epi32::<0>(s) as f64
+        lanes_sum(acc)
     }
 
     #[target_feature(enable = "avx512f")]
@@ -655,16 +659,18 @@ mod tests {
         // Per instruction, VNNI does 4× and bf16 dot products 2× the multiply-adds of an f32
         // FMA of the same width; CPUs issue them at up to half the FMA's rate (Sapphire
         // Rapids: one port against two), so the rates stay within these bounds.
+        // (Loose bounds: the two rates are measured one after the other, while other tests
+        // may run.)
         if let (Some(v), Some(f)) = (rate("avx512-vnni"), rate("avx512f")) {
-            assert!(v > 1.4 * f && v < 5.0 * f, "{all:?}");
+            assert!(v > 1.2 * f && v < 6.0 * f, "{all:?}");
         }
         if let (Some(b), Some(f)) = (rate("avx512-bf16"), rate("avx512f")) {
-            assert!(b > 0.7 * f && b < 3.0 * f, "{all:?}");
+            assert!(b > 0.4 * f && b < 3.0 * f, "{all:?}");
         }
         // Two multiplying instructions per 32 multiply-adds on 256 bits: at most the rate
         // of 256-bit VNNI, which does them in one.
         if let (Some(a), Some(v)) = (rate("avx2"), rate("avx-vnni").or(rate("avx512-vnni"))) {
-            assert!(a < 1.2 * v, "{all:?}");
+            assert!(a < 1.5 * v, "{all:?}");
         }
         if let (Some(i), Some(b)) = (rate("amx-int8"), rate("amx-bf16")) {
             assert!(i > 1.3 * b, "{all:?}");
