@@ -310,8 +310,9 @@ fn resampled(pool: &[Passage], n: usize, seed: u64) -> Result<Vec<Passage>> {
     let sents: Vec<(&str, usize)> = pool
         .iter()
         .flat_map(|p| sentences(&p.text))
+        // Sentences without a letter or digit ("—", "*") would make token-less passages.
+        .filter(|s| s.chars().any(char::is_alphanumeric))
         .map(|s| (s, s.split_whitespace().count()))
-        .filter(|&(_, w)| w > 0)
         .collect();
     ensure!(!sents.is_empty(), "the real pool has no sentences");
     let lens: Vec<usize> = pool
@@ -343,7 +344,7 @@ fn resampled(pool: &[Passage], n: usize, seed: u64) -> Result<Vec<Passage>> {
                 words.extend(s.split_whitespace().take(target - words.len()));
             }
             text = words.join(" ");
-            if seen.insert(hash(&text)) {
+            if text.chars().any(char::is_alphanumeric) && seen.insert(hash(&text)) {
                 break;
             }
         }
@@ -984,6 +985,18 @@ mod tests {
                 "{p:?} repeats a real passage"
             );
             assert!(texts.insert(p.text.clone()), "{p:?} repeats");
+        }
+    }
+
+    #[test]
+    fn resampled_passages_always_hold_a_token() {
+        // A one-word real passage and a sentence of punctuation only.
+        let pool = [
+            passage("a", "Alpha beta gamma. — Delta."),
+            passage("b", "*"),
+        ];
+        for p in resampled(&pool, 8, 3).unwrap() {
+            assert!(p.text.chars().any(char::is_alphanumeric), "{p:?}");
         }
     }
 
