@@ -994,8 +994,9 @@ mod tests {
         let pool = [
             passage("a", "Alpha beta gamma. — Delta."),
             passage("b", "*"),
+            passage("c", "Eta theta iota kappa. Lambda mu."),
         ];
-        for p in resampled(&pool, 8, 3).unwrap() {
+        for p in resampled(&pool, 10, 3).unwrap() {
             assert!(p.text.chars().any(char::is_alphanumeric), "{p:?}");
         }
     }
