@@ -47,8 +47,30 @@ use std::time::Instant;
 pub use optim::{AdamW, AdamWParams};
 pub use schedule::LinearSchedule;
 
+/// The glibc malloc settings [`keep_freed_memory`] makes, by their `GLIBC_TUNABLES` names
+/// (`glibc.malloc.<name>`): one arena, no mmap'd chunks, no trimming, 256 MiB of top pad.
+/// [`malloc_tunables`] gives them to another process (a benchmark's peer) unchanged.
+pub const KEEP_FREED_MEMORY: [(&str, i64); 4] = [
+    ("arena_max", 1),
+    ("mmap_max", 0),
+    ("trim_threshold", i32::MAX as i64),
+    ("top_pad", 256 << 20),
+];
+
+/// [`KEEP_FREED_MEMORY`] as a `GLIBC_TUNABLES` value
+/// (`glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:…`), so that a process glibc starts
+/// (a Python peer) allocates with the settings this process's training loop uses.
+pub fn malloc_tunables() -> String {
+    KEEP_FREED_MEMORY
+        .iter()
+        .map(|(name, v)| format!("glibc.malloc.{name}={v}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Keep freed memory in the process instead of returning it to the kernel (glibc
-/// only; a no-op elsewhere). Every training step allocates and frees the same large
+/// only; a no-op elsewhere): the settings of [`KEEP_FREED_MEMORY`]. Every training step
+/// allocates and frees the same large
 /// activation and gradient buffers; with glibc's defaults each buffer above the mmap
 /// threshold is a fresh `mmap`, so every step pays page faults and the kernel's page
 /// zeroing (`perf` on the default reader run: `clear_page_erms` 14 % of samples, 40 M
@@ -59,13 +81,20 @@ pub fn keep_freed_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: mallopt only changes allocator parameters; it is called before the
-        // loop's threads allocate (and glibc serialises it against malloc anyway).
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-            libc::mallopt(libc::M_MMAP_MAX, 0);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-            libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        for (name, value) in KEEP_FREED_MEMORY {
+            let param = match name {
+                "arena_max" => libc::M_ARENA_MAX,
+                "mmap_max" => libc::M_MMAP_MAX,
+                "trim_threshold" => libc::M_TRIM_THRESHOLD,
+                "top_pad" => libc::M_TOP_PAD,
+                _ => continue,
+            };
+            let value = i32::try_from(value).unwrap_or(i32::MAX);
+            // SAFETY: mallopt only changes allocator parameters; it is called before the
+            // loop's threads allocate (and glibc serialises it against malloc anyway).
+            unsafe {
+                libc::mallopt(param, value);
+            }
         }
     });
 }
@@ -399,4 +428,16 @@ where
         checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
     }
     Ok(log)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn malloc_tunables_name_every_setting_of_the_loop() {
+        assert_eq!(
+            super::malloc_tunables(),
+            "glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:\
+             glibc.malloc.trim_threshold=2147483647:glibc.malloc.top_pad=268435456"
+        );
+    }
 }
