@@ -34,10 +34,10 @@ use workbench::train::{batching, LinearSchedule, TrainConfig, TrainLog};
 /// `--bench`, `--warmup`, `--rounds`, `--python`: flattened into the binary's clap `Args`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchFlags {
-    /// Benchmark instead: time this many updates of candle and of the PyTorch peers (float32
-    /// and bf16 autocast) on the same batches (no training run; results in
-    /// `data/results/bench-train-*`).
-    #[arg(long)]
+    /// Benchmark instead: time this many updates (`--bench` alone: 32) of candle and of the
+    /// PyTorch peers (float32 and bf16 autocast) on the same batches (no training run;
+    /// results in `data/results/bench-train-*`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "32")]
     pub bench: Option<usize>,
     /// Untimed updates before the timed ones, on every side in every round (the first
     /// batches of epoch 0; the timed updates take the batches after them).
