@@ -157,6 +157,13 @@ fn bench(assets: &Assets, recipe: &ReaderRecipe, plan: &train_bench::Plan) -> Re
                 .map(shape)
                 .collect::<Vec<_>>(),
         )?,
+        product: train_bench::ffn_product(
+            &base_config,
+            &inputs.batches[plan.warmup..]
+                .iter()
+                .map(shape)
+                .collect::<Vec<_>>(),
+        )?,
     };
     let data_f = QaFeatures(feats);
     let summary = train_bench::rounds(&b, &dir, &machine.summary(), &plan.peers, || {

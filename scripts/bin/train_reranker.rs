@@ -203,6 +203,13 @@ fn bench(env: &Env, recipe: &CrossRecipe, plan: &train_bench::Plan) -> Result<()
                 .map(shape)
                 .collect::<Vec<_>>(),
         )?,
+        product: train_bench::ffn_product(
+            &base_config,
+            &inputs.batches[plan.warmup..]
+                .iter()
+                .map(shape)
+                .collect::<Vec<_>>(),
+        )?,
     };
     let summary = train_bench::rounds(&b, &dir, &machine.summary(), &plan.peers, || {
         // A fresh model, the first `warmup + timed` batches of epoch 0.

@@ -198,6 +198,8 @@ pub struct TrainBench {
     /// Multiply-adds of the encoder's matrix products in the timed updates (forward and
     /// backward), see [`encoder_macs`]: with the measured f32 peak, the ceiling.
     pub macs: f64,
+    /// The shape a feed-forward product is timed alone at on both sides ([`ffn_product`]).
+    pub product: (usize, usize, usize),
 }
 
 impl TrainBench {
@@ -291,11 +293,8 @@ fn gemm_avx512() -> bool {
     }
 }
 
-/// Multiply-adds of a BERT encoder's matrix products (query/key/value, output, the two
-/// feed-forward layers, the two attention products) for batches of `(rows, len)` padded
-/// sequences, forward and backward (the backward pass twice the forward's: the gradients
-/// of the inputs and of the weights). `base_config` is the model's `config.json`.
-pub fn encoder_macs(base_config: &Path, batches: &[(usize, usize)]) -> Result<f64> {
+/// `hidden_size`, `num_hidden_layers` and `intermediate_size` of a model's `config.json`.
+fn dims(base_config: &Path) -> Result<(usize, usize, usize)> {
     let text = std::fs::read_to_string(base_config)
         .with_context(|| format!("{}", base_config.display()))?;
     let c: serde_json::Value = serde_json::from_str(&text)
@@ -303,14 +302,23 @@ pub fn encoder_macs(base_config: &Path, batches: &[(usize, usize)]) -> Result<f6
     let field = |name: &str| {
         c[name]
             .as_u64()
-            .map(|v| v as f64)
+            .map(|v| v as usize)
             .with_context(|| format!("{}: no `{name}`", base_config.display()))
     };
-    let (h, layers, inter) = (
+    Ok((
         field("hidden_size")?,
         field("num_hidden_layers")?,
         field("intermediate_size")?,
-    );
+    ))
+}
+
+/// Multiply-adds of a BERT encoder's matrix products (query/key/value, output, the two
+/// feed-forward layers, the two attention products) for batches of `(rows, len)` padded
+/// sequences, forward and backward (the backward pass twice the forward's: the gradients
+/// of the inputs and of the weights). `base_config` is the model's `config.json`.
+pub fn encoder_macs(base_config: &Path, batches: &[(usize, usize)]) -> Result<f64> {
+    let (h, layers, inter) = dims(base_config)?;
+    let (h, layers, inter) = (h as f64, layers as f64, inter as f64);
     let forward: f64 = batches
         .iter()
         .map(|&(rows, len)| {
@@ -319,6 +327,17 @@ pub fn encoder_macs(base_config: &Path, batches: &[(usize, usize)]) -> Result<f6
         })
         .sum();
     Ok(3.0 * forward)
+}
+
+/// The first feed-forward product of the largest of `batches` (`(rows, len)`): (tokens,
+/// `hidden_size`, `intermediate_size`), the shape both sides' products are timed alone at.
+pub fn ffn_product(
+    base_config: &Path,
+    batches: &[(usize, usize)],
+) -> Result<(usize, usize, usize)> {
+    let (h, _, inter) = dims(base_config)?;
+    let tokens = batches.iter().map(|&(r, l)| r * l).max().unwrap_or(0);
+    Ok((tokens, h, inter))
 }
 
 /// Write `rows` to `path`, one JSON object per line.
@@ -398,6 +417,13 @@ struct PeerResult {
     interop_threads: usize,
     malloc: String,
     glibc_tunables: String,
+}
+
+/// What the peer prints with `--product`.
+#[derive(Debug, Clone, Deserialize)]
+struct ProductRates {
+    fmas_per_s: BTreeMap<String, f64>,
+    threads: usize,
 }
 
 /// One side's run in one round.
@@ -993,6 +1019,32 @@ pub fn rounds(
 
     // The ceiling: the products' multiply-adds at the measured f32 peak.
     let peak = workbench::machine::measure_peak(b.threads);
+    // One feed-forward product alone, each side's fastest of ten.
+    let (pr, pi, po) = b.product;
+    let candle_product = workbench::train::linear_rate(pr, pi, po, b.threads, 10)?;
+    let torch_product: ProductRates = peers
+        .run_with_env(
+            PEER,
+            peer_args(PRECISIONS[0], &["--product", &format!("{pr},{pi},{po}")]),
+            peer_env(),
+        )?
+        .json()?;
+    ensure!(
+        torch_product.threads == b.threads,
+        "the product's peer ran {} threads, candle {}",
+        torch_product.threads,
+        b.threads
+    );
+    let torch_f32 = torch_product
+        .fmas_per_s
+        .get("f32")
+        .copied()
+        .unwrap_or(f64::NAN);
+    let torch_bf16 = torch_product
+        .fmas_per_s
+        .get("bf16")
+        .copied()
+        .unwrap_or(f64::NAN);
     let rate = |per_s: f64| b.macs * per_s / b.examples() as f64;
     let pct = |per_s: f64| 100.0 * rate(per_s) / peak.f32_fmas_per_s;
     let f32r = &ratios[0];
@@ -1028,8 +1080,8 @@ Threads: candle a rayon pool of {threads} (the gemm products split over it); PyT
 {pt_threads} and {pt_interop}).\n\n\
 Allocators: candle {candle_malloc} (no other allocator mapped in the process) with the \
 training loop's settings (`mallopt`: {settings}); PyTorch {peer_malloc} (its CPU tensors \
-through c10's allocator) with the same settings through `GLIBC_TUNABLES={tunables}` (seen \
-by the peer: `{seen}`). The table's minor page faults per update and CPU seconds per \
+through c10's allocator) with the same settings through `GLIBC_TUNABLES={tunables}` (each \
+peer checked to have seen it). The table's minor page faults per update and CPU seconds per \
 wall second are over all the updates of a run, warm-up included (candle's training call \
 includes the optimizer's construction); over their timed updates alone the PyTorch f32 \
 runs took a median {pt_faults_timed:.0} minor faults per update. CPU seconds per wall \
@@ -1042,7 +1094,10 @@ Ceiling: the {t} timed updates' matrix products are {gmacs:.1} G multiply-adds (
 backward, padded batches); at the measured f32 peak of {peak:.0} G multiply-adds/s \
 ({kernel}, {pthreads} threads) they take {floor:.2} s, {top:.0} {unit}/s. At the median \
 rates candle ran {c_rate:.0} G/s ({c_pct:.0} % of the peak), PyTorch f32 {p_rate:.0} G/s \
-({p_pct:.0} %), element-wise work and the optimizer included.\n\nLoad {load_end} at the end.\n",
+({p_pct:.0} %), element-wise work and the optimizer included. One feed-forward product \
+alone ({pr} × {pi} activations by a {po} × {pi} weight, fastest of 10, {threads} threads): \
+candle {cp:.0} G multiply-adds/s ({cp_pct:.0} % of the peak), PyTorch f32 {tp:.0} G/s \
+({tp_pct:.0} %), PyTorch bf16 {tb:.0} G/s.\n\nLoad {load_end} at the end.\n",
         runs = table.to_markdown(),
         ratios = shown.to_markdown(),
         unit = b.unit,
@@ -1079,7 +1134,6 @@ rates candle ran {c_rate:.0} G/s ({c_pct:.0} % of the peak), PyTorch f32 {p_rate
                 .collect::<Vec<_>>()
         ),
         tunables = workbench::train::malloc_tunables(),
-        seen = info.glibc_tunables,
         gemm = if gemm_avx512() {
             "its AVX-512 ones (x86-v4 build; this CPU has AVX-512 F/BW/CD/DQ/VL)"
         } else {
@@ -1098,6 +1152,11 @@ rates candle ran {c_rate:.0} G/s ({c_pct:.0} % of the peak), PyTorch f32 {p_rate
         c_pct = pct(f32r.candle_median),
         p_rate = rate(f32r.peer_median) / 1e9,
         p_pct = pct(f32r.peer_median),
+        cp = candle_product / 1e9,
+        cp_pct = 100.0 * candle_product / peak.f32_fmas_per_s,
+        tp = torch_f32 / 1e9,
+        tp_pct = 100.0 * torch_f32 / peak.f32_fmas_per_s,
+        tb = torch_bf16 / 1e9,
     );
     let summary = serde_json::json!({
         "ratio_median_of_rounds": f32r.median_of_rounds,
@@ -1124,6 +1183,8 @@ rates candle ran {c_rate:.0} G/s ({c_pct:.0} % of the peak), PyTorch f32 {p_rate
             "peer_startup_seconds": startups,
             "gemm_avx512": gemm_avx512(),
             "macs": b.macs, "f32_peak_fmas_per_s": peak.f32_fmas_per_s, "f32_kernel": peak.f32_kernel,
+            "product": [pr, pi, po], "candle_product_fmas_per_s": candle_product,
+            "pytorch_product_fmas_per_s": torch_product.fmas_per_s,
             "load_at_end": load_end, "summary": summary,
         }))?,
     )?;

@@ -23,6 +23,9 @@ one by one, each from the collation of its batch to reading its loss, as the wor
 loop times its updates. Process start-up, imports, reading the inputs and building the
 model and the optimizer are outside every timing.
 
+--product ROWS,INPUTS,OUTPUTS times only torch's linear product at that shape (the fastest of
+--reps, float32 and bfloat16) and prints its multiply-adds per second.
+
 Prints one JSON object (the last line of stdout): examples_per_second over the timed
 updates, seconds (their sum), the timed updates and examples, and per update (warm-up
 included) the seconds, loss, gradient norm, rows and padded length; the trained parameters,
@@ -77,10 +80,30 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--task", choices=["qa", "cross"], default="qa")
     ap.add_argument("--group-size", type=int, default=4)
+    ap.add_argument("--product", help="ROWS,INPUTS,OUTPUTS: only time torch's linear product "
+                    "at this shape (float32 and bfloat16), print its multiply-adds per second")
+    ap.add_argument("--reps", type=int, default=10)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(a.threads)
     torch.manual_seed(a.seed)
+    if a.product:
+        rows, inputs, outputs = (int(x) for x in a.product.split(","))
+        rates = {}
+        for name, dtype in [("f32", torch.float32), ("bf16", torch.bfloat16)]:
+            x = torch.randn(rows, inputs).to(dtype)
+            w = torch.randn(outputs, inputs).to(dtype)
+            b = torch.zeros(outputs).to(dtype)
+            torch.nn.functional.linear(x, w, b)
+            best = float("inf")
+            for _ in range(a.reps):
+                t0 = time.perf_counter()
+                torch.nn.functional.linear(x, w, b)
+                best = min(best, time.perf_counter() - t0)
+            rates[name] = rows * inputs * outputs / best
+        print(json.dumps({"product": [rows, inputs, outputs], "fmas_per_s": rates,
+                          "threads": torch.get_num_threads()}))
+        return
     feats = [json.loads(line) for line in open(a.features)]
     batches = json.load(open(a.batches))
     lrs = json.load(open(a.lrs))

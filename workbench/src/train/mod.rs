@@ -99,6 +99,39 @@ pub fn keep_freed_memory() {
     });
 }
 
+/// Multiply-adds per second of the training encoder's f32 matrix product ([`ops::linear`],
+/// the gemm crate's kernels) for `rows × inputs` activations and an `outputs × inputs`
+/// weight, on a pool of `threads`: the fastest of `reps` timed products after an untimed
+/// one. For benchmarks, beside a peer's product at the same shape.
+pub fn linear_rate(
+    rows: usize,
+    inputs: usize,
+    outputs: usize,
+    threads: usize,
+    reps: usize,
+) -> Result<f64> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::param("threads", e.to_string()))?;
+    pool.install(|| {
+        let e = candle_err("timing a product");
+        let dev = candle_core::Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (rows, inputs), &dev).map_err(&e)?;
+        let w = Tensor::randn(0f32, 1.0, (outputs, inputs), &dev).map_err(&e)?;
+        let b = Tensor::zeros(outputs, candle_core::DType::F32, &dev).map_err(&e)?;
+        ops::linear(&x, &w, &b).map_err(&e)?;
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            let t0 = Instant::now();
+            let y = ops::linear(&x, &w, &b).map_err(&e)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            drop(y);
+        }
+        Ok((rows * inputs * outputs) as f64 / best)
+    })
+}
+
 /// Wrap a candle error with what was being done.
 pub(crate) fn candle_err(what: &'static str) -> impl Fn(candle_core::Error) -> Error {
     move |e| Error::param("training", format!("{what}: {e}"))
