@@ -652,6 +652,31 @@ fn tolerance(precision: &str) -> (f64, f64) {
     }
 }
 
+/// Check that a peer of `precision` did candle's arithmetic: its per-update losses and
+/// gradient norms within [`tolerance`] of candle's; returns their largest relative
+/// differences.
+fn same_arithmetic(
+    precision: &str,
+    losses: &[f64],
+    grad_norms: &[f64],
+    peer_losses: &[f64],
+    peer_grad_norms: &[f64],
+) -> Result<(f64, f64)> {
+    let (dl, dg) = (
+        max_rel_diff(peer_losses, losses),
+        max_rel_diff(peer_grad_norms, grad_norms),
+    );
+    let (tl, tg) = tolerance(precision);
+    ensure!(
+        dl <= tl && dg <= tg,
+        "PyTorch {precision} does not do candle's arithmetic: losses differ by up to {dl:.2e}, \
+         gradient norms by {dg:.2e} (relative; tolerances {tl:.0e}, {tg:.0e}):\n\
+         losses     candle  {losses:?}\n           PyTorch {peer_losses:?}\n\
+         grad norms candle  {grad_norms:?}\n           PyTorch {peer_grad_norms:?}"
+    );
+    Ok((dl, dg))
+}
+
 /// Check a peer's run: the same updates, rows, padded lengths and threads as planned, its
 /// timings consistent.
 fn check_peer(b: &TrainBench, precision: &str, r: &PeerResult) -> Result<()> {
@@ -871,22 +896,9 @@ pub fn rounds(
         };
         for (s, r) in &this_round {
             if let System::Torch(p) = s {
-                let (dl, dg) = (
-                    max_rel_diff(&r.losses, &c.losses),
-                    max_rel_diff(&r.grad_norms, &c.grad_norms),
-                );
-                let (tl, tg) = tolerance(p);
-                ensure!(
-                    dl <= tl && dg <= tg,
-                    "round {round}: PyTorch {p} does not do candle's arithmetic: losses differ \
-                     by up to {dl:.2e}, gradient norms by {dg:.2e} (relative; tolerances {tl:.0e}, \
-                     {tg:.0e}):\nlosses     candle  {:?}\n           PyTorch {:?}\n\
-                     grad norms candle  {:?}\n           PyTorch {:?}",
-                    c.losses,
-                    r.losses,
-                    c.grad_norms,
-                    r.grad_norms
-                );
+                let (dl, dg) =
+                    same_arithmetic(p, &c.losses, &c.grad_norms, &r.losses, &r.grad_norms)
+                        .with_context(|| format!("round {round}"))?;
                 let e = agreement.entry(p).or_insert((0.0, 0.0));
                 *e = (e.0.max(dl), e.1.max(dg));
             }
@@ -1085,7 +1097,8 @@ peer checked to have seen it). The table's minor page faults per update and CPU 
 wall second are over all the updates of a run, warm-up included (candle's training call \
 includes the optimizer's construction); over their timed updates alone the PyTorch f32 \
 runs took a median {pt_faults_timed:.0} minor faults per update. CPU seconds per wall \
-second below the {threads} threads show time the other load took from a side.\n\n\
+second below the {threads} threads are time a side's threads did not run: waiting on a serial \
+part of its own work, or on another process holding a core (the load column).\n\n\
 Instruction paths: candle's products use the gemm crate's f32 kernels, {gemm}. One update \
 of each peer with `MKL_VERBOSE=1` and `ONEDNN_VERBOSE=1`: f32: {probe_f32}. bf16 autocast: \
 {probe_bf16}.\n\n\
@@ -1216,6 +1229,136 @@ mod tests {
         assert_eq!(q.best_against_best, 1.0);
         assert_eq!((q.min, q.max), (1.0, 1.25));
         assert_eq!(q.reading, "parity");
+    }
+
+    fn bench(warmup: usize, timed: usize) -> TrainBench {
+        TrainBench {
+            unit: "features",
+            per_item: 2,
+            warmup,
+            timed,
+            rounds: 1,
+            rows: vec![4; warmup + timed],
+            padded: vec![10; warmup + timed],
+            lrs: vec![1e-5; warmup + timed],
+            threads: 2,
+            parameters: 1,
+            peer_args: Vec::new(),
+            batches: String::new(),
+            macs: 0.0,
+            product: (1, 1, 1),
+        }
+    }
+
+    fn log(seconds: &[f64]) -> TrainLog {
+        TrainLog {
+            steps: seconds
+                .iter()
+                .enumerate()
+                .map(|(step, &seconds)| workbench::train::StepLog {
+                    step,
+                    epoch: 0,
+                    loss: 1.0,
+                    lr: 1e-5,
+                    grad_norm: 1.0,
+                    examples: 2,
+                    padded_len: 10,
+                    seconds,
+                })
+                .collect(),
+            total_steps: seconds.len(),
+        }
+    }
+
+    #[test]
+    fn candle_is_timed_over_the_updates_after_the_warm_up_only() {
+        let b = bench(2, 3);
+        // Warm-up updates of 100 s each must not count; 3 timed updates of 1 s, 4 rows each.
+        let (seconds, rate) = check_candle(&b, &log(&[100.0, 100.0, 1.0, 1.0, 1.0])).unwrap();
+        assert_eq!(seconds, 3.0);
+        assert_eq!(rate, 4.0);
+        // One update too few or too many, other rows or another learning rate: an error.
+        assert!(check_candle(&b, &log(&[100.0, 1.0, 1.0, 1.0])).is_err());
+        let mut other = log(&[1.0; 5]);
+        other.steps[3].padded_len = 11;
+        assert!(check_candle(&b, &other).is_err());
+        other = log(&[1.0; 5]);
+        other.steps[0].lr = 2e-5;
+        assert!(check_candle(&b, &other).is_err());
+    }
+
+    fn peer(b: &TrainBench) -> PeerResult {
+        let n = b.warmup + b.timed;
+        let update_seconds = vec![1.0; n];
+        PeerResult {
+            precision: "f32".into(),
+            examples_per_second: b.examples() as f64 / b.timed as f64,
+            seconds: b.timed as f64,
+            wall_seconds: b.timed as f64 + 0.01,
+            updates: b.timed,
+            warmup_updates: b.warmup,
+            examples: b.examples(),
+            startup_seconds: 3.0,
+            update_seconds,
+            losses: vec![1.0; n],
+            grad_norms: vec![1.0; n],
+            rows: b.rows.clone(),
+            padded_len: b.padded.clone(),
+            minor_faults: 0.0,
+            minor_faults_timed: 0.0,
+            parameters: b.parameters,
+            attention: "sdpa".into(),
+            cpu_seconds: 0.0,
+            cpu_seconds_timed: 0.0,
+            all_wall_seconds: 0.0,
+            torch: "2".into(),
+            transformers: "5".into(),
+            threads: 2,
+            interop_threads: 2,
+            malloc: "glibc malloc".into(),
+            glibc_tunables: workbench::train::malloc_tunables(),
+        }
+    }
+
+    /// The mutations a referee tries on the peer, each caught.
+    #[test]
+    fn a_peer_that_times_or_trains_less_is_caught() {
+        let b = bench(2, 3);
+        check_peer(&b, "f32", &peer(&b)).unwrap();
+        // One update fewer, run and reported.
+        let mut r = peer(&b);
+        r.updates -= 1;
+        r.examples -= 4;
+        r.rows.pop();
+        assert!(check_peer(&b, "f32", &r).is_err());
+        // The last update left out of the timing but still counted.
+        let mut r = peer(&b);
+        r.seconds -= 1.0;
+        r.examples_per_second = r.examples as f64 / r.seconds;
+        assert!(check_peer(&b, "f32", &r).is_err());
+        // Part of every update left out of its timing.
+        let mut r = peer(&b);
+        r.wall_seconds = 2.0 * r.seconds;
+        assert!(check_peer(&b, "f32", &r).is_err());
+        // Another model, other threads, its own malloc settings.
+        let mut r = peer(&b);
+        r.parameters += 1;
+        assert!(check_peer(&b, "f32", &r).is_err());
+        let mut r = peer(&b);
+        r.threads = 1;
+        assert!(check_peer(&b, "f32", &r).is_err());
+        let mut r = peer(&b);
+        r.glibc_tunables.clear();
+        assert!(check_peer(&b, "f32", &r).is_err());
+        // No backward pass: gradient norms of zero.
+        let c = [4.8, 5.0, 4.9];
+        assert!(same_arithmetic("f32", &c, &[1.9, 1.8, 2.1], &c, &[1.9, 1.8, 2.1]).is_ok());
+        assert!(same_arithmetic("f32", &c, &[1.9, 1.8, 2.1], &c, &[0.0; 3]).is_err());
+        // A float32 peer within bf16's tolerance only.
+        assert!(same_arithmetic("f32", &c, &[1.9, 1.8, 2.1], &c, &[1.9, 1.8, 2.15]).is_err());
+        assert!(
+            same_arithmetic("bf16-autocast", &c, &[1.9, 1.8, 2.1], &c, &[1.9, 1.8, 2.15]).is_ok()
+        );
     }
 
     #[test]
