@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --bin train_reader [-- --recipe minilm-all] [--scale quick] [--full] [--force]
-//! cargo run --release --bin train_reader -- --bench 12 [--rounds 2]   # candle vs PyTorch, same batches
+//! cargo run --release --bin train_reader -- --bench 32 [--warmup 4] [--rounds 5]   # candle vs PyTorch, same batches
 //! ```
 //!
 //! Recipes (all from `all-minilm-l6-v2`, none sees the five held-out articles):
@@ -25,7 +25,7 @@ mod train_bench;
 use anyhow::Result;
 use clap::Parser;
 use workbench::assets::Assets;
-use workbench::bench::{BenchRun, PythonPeers};
+use workbench::bench::BenchRun;
 use workbench::study::{self, Env, Scale};
 use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
@@ -65,8 +65,8 @@ fn main() -> Result<()> {
         partial: args.partial,
     }
     .check()?;
-    if let Some((steps, peers)) = args.bench.peers(&env.root)? {
-        return bench(&env.assets, &valid.recipe, steps, args.bench.rounds, &peers);
+    if let Some(plan) = args.bench.plan(&env.root)? {
+        return bench(&env.assets, &valid.recipe, &plan);
     }
     let prepared = study::reader::prepare(&env, &valid)?;
     let name = study::reader::result_name(&valid, &prepared);
@@ -83,20 +83,17 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// `--bench`: candle and the PyTorch peer (`train_bench::PEER`, `--task qa`) on the
-/// first `steps` length-grouped batches of the recipe's epoch 0.
+/// `--bench`: candle and the PyTorch peers (`train_bench::PEER`, `--task qa`, float32 and
+/// bf16 autocast) on the first `warmup + timed` length-grouped batches of the recipe's
+/// epoch 0, from candle's initial model.
 ///
-/// Writes `data/results/bench-train-reader/`: `bench.md`, `bench.csv`, `bench.json`, the
-/// shared inputs (`features.jsonl`, `batches.json`), `config.json`, `manifest.json`.
-fn bench(
-    assets: &Assets,
-    recipe: &ReaderRecipe,
-    steps: usize,
-    rounds: usize,
-    peers: &PythonPeers,
-) -> Result<()> {
+/// Writes `data/results/bench-train-reader/`: `bench.md`, `bench.csv`, `ratios.csv`,
+/// `bench.json`, the shared inputs (`features.jsonl`, `batches.json`, `lrs.json`; the
+/// initial model is removed at the end), `config.json`, `manifest.json`.
+fn bench(assets: &Assets, recipe: &ReaderRecipe, plan: &train_bench::Plan) -> Result<()> {
     let config = serde_json::json!({
-        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": train_bench::PEER,
+        "recipe": recipe, "updates": plan.timed, "warmup_updates": plan.warmup,
+        "rounds": plan.rounds, "peer": train_bench::PEER,
     });
     let BenchRun { exp, machine } = BenchRun::start("bench-train-reader", &config, "bench.md")?;
     println!("{}", machine.summary());
@@ -105,7 +102,8 @@ fn bench(
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;
     let tok = reader::load_tokenizer(&tok_path)?;
     let feats = reader::training_features(&tok, &data, &recipe.windows)?;
-    // The shared inputs: features (JSONL) and the batches of epoch 0 (indices).
+    // The shared inputs: features (JSONL), the batches of epoch 0 (indices) and their
+    // learning rates, candle's initial model.
     let fpath = dir.join("features.jsonl");
     train_bench::write_jsonl(
         &fpath,
@@ -114,50 +112,75 @@ fn bench(
         }),
     )?;
     let lengths: Vec<usize> = feats.iter().map(|f| f.window.len()).collect();
-    let (bpath, batches) = train_bench::first_batches(&dir, &lengths, &recipe.train, steps)?;
+    let inputs = train_bench::inputs(&dir, &lengths, &recipe.train, plan)?;
+    let base_config = assets.resolve(&recipe.base, "config.json")?;
+    let fresh = || {
+        QaTrainModel::from_checkpoint(
+            &base_config,
+            &assets.resolve(&recipe.base, "model.safetensors")?,
+            recipe.init_seed,
+        )
+    };
+    let model_dir = dir.join("initial-model");
+    let initial = fresh()?;
+    initial.save_pretrained(&model_dir, &tok_path)?;
+    // Every variable's elements: the parameters training updates.
+    let parameters: usize = initial.vars.all_vars().iter().map(|v| v.elem_count()).sum();
+    drop(initial);
+    let shape = |b: &Vec<usize>| (b.len(), b.iter().map(|&i| lengths[i]).max().unwrap_or(0));
     let b = train_bench::TrainBench {
         unit: "features",
-        steps,
-        rounds,
-        examples: batches.iter().map(Vec::len).sum(),
+        per_item: 1,
+        warmup: plan.warmup,
+        timed: plan.timed,
+        rounds: plan.rounds,
+        rows: inputs.batches.iter().map(Vec::len).collect(),
+        padded: inputs.batches.iter().map(|b| shape(b).1).collect(),
+        lrs: inputs.lrs.clone(),
         threads: recipe.train.threads,
+        parameters,
         peer_args: train_bench::peer_args(
             &["--task", "qa"],
             fpath,
-            bpath,
-            &assets.resolve(&recipe.base, "config.json")?,
+            &inputs,
+            &model_dir,
             &recipe.train,
-        )?,
+        ),
         batches: format!(
             "length-grouped batches of {} features, max_seq_len {}",
             recipe.train.batch_size, recipe.windows.max_seq_len
         ),
         macs: train_bench::encoder_macs(
-            &assets.resolve(&recipe.base, "config.json")?,
-            &batches
+            &base_config,
+            &inputs.batches[plan.warmup..]
                 .iter()
-                .map(|b| (b.len(), b.iter().map(|&i| lengths[i]).max().unwrap_or(0)))
+                .map(shape)
+                .collect::<Vec<_>>(),
+        )?,
+        product: train_bench::ffn_product(
+            &base_config,
+            &inputs.batches[plan.warmup..]
+                .iter()
+                .map(shape)
                 .collect::<Vec<_>>(),
         )?,
     };
     let data_f = QaFeatures(feats);
-    let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {
-        // A fresh model, the first `steps` batches of epoch 0.
-        let model = QaTrainModel::from_checkpoint(
-            &assets.resolve(&recipe.base, "config.json")?,
-            &assets.resolve(&recipe.base, "model.safetensors")?,
-            recipe.init_seed,
-        )?;
-        let log = workbench::train::train(
-            &model,
-            &model.vars,
-            &data_f,
-            &recipe.train,
-            None,
-            Stop::AfterSteps(steps),
-        )?;
-        Ok((log.examples_per_second(), log.seconds()))
+    let summary = train_bench::rounds(&b, &dir, &machine.summary(), &plan.peers, || {
+        // A fresh model, the first `warmup + timed` batches of epoch 0.
+        let model = fresh()?;
+        train_bench::measure(|| {
+            Ok(workbench::train::train(
+                &model,
+                &model.vars,
+                &data_f,
+                &recipe.train,
+                None,
+                Stop::AfterSteps(plan.warmup + plan.timed),
+            )?)
+        })
     })?;
-    exp.finish(serde_json::json!({ "ratio": ratio }))?;
+    std::fs::remove_dir_all(&model_dir)?;
+    exp.finish(summary)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --bin train_reranker [-- --recipe minilm-ce] [--scale quick] [--force] [--groups-only]
-//! cargo run --release --bin train_reranker -- --bench 8 [--rounds 5]   # candle vs PyTorch, same batches
+//! cargo run --release --bin train_reranker -- --bench 32 [--warmup 4] [--rounds 5]   # candle vs PyTorch, same batches
 //! ```
 //!
 //! Recipe `minilm-ce` (default): all-MiniLM-L6-v2 with a new one-logit
@@ -30,7 +30,7 @@ mod train_bench;
 use anyhow::Result;
 use clap::Parser;
 use std::time::Instant;
-use workbench::bench::{BenchRun, PythonPeers};
+use workbench::bench::BenchRun;
 use workbench::study::{self, reranker, Env, Scale};
 use workbench::train::cross_recipe::{self, CrossRecipe};
 use workbench::train::{Stop, TrainData};
@@ -80,8 +80,8 @@ fn main() -> Result<()> {
     p.rerank_depth = a.rerank_depth.unwrap_or(p.rerank_depth);
     p.depth = a.depth.unwrap_or(p.depth);
     let valid = p.check()?;
-    if let Some((steps, peers)) = a.bench.peers(&env.root)? {
-        return bench(&env, &valid.recipe, steps, a.bench.rounds, &peers);
+    if let Some(plan) = a.bench.plan(&env.root)? {
+        return bench(&env, &valid.recipe, &plan);
     }
     if a.groups_only || a.train_only {
         let set = cross_recipe::recipe_groups(&env.assets, &valid.recipe)?;
@@ -128,34 +128,27 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// `--bench`: candle and the PyTorch peer (`train_bench::PEER`, `--task cross`) on the first
-/// `steps` length-grouped batches of groups of the recipe's epoch 0.
+/// `--bench`: candle and the PyTorch peers (`train_bench::PEER`, `--task cross`, float32
+/// and bf16 autocast) on the first `warmup + timed` length-grouped batches of groups of the
+/// recipe's epoch 0, from candle's initial model.
 ///
-/// Writes `data/results/bench-train-cross-encoder/`: `bench.md`, `bench.csv`, `bench.json`,
-/// the shared inputs (`pairs.jsonl`, `batches.json`), `config.json`, `manifest.json`.
-fn bench(
-    env: &Env,
-    recipe: &CrossRecipe,
-    steps: usize,
-    rounds: usize,
-    peers: &PythonPeers,
-) -> Result<()> {
+/// Writes `data/results/bench-train-cross-encoder/`: `bench.md`, `bench.csv`, `ratios.csv`,
+/// `bench.json`, the shared inputs (`pairs.jsonl`, `batches.json`, `lrs.json`; the initial
+/// model is removed at the end), `config.json`, `manifest.json`.
+fn bench(env: &Env, recipe: &CrossRecipe, plan: &train_bench::Plan) -> Result<()> {
     let config = serde_json::json!({
-        "recipe": recipe, "updates": steps, "rounds": rounds, "peer": train_bench::PEER,
+        "recipe": recipe, "updates": plan.timed, "warmup_updates": plan.warmup,
+        "rounds": plan.rounds, "peer": train_bench::PEER,
     });
     let BenchRun { exp, machine } =
         BenchRun::start("bench-train-cross-encoder", &config, "bench.md")?;
     println!("{}", machine.summary());
     let dir = exp.out.out_dir().to_path_buf();
     let set = cross_recipe::recipe_groups(&env.assets, recipe)?;
-    let data = cross_recipe::training_data(
-        &env.assets,
-        recipe,
-        &set,
-        &cross_recipe::base_model(&env.assets, recipe)?,
-    )?;
-    // The shared inputs: pairs (JSONL, group after group, positive first) and the batches
-    // of groups of epoch 0.
+    let initial = cross_recipe::base_model(&env.assets, recipe)?;
+    let data = cross_recipe::training_data(&env.assets, recipe, &set, &initial)?;
+    // The shared inputs: pairs (JSONL, group after group, positive first), the batches of
+    // groups of epoch 0 and their learning rates, candle's initial model.
     let ppath = dir.join("pairs.jsonl");
     train_bench::write_jsonl(
         &ppath,
@@ -164,51 +157,75 @@ fn bench(
             .map(|p| serde_json::json!({"ids": p.ids, "type_ids": p.type_ids})),
     )?;
     let lengths: Vec<usize> = (0..data.len()).map(|i| data.length(i)).collect();
-    let (bpath, batches) = train_bench::first_batches(&dir, &lengths, &recipe.train, steps)?;
+    let inputs = train_bench::inputs(&dir, &lengths, &recipe.train, plan)?;
+    let model_dir = dir.join("initial-model");
+    initial.save_pretrained(
+        &model_dir,
+        &env.assets.resolve(&recipe.base, "tokenizer.json")?,
+    )?;
+    // Every variable's elements: the parameters training updates.
+    let parameters: usize = initial.vars.all_vars().iter().map(|v| v.elem_count()).sum();
+    drop(initial);
     let g = recipe.group_size;
+    let shape = |b: &Vec<usize>| {
+        (
+            b.len() * g,
+            b.iter().map(|&i| lengths[i]).max().unwrap_or(0),
+        )
+    };
+    let base_config = env.assets.resolve(&recipe.base, "config.json")?;
     let b = train_bench::TrainBench {
         unit: "pairs",
-        steps,
-        rounds,
-        examples: batches.iter().map(|b| b.len() * g).sum(),
+        per_item: g,
+        warmup: plan.warmup,
+        timed: plan.timed,
+        rounds: plan.rounds,
+        rows: inputs.batches.iter().map(|b| shape(b).0).collect(),
+        padded: inputs.batches.iter().map(|b| shape(b).1).collect(),
+        lrs: inputs.lrs.clone(),
         threads: recipe.train.threads,
+        parameters,
         peer_args: train_bench::peer_args(
             &["--task", "cross", "--group-size", &g.to_string()],
             ppath,
-            bpath,
-            &env.assets.resolve(&recipe.base, "config.json")?,
+            &inputs,
+            &model_dir,
             &recipe.train,
-        )?,
+        ),
         batches: format!(
             "length-grouped batches of {} groups of {g} pairs, pairs of at most {} tokens",
             recipe.train.batch_size, recipe.max_length
         ),
         macs: train_bench::encoder_macs(
-            &env.assets.resolve(&recipe.base, "config.json")?,
-            &batches
+            &base_config,
+            &inputs.batches[plan.warmup..]
                 .iter()
-                .map(|b| {
-                    (
-                        b.len() * g,
-                        b.iter().map(|&i| lengths[i]).max().unwrap_or(0),
-                    )
-                })
+                .map(shape)
+                .collect::<Vec<_>>(),
+        )?,
+        product: train_bench::ffn_product(
+            &base_config,
+            &inputs.batches[plan.warmup..]
+                .iter()
+                .map(shape)
                 .collect::<Vec<_>>(),
         )?,
     };
-    let ratio = train_bench::rounds(&b, &dir, &machine.summary(), peers, || {
-        // A fresh model, the first `steps` batches of epoch 0.
+    let summary = train_bench::rounds(&b, &dir, &machine.summary(), &plan.peers, || {
+        // A fresh model, the first `warmup + timed` batches of epoch 0.
         let model = cross_recipe::base_model(&env.assets, recipe)?;
-        let log = workbench::train::train(
-            &model,
-            &model.vars,
-            &data,
-            &recipe.train,
-            None,
-            Stop::AfterSteps(steps),
-        )?;
-        Ok((log.examples_per_second() * g as f64, log.seconds()))
+        train_bench::measure(|| {
+            Ok(workbench::train::train(
+                &model,
+                &model.vars,
+                &data,
+                &recipe.train,
+                None,
+                Stop::AfterSteps(plan.warmup + plan.timed),
+            )?)
+        })
     })?;
-    exp.finish(serde_json::json!({ "ratio": ratio }))?;
+    std::fs::remove_dir_all(&model_dir)?;
+    exp.finish(summary)?;
     Ok(())
 }

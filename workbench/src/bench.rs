@@ -289,12 +289,30 @@ impl PythonPeers {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let out = self.command(script)?.args(args).output().map_err(|e| {
-            self.error(
-                script,
-                format!("cannot start {}: {e}; {FIX}", self.python.display()),
-            )
-        })?;
+        self.run_with_env(script, args, std::iter::empty::<(&str, &str)>())
+    }
+
+    /// [`PythonPeers::run`] with the environment variables `env` set for the script (on
+    /// top of this process's environment).
+    pub fn run_with_env<I, S, E, K, V>(&self, script: &str, args: I, env: E) -> Result<PeerOutput>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        let out = self
+            .command(script)?
+            .args(args)
+            .envs(env)
+            .output()
+            .map_err(|e| {
+                self.error(
+                    script,
+                    format!("cannot start {}: {e}; {FIX}", self.python.display()),
+                )
+            })?;
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         if !out.status.success() {
             return Err(self.error(

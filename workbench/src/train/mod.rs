@@ -47,8 +47,30 @@ use std::time::Instant;
 pub use optim::{AdamW, AdamWParams};
 pub use schedule::LinearSchedule;
 
+/// The glibc malloc settings [`keep_freed_memory`] makes, by their `GLIBC_TUNABLES` names
+/// (`glibc.malloc.<name>`): one arena, no mmap'd chunks, no trimming, 256 MiB of top pad.
+/// [`malloc_tunables`] gives them to another process (a benchmark's peer) unchanged.
+pub const KEEP_FREED_MEMORY: [(&str, i64); 4] = [
+    ("arena_max", 1),
+    ("mmap_max", 0),
+    ("trim_threshold", i32::MAX as i64),
+    ("top_pad", 256 << 20),
+];
+
+/// [`KEEP_FREED_MEMORY`] as a `GLIBC_TUNABLES` value
+/// (`glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:…`), so that a process glibc starts
+/// (a Python peer) allocates with the settings this process's training loop uses.
+pub fn malloc_tunables() -> String {
+    KEEP_FREED_MEMORY
+        .iter()
+        .map(|(name, v)| format!("glibc.malloc.{name}={v}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Keep freed memory in the process instead of returning it to the kernel (glibc
-/// only; a no-op elsewhere). Every training step allocates and frees the same large
+/// only; a no-op elsewhere): the settings of [`KEEP_FREED_MEMORY`]. Every training step
+/// allocates and frees the same large
 /// activation and gradient buffers; with glibc's defaults each buffer above the mmap
 /// threshold is a fresh `mmap`, so every step pays page faults and the kernel's page
 /// zeroing (`perf` on the default reader run: `clear_page_erms` 14 % of samples, 40 M
@@ -59,15 +81,55 @@ pub fn keep_freed_memory() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: mallopt only changes allocator parameters; it is called before the
-        // loop's threads allocate (and glibc serialises it against malloc anyway).
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 1);
-            libc::mallopt(libc::M_MMAP_MAX, 0);
-            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-            libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+        for (name, value) in KEEP_FREED_MEMORY {
+            let param = match name {
+                "arena_max" => libc::M_ARENA_MAX,
+                "mmap_max" => libc::M_MMAP_MAX,
+                "trim_threshold" => libc::M_TRIM_THRESHOLD,
+                "top_pad" => libc::M_TOP_PAD,
+                _ => continue,
+            };
+            let value = i32::try_from(value).unwrap_or(i32::MAX);
+            // SAFETY: mallopt only changes allocator parameters; it is called before the
+            // loop's threads allocate (and glibc serialises it against malloc anyway).
+            unsafe {
+                libc::mallopt(param, value);
+            }
         }
     });
+}
+
+/// Multiply-adds per second of the training encoder's f32 matrix product ([`ops::linear`],
+/// the gemm crate's kernels) for `rows × inputs` activations and an `outputs × inputs`
+/// weight, on a pool of `threads`: the fastest of `reps` timed products after an untimed
+/// one. For benchmarks, beside a peer's product at the same shape.
+pub fn linear_rate(
+    rows: usize,
+    inputs: usize,
+    outputs: usize,
+    threads: usize,
+    reps: usize,
+) -> Result<f64> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::param("threads", e.to_string()))?;
+    pool.install(|| {
+        let e = candle_err("timing a product");
+        let dev = candle_core::Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (rows, inputs), &dev).map_err(&e)?;
+        let w = Tensor::randn(0f32, 1.0, (outputs, inputs), &dev).map_err(&e)?;
+        let b = Tensor::zeros(outputs, candle_core::DType::F32, &dev).map_err(&e)?;
+        ops::linear(&x, &w, &b).map_err(&e)?;
+        let mut best = f64::INFINITY;
+        for _ in 0..reps.max(1) {
+            let t0 = Instant::now();
+            let y = ops::linear(&x, &w, &b).map_err(&e)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            drop(y);
+        }
+        Ok((rows * inputs * outputs) as f64 / best)
+    })
 }
 
 /// Wrap a candle error with what was being done.
@@ -399,4 +461,16 @@ where
         checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
     }
     Ok(log)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn malloc_tunables_name_every_setting_of_the_loop() {
+        assert_eq!(
+            super::malloc_tunables(),
+            "glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:\
+             glibc.malloc.trim_threshold=2147483647:glibc.malloc.top_pad=268435456"
+        );
+    }
 }
