@@ -888,7 +888,7 @@ fn main() -> Result<()> {
             .collect();
         let fig = render(&LogY(Lines {
             title: format!("BM25 top-{k}: queries per CPU-second against corpus size (one thread)"),
-            x_label: "passages in the index (thousands)".into(),
+            x_label: format!("passages in the index (thousands); {}", machine.summary()),
             y_label: "queries per CPU-second".into(),
             lines,
             log_x: true,
