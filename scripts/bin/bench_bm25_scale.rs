@@ -888,7 +888,15 @@ fn main() -> Result<()> {
             .collect();
         let fig = render(&LogY(Lines {
             title: format!("BM25 top-{k}: queries per CPU-second against corpus size (one thread)"),
-            x_label: format!("passages in the index (thousands); {}", machine.summary()),
+            // The CPU model, cores and instruction sets (the load is in the record).
+            x_label: format!(
+                "passages in the index (thousands); {}",
+                machine
+                    .summary()
+                    .split(" · load")
+                    .next()
+                    .unwrap_or_default()
+            ),
             y_label: "queries per CPU-second".into(),
             lines,
             log_x: true,
