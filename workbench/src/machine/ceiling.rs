@@ -621,7 +621,21 @@ mod tests {
 
     #[test]
     fn every_family_is_listed_and_measured_where_the_cpu_runs_it() {
-        let all = measure_kernels(1);
+        // Other tests run beside this one, and sharing a core only ever lowers a measured
+        // rate: the ratio checks below use each kernel's best over up to four measurements,
+        // measuring again only while a check fails.
+        let mut all = measure_kernels(1);
+        for _ in 0..3 {
+            if ratio_checks(&all).is_ok() {
+                break;
+            }
+            for (k, again) in all.iter_mut().zip(measure_kernels(1)) {
+                k.macs_per_s = match (k.macs_per_s, again.macs_per_s) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
         let names: Vec<&str> = all.iter().map(|k| k.kernel.as_str()).collect();
         if cfg!(target_arch = "x86_64") {
             assert_eq!(
@@ -638,46 +652,58 @@ mod tests {
                 ]
             );
         }
-        let rate = |name: &str| {
-            all.iter()
-                .find(|k| k.kernel == name)
-                .and_then(|k| k.macs_per_s)
-        };
         for k in &all {
             if let Some(r) = k.macs_per_s {
                 assert!(r > 1e8, "{k:?}");
             }
         }
+        if let Err(e) = ratio_checks(&all) {
+            panic!("{e}: {all:?}");
+        }
         // The same widest kernels as measure_peak, at about its rate.
         let peak = measure_peak(1);
-        if let Some(r) = rate(&peak.f32_kernel) {
+        if let Some(r) = rate(&all, &peak.f32_kernel) {
             assert!(
                 r > 0.5 * peak.f32_fmas_per_s && r < 2.0 * peak.f32_fmas_per_s,
                 "{all:?} {peak:?}"
             );
         }
+        let json = serde_json::to_string(&all).unwrap();
+        let back: Vec<KernelPeak> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.len(), all.len());
+    }
+
+    fn rate(all: &[KernelPeak], name: &str) -> Option<f64> {
+        all.iter()
+            .find(|k| k.kernel == name)
+            .and_then(|k| k.macs_per_s)
+    }
+
+    /// The rates against each other, as the instructions' widths allow: a wrong count of
+    /// multiply-adds per instruction moves a ratio out of its bounds.
+    fn ratio_checks(all: &[KernelPeak]) -> std::result::Result<(), String> {
+        let rate = |name: &str| rate(all, name);
+        let check = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };
         // Per instruction, VNNI does 4× and bf16 dot products 2× the multiply-adds of an f32
         // FMA of the same width; CPUs issue them at up to half the FMA's rate (Sapphire
         // Rapids: one port against two), so the rates stay within these bounds.
         // (Loose bounds: the two rates are measured one after the other, while other tests
         // may run.)
         if let (Some(v), Some(f)) = (rate("avx512-vnni"), rate("avx512f")) {
-            assert!(v > 1.2 * f && v < 6.0 * f, "{all:?}");
+            check(v > 1.2 * f && v < 6.0 * f, "avx512-vnni / avx512f")?;
         }
         if let (Some(b), Some(f)) = (rate("avx512-bf16"), rate("avx512f")) {
-            assert!(b > 0.4 * f && b < 3.0 * f, "{all:?}");
+            check(b > 0.4 * f && b < 3.0 * f, "avx512-bf16 / avx512f")?;
         }
         // Two multiplying instructions per 32 multiply-adds on 256 bits: at most the rate
         // of 256-bit VNNI, which does them in one.
         if let (Some(a), Some(v)) = (rate("avx2"), rate("avx-vnni").or(rate("avx512-vnni"))) {
-            assert!(a < 1.5 * v, "{all:?}");
+            check(a < 1.5 * v, "avx2 / vnni")?;
         }
         if let (Some(i), Some(b)) = (rate("amx-int8"), rate("amx-bf16")) {
-            assert!(i > 1.3 * b, "{all:?}");
+            check(i > 1.3 * b, "amx-int8 / amx-bf16")?;
         }
-        let json = serde_json::to_string(&all).unwrap();
-        let back: Vec<KernelPeak> = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.len(), all.len());
+        Ok(())
     }
 
     #[test]
