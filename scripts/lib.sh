@@ -8,8 +8,9 @@ cd "$ROOT"
 # One build cache for every checkout on this machine (scripts and CI share it).
 export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WORKBENCH_HOME/target}"
-# evcxr compiles notebook dependencies in its own crate; a fixed tmpdir keeps them between kernels.
-export EVCXR_TMPDIR="${EVCXR_TMPDIR:-$WORKBENCH_HOME/evcxr}"
+# evcxr compiles notebook dependencies in its own crate: each kernel builds in a folder of its
+# own under here, over one compiled-dependency folder they share (scripts/evcxr_kernel).
+export WORKBENCH_EVCXR_HOME="${WORKBENCH_EVCXR_HOME:-$WORKBENCH_HOME/evcxr}"
 export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}"
 export VENV="${WORKBENCH_VENV:-$WORKBENCH_HOME/venv}"
 export PATH="$HOME/.cargo/bin:$VENV/bin:$PATH"
@@ -111,23 +112,38 @@ ensure_evcxr() {
     SETUP_KIND=fresh
     cargo install evcxr_jupyter --locked --version "$EVCXR_VERSION"
   fi
-  local kdir
+  local kdir launcher="$WORKBENCH_EVCXR_HOME/kernel"
   kdir="$("$VENV/bin/jupyter" --data-dir)/kernels/rust"
+  mkdir -p "$WORKBENCH_EVCXR_HOME"
+  # The kernel starts through scripts/evcxr_kernel: a build folder per kernel, compiled
+  # dependencies shared. A copy outside the checkout, so a removed checkout leaves it working.
+  if ! cmp -s "$ROOT/scripts/evcxr_kernel" "$launcher"; then
+    cp "$ROOT/scripts/evcxr_kernel" "$launcher.tmp"
+    chmod +x "$launcher.tmp"
+    mv "$launcher.tmp" "$launcher"
+  fi
   # evcxr links each cell against the toolchain's shared libstd; the kernel must find it.
-  local stdlib
-  stdlib="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/lib"
-  if [ ! -f "$kdir/kernel.json" ] || ! grep -q EVCXR_TMPDIR "$kdir/kernel.json" \
+  local stdlib triple
+  triple="$(rustc -vV | sed -n 's/^host: //p')"
+  stdlib="$(rustc --print sysroot)/lib/rustlib/$triple/lib"
+  if [ ! -f "$kdir/kernel.json" ] || ! grep -q "\"$launcher\"" "$kdir/kernel.json" \
+     || ! grep -q "\"WORKBENCH_EVCXR_HOME\": \"$WORKBENCH_EVCXR_HOME\"" "$kdir/kernel.json" \
+     || grep -q EVCXR_TMPDIR "$kdir/kernel.json" || ! grep -q WORKBENCH_EVCXR_TRIPLE "$kdir/kernel.json" \
      || ! grep -q "$stdlib" "$kdir/kernel.json" \
      || ! grep -q CARGO_PROFILE_DEV_OVERFLOW_CHECKS "$kdir/kernel.json"; then
     step "register the rust kernel"
     JUPYTER_PATH="$("$VENV/bin/jupyter" --data-dir)" evcxr_jupyter --install >/dev/null
-    # Pin evcxr's build folder so heavy dependencies compile once, not in every kernel.
-    "$VENV/bin/python" - "$kdir/kernel.json" "$EVCXR_TMPDIR" "$stdlib" <<'PY'
+    "$VENV/bin/python" - "$kdir/kernel.json" "$launcher" "$WORKBENCH_EVCXR_HOME" \
+      "$(command -v evcxr_jupyter)" "$stdlib" "$triple" <<'PY'
 import json, sys
-p, tmp, stdlib = sys.argv[1], sys.argv[2], sys.argv[3]
+p, launcher, home, evcxr, stdlib, triple = sys.argv[1:7]
 k = json.load(open(p))
+k["argv"][0] = launcher
 env = k.setdefault("env", {})
-env["EVCXR_TMPDIR"] = tmp
+env.pop("EVCXR_TMPDIR", None)
+env["WORKBENCH_EVCXR_HOME"] = home
+env["WORKBENCH_EVCXR_JUPYTER"] = evcxr
+env["WORKBENCH_EVCXR_TRIPLE"] = triple
 env["LD_LIBRARY_PATH"] = stdlib
 # evcxr builds cells and dependencies with opt-level 2 but with overflow checks and debug
 # assertions on; in the library's numeric loops (candle, gemm, the quantised LLM kernels) they
@@ -138,7 +154,6 @@ env["CARGO_PROFILE_DEV_DEBUG_ASSERTIONS"] = "false"
 json.dump(k, open(p, "w"), indent=1)
 PY
   fi
-  mkdir -p "$EVCXR_TMPDIR"
 }
 
 build() {

@@ -16,7 +16,8 @@ an error that names the asset, its sha256 and that command.
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: the corpora are read whole.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["plot"] }
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 """),
     ("code", """
 use std::collections::BTreeMap;

@@ -32,7 +32,8 @@ cache (`data/cache/huggingface/hub`); `scripts/test` fetches them.
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: every example is a fixed handful of passages.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 // Warm-up: the first code evcxr compiles against the library costs about 10 s whatever it
 // holds (measured: a bare `let` took 9-12 s), so this cell pays it together with the build.
 let warmed_up = workbench::display::Table::new(["kernel"]);

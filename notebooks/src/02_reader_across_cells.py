@@ -17,8 +17,8 @@ tokenizer works in whichever evcxr cell calls it.
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
-// The same features as notebook 01, so evcxr builds the library once for both.
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 """),
     ("code", """
 use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions};

@@ -27,7 +27,8 @@ the counts of the run it shows.
 A missing result stops with an error that names the binary to run.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne"] }
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 """),
     ("code", """
 use std::path::{Path, PathBuf};

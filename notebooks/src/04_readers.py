@@ -20,8 +20,8 @@ cells below print the model's load and reading times of this run.
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date). Nothing here depends on the scale: the same five questions at every scale.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
-// The feature set of notebooks 01 and 02: evcxr reuses the library they compiled.
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 """),
     ("code", """
 use std::sync::Arc;

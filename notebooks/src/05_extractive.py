@@ -26,8 +26,8 @@ The outputs committed with this notebook come from an execution at the **quick**
 default-scale readers of `docs/report000.md` and `docs/readers.md`.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "faiss", "plot"] }
-// The feature set of notebooks 01 and 02 (it includes `dense`): evcxr reuses the library they compiled.
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 :dep serde_json = "1"
 """),
     ("code", """

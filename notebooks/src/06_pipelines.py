@@ -26,7 +26,8 @@ The outputs committed with this notebook come from an execution at the **quick**
 `docs/report001.md`, `docs/report002.md` and `docs/report004.md`.
 """),
     ("code", """
-:dep workbench = { path = "../workbench", features = ["llm", "parquet"] }
+:dep workbench = { path = "../workbench", features = ["plot", "dense", "faiss", "tsne", "llm", "parquet"] }
+// Every notebook names the same features: the kernels compile the library once for all of them.
 """),
     ("code", """
 use std::path::PathBuf;
