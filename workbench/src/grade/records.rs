@@ -13,6 +13,7 @@
 //! | [`SCRIPT_TIMES_ID`] | `data/script-times.tsv`: the last total of `scripts/test` and `scripts/reproduce` per scale, on a fresh machine and with the setup cached |
 //! | [`SCRIPT_STEPS_ID`] | `data/script-times.tsv`: the steps of the last recorded run of each script and setup |
 //! | [`NOTEBOOK_TIMES_ID`] | `data/script-times.tsv`: the last execution time of each notebook |
+//! | [`NOTEBOOK_FIRST_RESULT_ID`] | `data/notebook-first-result.tsv`: each notebook's last time to first result, cold and warm |
 //! | `findings-NAME` | `data/findings/NAME.md`, whose `{result|file|row|column}` and `{result|file|/pointer}` placeholders are graded expected values of `data/expected.toml` |
 //!
 //! A benchmark record is `data/benchmarks/NAME/`: the small outputs of `data/results/NAME/`
@@ -101,6 +102,156 @@ pub const SCRIPT_TIMES_ID: &str = "script-times";
 pub const SCRIPT_STEPS_ID: &str = "script-steps";
 /// Id of the notebooks' time table ([`render_notebook_times`]).
 pub const NOTEBOOK_TIMES_ID: &str = "notebook-times";
+/// Id of the notebooks' time-to-first-result table ([`render_notebook_first_result`]).
+pub const NOTEBOOK_FIRST_RESULT_ID: &str = "notebook-first-result";
+
+/// A line of `data/notebook-first-result.tsv`, as `scripts/notebook_first_result.py` wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirstResult {
+    /// The notebook's name without `.ipynb`.
+    pub notebook: String,
+    /// `cold`: the kernels' compiled-dependency folder was emptied first; `warm`: not.
+    pub run: String,
+    /// From the kernel's start to the end of the `:dep` cell.
+    pub dep_seconds: f64,
+    /// From the kernel's start to the end of the first cell after the `:dep` cell.
+    pub first_seconds: f64,
+    /// Whether the kernel wrote a workbench library file (compiled the library).
+    pub compiled: bool,
+    /// `ok`, or `error: ` and the first line of the error the cells printed.
+    pub status: String,
+    /// When it finished (RFC 3339, UTC).
+    pub finished: String,
+    /// CPU model.
+    pub cpu: String,
+    /// The three load averages when it finished.
+    pub load: String,
+    /// `git describe --always --dirty` of the checkout.
+    pub commit: String,
+}
+
+/// Read `data/notebook-first-result.tsv` (`#` lines are comments); every line must be one
+/// the script wrote ([`typed_in`]). Errors name the file and line.
+pub fn read_first_results(path: &Path) -> Result<Vec<FirstResult>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: String| Error::bad_input(path, format!("line {}: {why}", i + 1));
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() != 10 {
+            return Err(bad(format!(
+                "{} fields, expected notebook, run, dep_seconds, first_seconds, library_compiled, status, finished, CPU, load, commit",
+                f.len()
+            )));
+        }
+        let secs = |s: &str| {
+            s.parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| bad(format!("`{s}` is not a number of seconds")))
+        };
+        if f[1] != "cold" && f[1] != "warm" {
+            return Err(bad(format!("run `{}` is neither `cold` nor `warm`", f[1])));
+        }
+        let compiled = match f[4] {
+            "yes" => true,
+            "no" => false,
+            other => return Err(bad(format!("library_compiled `{other}` is neither `yes` nor `no`"))),
+        };
+        if let Some(why) = typed_in(f[6], f[8]) {
+            return Err(bad(format!(
+                "{why}: times come from `scripts/notebook_first_result`'s log (`bash scripts/record_times`), not typed in"
+            )));
+        }
+        out.push(FirstResult {
+            notebook: f[0].to_string(),
+            run: f[1].to_string(),
+            dep_seconds: secs(f[2])?,
+            first_seconds: secs(f[3])?,
+            compiled,
+            status: f[5].to_string(),
+            finished: f[6].to_string(),
+            cpu: f[7].to_string(),
+            load: f[8].to_string(),
+            commit: f[9].trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// `12.3 s` under a minute, else [`duration`]'s `4m05s`.
+fn seconds(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else {
+        duration(s.round() as u64)
+    }
+}
+
+/// Each notebook of `notebooks` with its last cold and last warm time to first result.
+pub fn render_notebook_first_result(results: &[FirstResult], notebooks: &Path) -> Result<String> {
+    let mut names: Vec<String> = std::fs::read_dir(notebooks)
+        .map_err(|e| Error::io(notebooks, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter_map(|n| n.strip_suffix(".ipynb").map(str::to_string))
+        .collect();
+    names.sort();
+    let cell = |name: &str, run: &str| match results
+        .iter()
+        .rfind(|r| r.notebook == name && r.run == run)
+    {
+        None => "not measured".to_string(),
+        Some(r) => {
+            let mut s = format!(
+                "{} (`:dep` cell {}{})",
+                seconds(r.first_seconds),
+                seconds(r.dep_seconds),
+                if r.compiled {
+                    "; compiled the library"
+                } else {
+                    ""
+                }
+            );
+            if r.status != "ok" {
+                s.push_str(&format!(
+                    "; the cell stopped on `{}`",
+                    r.status.trim_start_matches("error: ").replace('|', "/").replace('`', "'")
+                ));
+            }
+            s.push_str(&format!(
+                ", {}, commit {}, load {}",
+                r.finished.chars().take(10).collect::<String>(),
+                r.commit,
+                r.load
+            ));
+            s
+        }
+    };
+    let mut t = Table::new([
+        "notebook",
+        "cold: compiled-dependency folder empty",
+        "warm: after another notebook's kernel",
+    ]);
+    for n in &names {
+        t.push([format!("`{n}`"), cell(n, "cold"), cell(n, "warm")])?;
+    }
+    let mut cpus: Vec<&str> = results.iter().map(|r| r.cpu.as_str()).collect();
+    cpus.sort();
+    cpus.dedup();
+    Ok(format!(
+        "{}\nFrom the kernel's start to the end of the first cell after `:dep`, by `bash scripts/notebook_first_result` (CPU: {}).",
+        t.to_markdown(),
+        if cpus.is_empty() {
+            "none recorded".to_string()
+        } else {
+            cpus.join("; ").replace("(R)", "")
+        }
+    ))
+}
 
 /// A line of `data/script-times.tsv`.
 #[derive(Debug, Clone, PartialEq)]
@@ -891,6 +1042,13 @@ pub fn record_blocks(
             ));
         }
     }
+    if want(NOTEBOOK_FIRST_RESULT_ID) {
+        let results = read_first_results(&root.join("data/notebook-first-result.tsv"))?;
+        out.push((
+            NOTEBOOK_FIRST_RESULT_ID.to_string(),
+            render_notebook_first_result(&results, &root.join("notebooks"))?,
+        ));
+    }
     if want(ASSETS_ID) || want(ASSETS_DETAIL_ID) {
         let assets = Assets::from_manifest(
             &root.join("data/assets.toml"),
@@ -1018,6 +1176,7 @@ pub fn is_record_block(id: &str) -> bool {
         SCRIPT_TIMES_ID,
         SCRIPT_STEPS_ID,
         NOTEBOOK_TIMES_ID,
+        NOTEBOOK_FIRST_RESULT_ID,
     ]
     .contains(&id)
         || id.starts_with(RECORD_PREFIX)
@@ -1172,6 +1331,51 @@ mod tests {
         }
         assert_eq!(duration(7200), "2h00m");
         assert_eq!(duration(52), "52 s");
+    }
+
+    #[test]
+    fn first_results_take_the_last_cold_and_warm_line_per_notebook() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.tsv");
+        std::fs::write(
+            &p,
+            "# notebook\trun\t…\n\
+             a\tcold\t1201.0\t1212.5\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t5.00 4.00 3.00\tabc1234\n\
+             a\twarm\t30.0\t41.0\tno\tok\t2026-11-29T08:10:00Z\tEPYC\t2.00 2.00 2.00\tabc1234\n\
+             a\twarm\t20.0\t31.2\tno\tok\t2026-11-29T09:10:00Z\tEPYC\t1.00 1.00 1.00\tdef5678\n\
+             b\twarm\t21.0\t22.0\tno\terror: No such file or directory | x\t2026-11-29T08:20:00Z\tEPYC\t2.00 2.00 2.00\tabc1234\n",
+        )
+        .unwrap();
+        let results = read_first_results(&p).unwrap();
+        assert_eq!(results.len(), 4);
+        let nb = dir.path().join("nb");
+        std::fs::create_dir_all(&nb).unwrap();
+        for n in ["a", "b", "c"] {
+            std::fs::write(nb.join(format!("{n}.ipynb")), "{}").unwrap();
+        }
+        let md = render_notebook_first_result(&results, &nb).unwrap();
+        assert!(
+            md.contains("| `a` | 20m12s (`:dep` cell 20m01s; compiled the library), 2026-11-29, commit abc1234, load 5.00 4.00 3.00 | 31.2 s (`:dep` cell 20.0 s), 2026-11-29, commit def5678, load 1.00 1.00 1.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `b` | not measured | 22.0 s (`:dep` cell 21.0 s; the cell stopped on `No such file or directory / x`), 2026-11-29, commit abc1234, load 2.00 2.00 2.00 |"),
+            "{md}"
+        );
+        assert!(md.contains("| `c` | not measured | not measured |"), "{md}");
+        assert!(md.contains("(CPU: EPYC)"), "{md}");
+        for (bad, why) in [
+            ("a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29\tEPYC\t1.00 1.00 1.00\tabc\n", "not typed in"),
+            ("a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t~1\tabc\n", "not typed in"),
+            ("a\thot\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "neither `cold`"),
+            ("a\tcold\tsoon\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "`soon`"),
+            ("a\tcold\t1.0\t2.0\tmaybe\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "`maybe`"),
+            ("a\tcold\t1.0\n", "3 fields"),
+        ] {
+            std::fs::write(&p, bad).unwrap();
+            let e = read_first_results(&p).unwrap_err().to_string();
+            assert!(e.contains("line 1") && e.contains(why), "{bad:?}: {e}");
+        }
     }
 
     #[test]
