@@ -159,7 +159,11 @@ pub fn read_first_results(path: &Path) -> Result<Vec<FirstResult>> {
         let compiled = match f[4] {
             "yes" => true,
             "no" => false,
-            other => return Err(bad(format!("library_compiled `{other}` is neither `yes` nor `no`"))),
+            other => {
+                return Err(bad(format!(
+                    "library_compiled `{other}` is neither `yes` nor `no`"
+                )))
+            }
         };
         if let Some(why) = typed_in(f[6], f[8]) {
             return Err(bad(format!(
@@ -207,23 +211,24 @@ pub fn render_notebook_first_result(results: &[FirstResult], notebooks: &Path) -
         None => "not measured".to_string(),
         Some(r) => {
             let mut s = format!(
-                "{} (`:dep` cell {}{})",
+                "{} (`:dep` cell {}",
                 seconds(r.first_seconds),
-                seconds(r.dep_seconds),
-                if r.compiled {
-                    "; compiled the library"
-                } else {
-                    ""
-                }
+                seconds(r.dep_seconds)
             );
+            if r.compiled {
+                s.push_str("; compiled the library");
+            }
             if r.status != "ok" {
                 s.push_str(&format!(
                     "; the cell stopped on `{}`",
-                    r.status.trim_start_matches("error: ").replace('|', "/").replace('`', "'")
+                    r.status
+                        .trim_start_matches("error: ")
+                        .replace('|', "/")
+                        .replace('`', "'")
                 ));
             }
             s.push_str(&format!(
-                ", {}, commit {}, load {}",
+                "), {}, commit {}, load {}",
                 r.finished.chars().take(10).collect::<String>(),
                 r.commit,
                 r.load
@@ -1340,7 +1345,7 @@ mod tests {
         std::fs::write(
             &p,
             "# notebook\trun\t…\n\
-             a\tcold\t1201.0\t1212.5\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t5.00 4.00 3.00\tabc1234\n\
+             a\tcold\t1201.0\t1212.4\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t5.00 4.00 3.00\tabc1234\n\
              a\twarm\t30.0\t41.0\tno\tok\t2026-11-29T08:10:00Z\tEPYC\t2.00 2.00 2.00\tabc1234\n\
              a\twarm\t20.0\t31.2\tno\tok\t2026-11-29T09:10:00Z\tEPYC\t1.00 1.00 1.00\tdef5678\n\
              b\twarm\t21.0\t22.0\tno\terror: No such file or directory | x\t2026-11-29T08:20:00Z\tEPYC\t2.00 2.00 2.00\tabc1234\n",
@@ -1365,11 +1370,26 @@ mod tests {
         assert!(md.contains("| `c` | not measured | not measured |"), "{md}");
         assert!(md.contains("(CPU: EPYC)"), "{md}");
         for (bad, why) in [
-            ("a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29\tEPYC\t1.00 1.00 1.00\tabc\n", "not typed in"),
-            ("a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t~1\tabc\n", "not typed in"),
-            ("a\thot\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "neither `cold`"),
-            ("a\tcold\tsoon\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "`soon`"),
-            ("a\tcold\t1.0\t2.0\tmaybe\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n", "`maybe`"),
+            (
+                "a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29\tEPYC\t1.00 1.00 1.00\tabc\n",
+                "not typed in",
+            ),
+            (
+                "a\tcold\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t~1\tabc\n",
+                "not typed in",
+            ),
+            (
+                "a\thot\t1.0\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n",
+                "neither `cold`",
+            ),
+            (
+                "a\tcold\tsoon\t2.0\tyes\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n",
+                "`soon`",
+            ),
+            (
+                "a\tcold\t1.0\t2.0\tmaybe\tok\t2026-11-29T08:00:00Z\tEPYC\t1.00 1.00 1.00\tabc\n",
+                "`maybe`",
+            ),
             ("a\tcold\t1.0\n", "3 fields"),
         ] {
             std::fs::write(&p, bad).unwrap();
