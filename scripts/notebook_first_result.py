@@ -84,7 +84,11 @@ def run(name, timeout):
     try:
         kc.wait_for_ready(timeout=120)
         for i in range(first + 1):
-            reply = kc.execute_interactive(cells[i], timeout=timeout, output_hook=hook)
+            try:
+                reply = kc.execute_interactive(cells[i], timeout=timeout, output_hook=hook)
+            except TimeoutError:
+                errors.append(f"no answer within the timeout ({timeout} s)")
+                break
             if reply["content"].get("status") != "ok" and not errors:
                 errors.append(reply["content"].get("ename", "error"))
             if i == dep:
@@ -103,7 +107,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cold", action="store_true",
                    help="empty $WORKBENCH_EVCXR_HOME/target first (the first notebook then compiles everything)")
-    p.add_argument("--timeout", type=int, default=3600)
+    # A cold compile of the notebooks' features took over an hour on 2 busy cores.
+    p.add_argument("--timeout", type=int, default=4 * 3600, help="seconds per cell")
     p.add_argument("notebooks", nargs="+", help="names, e.g. 00_tour")
     a = p.parse_args(argv)
     home = os.environ.get("WORKBENCH_EVCXR_HOME")
