@@ -3,11 +3,64 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
+
+# The peak memory of a run: the script runs again under GNU time, which reports the largest
+# resident set of any process it started (cargo, rustc, a model, a notebook kernel); the
+# peak goes into the note of the run's `total` line in data/results/script-times.tsv.
+if [ -z "${WORKBENCH_PEAK_FILE:-}" ]; then
+  if [ -x /usr/bin/time ]; then
+    export WORKBENCH_PEAK_FILE
+    WORKBENCH_PEAK_FILE="$(mktemp)"
+    _started="$(date -u +%FT%TZ)"
+    _rc=0
+    /usr/bin/time -f '%M' -o "$WORKBENCH_PEAK_FILE" bash "$(realpath "$0")" "$@" || _rc=$?
+    _kb="$(tail -n 1 "$WORKBENCH_PEAK_FILE" 2>/dev/null || true)"
+    rm -f "$WORKBENCH_PEAK_FILE"
+    if [[ "$_kb" =~ ^[0-9]+$ ]]; then
+      _mb=$(((_kb + 512) / 1024))
+      echo "peak memory of this run (largest process): ${_mb} MB"
+      _log="$ROOT/data/results/script-times.tsv"
+      # The run's own total line (written when it ended) gets the peak in its note.
+      if [ -f "$_log" ] && tail -n 1 "$_log" | awk -F'\t' -v s="$_started" \
+           '$2 == "total" && $4 >= s {ok = 1} END {exit !ok}'; then
+        python3 - "$_log" "$_mb" <<'PY'
+import sys
+path, mb = sys.argv[1], int(sys.argv[2])
+lines = open(path).read().split("\n")
+while lines and lines[-1] == "":
+    lines.pop()
+f = lines[-1].split("\t")
+peak = f"peak memory {mb / 1024:.1f} GB" if mb >= 1024 else f"peak memory {mb} MB"
+f[7] = peak + ("; " + f[7] if f[7] else "")
+lines[-1] = "\t".join(f)
+open(path, "w").write("\n".join(lines) + "\n")
+PY
+      fi
+    else
+      echo "peak memory of this run: not measured (GNU time wrote no figure)"
+    fi
+    exit "$_rc"
+  else
+    echo "peak memory of this run: not measured (no /usr/bin/time; Debian package \`time\`)"
+    export WORKBENCH_PEAK_FILE=none
+  fi
+fi
+
 cd "$ROOT"
 
-# One build cache for every checkout on this machine (scripts and CI share it).
-export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WORKBENCH_HOME/target}"
+# One build for the scripts and for `cargo run` in this checkout: ./target. A checkout
+# without one gets a link to the machine-wide $WORKBENCH_HOME/target, so a fresh clone (CI,
+# a new work tree) reuses an earlier checkout's build, and the README's `cargo run --release`
+# reuses the scripts' build. A checkout with a real target folder keeps it; an exported
+# CARGO_TARGET_DIR wins over both.
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  if [ ! -e "$ROOT/target" ] && [ ! -L "$ROOT/target" ]; then
+    mkdir -p "$WORKBENCH_HOME/target"
+    ln -s "$WORKBENCH_HOME/target" "$ROOT/target"
+  fi
+  export CARGO_TARGET_DIR="$ROOT/target"
+fi
 # evcxr compiles notebook dependencies in its own crate; a fixed tmpdir keeps them between kernels.
 export EVCXR_TMPDIR="${EVCXR_TMPDIR:-$WORKBENCH_HOME/evcxr}"
 export XDG_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}"
@@ -51,6 +104,27 @@ step() {
 # record data/script-times.tsv, from which the README's times are generated, takes them
 # only through `bash scripts/record_times`.
 SCRIPT_TIMES_NAME="" SETUP_KIND=cached
+# `disk 21.4 GB: build 12.1 GB, …`: what the setup holds on disk when a run ends (folders
+# that do not exist are left out).
+disk_note() {
+  local total=0 parts=() label dir b
+  while IFS='|' read -r label dir; do
+    [ -n "$dir" ] && [ -e "$dir" ] || continue
+    b="$(du -sb "$(realpath "$dir")" 2>/dev/null | cut -f1)"
+    [ -n "$b" ] || continue
+    total=$((total + b))
+    parts+=("$label $(awk -v b="$b" 'BEGIN {printf "%.1f GB", b / 1e9}')")
+  done <<LIST
+build|$CARGO_TARGET_DIR
+notebooks' builds|$EVCXR_TMPDIR
+data cache|$ROOT/data/cache
+Python venv|$VENV
+peers' venv|$PEERS_VENV
+LIST
+  local joined
+  joined="$(printf '%s, ' "${parts[@]}")"
+  echo "disk $(awk -v b="$total" 'BEGIN {printf "%.1f GB", b / 1e9}'): ${joined%, }"
+}
 cpu_model() { awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo; }
 steps_summary() {
   _step_close
@@ -71,8 +145,8 @@ steps_summary() {
       printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
         "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" "$commit" >>"$log"
     done
-    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
-      "$load" "$SETUP_KIND" "$commit" >>"$log"
+    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
+      "$load" "$SETUP_KIND" "$(disk_note)" "$commit" >>"$log"
   fi
 }
 

@@ -733,6 +733,15 @@ impl PipelineConfig {
     /// where the checkout is), else as an absolute path. Fields left out keep their
     /// defaults, which name the workbench's own files relative to the project root.
     pub fn from_file(path: &Path) -> Result<Self> {
+        Self::from_file_with(path, &[])
+    }
+
+    /// [`from_file`](Self::from_file) with fields set from the command line: each of `sets`
+    /// is `SECTION.KEY=VALUE` (`reader.model=models/my.gguf`, `retrieval.depth=20`), the
+    /// value read as a TOML value when it is one (a number, a boolean, a quoted string, an
+    /// array), else as a string. A relative path set this way is relative to the current
+    /// folder, not the file's. Errors name the setting.
+    pub fn from_file_with(path: &Path, sets: &[String]) -> Result<Self> {
         let text = crate::load::read_to_string(path)?;
         let folder = path
             .parent()
@@ -743,18 +752,37 @@ impl PipelineConfig {
             Ok(root) => std::path::absolute(&root).map_err(|e| Error::io(&root, e))?,
             Err(_) => folder.clone(),
         };
-        let mut c = Self::from_toml(&text, path, &base)?;
-        let written: toml::Table = text
+        let mut written: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| Error::bad_input(path, e.to_string()))?;
-        c.rebase_paths(&written, &folder);
+        let mut c = if sets.is_empty() {
+            Self::from_toml(&text, path, &base)?
+        } else {
+            let mut merged = written.clone();
+            let mut cli = toml::Table::new();
+            for set in sets {
+                let (keys, value) = parse_setting(set)?;
+                set_key(&mut merged, &keys, value.clone(), set)?;
+                set_key(&mut cli, &keys, value, set)?;
+                remove_key(&mut written, &keys);
+            }
+            let text = toml::to_string(&merged)
+                .map_err(|e| Error::bad_input(path, format!("with the settings: {e}")))?;
+            let mut c = Self::from_toml(&text, path, &base)?;
+            let here = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+            c.rebase_paths(&cli, &here, false);
+            c
+        };
+        c.rebase_paths(&written, &folder, true);
         c.validate()?;
         Ok(c)
     }
 
     /// Rewrite the relative paths `written` in a file in `folder` as paths relative to
     /// [`PipelineConfig::base_dir`] (or absolute when outside it).
-    fn rebase_paths(&mut self, written: &toml::Table, folder: &Path) {
+    /// `retrievers`: the retrievers' models too (an array of tables, rebased once, with the
+    /// file's own paths).
+    fn rebase_paths(&mut self, written: &toml::Table, folder: &Path, retrievers: bool) {
         let has = |section: &str, key: &str| {
             written
                 .get(section)
@@ -812,8 +840,10 @@ impl PipelineConfig {
         if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
             model(&mut r.model);
         }
-        for r in &mut self.retrieval.retrievers {
-            model(&mut r.model);
+        if retrievers {
+            for r in &mut self.retrieval.retrievers {
+                model(&mut r.model);
+            }
         }
     }
 
@@ -1100,11 +1130,17 @@ impl PipelineConfig {
         }
         if !self.evaluation.judge_model.trim().is_empty() {
             self.require_file("evaluation.judge_prompt", &self.evaluation.judge_prompt)?;
-            if let (true, crate::assets::ModelRef::Path(p)) = (
+            match (
                 judge_server.is_empty(),
                 crate::assets::ModelRef::parse(&self.evaluation.judge_model),
             ) {
-                self.require_file("evaluation.judge_model", p)?;
+                (true, crate::assets::ModelRef::Path(p)) => {
+                    self.require_file("evaluation.judge_model", p)?
+                }
+                (true, crate::assets::ModelRef::Hub(h)) => {
+                    crate::assets::HubFile::parse(h, "evaluation.judge_model")?;
+                }
+                _ => {}
             }
         }
         self.validate_reader_kind()
@@ -1119,10 +1155,11 @@ impl PipelineConfig {
         match r.kind {
             ReaderKind::Generative => match ModelRef::parse(&r.model) {
                 ModelRef::Path(p) => self.require_file("reader.model", p),
+                ModelRef::Hub(h) => crate::assets::HubFile::parse(h, "reader.model").map(|_| ()),
                 ModelRef::Trained(_) => Err(Error::param(
                     "reader.model",
-                    "a generative reader loads a GGUF (an asset name or a .gguf path), not a \
-                     trained: recipe",
+                    "a generative reader loads a GGUF (an asset name, a .gguf path or \
+                     hf:ORG/NAME/FILE), not a trained: recipe",
                 )),
                 ModelRef::Asset(a) if a.trim().is_empty() => {
                     Err(Error::param("reader.model", "no model given"))
@@ -1173,6 +1210,9 @@ impl PipelineConfig {
                     ModelRef::Asset(a) if a.trim().is_empty() => {
                         Err(Error::param("reader.model", "no model given"))
                     }
+                    ModelRef::Hub(_) => {
+                        Err(crate::assets::hub_is_one_file("reader.model", &r.model))
+                    }
                     _ => Ok(()),
                 }
             }
@@ -1216,4 +1256,64 @@ impl PipelineConfig {
             (true, false) => Ok(()),
         }
     }
+}
+
+/// `SECTION.KEY=VALUE` as its key path and value (see [`PipelineConfig::from_file_with`]).
+fn parse_setting(set: &str) -> Result<(Vec<String>, toml::Value)> {
+    let bad = |why: &str| {
+        Error::param(
+            "set",
+            format!("`{set}`: {why}; write SECTION.KEY=VALUE, e.g. reader.model=models/my.gguf"),
+        )
+    };
+    let (key, value) = set.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let keys: Vec<String> = key
+        .trim()
+        .split('.')
+        .map(|k| k.trim().to_string())
+        .collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(bad("an empty key"));
+    }
+    let value = value.trim();
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"));
+    Ok((
+        keys,
+        parsed.unwrap_or_else(|| toml::Value::String(value.to_string())),
+    ))
+}
+
+/// Set `keys` (a path of tables, then the key) in `table` to `value`.
+fn set_key(table: &mut toml::Table, keys: &[String], value: toml::Value, set: &str) -> Result<()> {
+    let (last, path) = keys
+        .split_last()
+        .ok_or_else(|| Error::param("set", "no key"))?;
+    let mut t = table;
+    for k in path {
+        t = t
+            .entry(k.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .ok_or_else(|| Error::param("set", format!("`{set}`: `{k}` is not a section")))?;
+    }
+    t.insert(last.clone(), value);
+    Ok(())
+}
+
+/// Remove `keys` from `table` when it is there.
+fn remove_key(table: &mut toml::Table, keys: &[String]) {
+    let Some((last, path)) = keys.split_last() else {
+        return;
+    };
+    let mut t = table;
+    for k in path {
+        match t.get_mut(k).and_then(toml::Value::as_table_mut) {
+            Some(next) => t = next,
+            None => return,
+        }
+    }
+    t.remove(last);
 }

@@ -14,6 +14,7 @@
 //! | `questions`, `corpus` named by `asset` | the sha256 pins of the asset's files in `data/assets.toml` (a cached asset file is checked against its pin whenever it is read) |
 //! | a model given as a path (`reader.model`, `rerank.model`, a dense retriever's `model`, `evaluation.judge_model`) | its path and size in bytes (a folder: each file's relative path and size) |
 //! | a model given as an asset name | the sha256 pins of its files |
+//! | a model given as `hf:ORG/NAME[@REVISION]/FILE` | that name and the sha256 of the file (downloaded first when the hub cache lacks it) |
 //! | a `trained:<recipe>` model | the recipe name (the checkpoint is trained by the program from the recipe) |
 //!
 //! Model files given by path are keyed by size, not contents: GGUF weights run to
@@ -235,6 +236,13 @@ impl Keys<'_> {
         let key = match ModelRef::parse(value) {
             ModelRef::Trained(r) => format!("trained:{r}"),
             ModelRef::Asset(a) => self.asset(a)?,
+            ModelRef::Hub(h) => {
+                // The file as the hub cache holds it (downloaded now if it is not there):
+                // an unpinned revision such as `main` moves, the blob's content does not.
+                let hub = crate::assets::HubFile::parse(h, "model")?;
+                let path = self.assets()?.resolve_hub(&hub)?;
+                format!("{hub} sha256:{}", sha256_file(&path)?)
+            }
             ModelRef::Path(p) => {
                 let full = self.config.resolve(p);
                 let size = |f: &Path| -> Result<u64> {
