@@ -5,48 +5,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
 
-# The peak memory of a run: the script runs again under GNU time, which reports the largest
-# resident set of any process it started (cargo, rustc, a model, a notebook kernel); the
-# peak goes into the note of the run's `total` line in data/results/script-times.tsv.
-if [ -z "${WORKBENCH_PEAK_FILE:-}" ]; then
-  if [ -x /usr/bin/time ]; then
-    export WORKBENCH_PEAK_FILE
-    WORKBENCH_PEAK_FILE="$(mktemp)"
-    _started="$(date -u +%FT%TZ)"
-    _rc=0
-    /usr/bin/time -f '%M' -o "$WORKBENCH_PEAK_FILE" bash "$(realpath "$0")" "$@" || _rc=$?
-    _kb="$(tail -n 1 "$WORKBENCH_PEAK_FILE" 2>/dev/null || true)"
-    rm -f "$WORKBENCH_PEAK_FILE"
-    if [[ "$_kb" =~ ^[0-9]+$ ]]; then
-      _mb=$(((_kb + 512) / 1024))
-      echo "peak memory of this run (largest process): ${_mb} MB"
-      _log="$ROOT/data/results/script-times.tsv"
-      # The run's own total line (written when it ended) gets the peak in its note.
-      if [ -f "$_log" ] && tail -n 1 "$_log" | awk -F'\t' -v s="$_started" \
-           '$2 == "total" && $4 >= s {ok = 1} END {exit !ok}'; then
-        python3 - "$_log" "$_mb" <<'PY'
-import sys
-path, mb = sys.argv[1], int(sys.argv[2])
-lines = open(path).read().split("\n")
-while lines and lines[-1] == "":
-    lines.pop()
-f = lines[-1].split("\t")
-peak = f"peak memory {mb / 1024:.1f} GB" if mb >= 1024 else f"peak memory {mb} MB"
-f[7] = peak + ("; " + f[7] if f[7] else "")
-lines[-1] = "\t".join(f)
-open(path, "w").write("\n".join(lines) + "\n")
-PY
-      fi
-    else
-      echo "peak memory of this run: not measured (GNU time wrote no figure)"
-    fi
-    exit "$_rc"
-  else
-    echo "peak memory of this run: not measured (no /usr/bin/time; Debian package \`time\`)"
-    export WORKBENCH_PEAK_FILE=none
-  fi
-fi
-
 cd "$ROOT"
 
 # One build for the scripts and for `cargo run` in this checkout: ./target. A checkout
@@ -55,9 +13,13 @@ cd "$ROOT"
 # reuses the scripts' build. A checkout with a real target folder keeps it; an exported
 # CARGO_TARGET_DIR wins over both.
 if [ -z "${CARGO_TARGET_DIR:-}" ]; then
-  if [ ! -e "$ROOT/target" ] && [ ! -L "$ROOT/target" ]; then
+  if [ -L "$ROOT/target" ]; then
+    # A link whose folder was deleted: make the folder again.
+    [ -e "$ROOT/target" ] || mkdir -p "$(readlink "$ROOT/target")"
+  elif [ ! -e "$ROOT/target" ]; then
     mkdir -p "$WORKBENCH_HOME/target"
-    ln -s "$WORKBENCH_HOME/target" "$ROOT/target"
+    # -T: never a link inside the folder when another run made the link first.
+    ln -sT "$WORKBENCH_HOME/target" "$ROOT/target" 2>/dev/null || [ -L "$ROOT/target" ]
   fi
   export CARGO_TARGET_DIR="$ROOT/target"
 fi
@@ -147,6 +109,10 @@ steps_summary() {
     done
     printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
       "$load" "$SETUP_KIND" "$(disk_note)" "$commit" >>"$log"
+    # scripts/peak.sh adds the run's peak memory to this line when the run has ended.
+    if [ -n "${WORKBENCH_PEAK_FILE:-}" ] && [ "$WORKBENCH_PEAK_FILE" != none ]; then
+      printf '%s\t%s\n' "$SCRIPT_TIMES_NAME" "$when" >"$WORKBENCH_PEAK_FILE.total"
+    fi
   fi
 }
 
@@ -217,7 +183,7 @@ PY
 
 build() {
   # Extra arguments go to cargo (scripts/bench adds the tantivy peer's feature).
-  step "cargo build --release $* (target dir $CARGO_TARGET_DIR)"
+  step "cargo build --release $* (target dir $(realpath -m "$CARGO_TARGET_DIR"))"
   cargo build --release --workspace --bins "$@"
 }
 

@@ -1284,6 +1284,31 @@ fn example_configs_name_models_three_ways_and_settings_override_fields() {
             .to_string();
         assert!(e.contains(says), "{bad}: {e}");
     }
+    // An array of tables is set whole, its paths from the current folder too; a number where
+    // a string is wanted is read as the string; a value that starts like TOML must be TOML.
+    let c = PipelineConfig::from_file_with(
+        &by_path,
+        &[
+            "reader.model=./Cargo.toml".to_string(),
+            "retrieval.retrievers=[{kind=\"dense\", model=\"./workbench\"}]".to_string(),
+            "name=2024".to_string(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        c.resolve(&c.retrieval.retrievers[0].model),
+        root().join("workbench")
+    );
+    assert_eq!(c.name, "2024");
+    let e = PipelineConfig::from_file_with(&by_path, &["reader.model=\"./Cargo.toml".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not valid TOML"), "{e}");
+    let e =
+        PipelineConfig::from_file_with(&by_path, &["retrieval.retrievers.0.kind=bm25".to_string()])
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("set it whole"), "{e}");
     // A hub file where a folder is needed is refused, naming the field.
     let text = std::fs::read_to_string(root().join("configs/report000.toml")).unwrap();
     assert!(text.contains("kind = \"extractive\""));

@@ -1,7 +1,7 @@
 //! Run pipeline configs headlessly, and compare them.
 //!
 //! ```text
-//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N]
+//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N] [--set SECTION.KEY=VALUE …]
 //! cargo run --release --bin rag -- --compare A.toml B.toml [C.toml …] [--max-questions N]
 //! ```
 //!

@@ -115,7 +115,12 @@ impl HubFile {
         if !clean(org) || !clean(name) {
             return Err(bad("the repository is not ORG/NAME"));
         }
-        if !clean(revision) || revision.contains('/') {
+        if revision == "refs" {
+            return Err(bad(
+                "a revision with `/` in it (refs/pr/N) cannot be written here: name its commit",
+            ));
+        }
+        if !clean(revision) {
             return Err(bad("the revision after `@` is empty or not one name"));
         }
         if file.ends_with('/') || !file.split('/').all(clean) {
@@ -1614,6 +1619,7 @@ mod tests {
             ModelRef::Hub("o/n/m.gguf")
         );
         for bad in [
+            "o/n@refs/pr/1/m.gguf",
             "o/n",
             "o/n/",
             "o//m.gguf",

@@ -51,7 +51,7 @@
 //!
 //! [reader]
 //! kind = "generative"                 # generative | openai | extractive     default "generative"
-//! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset or path to a .gguf;
+//! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset, path to a .gguf or hf:ORG/NAME[@REV]/FILE;
 //!                                     # openai: the server's model name;
 //!                                     # extractive: a QA folder or "trained:<recipe>"   default that
 //! prompt = "data/prompts/rag_001.txt" # the template                         default that
@@ -95,7 +95,7 @@
 //!
 //! [evaluation]
 //! answer_match = "squad"              # dpr | dpr-regex | squad (Match, context precision)   default: the question set's (squad)
-//! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset or .gguf path  default "" (none)
+//! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset, .gguf path or hf:…  default "" (none)
 //! judge_prompt = "data/prompts/judge.txt"  # its template                    default that
 //! judge_base_url = "http://127.0.0.1:8080/v1"  # judge on an OpenAI-compatible server
 //!                                     # with logprobs (judge_model: its model name)   default "" (in process)
@@ -112,9 +112,11 @@
 //! Relative paths written in a config file are relative to the file's folder
 //! ([`PipelineConfig::from_file`]); the defaults name the workbench's own files relative
 //! to the project root (the folder holding `data/assets.toml`; `WORKBENCH_ROOT`
-//! overrides). A model field holds an asset name, `trained:<recipe>`, or a path (a value
-//! with a `/`, starting with `.`, or ending in `.gguf`; write `./name` for a folder
-//! beside the config).
+//! overrides). A model field holds an asset name, `trained:<recipe>`, one file of a hub
+//! repository (`hf:ORG/NAME/FILE` or `hf:ORG/NAME@REVISION/FILE`: a GGUF reader or judge
+//! only), or a path (a value with a `/`, starting with `.`, or ending in `.gguf`; write
+//! `./name` for a folder beside the config). [`PipelineConfig::from_file_with`] sets fields
+//! from the command line (`rag --set SECTION.KEY=VALUE`).
 
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::load::question_set::BadRecords;
@@ -739,8 +741,10 @@ impl PipelineConfig {
     /// [`from_file`](Self::from_file) with fields set from the command line: each of `sets`
     /// is `SECTION.KEY=VALUE` (`reader.model=models/my.gguf`, `retrieval.depth=20`), the
     /// value read as a TOML value when it is one (a number, a boolean, a quoted string, an
-    /// array), else as a string. A relative path set this way is relative to the current
-    /// folder, not the file's. Errors name the setting.
+    /// array), else as a string (and as a string again when the TOML value does not fit the
+    /// field: `name=2024`). An array of tables is set whole:
+    /// `retrieval.retrievers=[{kind="bm25"}]`. A relative path set this way is relative to the
+    /// current folder, not the file's. Errors name the setting.
     pub fn from_file_with(path: &Path, sets: &[String]) -> Result<Self> {
         let text = crate::load::read_to_string(path)?;
         let folder = path
@@ -755,34 +759,67 @@ impl PipelineConfig {
         let mut written: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| Error::bad_input(path, e.to_string()))?;
-        let mut c = if sets.is_empty() {
-            Self::from_toml(&text, path, &base)?
-        } else {
-            let mut merged = written.clone();
-            let mut cli = toml::Table::new();
-            for set in sets {
-                let (keys, value) = parse_setting(set)?;
-                set_key(&mut merged, &keys, value.clone(), set)?;
-                set_key(&mut cli, &keys, value, set)?;
-                remove_key(&mut written, &keys);
+        // The file alone first, so that its own errors point into it.
+        let mut c = Self::from_toml(&text, path, &base)?;
+        if !sets.is_empty() {
+            let parsed = sets
+                .iter()
+                .map(|s| parse_setting(s))
+                .collect::<Result<Vec<_>>>()?;
+            // Unquoted values are TOML values when they read as one (`20`, `true`); when the
+            // config then does not deserialize, they are tried again as strings
+            // (`name=2024`, `reader.model=true`).
+            let build = |as_strings: bool| -> Result<(toml::Table, toml::Table)> {
+                let mut merged = written.clone();
+                let mut cli = toml::Table::new();
+                for ((keys, value, unquoted), set) in parsed.iter().zip(sets) {
+                    let value = match (as_strings && !value.is_str(), unquoted) {
+                        (true, Some(raw)) => toml::Value::String(raw.clone()),
+                        _ => value.clone(),
+                    };
+                    set_key(&mut merged, keys, value.clone(), set)?;
+                    set_key(&mut cli, keys, value, set)?;
+                }
+                Ok((merged, cli))
+            };
+            let settings = sets
+                .iter()
+                .map(|s| format!("--set {s}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let attempt = |merged: &toml::Table| -> Result<PipelineConfig> {
+                let text = toml::to_string(merged)
+                    .map_err(|e| Error::bad_input(path, format!("with {settings}: {e}")))?;
+                Self::from_toml(&text, path, &base).map_err(|e| match e {
+                    Error::BadInput { message, .. } => {
+                        Error::bad_input(path, format!("with {settings}: {message}"))
+                    }
+                    other => other,
+                })
+            };
+            let (merged, cli) = build(false)?;
+            let (merged_c, cli) = match attempt(&merged) {
+                Ok(m) => (m, cli),
+                Err(first) => {
+                    let (merged, cli) = build(true)?;
+                    (attempt(&merged).map_err(|_| first)?, cli)
+                }
+            };
+            for (keys, _, _) in &parsed {
+                remove_key(&mut written, keys);
             }
-            let text = toml::to_string(&merged)
-                .map_err(|e| Error::bad_input(path, format!("with the settings: {e}")))?;
-            let mut c = Self::from_toml(&text, path, &base)?;
+            c = merged_c;
             let here = std::env::current_dir().map_err(|e| Error::io(".", e))?;
-            c.rebase_paths(&cli, &here, false);
-            c
-        };
-        c.rebase_paths(&written, &folder, true);
+            c.rebase_paths(&cli, &here);
+        }
+        c.rebase_paths(&written, &folder);
         c.validate()?;
         Ok(c)
     }
 
     /// Rewrite the relative paths `written` in a file in `folder` as paths relative to
     /// [`PipelineConfig::base_dir`] (or absolute when outside it).
-    /// `retrievers`: the retrievers' models too (an array of tables, rebased once, with the
-    /// file's own paths).
-    fn rebase_paths(&mut self, written: &toml::Table, folder: &Path, retrievers: bool) {
+    fn rebase_paths(&mut self, written: &toml::Table, folder: &Path) {
         let has = |section: &str, key: &str| {
             written
                 .get(section)
@@ -834,13 +871,14 @@ impl PipelineConfig {
         {
             rebase(&mut t.prompt);
         }
-        if has("reader", "model") && self.reader.kind == ReaderKind::Generative {
+        // An openai reader's model is the server's name for it, not a file.
+        if has("reader", "model") && self.reader.kind != ReaderKind::Openai {
             model(&mut self.reader.model);
         }
         if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
             model(&mut r.model);
         }
-        if retrievers {
+        if has("retrieval", "retrievers") {
             for r in &mut self.retrieval.retrievers {
                 model(&mut r.model);
             }
@@ -943,6 +981,26 @@ impl PipelineConfig {
                     self.retrieval.depth, self.reader.passages
                 ),
             ));
+        }
+        // One file of a hub repository is a GGUF; re-rankers and encoders are folders.
+        if let Some(r) = &self.rerank {
+            if matches!(
+                crate::assets::ModelRef::parse(&r.model),
+                crate::assets::ModelRef::Hub(_)
+            ) {
+                return Err(crate::assets::hub_is_one_file("rerank.model", &r.model));
+            }
+        }
+        for r in &self.retrieval.retrievers {
+            if matches!(
+                crate::assets::ModelRef::parse(&r.model),
+                crate::assets::ModelRef::Hub(_)
+            ) {
+                return Err(crate::assets::hub_is_one_file(
+                    "retrieval.retrievers.model",
+                    &r.model,
+                ));
+            }
         }
         if let Some(r) = &self.rerank {
             if !has_retriever {
@@ -1258,8 +1316,11 @@ impl PipelineConfig {
     }
 }
 
-/// `SECTION.KEY=VALUE` as its key path and value (see [`PipelineConfig::from_file_with`]).
-fn parse_setting(set: &str) -> Result<(Vec<String>, toml::Value)> {
+/// `SECTION.KEY=VALUE` as its key path, its value, and the text of an unquoted value (see
+/// [`PipelineConfig::from_file_with`]). A value that starts like a TOML string, array or table
+/// must be one.
+#[allow(clippy::type_complexity)]
+fn parse_setting(set: &str) -> Result<(Vec<String>, toml::Value, Option<String>)> {
     let bad = |why: &str| {
         Error::param(
             "set",
@@ -1278,12 +1339,19 @@ fn parse_setting(set: &str) -> Result<(Vec<String>, toml::Value)> {
     let value = value.trim();
     let parsed = format!("v = {value}")
         .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut t| t.remove("v"));
-    Ok((
-        keys,
-        parsed.unwrap_or_else(|| toml::Value::String(value.to_string())),
-    ))
+        .map_err(|e| e.message().to_string())
+        .and_then(|mut t| t.remove("v").ok_or_else(|| "no value".to_string()));
+    let structured = value.starts_with(['"', '\'', '[', '{']);
+    match parsed {
+        Ok(v) if structured => Ok((keys, v, None)),
+        Ok(v) => Ok((keys, v, Some(value.to_string()))),
+        Err(e) if structured => Err(bad(&format!("the value is not valid TOML ({e})"))),
+        Err(_) => Ok((
+            keys,
+            toml::Value::String(value.to_string()),
+            Some(value.to_string()),
+        )),
+    }
 }
 
 /// Set `keys` (a path of tables, then the key) in `table` to `value`.
@@ -1293,11 +1361,17 @@ fn set_key(table: &mut toml::Table, keys: &[String], value: toml::Value, set: &s
         .ok_or_else(|| Error::param("set", "no key"))?;
     let mut t = table;
     for k in path {
-        t = t
+        let entry = t
             .entry(k.clone())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let why = if entry.is_array() {
+            format!("`{k}` is an array of tables: set it whole (`{k}=[{{…}}]`)")
+        } else {
+            format!("`{k}` is not a section")
+        };
+        t = entry
             .as_table_mut()
-            .ok_or_else(|| Error::param("set", format!("`{set}`: `{k}` is not a section")))?;
+            .ok_or_else(|| Error::param("set", format!("`{set}`: {why}")))?;
     }
     t.insert(last.clone(), value);
     Ok(())

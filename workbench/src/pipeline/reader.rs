@@ -45,17 +45,14 @@ impl ModelPool {
     /// The model `model` names (an asset name, or a `.gguf` path resolved against
     /// `pipeline`'s config), loaded on first use.
     pub fn get_for(&mut self, pipeline: &Pipeline, model: &str) -> Result<SharedLlm> {
-        match ModelRef::parse(model) {
-            ModelRef::Path(p) => self.cached(model, || {
-                Llm::load(&pipeline.config().resolve(p), &LoadOptions::default())
-            }),
-            ModelRef::Hub(h) => self.cached(model, || {
-                let hub = crate::assets::HubFile::parse(h, "reader.model")?;
-                let path = crate::assets::Assets::load()?.resolve_hub(&hub)?;
-                Llm::load(&path, &LoadOptions::default())
-            }),
-            _ => self.get(model),
-        }
+        self.cached(model, || {
+            Llm::from_model(
+                model,
+                "model",
+                |p| pipeline.config().resolve(p),
+                &LoadOptions::default(),
+            )
+        })
     }
 
     /// The model of asset `name`, loaded on first use.

@@ -417,6 +417,28 @@ impl Llm {
         })
     }
 
+    /// Load the GGUF a config or command line names ([`crate::assets::ModelRef`]): a path
+    /// (given to `resolve`, e.g. a config's [`resolve`](crate::pipeline::PipelineConfig::resolve)),
+    /// one file of a hub repository (`hf:ORG/NAME[@REVISION]/FILE`, downloaded once) or an
+    /// asset name. `field` names the setting in errors.
+    pub fn from_model(
+        value: &str,
+        field: &'static str,
+        resolve: impl Fn(&str) -> std::path::PathBuf,
+        opts: &LoadOptions,
+    ) -> Result<Self> {
+        use crate::assets::{Assets, HubFile, ModelRef};
+        match ModelRef::parse(value) {
+            ModelRef::Path(p) => Self::load(&resolve(p), opts),
+            ModelRef::Hub(h) => Self::load(&Assets::load()?.resolve_hub(&HubFile::parse(h, field)?)?, opts),
+            ModelRef::Trained(_) => Err(Error::param(
+                field,
+                format!("`{value}`: a GGUF model is an asset name, a .gguf path or hf:ORG/NAME/FILE, not a trained: recipe"),
+            )),
+            ModelRef::Asset(a) => Self::from_asset(a, opts),
+        }
+    }
+
     /// Load the (single) `.gguf` file of asset `asset_name` from the cache
     /// (`data/assets.toml`), checksum-verified.
     pub fn from_asset(asset_name: &str, opts: &LoadOptions) -> Result<Self> {
