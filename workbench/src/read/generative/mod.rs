@@ -16,7 +16,7 @@
 //!
 //! | item | what |
 //! |---|---|
-//! | [`LoadOptions`] `{ requantize, context_len }` | load-time choices; [`Requantize`] `Auto \| Never \| Always` (Q4_1/Q5_0/Q5_1 → Q8_0) |
+//! | [`LoadOptions`] `{ requantize, context_len, f32_prefill, warm_up }` | load-time choices; [`Requantize`] `Auto \| Never \| Always` (Q4_1/Q5_0/Q5_1 → Q8_0) |
 //! | [`Llm::load`]`(path, &opts)`, [`Llm::from_asset`]`(name, &opts)` | open, validate (missing file, corrupt header, truncated data, architecture) and load |
 //! | [`Llm::architecture`], [`Llm::context_len`], [`Llm::name`], [`Llm::path`], [`Llm::eog_ids`], [`Llm::info`] | what was loaded |
 //! | [`Llm::tokenize`]`(text, add_special)`, [`Llm::detokenize`]`(ids)` | the GGUF's BPE tokenizer (special tokens in the text are parsed, as llama.cpp's `parse_special`) |
@@ -32,10 +32,29 @@
 //! sampling and stop checks). Tokens/s comparable with llama.cpp's "eval" rate is
 //! `decode_steps / decode_secs`.
 //!
-//! Threads: candle's CPU pool (`CANDLE_NUM_THREADS`, default: the physical cores). Its
-//! workers spin at each matmul's barrier, so on a machine whose cores are busy with other
-//! work, fewer threads can be much faster (measured: SmolLM2 decode 22 tok/s with 1 thread,
-//! 5.5 with 2, at load 5 on 2 cores).
+//! ## First question, threads, shared machines
+//!
+//! [`Llm::load`] ends with [`Llm::warm_up`] (a 32-token prompt and one decoding step,
+//! [`LoadOptions::warm_up`]): candle repacks Q4_K / Q6_K / Q8_0 weights into tiles, and the
+//! AMX kernel dequantises them to bf16, the first time each matrix is multiplied, so without
+//! it that one-off work is timed inside the first question. `bench_llm` warms up untimed the
+//! same way, so a user's first [`GenerativeReader::read`] and the benchmark time the same
+//! work; `tests/llm_user_path.rs` checks that the two paths' tokens/s stay within 1.3× in one
+//! process.
+//!
+//! Threads: candle's CPU pools (`CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`, read once when
+//! first used; `bench_llm` sets both to `--threads`); when neither is set, candle counts the
+//! physical cores in `/proc/cpuinfo`, and [`Llm::load`] lowers that to
+//! [`std::thread::available_parallelism`] (affinity mask, cgroup quota) when it is smaller.
+//!
+//! The workspace builds candle-core with a patched thread pool (`vendor/candle-core.patch`,
+//! docs/dependencies.md): a parallel region's slices go to whichever threads arrive and the
+//! caller waits only for those that took one (briefly spinning, then yielding), instead of
+//! spinning until every worker has run its own slice. On a machine whose cores other
+//! processes keep busy, unpatched candle made every matrix product wait for a descheduled
+//! worker (measured on the 2-core AMD EPYC at load 9–10 from other builds: SmolLM2 decode
+//! about 3 tok/s unpatched; `bench_llm_shared` records ours and llama.cpp idle and beside
+//! busy-looping processes). `CANDLE_BARRIER_POOL_STRICT=1` restores candle's pool.
 //!
 //! Decode uses candle's fused single-row matmul for q/k/v and gate/up where candle has it
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
@@ -48,7 +67,7 @@
 //! The feed-forward gate `silu(g) · u` is one AVX-512 pass with the bits of candle's two
 //! (`silu.rs`); `WORKBENCH_LLM_NO_SILU=1` goes back to candle's.
 //! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
-//! AMX-BF16 (`amx.rs`: weights dequantised to bf16 at the first prompt, two bytes each,
+//! AMX-BF16 (`amx.rs`: weights dequantised to bf16 by the warm-up at load, two bytes each,
 //! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
 //! kernels.
 
