@@ -52,9 +52,10 @@
 //! caller waits only for those that took one (briefly spinning, then yielding), instead of
 //! spinning until every worker has run its own slice. On a machine whose cores other
 //! processes keep busy, unpatched candle made every matrix product wait for a descheduled
-//! worker (measured on the 2-core AMD EPYC at load 9–10 from other builds: SmolLM2 decode
-//! about 3 tok/s unpatched; `bench_llm_shared` records ours and llama.cpp idle and beside
-//! busy-looping processes). `CANDLE_BARRIER_POOL_STRICT=1` restores candle's pool.
+//! worker (`bench_llm_shared` on the 2-core AMD EPYC beside other builds, 1-minute load
+//! 8.5–10, SmolLM2, 549-token prompt, 2 threads, median of 2 rounds: decode 2.4 tok/s with
+//! candle's pool and 18.5 patched, llama.cpp's wheel 3.9 and 1.3 in the same two runs;
+//! prefill 48.3 and 50.9 tok/s). `CANDLE_BARRIER_POOL_STRICT=1` restores candle's pool.
 //!
 //! Decode uses candle's fused single-row matmul for q/k/v and gate/up where candle has it
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
