@@ -1,5 +1,5 @@
 //! Benchmark: prefill and decode tokens/s of our GGUF reader and of llama.cpp (the
-//! `xllamacpp` wheel) on a machine shared with other work: idle, then beside 1, 2, …
+//! `xllamacpp` wheel) on a machine shared with other work: with no busy process added, then beside 1, 2, …
 //! busy-looping processes started by this program, in one run.
 //!
 //! ```text
@@ -20,7 +20,7 @@
 //!
 //! Reported per model, busy level and system: the median over rounds of prefill tokens/s
 //! and decode tokens/s (as `bench_llm` counts them: ours from [`Generation`]'s timers,
-//! llama.cpp from its server's), their lowest and highest, the share of the idle rate kept,
+//! llama.cpp from its server's), their lowest and highest, the share kept of the rate with no busy process added,
 //! and the CPU the system used per second of its generation (user + system CPU time of its
 //! process over the generation's wall time; 2.00 = both cores busy the whole time). The
 //! 1-minute load average is recorded with every generation.
@@ -58,7 +58,7 @@ const WHEEL: &str = "llama.cpp (xllamacpp wheel)";
 
 #[derive(Parser, Serialize, Debug)]
 #[command(
-    about = "GGUF reader and llama.cpp prefill/decode tokens/s, idle and beside busy-looping processes, in one run"
+    about = "GGUF reader and llama.cpp prefill/decode tokens/s, with and without busy-looping processes added, in one run"
 )]
 struct Args {
     /// Models (asset names), comma-separated.
@@ -335,10 +335,10 @@ fn main() -> Result<()> {
         "system",
         "prefill tok/s (median)",
         "prefill lowest–highest",
-        "prefill vs idle",
+        "prefill vs no busy process",
         "decode tok/s (median)",
         "decode lowest–highest",
-        "decode vs idle",
+        "decode vs no busy process",
         "CPU per second (median)",
         "1-min load (median)",
     ])

@@ -565,7 +565,10 @@ fn default_num_threads() -> usize {
             num_cpus::get_physical()
         }
     };
-    physical.max(1) // safeguard against bad number
+    // [rag-workbench patch] Never more threads than the CPUs this process may run on (its
+    // affinity mask and cgroup quota, which the count of physical cores ignores).
+    let allowed = std::thread::available_parallelism().map_or(usize::MAX, |n| n.get());
+    physical.min(allowed).max(1) // safeguard against bad number
 }
 
 fn rayon_num_threads() -> usize {

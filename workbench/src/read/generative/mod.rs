@@ -37,25 +37,25 @@
 //! [`Llm::load`] ends with [`Llm::warm_up`] (a 32-token prompt and one decoding step,
 //! [`LoadOptions::warm_up`]): candle repacks Q4_K / Q6_K / Q8_0 weights into tiles, and the
 //! AMX kernel dequantises them to bf16, the first time each matrix is multiplied, so without
-//! it that one-off work is timed inside the first question. `bench_llm` warms up untimed the
-//! same way, so a user's first [`GenerativeReader::read`] and the benchmark time the same
-//! work; `tests/llm_user_path.rs` checks that the two paths' tokens/s stay within 1.3× in one
+//! it that one-off work is timed inside the first question. `bench_llm` also prepares the
+//! weights in an untimed warm-up (a whole generation of each prompt), so a user's first
+//! [`GenerativeReader::read`] and the benchmark time the same matrix kernels;
+//! `tests/llm_user_path.rs` checks that the two paths' tokens/s stay within 1.3× in one
 //! process.
 //!
 //! Threads: candle's CPU pools (`CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`, read once when
-//! first used; `bench_llm` sets both to `--threads`); when neither is set, candle counts the
-//! physical cores in `/proc/cpuinfo`, and [`Llm::load`] lowers that to
-//! [`std::thread::available_parallelism`] (affinity mask, cgroup quota) when it is smaller.
+//! first used; `bench_llm` sets both to `--threads`); when neither is set, the workspace's
+//! candle-core counts the physical cores, at most [`std::thread::available_parallelism`]
+//! (the affinity mask and cgroup quota, which the count of physical cores ignores).
 //!
 //! The workspace builds candle-core with a patched thread pool (`vendor/candle-core.patch`,
-//! docs/dependencies.md): a parallel region's slices go to whichever threads arrive and the
-//! caller waits only for those that took one (briefly spinning, then yielding), instead of
-//! spinning until every worker has run its own slice. On a machine whose cores other
-//! processes keep busy, unpatched candle made every matrix product wait for a descheduled
-//! worker (`bench_llm_shared` on the 2-core AMD EPYC beside other builds, 1-minute load
-//! 8.5–10, SmolLM2, 549-token prompt, 2 threads, median of 2 rounds: decode 2.4 tok/s with
-//! candle's pool and 18.5 patched, llama.cpp's wheel 3.9 and 1.3 in the same two runs;
-//! prefill 48.3 and 50.9 tok/s). `CANDLE_BARRIER_POOL_STRICT=1` restores candle's pool.
+//! docs/dependencies.md): a parallel region's slices go to whichever threads join it while
+//! it is open, and the caller waits (briefly spinning, then yielding) only for the workers
+//! that joined, instead of spinning until every worker has been scheduled and signalled.
+//! On a machine whose cores other processes keep busy, candle's own pool made every matrix
+//! product wait for a descheduled worker. `CANDLE_BARRIER_POOL_STRICT=1` restores candle's
+//! pool. Notebooks build candle-core from crates.io without this change (evcxr does not
+//! apply the workspace's `[patch]`).
 //!
 //! Decode uses candle's fused single-row matmul for q/k/v and gate/up where candle has it
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
@@ -208,31 +208,6 @@ impl Default for LoadOptions {
 /// Tokens of the warm-up prompt: enough rows for every prefill kernel (the AMX kernel from
 /// 16, candle's repacked tiles from 2).
 const WARM_UP_TOKENS: usize = 32;
-
-/// Caps candle's thread pools at the CPUs this process may run on, before they exist.
-///
-/// candle sizes its pools (read once, when first used) from `CANDLE_NUM_THREADS` /
-/// `RAYON_NUM_THREADS`, else from the physical cores in `/proc/cpuinfo`, which ignores the
-/// process's CPU affinity mask and cgroup quota: in a container or under `taskset` given
-/// fewer CPUs than the host has, it would start more threads than can run at once, and its
-/// workers wait for each other at every matrix product. When neither variable is set and
-/// [`std::thread::available_parallelism`] is smaller, both are set to it. Runs once.
-fn cap_threads_to_allowed_cpus() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("CANDLE_NUM_THREADS").is_some()
-            || std::env::var_os("RAYON_NUM_THREADS").is_some()
-        {
-            return;
-        }
-        let allowed = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if allowed < candle_core::utils::get_num_threads() {
-            let n = allowed.to_string();
-            std::env::set_var("CANDLE_NUM_THREADS", &n);
-            std::env::set_var("RAYON_NUM_THREADS", &n);
-        }
-    });
-}
 
 /// Default cap on the context window when [`LoadOptions::context_len`] is `None`.
 pub const DEFAULT_CONTEXT_CAP: usize = 8192;
@@ -427,7 +402,6 @@ impl Llm {
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Self> {
         let t0 = Instant::now();
         crate::machine::keep_freed_memory();
-        cap_threads_to_allowed_cpus();
         if opts.context_len == Some(0) {
             return Err(Error::param("context_len", "must be at least 1"));
         }
