@@ -1,7 +1,10 @@
-//! A question read the way a user reads it (a notebook cell: [`Llm::from_asset`] with the
-//! default options, then [`GenerativeReader::read`]) runs at the speed `bench_llm` measures
-//! for the same model (the same prompt ids through [`Llm::generate_ids`] with the
-//! benchmark's parameters), in one process: SmolLM2-135M, a RAG prompt of about 550 tokens.
+//! A question read the way a user reads it (the calls of a notebook cell or `ask`:
+//! [`Llm::from_asset`] with the default options, then [`GenerativeReader::read`]) runs at the
+//! speed `bench_llm` measures for the same model (the same prompt ids through
+//! [`Llm::generate_ids`] with the benchmark's parameters), in one process: SmolLM2-135M, a
+//! RAG prompt of about 550 tokens. Both paths run in this workspace's build (its patched
+//! candle-core); a notebook's evcxr build uses crates.io's candle-core, which this test does
+//! not cover.
 //!
 //! - The first question after load is timed on its own (the one-off preparation of the
 //!   weights happens at load, [`LoadOptions::warm_up`]); then each path runs once untimed,
