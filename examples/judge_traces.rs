@@ -26,10 +26,12 @@ fn main() -> Result<()> {
         .filter(|(_, d)| !d.is_empty())
         .context("usage: judge_traces JUDGE_MODEL RUN_DIR [RUN_DIR …]")?;
     let opts = LoadOptions::default();
-    let llm = match workbench::assets::ModelRef::parse(model) {
-        workbench::assets::ModelRef::Path(p) => Llm::load(p.as_ref(), &opts)?,
-        _ => Llm::from_asset(model, &opts)?,
-    };
+    let llm = Llm::from_model(
+        model,
+        "JUDGE_MODEL",
+        |p: &str| std::path::PathBuf::from(p),
+        &opts,
+    )?;
     let root = workbench::paths::project_root()?;
     let template = std::fs::read_to_string(root.join(DEFAULT_PROMPT))?;
     let judge = LlmJudge::new(SharedLlm::new(llm), &template)?;

@@ -3,11 +3,26 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
+
 cd "$ROOT"
 
-# One build cache for every checkout on this machine (scripts and CI share it).
-export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WORKBENCH_HOME/target}"
+# One build for the scripts and for `cargo run` in this checkout: ./target. A checkout
+# without one gets a link to the machine-wide $WORKBENCH_HOME/target, so a fresh clone (CI,
+# a new work tree) reuses an earlier checkout's build, and the README's `cargo run --release`
+# reuses the scripts' build. A checkout with a real target folder keeps it; an exported
+# CARGO_TARGET_DIR wins over both.
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  if [ -L "$ROOT/target" ]; then
+    # A link whose folder was deleted: make the folder again.
+    [ -e "$ROOT/target" ] || mkdir -p "$(readlink "$ROOT/target")"
+  elif [ ! -e "$ROOT/target" ]; then
+    mkdir -p "$WORKBENCH_HOME/target"
+    # -T: never a link inside the folder when another run made the link first.
+    ln -sT "$WORKBENCH_HOME/target" "$ROOT/target" 2>/dev/null || [ -L "$ROOT/target" ]
+  fi
+  export CARGO_TARGET_DIR="$ROOT/target"
+fi
 # evcxr compiles notebook dependencies in its own crate: each kernel builds in a folder of its
 # own under here, over one compiled-dependency folder they share (scripts/evcxr_kernel).
 export WORKBENCH_EVCXR_HOME="${WORKBENCH_EVCXR_HOME:-$WORKBENCH_HOME/evcxr}"
@@ -52,6 +67,27 @@ step() {
 # record data/script-times.tsv, from which the README's times are generated, takes them
 # only through `bash scripts/record_times`.
 SCRIPT_TIMES_NAME="" SETUP_KIND=cached
+# `disk 21.4 GB: build 12.1 GB, …`: what the setup holds on disk when a run ends (folders
+# that do not exist are left out).
+disk_note() {
+  local total=0 parts=() label dir b
+  while IFS='|' read -r label dir; do
+    [ -n "$dir" ] && [ -e "$dir" ] || continue
+    b="$(du -sb "$(realpath "$dir")" 2>/dev/null | cut -f1)"
+    [ -n "$b" ] || continue
+    total=$((total + b))
+    parts+=("$label $(awk -v b="$b" 'BEGIN {printf "%.1f GB", b / 1e9}')")
+  done <<LIST
+build|$CARGO_TARGET_DIR
+notebooks' builds|$WORKBENCH_EVCXR_HOME
+data cache|$ROOT/data/cache
+Python venv|$VENV
+peers' venv|$PEERS_VENV
+LIST
+  local joined
+  joined="$(printf '%s, ' "${parts[@]}")"
+  echo "disk $(awk -v b="$total" 'BEGIN {printf "%.1f GB", b / 1e9}'): ${joined%, }"
+}
 cpu_model() { awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo; }
 steps_summary() {
   _step_close
@@ -72,8 +108,12 @@ steps_summary() {
       printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
         "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" "$commit" >>"$log"
     done
-    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
-      "$load" "$SETUP_KIND" "$commit" >>"$log"
+    printf '%s\ttotal\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n' "$SCRIPT_TIMES_NAME" "$SECONDS" "$when" "$cpu" \
+      "$load" "$SETUP_KIND" "$(disk_note)" "$commit" >>"$log"
+    # scripts/peak.sh adds the run's peak memory to this line when the run has ended.
+    if [ -n "${WORKBENCH_PEAK_FILE:-}" ] && [ "$WORKBENCH_PEAK_FILE" != none ]; then
+      printf '%s\t%s\n' "$SCRIPT_TIMES_NAME" "$when" >"$WORKBENCH_PEAK_FILE.total"
+    fi
   fi
 }
 
@@ -158,7 +198,7 @@ PY
 
 build() {
   # Extra arguments go to cargo (scripts/bench adds the tantivy peer's feature).
-  step "cargo build --release $* (target dir $CARGO_TARGET_DIR)"
+  step "cargo build --release $* (target dir $(realpath -m "$CARGO_TARGET_DIR"))"
   cargo build --release --workspace --bins "$@"
 }
 

@@ -1239,6 +1239,89 @@ fn config_errors_name_the_field_or_file() {
 }
 
 #[test]
+fn example_configs_name_models_three_ways_and_settings_override_fields() {
+    use workbench::assets::ModelRef;
+    let examples = root().join("configs/examples");
+    let by_asset = PipelineConfig::from_file(&examples.join("gguf_by_asset.toml")).unwrap();
+    assert!(matches!(
+        ModelRef::parse(&by_asset.reader.model),
+        ModelRef::Asset(_)
+    ));
+    let by_hub = PipelineConfig::from_file(&examples.join("gguf_by_hub.toml")).unwrap();
+    assert!(matches!(
+        ModelRef::parse(&by_hub.reader.model),
+        ModelRef::Hub(_)
+    ));
+    PipelineConfig::from_file(&examples.join("openai_server.toml")).unwrap();
+    // The by-path example names a file the user supplies: without it, the error names the
+    // field; with `--set`, a relative path is the current folder's (the tests run in the
+    // project root) and other fields keep the file's values.
+    let by_path = examples.join("gguf_by_path.toml");
+    let e = PipelineConfig::from_file(&by_path).unwrap_err().to_string();
+    assert!(e.contains("reader.model"), "{e}");
+    let sets = [
+        "reader.model=./Cargo.toml".to_string(),
+        "retrieval.depth=7".to_string(),
+    ];
+    let c = PipelineConfig::from_file_with(&by_path, &sets).unwrap();
+    assert_eq!(c.resolve(&c.reader.model), root().join("Cargo.toml"));
+    assert_eq!(c.retrieval.depth, 7);
+    assert!(c
+        .resolve(&c.corpus.path)
+        .ends_with("configs/examples/data/corpus.jsonl"));
+    // A quoted string, a malformed setting and an unknown field.
+    let c =
+        PipelineConfig::from_file_with(&by_path, &["reader.model=\"./Cargo.toml\"".to_string()])
+            .unwrap();
+    assert_eq!(c.resolve(&c.reader.model), root().join("Cargo.toml"));
+    for (bad, says) in [
+        ("reader.model", "no `=`"),
+        ("reader..model=x", "empty key"),
+        ("reader.nonsense=1", "nonsense"),
+    ] {
+        let e = PipelineConfig::from_file_with(&by_path, &[bad.to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+    // An array of tables is set whole, its paths from the current folder too; a number where
+    // a string is wanted is read as the string; a value that starts like TOML must be TOML.
+    let c = PipelineConfig::from_file_with(
+        &by_path,
+        &[
+            "reader.model=./Cargo.toml".to_string(),
+            "retrieval.retrievers=[{kind=\"dense\", model=\"./workbench\"}]".to_string(),
+            "name=2024".to_string(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        c.resolve(&c.retrieval.retrievers[0].model),
+        root().join("workbench")
+    );
+    assert_eq!(c.name, "2024");
+    let e = PipelineConfig::from_file_with(&by_path, &["reader.model=\"./Cargo.toml".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not valid TOML"), "{e}");
+    let e =
+        PipelineConfig::from_file_with(&by_path, &["retrieval.retrievers.0.kind=bm25".to_string()])
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("set it whole"), "{e}");
+    // A hub file where a folder is needed is refused, naming the field.
+    let text = std::fs::read_to_string(root().join("configs/report000.toml")).unwrap();
+    assert!(text.contains("kind = \"extractive\""));
+    let e = PipelineConfig::from_file_with(
+        &root().join("configs/report000.toml"),
+        &["reader.model=hf:org/name/model.safetensors".to_string()],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("reader.model") && e.contains("one file"), "{e}");
+}
+
+#[test]
 fn question_set_bad_records_error_or_counted_skip() {
     let base = tiny_text();
     let text = base.replace("questions.jsonl", "bad_questions.jsonl");

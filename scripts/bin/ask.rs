@@ -42,6 +42,10 @@ struct Args {
     /// Prefill through f32 copies of the matmul weights (LoadOptions::f32_prefill).
     #[arg(long)]
     f32_prefill: bool,
+    /// Skip the warm-up at load (LoadOptions::warm_up): the first question then pays the
+    /// weights' one-off preparation for the matrix kernels.
+    #[arg(long)]
+    no_warm_up: bool,
 }
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -66,6 +70,7 @@ fn main() -> Result<()> {
         requantize,
         context_len: args.context_len,
         f32_prefill: args.f32_prefill,
+        warm_up: !args.no_warm_up,
     };
     let llm = match &args.gguf {
         Some(p) => Llm::load(p, &opts)?,
@@ -73,12 +78,13 @@ fn main() -> Result<()> {
     };
     let info = llm.info();
     println!(
-        "model: {} ({}, {} layers, context {}), loaded in {:.2} s, {} tensors requantised, weights {:.0} MB",
+        "model: {} ({}, {} layers, context {}), loaded in {:.2} s (warm-up {:.2} s), {} tensors requantised, weights {:.0} MB",
         info.name,
         info.architecture,
         info.n_layer,
         info.context_len,
         info.load_secs,
+        info.warm_up_secs,
         info.requantized_tensors,
         info.weight_bytes as f64 / 1e6
     );

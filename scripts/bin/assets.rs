@@ -34,6 +34,14 @@ enum Cmd {
         #[arg(long)]
         all: bool,
     },
+    /// Print the path of a model file in the cache, fetching it first when it is not
+    /// there: an asset (its only file, or FILE) or a hub file `hf:ORG/NAME[@REVISION]/FILE`.
+    Path {
+        /// An asset name (see `list`) or `hf:ORG/NAME[@REVISION]/FILE`.
+        name: String,
+        /// The asset's file, when it has more than one.
+        file: Option<String>,
+    },
     /// Check that assets resolve through hf-hub with the right sha256.
     Verify {
         /// Asset names (see `list`).
@@ -111,6 +119,34 @@ fn main() -> Result<()> {
                     .with_context(|| format!("fetching `{n}`"))?;
                 println!("ok  {n:<28} {}", dir.display());
             }
+        }
+        Cmd::Path { name, file } => {
+            let path = match (name.strip_prefix(workbench::assets::HUB_PREFIX), file) {
+                (Some(h), None) => {
+                    let hub = workbench::assets::HubFile::parse(h, "name")?;
+                    assets.resolve_hub(&hub)?
+                }
+                (Some(_), Some(_)) => bail!("a hub file `{name}` names its file itself"),
+                (None, file) => {
+                    let spec = assets.spec(&name)?;
+                    let file = match file {
+                        Some(f) => f,
+                        None if spec.files.len() == 1 => {
+                            spec.files.keys().next().cloned().unwrap_or_default()
+                        }
+                        None => bail!(
+                            "`{name}` has {} files; name one: {}",
+                            spec.files.len(),
+                            spec.files.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    };
+                    assets
+                        .fetch(&name)
+                        .with_context(|| format!("fetching `{name}`"))?;
+                    assets.resolve(&name, &file)?
+                }
+            };
+            println!("{}", path.display());
         }
         Cmd::Verify { names, all } => {
             let mut bad = 0;

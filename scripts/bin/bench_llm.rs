@@ -53,12 +53,14 @@
 //! `rounds.csv` (every timed generation), `bench.md` / `bench.csv` (the table),
 //! `summary.json`.
 
-use anyhow::{bail, ensure, Context, Result};
+#[path = "../common/llama_peer.rs"]
+mod llama_peer;
+
+use anyhow::{ensure, Context, Result};
 use clap::Parser;
-use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use llama_peer::{Peer, PEER};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::bench::{median, BenchRun, PythonPeers};
@@ -332,148 +334,6 @@ fn bandwidth(bytes: usize, threads: usize) -> Bandwidth {
         read_threads: threads,
         read_bytes_per_s: (n * 8) as f64 / best_read,
         memcpy_bytes_per_s: (n * 8) as f64 / best_copy,
-    }
-}
-
-// ---------------------------------------------------------------- llama.cpp peer
-
-/// A batch request's answer from `bench_llamacpp.py`.
-#[derive(Deserialize, Debug)]
-struct PeerBatch {
-    wall_ms: f64,
-    results: Vec<PeerGen>,
-}
-
-const PEER: &str = "bench_llamacpp.py";
-
-/// The long-lived `bench_llamacpp.py` process.
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    ready: serde_json::Value,
-}
-
-/// One llama.cpp generation, as `bench_llamacpp.py` reports it.
-#[derive(Deserialize, Debug, Clone)]
-struct PeerGen {
-    prompt_n: usize,
-    prompt_ms: f64,
-    predicted_n: usize,
-    predicted_ms: f64,
-    tokens: Vec<u32>,
-    stop_type: Option<String>,
-    wall_ms: f64,
-}
-
-impl Peer {
-    /// Start the peer process on `model`: xllamacpp's server, or the `llama-server` binary
-    /// `server` when given.
-    fn start(
-        args: &Args,
-        peers: &PythonPeers,
-        model: &Path,
-        server: Option<&Path>,
-        parallel: usize,
-    ) -> Result<Self> {
-        let mut cmd = peers.command(PEER)?;
-        cmd.arg("--model")
-            .arg(model)
-            .args(["--threads", &args.threads.to_string()])
-            .args(["--flash-attn", &args.flash_attn])
-            .args(["--parallel", &parallel.to_string()]);
-        if let Some(bin) = server {
-            cmd.arg("--server-binary").arg(bin);
-        }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "starting the llama.cpp peer {PEER} with {} (make the venv with `bash scripts/bench`)",
-                    peers.python().display()
-                )
-            })?;
-        let stdin = child.stdin.take().context("peer stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("peer stdout")?);
-        let mut p = Peer {
-            child,
-            stdin,
-            stdout,
-            ready: serde_json::Value::Null,
-        };
-        let ready: serde_json::Value = p.read_line()?;
-        ensure!(
-            ready["ready"] == true,
-            "llama.cpp peer: unexpected first line {ready}"
-        );
-        p.ready = ready;
-        Ok(p)
-    }
-
-    fn read_line<T: serde::de::DeserializeOwned>(&mut self) -> Result<T> {
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line)?;
-        if n == 0 {
-            let status = self.child.wait()?;
-            bail!("the llama.cpp peer ended ({status}); its error is printed above");
-        }
-        serde_json::from_str(&line).with_context(|| format!("llama.cpp peer printed {line:?}"))
-    }
-
-    fn generate(&mut self, prompt_ids: &[u32], n_predict: usize) -> Result<PeerGen> {
-        let req = serde_json::json!({ "prompt_ids": prompt_ids, "n_predict": n_predict });
-        writeln!(self.stdin, "{req}")?;
-        self.stdin.flush()?;
-        let g: PeerGen = self.read_line()?;
-        ensure!(
-            g.prompt_n == prompt_ids.len(),
-            "llama.cpp processed {} prompt tokens, sent {}",
-            g.prompt_n,
-            prompt_ids.len()
-        );
-        Ok(g)
-    }
-
-    /// Send `prompts` at once (the server decodes them together in its slots): the wall
-    /// time seen from Python, seconds, and each prompt's tokens.
-    fn generate_batch(
-        &mut self,
-        prompts: &[Vec<u32>],
-        n_predict: usize,
-    ) -> Result<(f64, Vec<Vec<u32>>)> {
-        let req = serde_json::json!({ "batch": prompts, "n_predict": n_predict });
-        writeln!(self.stdin, "{req}")?;
-        self.stdin.flush()?;
-        let b: PeerBatch = self.read_line()?;
-        ensure!(
-            b.results.len() == prompts.len(),
-            "llama.cpp answered {} of {} prompts",
-            b.results.len(),
-            prompts.len()
-        );
-        for (g, p) in b.results.iter().zip(prompts) {
-            ensure!(
-                g.prompt_n == p.len(),
-                "llama.cpp processed {} prompt tokens, sent {}",
-                g.prompt_n,
-                p.len()
-            );
-        }
-        Ok((
-            b.wall_ms / 1e3,
-            b.results.into_iter().map(|g| g.tokens).collect(),
-        ))
-    }
-
-    fn stop(mut self) -> Result<()> {
-        writeln!(self.stdin, "{{\"quit\": true}}")?;
-        self.stdin.flush()?;
-        let status = self.child.wait()?;
-        ensure!(status.success(), "llama.cpp peer exited with {status}");
-        Ok(())
     }
 }
 
@@ -803,7 +663,10 @@ fn main() -> Result<()> {
         let macs = info.layer_macs_per_token;
         let mut llamas: Vec<(&str, Peer)> = Vec::new();
         for (label, bin) in &servers {
-            llamas.push((label, Peer::start(&args, &peers, &path, *bin, 1)?));
+            llamas.push((
+                label,
+                Peer::start(&peers, &path, args.threads, &args.flash_attn, *bin, 1)?,
+            ));
         }
         println!(
             "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised)",
@@ -891,7 +754,17 @@ fn main() -> Result<()> {
             let set = question_set(&llm, &assets, args.long_tokens, args.question_set)?;
             // The peers again, with a slot per question of a batch.
             for (label, bin) in &servers {
-                llamas.push((label, Peer::start(&args, &peers, &path, *bin, args.batch)?));
+                llamas.push((
+                    label,
+                    Peer::start(
+                        &peers,
+                        &path,
+                        args.threads,
+                        &args.flash_attn,
+                        *bin,
+                        args.batch,
+                    )?,
+                ));
             }
             // Warm-up (untimed): one question and one batch on each side.
             let first = &set[..args.batch.min(set.len())];

@@ -185,10 +185,7 @@ fn judge_for(
         )?));
     }
     let opts = LoadOptions::default();
-    let llm = match workbench::assets::ModelRef::parse(name) {
-        workbench::assets::ModelRef::Path(p) => Llm::load(p.as_ref(), &opts)?,
-        _ => Llm::from_asset(name, &opts)?,
-    };
+    let llm = Llm::from_model(name, "judge", |p: &str| std::path::PathBuf::from(p), &opts)?;
     Ok(Box::new(LlmJudge::new(SharedLlm::new(llm), template)?))
 }
 

@@ -1,7 +1,7 @@
 //! Run pipeline configs headlessly, and compare them.
 //!
 //! ```text
-//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N]
+//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N] [--set SECTION.KEY=VALUE …]
 //! cargo run --release --bin rag -- --compare A.toml B.toml [C.toml …] [--max-questions N]
 //! ```
 //!
@@ -58,6 +58,10 @@ struct Args {
     /// Override `questions.limit` (a seeded sample of this many questions).
     #[arg(long)]
     max_questions: Option<usize>,
+    /// Set a field of the config: `--set reader.model=models/my.gguf` (a relative path is
+    /// relative to the current folder), `--set retrieval.depth=20`; repeatable.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
     /// Compare the configs: paired tests of each against the first.
     #[arg(long)]
     compare: bool,
@@ -74,8 +78,8 @@ struct Args {
 
 /// The config of `path` with the command line's overrides.
 fn read_config(path: &Path, args: &Args) -> Result<PipelineConfig> {
-    let mut config =
-        PipelineConfig::from_file(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut config = PipelineConfig::from_file_with(path, &args.sets)
+        .with_context(|| format!("reading {}", path.display()))?;
     if let Some(n) = args.max_questions {
         config.questions.limit = n;
     }

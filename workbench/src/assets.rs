@@ -36,13 +36,20 @@ use std::time::Duration;
 /// asset (`trained:<recipe>`, e.g. a cross-encoder `rerank.model = "trained:minilm-ce"`).
 pub const TRAINED_PREFIX: &str = "trained:";
 
-/// How a config names a model: `trained:<recipe>`, a path (a value with a `/` or `\\`,
-/// starting with `.`, or ending in `.gguf`: write `./name` for a folder beside you), or
-/// otherwise an asset name of `data/assets.toml`.
+/// Prefix of a model named by its hub repository and file: `hf:ORG/NAME/FILE`, or
+/// `hf:ORG/NAME@REVISION/FILE` at a branch, tag or commit ([`HubFile`]).
+pub const HUB_PREFIX: &str = "hf:";
+
+/// How a config names a model: `trained:<recipe>`, `hf:ORG/NAME[@REVISION]/FILE` (one file
+/// of a hub repository), a path (a value with a `/` or `\\`, starting with `.`, or ending in
+/// `.gguf`: write `./name` for a folder beside you), or otherwise an asset name of
+/// `data/assets.toml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelRef<'a> {
     /// A recipe the workbench trains (the text after `trained:`).
     Trained(&'a str),
+    /// One file of a hub repository (the text after `hf:`; parse it with [`HubFile::parse`]).
+    Hub(&'a str),
     /// A file or folder (as written: resolve it against the config's base).
     Path(&'a str),
     /// An asset name.
@@ -54,6 +61,8 @@ impl<'a> ModelRef<'a> {
     pub fn parse(value: &'a str) -> Self {
         if let Some(r) = value.strip_prefix(TRAINED_PREFIX) {
             ModelRef::Trained(r)
+        } else if let Some(h) = value.strip_prefix(HUB_PREFIX) {
+            ModelRef::Hub(h)
         } else if value.contains(['/', '\\'])
             || value.starts_with('.')
             || value.to_ascii_lowercase().ends_with(".gguf")
@@ -62,6 +71,86 @@ impl<'a> ModelRef<'a> {
         } else {
             ModelRef::Asset(value)
         }
+    }
+}
+
+/// One file of a hub model repository, as a config names it after `hf:`:
+/// `ORG/NAME/FILE` (the `main` branch) or `ORG/NAME@REVISION/FILE`; `FILE` may lie in a
+/// folder of the repository (`ORG/NAME/sub/model.gguf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubFile {
+    /// `ORG/NAME`.
+    pub repo: String,
+    /// Branch, tag or commit (`main` when not given).
+    pub revision: String,
+    /// The file's path in the repository.
+    pub file: String,
+}
+
+impl HubFile {
+    /// Parse `ORG/NAME[@REVISION]/FILE` (the text after `hf:`); `field` names the config
+    /// field in the error.
+    pub fn parse(spec: &str, field: &'static str) -> Result<Self> {
+        let bad = |why: &str| {
+            Error::param(
+                field,
+                format!("`{HUB_PREFIX}{spec}`: {why}; write `{HUB_PREFIX}ORG/NAME/FILE` or `{HUB_PREFIX}ORG/NAME@REVISION/FILE`, e.g. `{HUB_PREFIX}Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf`"),
+            )
+        };
+        let mut parts = spec.splitn(3, '/');
+        let (org, name, file) = match (parts.next(), parts.next(), parts.next()) {
+            (Some(o), Some(n), Some(f)) => (o, n, f),
+            _ => return Err(bad("no file named")),
+        };
+        let (name, revision) = match name.split_once('@') {
+            Some((n, r)) => (n, r),
+            None => (name, "main"),
+        };
+        let clean = |s: &str| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && !s.chars().any(|c| c.is_whitespace() || c == '\\')
+        };
+        if !clean(org) || !clean(name) {
+            return Err(bad("the repository is not ORG/NAME"));
+        }
+        if revision == "refs" {
+            return Err(bad(
+                "a revision with `/` in it (refs/pr/N) cannot be written here: name its commit",
+            ));
+        }
+        if !clean(revision) {
+            return Err(bad("the revision after `@` is empty or not one name"));
+        }
+        if file.ends_with('/') || !file.split('/').all(clean) {
+            return Err(bad("the file is not a path inside the repository"));
+        }
+        Ok(HubFile {
+            repo: format!("{org}/{name}"),
+            revision: revision.to_string(),
+            file: file.to_string(),
+        })
+    }
+}
+
+/// The error for `hf:` where a model folder is needed: it names one file.
+pub fn hub_is_one_file(field: &'static str, value: &str) -> Error {
+    Error::param(
+        field,
+        format!(
+            "`{value}` names one file of a hub repository, which only a GGUF reader or judge loads; name this model by an asset, a folder path or `trained:<recipe>`"
+        ),
+    )
+}
+
+impl std::fmt::Display for HubFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{HUB_PREFIX}{}@{}/{}",
+            self.repo, self.revision, self.file
+        )
     }
 }
 
@@ -442,6 +531,59 @@ impl Assets {
                     e,
                 )
             })
+    }
+
+    /// The path of a hub file a config names ([`HubFile`]) in the hf-hub cache, downloaded
+    /// first when it is not there (unless [`Assets::offline`]). A file the hub stores in LFS
+    /// is checked against the sha256 the hub names it by. Errors name the file, the cache and
+    /// what the download gave.
+    pub fn resolve_hub(&self, hub: &HubFile) -> Result<PathBuf> {
+        let repo = Repo::with_revision(hub.repo.clone(), RepoType::Model, hub.revision.clone());
+        let fail = |message: String| Error::Fetch {
+            name: hub.to_string(),
+            message,
+        };
+        if let Some(path) = Cache::new(self.cache_dir.clone())
+            .repo(repo.clone())
+            .get(&hub.file)
+        {
+            return Ok(path);
+        }
+        if self.offline {
+            return Err(fail(format!(
+                "not in the hub cache at {} and offline (WORKBENCH_OFFLINE=1 or HF_HUB_OFFLINE=1, so {} was not tried)",
+                self.cache_dir.display(),
+                self.hub_endpoint
+            )));
+        }
+        probe(&self.hub_endpoint, self.connect_timeout).map_err(fail)?;
+        std::fs::create_dir_all(&self.cache_dir).map_err(|e| Error::io(&self.cache_dir, e))?;
+        let progress = !std::env::var("WORKBENCH_PROGRESS").is_ok_and(|v| v == "0");
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(Cache::new(self.cache_dir.clone()))
+            .with_endpoint(self.hub_endpoint.trim_end_matches('/').to_string())
+            .with_token(Cache::from_env().token())
+            .with_progress(progress)
+            .build()
+            .map_err(|e| fail(format!("cannot start the hub client ({e})")))?;
+        let path = api
+            .repo(repo)
+            .download(&hub.file)
+            .map_err(|e| fail(format!("the hub download failed ({e})")))?;
+        let blob = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+        let etag = blob
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        if etag.len() == 64 && etag.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let actual = sha256_file(&blob)?;
+            if actual != etag {
+                std::fs::remove_file(&blob).map_err(|e| Error::io(&blob, e))?;
+                return Err(fail(format!(
+                    "the download's sha256 is {actual}, the hub's LFS sha256 {etag}; the file was removed"
+                )));
+            }
+        }
+        Ok(path)
     }
 
     /// Resolve one file of an asset to a verified path in the hf-hub cache.
@@ -1458,6 +1600,74 @@ impl Drop for VerifiedWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hub_files_parse_and_bad_ones_are_named() {
+        let h = HubFile::parse("Qwen/Q-GGUF/q4.gguf", "reader.model").unwrap();
+        assert_eq!(
+            (h.repo.as_str(), h.revision.as_str(), h.file.as_str()),
+            ("Qwen/Q-GGUF", "main", "q4.gguf")
+        );
+        let h = HubFile::parse("o/n@abc123/sub/m.gguf", "reader.model").unwrap();
+        assert_eq!(
+            (h.repo.as_str(), h.revision.as_str(), h.file.as_str()),
+            ("o/n", "abc123", "sub/m.gguf")
+        );
+        assert_eq!(h.to_string(), "hf:o/n@abc123/sub/m.gguf");
+        assert_eq!(
+            ModelRef::parse("hf:o/n/m.gguf"),
+            ModelRef::Hub("o/n/m.gguf")
+        );
+        for bad in [
+            "o/n@refs/pr/1/m.gguf",
+            "o/n",
+            "o/n/",
+            "o//m.gguf",
+            "/n/m.gguf",
+            "o/n@/m.gguf",
+            "o/n/../m.gguf",
+            "o/n/a b.gguf",
+            "o/n/d/",
+        ] {
+            let e = HubFile::parse(bad, "reader.model").unwrap_err().to_string();
+            assert!(e.contains("reader.model") && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn hub_files_come_from_the_cache_and_offline_says_where_it_looked() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir.path().join("assets.toml");
+        std::fs::write(&manifest, "[asset]\n").unwrap();
+        let cache = dir.path().join("hub");
+        let mut assets = Assets::from_manifest(
+            &manifest,
+            cache.clone(),
+            dir.path().join("mirror"),
+            dir.path().join("wheels"),
+        )
+        .unwrap();
+        assets.offline = true;
+        let hub = HubFile::parse("org/name/m.gguf", "reader.model").unwrap();
+        let e = assets.resolve_hub(&hub).unwrap_err().to_string();
+        assert!(
+            e.contains("hf:org/name@main/m.gguf")
+                && e.contains("offline")
+                && e.contains(&cache.display().to_string()),
+            "{e}"
+        );
+        // The hub cache's layout: refs/<revision> names the snapshot holding the file.
+        let repo = cache.join("models--org--name");
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+        std::fs::create_dir_all(repo.join("snapshots/0123abcd")).unwrap();
+        std::fs::write(repo.join("snapshots/0123abcd/m.gguf"), b"GGUF").unwrap();
+        let path = assets.resolve_hub(&hub).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"GGUF");
+        // Another revision is another snapshot: not the cached one.
+        let other = HubFile::parse("org/name@v2/m.gguf", "reader.model").unwrap();
+        assert!(assets.resolve_hub(&other).is_err());
+    }
 
     #[test]
     fn verified_writer_leaves_nothing_when_the_source_fails_midway() {

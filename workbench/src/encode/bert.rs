@@ -409,6 +409,10 @@ impl BertEncoder {
                     .unwrap_or_else(|_| PathBuf::from(p));
                 Self::from_dir(&dir, params)
             }
+            crate::assets::ModelRef::Hub(_) => Err(Error::param(
+                "model",
+                format!("`{model}` names one file of a hub repository; an encoder is a folder: name it by an asset or a folder path"),
+            )),
             _ => Self::load(assets, model, params),
         }
     }

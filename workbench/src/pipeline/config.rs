@@ -51,7 +51,7 @@
 //!
 //! [reader]
 //! kind = "generative"                 # generative | openai | extractive     default "generative"
-//! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset or path to a .gguf;
+//! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset, path to a .gguf or hf:ORG/NAME[@REV]/FILE;
 //!                                     # openai: the server's model name;
 //!                                     # extractive: a QA folder or "trained:<recipe>"   default that
 //! prompt = "data/prompts/rag_001.txt" # the template                         default that
@@ -95,7 +95,7 @@
 //!
 //! [evaluation]
 //! answer_match = "squad"              # dpr | dpr-regex | squad (Match, context precision)   default: the question set's (squad)
-//! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset or .gguf path  default "" (none)
+//! judge_model = "qwen2.5-coder-1.5b-instruct-gguf"  # LLM judge: asset, .gguf path or hf:…  default "" (none)
 //! judge_prompt = "data/prompts/judge.txt"  # its template                    default that
 //! judge_base_url = "http://127.0.0.1:8080/v1"  # judge on an OpenAI-compatible server
 //!                                     # with logprobs (judge_model: its model name)   default "" (in process)
@@ -112,9 +112,11 @@
 //! Relative paths written in a config file are relative to the file's folder
 //! ([`PipelineConfig::from_file`]); the defaults name the workbench's own files relative
 //! to the project root (the folder holding `data/assets.toml`; `WORKBENCH_ROOT`
-//! overrides). A model field holds an asset name, `trained:<recipe>`, or a path (a value
-//! with a `/`, starting with `.`, or ending in `.gguf`; write `./name` for a folder
-//! beside the config).
+//! overrides). A model field holds an asset name, `trained:<recipe>`, one file of a hub
+//! repository (`hf:ORG/NAME/FILE` or `hf:ORG/NAME@REVISION/FILE`: a GGUF reader or judge
+//! only), or a path (a value with a `/`, starting with `.`, or ending in `.gguf`; write
+//! `./name` for a folder beside the config). [`PipelineConfig::from_file_with`] sets fields
+//! from the command line (`rag --set SECTION.KEY=VALUE`).
 
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::load::question_set::BadRecords;
@@ -733,6 +735,17 @@ impl PipelineConfig {
     /// where the checkout is), else as an absolute path. Fields left out keep their
     /// defaults, which name the workbench's own files relative to the project root.
     pub fn from_file(path: &Path) -> Result<Self> {
+        Self::from_file_with(path, &[])
+    }
+
+    /// [`from_file`](Self::from_file) with fields set from the command line: each of `sets`
+    /// is `SECTION.KEY=VALUE` (`reader.model=models/my.gguf`, `retrieval.depth=20`), the
+    /// value read as a TOML value when it is one (a number, a boolean, a quoted string, an
+    /// array), else as a string (and as a string again when the TOML value does not fit the
+    /// field: `name=2024`). An array of tables is set whole:
+    /// `retrieval.retrievers=[{kind="bm25"}]`. A relative path set this way is relative to the
+    /// current folder, not the file's. Errors name the setting.
+    pub fn from_file_with(path: &Path, sets: &[String]) -> Result<Self> {
         let text = crate::load::read_to_string(path)?;
         let folder = path
             .parent()
@@ -743,10 +756,62 @@ impl PipelineConfig {
             Ok(root) => std::path::absolute(&root).map_err(|e| Error::io(&root, e))?,
             Err(_) => folder.clone(),
         };
-        let mut c = Self::from_toml(&text, path, &base)?;
-        let written: toml::Table = text
+        let mut written: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| Error::bad_input(path, e.to_string()))?;
+        // The file alone first, so that its own errors point into it.
+        let mut c = Self::from_toml(&text, path, &base)?;
+        if !sets.is_empty() {
+            let parsed = sets
+                .iter()
+                .map(|s| parse_setting(s))
+                .collect::<Result<Vec<_>>>()?;
+            // Unquoted values are TOML values when they read as one (`20`, `true`); when the
+            // config then does not deserialize, they are tried again as strings
+            // (`name=2024`, `reader.model=true`).
+            let build = |as_strings: bool| -> Result<(toml::Table, toml::Table)> {
+                let mut merged = written.clone();
+                let mut cli = toml::Table::new();
+                for ((keys, value, unquoted), set) in parsed.iter().zip(sets) {
+                    let value = match (as_strings && !value.is_str(), unquoted) {
+                        (true, Some(raw)) => toml::Value::String(raw.clone()),
+                        _ => value.clone(),
+                    };
+                    set_key(&mut merged, keys, value.clone(), set)?;
+                    set_key(&mut cli, keys, value, set)?;
+                }
+                Ok((merged, cli))
+            };
+            let settings = sets
+                .iter()
+                .map(|s| format!("--set {s}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let attempt = |merged: &toml::Table| -> Result<PipelineConfig> {
+                let text = toml::to_string(merged)
+                    .map_err(|e| Error::bad_input(path, format!("with {settings}: {e}")))?;
+                Self::from_toml(&text, path, &base).map_err(|e| match e {
+                    Error::BadInput { message, .. } => {
+                        Error::bad_input(path, format!("with {settings}: {message}"))
+                    }
+                    other => other,
+                })
+            };
+            let (merged, cli) = build(false)?;
+            let (merged_c, cli) = match attempt(&merged) {
+                Ok(m) => (m, cli),
+                Err(first) => {
+                    let (merged, cli) = build(true)?;
+                    (attempt(&merged).map_err(|_| first)?, cli)
+                }
+            };
+            for (keys, _, _) in &parsed {
+                remove_key(&mut written, keys);
+            }
+            c = merged_c;
+            let here = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+            c.rebase_paths(&cli, &here);
+        }
         c.rebase_paths(&written, &folder);
         c.validate()?;
         Ok(c)
@@ -806,14 +871,17 @@ impl PipelineConfig {
         {
             rebase(&mut t.prompt);
         }
-        if has("reader", "model") && self.reader.kind == ReaderKind::Generative {
+        // An openai reader's model is the server's name for it, not a file.
+        if has("reader", "model") && self.reader.kind != ReaderKind::Openai {
             model(&mut self.reader.model);
         }
         if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
             model(&mut r.model);
         }
-        for r in &mut self.retrieval.retrievers {
-            model(&mut r.model);
+        if has("retrieval", "retrievers") {
+            for r in &mut self.retrieval.retrievers {
+                model(&mut r.model);
+            }
         }
     }
 
@@ -913,6 +981,26 @@ impl PipelineConfig {
                     self.retrieval.depth, self.reader.passages
                 ),
             ));
+        }
+        // One file of a hub repository is a GGUF; re-rankers and encoders are folders.
+        if let Some(r) = &self.rerank {
+            if matches!(
+                crate::assets::ModelRef::parse(&r.model),
+                crate::assets::ModelRef::Hub(_)
+            ) {
+                return Err(crate::assets::hub_is_one_file("rerank.model", &r.model));
+            }
+        }
+        for r in &self.retrieval.retrievers {
+            if matches!(
+                crate::assets::ModelRef::parse(&r.model),
+                crate::assets::ModelRef::Hub(_)
+            ) {
+                return Err(crate::assets::hub_is_one_file(
+                    "retrieval.retrievers.model",
+                    &r.model,
+                ));
+            }
         }
         if let Some(r) = &self.rerank {
             if !has_retriever {
@@ -1100,11 +1188,17 @@ impl PipelineConfig {
         }
         if !self.evaluation.judge_model.trim().is_empty() {
             self.require_file("evaluation.judge_prompt", &self.evaluation.judge_prompt)?;
-            if let (true, crate::assets::ModelRef::Path(p)) = (
+            match (
                 judge_server.is_empty(),
                 crate::assets::ModelRef::parse(&self.evaluation.judge_model),
             ) {
-                self.require_file("evaluation.judge_model", p)?;
+                (true, crate::assets::ModelRef::Path(p)) => {
+                    self.require_file("evaluation.judge_model", p)?
+                }
+                (true, crate::assets::ModelRef::Hub(h)) => {
+                    crate::assets::HubFile::parse(h, "evaluation.judge_model")?;
+                }
+                _ => {}
             }
         }
         self.validate_reader_kind()
@@ -1119,10 +1213,11 @@ impl PipelineConfig {
         match r.kind {
             ReaderKind::Generative => match ModelRef::parse(&r.model) {
                 ModelRef::Path(p) => self.require_file("reader.model", p),
+                ModelRef::Hub(h) => crate::assets::HubFile::parse(h, "reader.model").map(|_| ()),
                 ModelRef::Trained(_) => Err(Error::param(
                     "reader.model",
-                    "a generative reader loads a GGUF (an asset name or a .gguf path), not a \
-                     trained: recipe",
+                    "a generative reader loads a GGUF (an asset name, a .gguf path or \
+                     hf:ORG/NAME/FILE), not a trained: recipe",
                 )),
                 ModelRef::Asset(a) if a.trim().is_empty() => {
                     Err(Error::param("reader.model", "no model given"))
@@ -1173,6 +1268,9 @@ impl PipelineConfig {
                     ModelRef::Asset(a) if a.trim().is_empty() => {
                         Err(Error::param("reader.model", "no model given"))
                     }
+                    ModelRef::Hub(_) => {
+                        Err(crate::assets::hub_is_one_file("reader.model", &r.model))
+                    }
                     _ => Ok(()),
                 }
             }
@@ -1216,4 +1314,80 @@ impl PipelineConfig {
             (true, false) => Ok(()),
         }
     }
+}
+
+/// `SECTION.KEY=VALUE` as its key path, its value, and the text of an unquoted value (see
+/// [`PipelineConfig::from_file_with`]). A value that starts like a TOML string, array or table
+/// must be one.
+#[allow(clippy::type_complexity)]
+fn parse_setting(set: &str) -> Result<(Vec<String>, toml::Value, Option<String>)> {
+    let bad = |why: &str| {
+        Error::param(
+            "set",
+            format!("`{set}`: {why}; write SECTION.KEY=VALUE, e.g. reader.model=models/my.gguf"),
+        )
+    };
+    let (key, value) = set.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let keys: Vec<String> = key
+        .trim()
+        .split('.')
+        .map(|k| k.trim().to_string())
+        .collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(bad("an empty key"));
+    }
+    let value = value.trim();
+    let parsed = format!("v = {value}")
+        .parse::<toml::Table>()
+        .map_err(|e| e.message().to_string())
+        .and_then(|mut t| t.remove("v").ok_or_else(|| "no value".to_string()));
+    let structured = value.starts_with(['"', '\'', '[', '{']);
+    match parsed {
+        Ok(v) if structured => Ok((keys, v, None)),
+        Ok(v) => Ok((keys, v, Some(value.to_string()))),
+        Err(e) if structured => Err(bad(&format!("the value is not valid TOML ({e})"))),
+        Err(_) => Ok((
+            keys,
+            toml::Value::String(value.to_string()),
+            Some(value.to_string()),
+        )),
+    }
+}
+
+/// Set `keys` (a path of tables, then the key) in `table` to `value`.
+fn set_key(table: &mut toml::Table, keys: &[String], value: toml::Value, set: &str) -> Result<()> {
+    let (last, path) = keys
+        .split_last()
+        .ok_or_else(|| Error::param("set", "no key"))?;
+    let mut t = table;
+    for k in path {
+        let entry = t
+            .entry(k.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let why = if entry.is_array() {
+            format!("`{k}` is an array of tables: set it whole (`{k}=[{{…}}]`)")
+        } else {
+            format!("`{k}` is not a section")
+        };
+        t = entry
+            .as_table_mut()
+            .ok_or_else(|| Error::param("set", format!("`{set}`: {why}")))?;
+    }
+    t.insert(last.clone(), value);
+    Ok(())
+}
+
+/// Remove `keys` from `table` when it is there.
+fn remove_key(table: &mut toml::Table, keys: &[String]) {
+    let Some((last, path)) = keys.split_last() else {
+        return;
+    };
+    let mut t = table;
+    for k in path {
+        match t.get_mut(k).and_then(toml::Value::as_table_mut) {
+            Some(next) => t = next,
+            None => return,
+        }
+    }
+    t.remove(last);
 }

@@ -45,12 +45,14 @@ impl ModelPool {
     /// The model `model` names (an asset name, or a `.gguf` path resolved against
     /// `pipeline`'s config), loaded on first use.
     pub fn get_for(&mut self, pipeline: &Pipeline, model: &str) -> Result<SharedLlm> {
-        match ModelRef::parse(model) {
-            ModelRef::Path(p) => self.cached(model, || {
-                Llm::load(&pipeline.config().resolve(p), &LoadOptions::default())
-            }),
-            _ => self.get(model),
-        }
+        self.cached(model, || {
+            Llm::from_model(
+                model,
+                "model",
+                |p| pipeline.config().resolve(p),
+                &LoadOptions::default(),
+            )
+        })
     }
 
     /// The model of asset `name`, loaded on first use.
@@ -146,11 +148,11 @@ impl Reader for SharedOpenAi {
     }
 }
 
-/// A model's name for tables: an asset name as it is, a `.gguf` path by its file name
-/// without the extension.
+/// A model's name for tables: an asset name as it is, a `.gguf` path or hub file by its file
+/// name without the extension.
 fn model_label(model: &str) -> String {
     match ModelRef::parse(model) {
-        ModelRef::Path(p) => std::path::Path::new(p)
+        ModelRef::Path(p) | ModelRef::Hub(p) => std::path::Path::new(p)
             .file_stem()
             .map_or_else(|| p.to_string(), |s| s.to_string_lossy().into_owned()),
         _ => model.to_string(),
@@ -235,6 +237,7 @@ pub fn extractive_reader(pipeline: &Pipeline) -> Result<ExtractiveReader> {
             let params = fit_window(params, &assets.resolve(a, "config.json")?)?;
             ExtractiveReader::load_asset(&assets, a, params)
         }
+        ModelRef::Hub(_) => Err(crate::assets::hub_is_one_file("reader.model", &c.model)),
     }
 }
 

@@ -14,6 +14,7 @@
 //! | `questions`, `corpus` named by `asset` | the sha256 pins of the asset's files in `data/assets.toml` (a cached asset file is checked against its pin whenever it is read) |
 //! | a model given as a path (`reader.model`, `rerank.model`, a dense retriever's `model`, `evaluation.judge_model`) | its path and size in bytes (a folder: each file's relative path and size) |
 //! | a model given as an asset name | the sha256 pins of its files |
+//! | a model given as `hf:ORG/NAME[@REVISION]/FILE` | that name; at a branch or tag, also the sha256 of the file the hub cache holds for it (downloaded first when absent) |
 //! | a `trained:<recipe>` model | the recipe name (the checkpoint is trained by the program from the recipe) |
 //!
 //! Model files given by path are keyed by size, not contents: GGUF weights run to
@@ -235,6 +236,28 @@ impl Keys<'_> {
         let key = match ModelRef::parse(value) {
             ModelRef::Trained(r) => format!("trained:{r}"),
             ModelRef::Asset(a) => self.asset(a)?,
+            ModelRef::Hub(h) => {
+                let hub = crate::assets::HubFile::parse(h, "model")?;
+                if is_commit(&hub.revision) {
+                    // A commit does not move: its name is the file's identity.
+                    hub.to_string()
+                } else {
+                    // A branch or tag moves: the file the cache holds for it now (downloaded
+                    // first when absent), by the LFS sha256 the hub names its blob by
+                    // (checked at download), else by hashing it.
+                    let path = self.assets()?.resolve_hub(&hub)?;
+                    let blob = path.canonicalize().map_err(|e| Error::io(&path, e))?;
+                    let name = blob
+                        .file_name()
+                        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+                        .unwrap_or_default();
+                    if is_sha256(&name) {
+                        format!("{hub} sha256:{name}")
+                    } else {
+                        format!("{hub} sha256:{}", sha256_file(&blob)?)
+                    }
+                }
+            }
             ModelRef::Path(p) => {
                 let full = self.config.resolve(p);
                 let size = |f: &Path| -> Result<u64> {
@@ -472,6 +495,16 @@ pub fn check_comparable(base: Comparand<'_>, other: Comparand<'_>) -> Result<()>
         )));
     }
     Ok(())
+}
+
+/// Whether `r` is a full commit id (40 hex digits).
+fn is_commit(r: &str) -> bool {
+    r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `s` is a sha256 in hex.
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Quantised weights times many activation rows with Intel AMX (bf16 tiles): the matrix
 //! products of prefill.
 //!
-//! Each weight matrix is dequantised once, at the first prompt that needs it, and stored
+//! Each weight matrix is dequantised once, at the first prompt that needs it (the model's
+//! warm-up at load, [`super::Llm::warm_up`]), and stored
 //! as bf16 (two bytes per weight) in the layout AMX reads its second operand in: per 16
 //! output columns and 32 values of `k`, a 1 KB tile of 16 lines, line `i` holding values
 //! `2i` and `2i + 1` of each of the 16 columns. The activation rows are rounded to bf16

@@ -16,7 +16,7 @@
 //!
 //! | item | what |
 //! |---|---|
-//! | [`LoadOptions`] `{ requantize, context_len }` | load-time choices; [`Requantize`] `Auto \| Never \| Always` (Q4_1/Q5_0/Q5_1 → Q8_0) |
+//! | [`LoadOptions`] `{ requantize, context_len, f32_prefill, warm_up }` | load-time choices; [`Requantize`] `Auto \| Never \| Always` (Q4_1/Q5_0/Q5_1 → Q8_0) |
 //! | [`Llm::load`]`(path, &opts)`, [`Llm::from_asset`]`(name, &opts)` | open, validate (missing file, corrupt header, truncated data, architecture) and load |
 //! | [`Llm::architecture`], [`Llm::context_len`], [`Llm::name`], [`Llm::path`], [`Llm::eog_ids`], [`Llm::info`] | what was loaded |
 //! | [`Llm::tokenize`]`(text, add_special)`, [`Llm::detokenize`]`(ids)` | the GGUF's BPE tokenizer (special tokens in the text are parsed, as llama.cpp's `parse_special`) |
@@ -32,10 +32,31 @@
 //! sampling and stop checks). Tokens/s comparable with llama.cpp's "eval" rate is
 //! `decode_steps / decode_secs`.
 //!
-//! Threads: candle's CPU pool (`CANDLE_NUM_THREADS`, default: the physical cores). Its
-//! workers spin at each matmul's barrier, so on a machine whose cores are busy with other
-//! work, fewer threads can be much faster (measured: SmolLM2 decode 22 tok/s with 1 thread,
-//! 5.5 with 2, at load 5 on 2 cores).
+//! ## First question, threads, shared machines
+//!
+//! [`Llm::load`] ends with [`Llm::warm_up`] (a 32-token prompt and one decoding step,
+//! [`LoadOptions::warm_up`]): candle repacks Q4_K / Q6_K / Q8_0 weights into tiles, and the
+//! AMX kernel dequantises them to bf16, the first time each matrix is multiplied, so without
+//! it that one-off work is timed inside the first question. `bench_llm` also prepares the
+//! weights in an untimed warm-up (a whole generation of each prompt), so a user's first
+//! [`GenerativeReader::read`] and the benchmark time the same matrix kernels;
+//! `tests/llm_user_path.rs` checks that the two paths' tokens/s stay within 1.3× in one
+//! process.
+//!
+//! Threads: candle's CPU pools (`CANDLE_NUM_THREADS` / `RAYON_NUM_THREADS`, read once when
+//! first used; `bench_llm` sets both to `--threads`); when neither is set, the workspace's
+//! candle-core counts the physical cores, at most [`std::thread::available_parallelism`]
+//! (the affinity mask and cgroup quota, which the count of physical cores ignores).
+//!
+//! The workspace builds candle-core with a patched thread pool (`vendor/candle-core.patch`,
+//! docs/dependencies.md): a parallel region's slices go to whichever threads join it while
+//! it is open, and the caller waits (briefly spinning, then yielding) only for the workers
+//! that joined, instead of spinning until every worker has been scheduled and signalled.
+//! On a machine whose cores other processes keep busy, candle's own pool made every matrix
+//! product wait for a descheduled worker. `CANDLE_BARRIER_POOL_STRICT=1` restores candle's
+//! pool. Notebooks get the same crate: `scripts/evcxr_kernel` declares the patch in each
+//! kernel's cargo config (evcxr's crate is outside the workspace, whose `[patch]` it does not
+//! see).
 //!
 //! Decode uses candle's fused single-row matmul for q/k/v and gate/up where candle has it
 //! (same storage type, AVX-512 VNNI); `WORKBENCH_LLM_NO_FUSE=1` turns that off, for
@@ -48,7 +69,7 @@
 //! The feed-forward gate `silu(g) · u` is one AVX-512 pass with the bits of candle's two
 //! (`silu.rs`); `WORKBENCH_LLM_NO_SILU=1` goes back to candle's.
 //! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
-//! AMX-BF16 (`amx.rs`: weights dequantised to bf16 at the first prompt, two bytes each,
+//! AMX-BF16 (`amx.rs`: weights dequantised to bf16 by the warm-up at load, two bytes each,
 //! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
 //! kernels.
 
@@ -145,7 +166,7 @@ impl Requantize {
 }
 
 /// Load-time options.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadOptions {
     /// Requantisation of Q4_1 / Q5_0 / Q5_1 weights.
     pub requantize: Requantize,
@@ -162,7 +183,32 @@ pub struct LoadOptions {
     /// activation quantisation that llama.cpp and the quantised path share.
     #[serde(default)]
     pub f32_prefill: bool,
+    /// Run a short prompt and one decoding step at load (see [`Llm::warm_up`]), so that
+    /// the one-off preparation of the weights for the matrix kernels (candle's repacked
+    /// tiles, the AMX kernel's bf16 tiles) happens in [`Llm::load`] and not inside the
+    /// first question. On by default.
+    #[serde(default = "yes")]
+    pub warm_up: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            requantize: Requantize::default(),
+            context_len: None,
+            f32_prefill: false,
+            warm_up: true,
+        }
+    }
+}
+
+/// Tokens of the warm-up prompt: enough rows for every prefill kernel (the AMX kernel from
+/// 16, candle's repacked tiles from 2).
+const WARM_UP_TOKENS: usize = 32;
 
 /// Default cap on the context window when [`LoadOptions::context_len`] is `None`.
 pub const DEFAULT_CONTEXT_CAP: usize = 8192;
@@ -320,8 +366,11 @@ pub struct LlmInfo {
     pub layer_macs_per_token: u64,
     /// Bytes of weights in memory.
     pub weight_bytes: usize,
-    /// Load time, seconds.
+    /// Load time, seconds (with the warm-up).
     pub load_secs: f64,
+    /// Of which the warm-up ([`LoadOptions::warm_up`]), seconds; 0 without it.
+    #[serde(default)]
+    pub warm_up_secs: f64,
 }
 
 /// A loaded GGUF language model with its tokenizer and chat template.
@@ -334,6 +383,7 @@ pub struct Llm {
     chat_template: Option<String>,
     context_len: usize,
     load_secs: f64,
+    warm_up_secs: f64,
 }
 
 impl std::fmt::Debug for Llm {
@@ -405,7 +455,7 @@ impl Llm {
             opts.requantize.resolve(),
             opts.f32_prefill,
         )?;
-        Ok(Llm {
+        let mut llm = Llm {
             path: path.to_path_buf(),
             name,
             architecture,
@@ -413,8 +463,64 @@ impl Llm {
             tok,
             chat_template,
             context_len,
-            load_secs: t0.elapsed().as_secs_f64(),
-        })
+            load_secs: 0.0,
+            warm_up_secs: 0.0,
+        };
+        if opts.warm_up {
+            llm.warm_up()?;
+        }
+        llm.load_secs = t0.elapsed().as_secs_f64();
+        Ok(llm)
+    }
+
+    /// Run a prompt of 32 tokens and one decoding step, discarding the result (the KV
+    /// cache is cleared after): the weights' one-off preparation for the matrix kernels —
+    /// candle's repacked tiles for Q4_K / Q6_K / Q8_0 products, the AMX kernel's bf16 tiles
+    /// where the CPU has AMX — is made here instead of inside the next generation, so the
+    /// first question runs as fast as the following ones. [`Llm::load`] calls it unless
+    /// [`LoadOptions::warm_up`] is off; a second call costs one short generation.
+    pub fn warm_up(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let vocab = self.vocab_size().max(1);
+        let n = WARM_UP_TOKENS
+            .min(self.context_len.saturating_sub(1))
+            .max(1);
+        let ids: Vec<u32> = (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect();
+        let path = self.path.clone();
+        let fwd = |e: candle_core::Error| Error::bad_input(&path, format!("warm-up: {e}"));
+        self.model.clear_cache();
+        let logits = self.model.forward(&ids).map_err(fwd)?;
+        if n + 1 < self.context_len {
+            let mut cache = self.model.take_cache();
+            self.model
+                .decode_step(std::slice::from_mut(&mut cache), &[sample::argmax(&logits)])
+                .map_err(fwd)?;
+        }
+        self.model.clear_cache();
+        self.warm_up_secs += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Load the GGUF a config or command line names ([`crate::assets::ModelRef`]): a path
+    /// (given to `resolve`, e.g. a config's [`resolve`](crate::pipeline::PipelineConfig::resolve)),
+    /// one file of a hub repository (`hf:ORG/NAME[@REVISION]/FILE`, downloaded once) or an
+    /// asset name. `field` names the setting in errors.
+    pub fn from_model(
+        value: &str,
+        field: &'static str,
+        resolve: impl Fn(&str) -> std::path::PathBuf,
+        opts: &LoadOptions,
+    ) -> Result<Self> {
+        use crate::assets::{Assets, HubFile, ModelRef};
+        match ModelRef::parse(value) {
+            ModelRef::Path(p) => Self::load(&resolve(p), opts),
+            ModelRef::Hub(h) => Self::load(&Assets::load()?.resolve_hub(&HubFile::parse(h, field)?)?, opts),
+            ModelRef::Trained(_) => Err(Error::param(
+                field,
+                format!("`{value}`: a GGUF model is an asset name, a .gguf path or hf:ORG/NAME/FILE, not a trained: recipe"),
+            )),
+            ModelRef::Asset(a) => Self::from_asset(a, opts),
+        }
     }
 
     /// Load the (single) `.gguf` file of asset `asset_name` from the cache
@@ -489,6 +595,7 @@ impl Llm {
             layer_macs_per_token: self.model.layer_macs,
             weight_bytes: self.model.weight_bytes,
             load_secs: self.load_secs,
+            warm_up_secs: self.warm_up_secs,
         }
     }
 
