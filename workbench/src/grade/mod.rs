@@ -46,6 +46,10 @@ pub struct Conditions {
     /// Expected values read from JSON files (e.g. `manifest.json`'s summary).
     #[serde(default)]
     pub json: Vec<JsonBlock>,
+    /// Values a result must reach whatever its expected value (`[[floor]]`): sanity floors
+    /// of models the run trains, such as a re-ranker not below its first stage.
+    #[serde(default)]
+    pub floor: Vec<FloorBlock>,
     /// Tables of README.md and docs/*.md generated from result files (`[[readme]]`).
     #[serde(default)]
     pub readme: Vec<ReadmeTable>,
@@ -160,6 +164,40 @@ pub struct JsonValue {
     pub what: String,
 }
 
+/// Floors in a CSV file: each a cell that must be at least a number, or at least another
+/// row's value in the same column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FloorBlock {
+    /// Result folder name.
+    pub result: String,
+    /// CSV file in the result folder.
+    pub file: String,
+    /// The column whose value names a row (as in [`CsvBlock::key`]).
+    pub key: String,
+    /// The floors.
+    pub checks: Vec<FloorCheck>,
+}
+
+/// One floor: `row`'s `column` is at least `at_least`, or at least row `at_least_row`'s
+/// value in the same column (exactly one of the two).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FloorCheck {
+    /// The row (its key).
+    pub row: String,
+    /// The column.
+    pub column: String,
+    /// A number the value must reach.
+    #[serde(default)]
+    pub at_least: Option<String>,
+    /// A row whose value (same column) the value must reach.
+    #[serde(default)]
+    pub at_least_row: Option<String>,
+    /// Why the floor holds for a sane model (printed with the grade).
+    pub what: String,
+}
+
 /// A tolerance as written: a number (absolute) or the word `"reported"`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -177,6 +215,8 @@ pub enum Tolerance {
     Absolute(f64),
     /// Printed, not graded.
     Reported,
+    /// OK when the measured value is at least the expected one (a `[[floor]]`), else FAIL.
+    Floor,
 }
 
 impl fmt::Display for Tolerance {
@@ -184,6 +224,7 @@ impl fmt::Display for Tolerance {
         match self {
             Tolerance::Absolute(t) => write!(f, "±{t}"),
             Tolerance::Reported => write!(f, "reported"),
+            Tolerance::Floor => write!(f, "floor"),
         }
     }
 }
@@ -406,6 +447,32 @@ impl Conditions {
                         "{at}, {}: expected value `{}` is not a number",
                         v.pointer, v.expected
                     )));
+                }
+            }
+        }
+        for (bi, b) in self.floor.iter().enumerate() {
+            let at = format!("[[floor]] block {} ({}/{})", bi + 1, b.result, b.file);
+            known(&at, &b.result)?;
+            if b.checks.is_empty() {
+                return Err(self.bad(format!("{at}: needs checks")));
+            }
+            for c in &b.checks {
+                let at = format!("{at}, row `{}`, column `{}`", c.row, c.column);
+                match (&c.at_least, &c.at_least_row) {
+                    (Some(v), None) => {
+                        if Expected::parse(v).is_none_or(|e| !e.mark.is_empty()) {
+                            return Err(self.bad(format!("{at}: at_least `{v}` is not a number")));
+                        }
+                    }
+                    (None, Some(r)) if r != &c.row => {}
+                    (None, Some(_)) => {
+                        return Err(self.bad(format!("{at}: at_least_row names the row itself")))
+                    }
+                    _ => {
+                        return Err(self.bad(format!(
+                            "{at}: give exactly one of at_least and at_least_row"
+                        )))
+                    }
                 }
             }
         }
@@ -665,13 +732,28 @@ pub fn grade_value(
     measured: f64,
     measured_mark: &str,
 ) -> (Grade, Option<String>) {
-    let tol = match tolerance {
-        Tolerance::Reported => return (Grade::Reported, None),
-        Tolerance::Absolute(t) => t,
-    };
-    if !measured.is_finite() {
+    if !measured.is_finite() && tolerance != Tolerance::Reported {
         return (Grade::Fail, Some(format!("measured {measured}")));
     }
+    let tol = match tolerance {
+        Tolerance::Reported => return (Grade::Reported, None),
+        Tolerance::Floor => {
+            // At the floor's printed precision: a value that prints as the floor reaches it.
+            let half_unit = 0.5 * 10f64.powi(-(expected.decimals as i32));
+            return if measured >= expected.value - half_unit * 1e-6 {
+                (Grade::Ok, None)
+            } else {
+                (
+                    Grade::Fail,
+                    Some(format!(
+                        "below the floor by {:.3e}",
+                        expected.value - measured
+                    )),
+                )
+            };
+        }
+        Tolerance::Absolute(t) => t,
+    };
     let diff = (measured - expected.value).abs();
     // Rounding to the expected value's decimals, with room for binary representation.
     let eps = 1e-9 * expected.value.abs().max(1.0);
@@ -1085,6 +1167,12 @@ impl Conditions {
                 .filter(|b| keep(&b.result))
                 .cloned()
                 .collect(),
+            floor: self
+                .floor
+                .iter()
+                .filter(|b| keep(&b.result))
+                .cloned()
+                .collect(),
             readme: self.readme.clone(),
             headline: self.headline.clone(),
             path: self.path.clone(),
@@ -1172,8 +1260,113 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
             };
             graded.push(g);
         }
+        for b in conditions.floor.iter().filter(|b| b.result == spec.name) {
+            let freshness = fresh[b.result.as_str()];
+            let path = results_dir.join(&b.result).join(&b.file);
+            for c in &b.checks {
+                graded.push(grade_floor(b, c, freshness, &path, &mut files));
+            }
+        }
     }
     Report { results, graded }
+}
+
+/// Grade one `[[floor]]` check: the cell, and the floor (a number, or another row's cell).
+fn grade_floor(
+    b: &FloorBlock,
+    c: &FloorCheck,
+    freshness: &Freshness,
+    path: &Path,
+    files: &mut HashMap<PathBuf, std::result::Result<Loaded, String>>,
+) -> Graded {
+    let cell = |row: &str| Locator::Csv {
+        key_column: b.key.clone(),
+        key: row.to_string(),
+        column: c.column.clone(),
+    };
+    let what = format!("{} / {} (floor: {})", c.row, c.column, c.what);
+    let mut condition = Condition {
+        result: b.result.clone(),
+        file: b.file.clone(),
+        locator: cell(&c.row),
+        what,
+        expected: Expected {
+            text: match (&c.at_least, &c.at_least_row) {
+                (Some(v), _) => format!("≥ {v}"),
+                (_, Some(r)) => format!("≥ row `{r}`"),
+                _ => String::new(),
+            },
+            value: f64::NAN,
+            decimals: 0,
+            mark: String::new(),
+        },
+        tolerance: Tolerance::Floor,
+    };
+    let missing = |condition: Condition, why: String| Graded {
+        condition,
+        measured: None,
+        grade: Grade::Missing,
+        note: Some(why),
+    };
+    if let Freshness::Missing(_) = freshness {
+        return missing(condition, format!("no folder {}", b.result));
+    }
+    let loaded = files
+        .entry(path.to_path_buf())
+        .or_insert_with(|| load_file(path));
+    let loaded = match loaded {
+        Ok(l) => l,
+        Err(why) => return missing(condition, why.clone()),
+    };
+    let floor = match (&c.at_least, &c.at_least_row) {
+        (Some(v), _) => Expected::parse(v).ok_or_else(|| format!("at_least `{v}` is not a number")),
+        (_, Some(r)) => measure(loaded, &b.file, &cell(r), 4).map(|(text, value, _)| {
+            let decimals = text
+                .trim_end_matches(|ch: char| !ch.is_ascii_digit())
+                .split_once('.')
+                .map_or(0, |(_, f)| f.len() as u32);
+            Expected {
+                text: format!("≥ {text} (`{r}`)"),
+                value,
+                decimals,
+                mark: String::new(),
+            }
+        }),
+        _ => Err("neither at_least nor at_least_row".to_string()),
+    };
+    let floor = match floor {
+        Ok(f) => f,
+        Err(why) => return missing(condition, why),
+    };
+    let text = floor.text.clone();
+    condition.expected = Expected {
+        text: if text.starts_with('≥') {
+            text
+        } else {
+            format!("≥ {text}")
+        },
+        ..floor
+    };
+    match measure(loaded, &b.file, &condition.locator, 4) {
+        Err(why) => missing(condition, why),
+        Ok((text, value, _mark)) => {
+            let (mut grade, mut note) =
+                grade_value(&condition.expected, Tolerance::Floor, value, "");
+            if matches!(freshness, Freshness::Stale(_)) {
+                note = Some(format!(
+                    "would be {grade}{}",
+                    note.map(|n| format!(": {n}")).unwrap_or_default()
+                ));
+                grade = Grade::Stale;
+            }
+            Graded {
+                condition,
+                measured: Some(text),
+                grade,
+                note,
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2056,6 +2249,102 @@ notes = [
             grade_value(&count, Tolerance::Reported, 1.0, "").0,
             Grade::Reported
         );
+    }
+
+    #[test]
+    fn floors_compare_a_cell_with_a_number_or_another_row() {
+        let text = r#"
+[[result]]
+name = "exp"
+binary = "exp_bin"
+what = "a test experiment"
+
+[[floor]]
+result = "exp"
+file = "metrics.csv"
+key = "system"
+checks = [
+  { row = "dense", column = "nDCG@10", at_least_row = "bm25", what = "dense ≥ bm25" },
+  { row = "bm25", column = "MRR@10", at_least_row = "dense", what = "bm25 ≥ dense" },
+  { row = "dense", column = "MRR@10", at_least_row = "rrf", what = "dense ≥ rrf" },
+  { row = "bm25", column = "nDCG@10", at_least = "0.7337", what = "equal" },
+  { row = "rrf", column = "MRR@10", at_least = "0.85", what = "rrf ≥ 0.85" },
+  { row = "weird", column = "nDCG@10", at_least_row = "bm25", what = "not a number" },
+  { row = "bm25", column = "nDCG@10", at_least_row = "absent", what = "no such row" },
+]
+"#;
+        let c = Conditions::parse(text, Path::new("floors.toml")).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        result(
+            tmp.path(),
+            "exp",
+            serde_json::json!({}),
+            &[("metrics.csv", METRICS)],
+        );
+        let report = grade(&c, tmp.path(), None);
+        let by = |what: &str| {
+            report
+                .graded
+                .iter()
+                .find(|g| g.condition.what.contains(what))
+                .unwrap_or_else(|| panic!("no floor `{what}`"))
+        };
+        // 0.7980†† against bm25's 0.7337: the mark does not matter to a floor.
+        assert_eq!(by("dense ≥ bm25").grade, Grade::Ok);
+        assert_eq!(
+            by("dense ≥ bm25").condition.expected.text,
+            "≥ 0.7337 (`bm25`)"
+        );
+        assert_eq!(by("bm25 ≥ dense").grade, Grade::Ok);
+        // 0.8230 < rrf's 0.8488.
+        let f = by("dense ≥ rrf");
+        assert_eq!(f.grade, Grade::Fail);
+        assert!(
+            f.note.as_deref().unwrap().contains("below the floor"),
+            "{:?}",
+            f.note
+        );
+        assert_eq!(by("equal").grade, Grade::Ok);
+        assert_eq!(by("rrf ≥ 0.85").grade, Grade::Fail);
+        assert_eq!(by("not a number").grade, Grade::Missing);
+        let absent = by("no such row");
+        assert_eq!(absent.grade, Grade::Missing);
+        assert!(
+            absent.note.as_deref().unwrap().contains("`absent`"),
+            "{:?}",
+            absent.note
+        );
+        assert!(!report.passed());
+        assert!(report.render().contains("(floor: dense ≥ rrf)"));
+        // A floor of a result folder that is not there is MISSING, not passed.
+        let empty = tempfile::tempdir().unwrap();
+        let none = grade(&c, empty.path(), None);
+        assert!(none.graded.iter().all(|g| g.grade == Grade::Missing));
+        assert_eq!(none.graded.len(), 7);
+        // Exactly one of the two bounds, and not the row itself.
+        for (bad, why) in [
+            (r#"{ row = "a", column = "x", what = "w" }"#, "exactly one"),
+            (
+                r#"{ row = "a", column = "x", at_least = "1", at_least_row = "b", what = "w" }"#,
+                "exactly one",
+            ),
+            (
+                r#"{ row = "a", column = "x", at_least_row = "a", what = "w" }"#,
+                "itself",
+            ),
+            (
+                r#"{ row = "a", column = "x", at_least = "high", what = "w" }"#,
+                "not a number",
+            ),
+        ] {
+            let t = format!(
+                "[[result]]\nname = \"exp\"\nbinary = \"b\"\nwhat = \"w\"\n\n[[floor]]\nresult = \"exp\"\nfile = \"m.csv\"\nkey = \"system\"\nchecks = [{bad}]\n"
+            );
+            let e = Conditions::parse(&t, Path::new("floors.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why) && e.contains("[[floor]]"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!
 //! | trained model | quick | default, paper |
 //! |---|---|---|
-//! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 160 groups (40 updates) | 1,500 groups (375 updates) |
+//! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 400 groups (100 updates, lr 1e-4) | 1,500 groups (375 updates) |
 //! | ColBERT projection | 200 groups | `head_groups` of the spec (800 in the studies) |
 
 use super::system_spec::SystemSpec;

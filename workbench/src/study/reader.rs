@@ -4,15 +4,21 @@
 //!
 //! | scale | recipe |
 //! |---|---|
-//! | quick | `<recipe>-quick`: 40 updates of 16 in one epoch |
+//! | quick | `<recipe>-quick`: 100 updates of 16 in one epoch |
 //! | default, paper | the recipe (416 updates of 16 over two epochs) |
 //!
 //! `full` trains the recipe's larger run instead (four epochs on every window).
+//!
+//! Every run also reads [`PROBES`]: eight one-fact questions, each with the passage that
+//! states its answer and a passage that does not, the same for every recipe and scale; their
+//! EM is a sanity floor that `data/expected.toml` grades (a reader that cannot read "Paris"
+//! from "Paris is the capital of France" is not worth a table).
 
 use super::{Env, Scale};
 use crate::display::Table;
 use crate::evaluate::qa::{exact_match, f1};
 use crate::read::extractive::{ExtractiveReader, ReaderParams};
+use crate::read::{Context, Reader};
 use crate::results::ResultDir;
 use crate::train::qa::SpanExample;
 use crate::train::qa_data::HELD_OUT_ARTICLES;
@@ -123,6 +129,59 @@ pub fn result_name(params: &ReaderTrainingValid, prepared: &Prepared) -> String 
     }
 }
 
+/// The sanity probes: (question, the passage that states the answer, a passage that does
+/// not, gold answers). Written for this file, none taken from a training or test set.
+pub const PROBES: [(&str, &str, &str, &[&str]); 8] = [
+    (
+        "What is the capital of France?",
+        "Paris is the capital and largest city of France, on the river Seine.",
+        "Lyon is known for its cuisine and for the silk weaving of its past.",
+        &["Paris"],
+    ),
+    (
+        "Who discovered penicillin?",
+        "Penicillin was discovered in 1928 by Alexander Fleming, a Scottish physician.",
+        "Antibiotics are used to treat infections caused by bacteria.",
+        &["Alexander Fleming", "Fleming"],
+    ),
+    (
+        "When was the Eiffel Tower completed?",
+        "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair.",
+        "The Statue of Liberty was a gift from the people of France to the United States.",
+        &["1889"],
+    ),
+    (
+        "What is the largest planet in the Solar System?",
+        "Jupiter is the largest planet in the Solar System, a gas giant of hydrogen and helium.",
+        "Mars is often called the Red Planet because of the iron oxide on its surface.",
+        &["Jupiter"],
+    ),
+    (
+        "Who wrote Hamlet?",
+        "Hamlet is a tragedy written by William Shakespeare around 1600.",
+        "The Globe Theatre in London was rebuilt in 1997 near its original site.",
+        &["William Shakespeare", "Shakespeare"],
+    ),
+    (
+        "How many legs does a spider have?",
+        "Spiders are arachnids: they have eight legs and a body in two segments.",
+        "Insects such as ants and bees have six legs and three body segments.",
+        &["eight", "8"],
+    ),
+    (
+        "What is the official language of Brazil?",
+        "The official language of Brazil is Portuguese, spoken by almost all of its people.",
+        "Spanish is spoken in most of the other countries of South America.",
+        &["Portuguese"],
+    ),
+    (
+        "Which river flows through Cairo?",
+        "Cairo, the capital of Egypt, lies on the banks of the Nile.",
+        "The Amazon carries more water than any other river on Earth.",
+        &["Nile", "the Nile"],
+    ),
+];
+
 /// What the study found.
 #[derive(Debug, Clone)]
 pub struct ReaderTraining {
@@ -144,6 +203,8 @@ pub struct ReaderTraining {
     pub em_f1: (f64, f64),
     /// Seconds of prediction.
     pub predict_seconds: f64,
+    /// The reader's answer to each of [`PROBES`], in order.
+    pub probes: Vec<String>,
 }
 
 /// Train (or load) the recipe and read the held-out questions with it.
@@ -174,6 +235,8 @@ pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Resul
     let preds = reader::predict_gold(&qa, &held)?;
     let predict_seconds = t1.elapsed().as_secs_f64();
     let em_f1 = reader::em_f1(&held, &preds);
+    let mut qa = qa;
+    let probes = read_probes(&mut qa)?;
     Ok(ReaderTraining {
         recipe: recipe.clone(),
         trained,
@@ -184,7 +247,33 @@ pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Resul
         held_out: held.into_iter().zip(preds).collect(),
         em_f1,
         predict_seconds,
+        probes,
     })
+}
+
+/// Read each of [`PROBES`] with its two passages (the one that states the answer second, so
+/// that a reader taking the first span it sees fails).
+pub fn read_probes(reader: &mut impl Reader) -> Result<Vec<String>> {
+    PROBES
+        .iter()
+        .map(|(q, answer, other, _)| {
+            let passages = [
+                Context::new("other", *other),
+                Context::new("answer", *answer),
+            ];
+            Ok(reader.read(q, &passages)?.text)
+        })
+        .collect()
+}
+
+/// EM (percent) of `answers` on [`PROBES`].
+pub fn probe_em(answers: &[String]) -> f64 {
+    let hits = PROBES
+        .iter()
+        .zip(answers)
+        .filter(|((_, _, _, golds), a)| exact_match(a, golds) > 0.0)
+        .count();
+    100.0 * hits as f64 / PROBES.len() as f64
 }
 
 impl ReaderTraining {
@@ -218,6 +307,7 @@ impl ReaderTraining {
             "train_s",
             "features_per_s",
             "load",
+            "probes EM",
         ]);
         let tr = &self.trained;
         t.push([
@@ -229,7 +319,22 @@ impl ReaderTraining {
             format!("{:.0}", tr.train_seconds),
             format!("{:.2}", tr.examples_per_second),
             tr.load.clone(),
+            format!("{:.1}", probe_em(&self.probes)),
         ])?;
+        Ok(t)
+    }
+
+    /// The answer to each probe, with its golds and EM.
+    pub fn probes_table(&self) -> Result<Table> {
+        let mut t = Table::new(["question", "answer", "golds", "em"]);
+        for ((q, _, _, golds), a) in PROBES.iter().zip(&self.probes) {
+            t.push([
+                q.to_string(),
+                a.clone(),
+                golds.join(" | "),
+                exact_match(a, golds).to_string(),
+            ])?;
+        }
         Ok(t)
     }
 
@@ -253,11 +358,13 @@ impl ReaderTraining {
     /// The table and what it was computed on.
     pub fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {:.1} s.\n",
+            "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {:.1} s. Probes: {} one-fact questions, each read from the passage that states its answer and one that does not (`probes.csv`).\n\n{}",
             self.table()?.to_markdown(),
             self.held_out.len(),
             HELD_OUT_ARTICLES.join(", "),
-            self.predict_seconds
+            self.predict_seconds,
+            PROBES.len(),
+            self.probes_table()?.to_markdown(),
         ))
     }
 
@@ -271,6 +378,7 @@ impl ReaderTraining {
             "train_wall_seconds_this_run": self.train_wall_seconds,
             "load_at_training_end": t.load, "load_now": crate::machine::load_average(),
             "nq_used": self.nq_used.len(), "model_dir": t.model_dir, "counts": t.counts,
+            "probes_em": probe_em(&self.probes),
         })
     }
 
@@ -292,6 +400,7 @@ impl ReaderTraining {
         self.predictions()?
             .write_csv(&out.path("predictions.csv"))?;
         self.table()?.write_csv(&out.path("metrics.csv"))?;
+        self.probes_table()?.write_csv(&out.path("probes.csv"))?;
         let md = out.path("metrics.md");
         std::fs::write(&md, self.markdown()?).map_err(|e| Error::io(&md, e))?;
         let js = out.path("metrics.json");
@@ -342,5 +451,48 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("full"));
+    }
+
+    /// Reads the answer passage's first word when the question's first word is `Who` or
+    /// `What`, else the other passage's first word: a reader right on some probes only.
+    struct FirstWord;
+    impl Reader for FirstWord {
+        fn name(&self) -> &str {
+            "first-word"
+        }
+        fn read(&mut self, question: &str, passages: &[Context]) -> Result<crate::read::Answer> {
+            let p = if question.starts_with("What is the capital") {
+                passages.iter().find(|p| p.id == "answer")
+            } else {
+                passages.first()
+            };
+            Ok(crate::read::Answer {
+                text: p.unwrap().text.split(' ').next().unwrap().to_string(),
+                ..Default::default()
+            })
+        }
+    }
+
+    #[test]
+    fn probes_are_read_with_the_answer_passage_second_and_scored_by_squad_em() {
+        let answers = read_probes(&mut FirstWord).unwrap();
+        assert_eq!(answers.len(), PROBES.len());
+        // Only the capital question reads its answer passage ("Paris"); every other answer is
+        // the distractor's first word (the distractor comes first).
+        assert_eq!(answers[0], "Paris");
+        assert_eq!(answers[1], "Antibiotics");
+        assert_eq!(probe_em(&answers), 100.0 / 8.0);
+        // SQuAD normalisation: articles, case and punctuation do not count.
+        let mut golds: Vec<String> = PROBES.iter().map(|p| p.3[0].to_string()).collect();
+        golds[7] = "the nile.".into();
+        golds[0] = "PARIS".into();
+        assert_eq!(probe_em(&golds), 100.0);
+        golds[3] = "Jupiter, a gas giant".into();
+        assert_eq!(probe_em(&golds), 87.5);
+        // Every probe's answer is in its answer passage and not in the other one.
+        for (q, answer, other, golds) in PROBES {
+            assert!(golds.iter().any(|g| answer.contains(g)), "{q}");
+            assert!(!golds.iter().any(|g| other.contains(g)), "{q}");
+        }
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! | scale | recipe | held-out questions |
 //! |---|---|---|
-//! | quick | `<recipe>-quick` (160 groups) | a seeded sample of 200 |
+//! | quick | `<recipe>-quick` (400 groups) | a seeded sample of 200 |
 //! | default, paper | the recipe | all |
 
 use super::{Env, Scale};

@@ -45,11 +45,13 @@ pub struct Supervision {
 /// the budget of `minilm-all` (the `-full` run trains on every window).
 pub const SQUAD2_DEFAULT_FEATURES: usize = 416 * 16 / 2;
 
-/// Training windows of a quick recipe ([`ReaderRecipe::at_scale`]): 40 updates of 16 in
-/// one epoch.
-pub const QUICK_READER_FEATURES: usize = 40 * 16;
+/// Training windows of a quick recipe ([`ReaderRecipe::at_scale`]): 100 updates of 16 in
+/// one epoch. On the AMD EPYC (2 cores) `minilm-all-quick` trained in 66 s to held-out EM
+/// 31.0 / F1 44.9; with 40 updates it had read EM 5.4 and answered "What is the capital of
+/// France?" with a year.
+pub const QUICK_READER_FEATURES: usize = 100 * 16;
 
-/// Peak learning rate of a quick recipe (the default's 1e-4 barely moves the head in 40
+/// Peak learning rate of a quick recipe (the default's 1e-4 barely moves the head in 100
 /// updates).
 pub const QUICK_READER_LR: f64 = 3e-4;
 
@@ -158,7 +160,7 @@ impl ReaderRecipe {
     }
 
     /// The recipe `name` ([`ReaderRecipe::named`]) at `scale`: quick trains one epoch on a
-    /// seeded sample of [`QUICK_READER_FEATURES`] windows (40 updates of 16) at peak learning
+    /// seeded sample of [`QUICK_READER_FEATURES`] windows (100 updates of 16) at peak learning
     /// rate [`QUICK_READER_LR`] (named
     /// `<name>-quick`); default and paper are the published recipe. A name ending in
     /// `-quick` is the quick recipe at any scale.
