@@ -302,6 +302,13 @@ fn reader_answers_and_drops_lowest_ranked_passages() {
     assert!(a.text.contains("Paris"), "{:?}", a.text);
     assert!(!a.abstained);
     assert!(a.usage.generated_tokens > 0);
+    // The reader's usage counts decode passes as the generation does: one per kept token
+    // after the first, plus the pass that produced an end-of-generation token.
+    assert!(
+        a.usage.decode_steps > 0 && a.usage.generated_tokens - a.usage.decode_steps <= 1,
+        "{:?}",
+        a.usage
+    );
 
     // With a wide window nothing is dropped.
     let wide = reader(4096);

@@ -19,13 +19,13 @@ encoder) on all-MiniLM-L6-v2 in candle, on two CPU cores:
 
 This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-minilm-all/`
 and `data/results/report000_readers/`, with `-quick` at the quick scale, where each reader
-trains 100 updates of 16 windows where the default recipes train 416) and reads one question
+trains 200 updates of 16 windows where the default recipes train 416) and reads one question
 live with the trained reader, its evidence highlighted in the passage.
 
-The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick readers (100 updates), whose held-out scores are below the
+The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick readers (200 updates), whose held-out scores are below the
 default-scale readers' of `docs/report000.md` and `docs/readers.md`. Every run also reads
-eight one-fact probes (`probes.csv` in the reader's folder: "What is the capital of France?"
-with a passage that says so, and one that does not), a sanity floor graded in
+eight one-fact probes (`probes.csv` in the reader's folder, e.g. "What is the capital of
+France?" with a passage that says so), a sanity floor graded in
 `data/expected.toml`.
 """),
     ("code", """

@@ -123,7 +123,7 @@ fn main() -> Result<()> {
         u.prefill_secs,
         u.prefill_tokens_per_sec(),
         u.decode_secs,
-        if u.decode_secs > 0.0 { u.generated_tokens.saturating_sub(1) as f64 / u.decode_secs } else { 0.0 },
+        u.decode_tokens_per_sec(),
         u.total().as_secs_f64()
     );
     if let Some(kib) = vm_hwm_kib() {

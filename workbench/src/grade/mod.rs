@@ -738,9 +738,10 @@ pub fn grade_value(
     let tol = match tolerance {
         Tolerance::Reported => return (Grade::Reported, None),
         Tolerance::Floor => {
-            // At the floor's printed precision: a value that prints as the floor reaches it.
-            let half_unit = 0.5 * 10f64.powi(-(expected.decimals as i32));
-            return if measured >= expected.value - half_unit * 1e-6 {
+            // At least the floor itself (a value below it by more than binary rounding of
+            // decimal text fails, however it prints).
+            let eps = 1e-9 * expected.value.abs().max(1.0);
+            return if measured >= expected.value - eps {
                 (Grade::Ok, None)
             } else {
                 (
@@ -2321,6 +2322,35 @@ checks = [
         let none = grade(&c, empty.path(), None);
         assert!(none.graded.iter().all(|g| g.grade == Grade::Missing));
         assert_eq!(none.graded.len(), 7);
+        // Floors follow their result through `at_scale` (the path `grade --scale` takes).
+        let scaled = format!(
+            "{}\n[[result]]\nname = \"later\"\nbinary = \"b\"\nwhat = \"w\"\nscales = [\"default\"]\n\n[[floor]]\nresult = \"later\"\nfile = \"metrics.csv\"\nkey = \"system\"\nchecks = [{{ row = \"bm25\", column = \"MRR@10\", at_least = \"0\", what = \"w\" }}]\n",
+            text.replace("what = \"a test experiment\"", "what = \"a test experiment\"\nscales = [\"quick\"]")
+        );
+        let c2 = Conditions::parse(&scaled, Path::new("floors.toml")).unwrap();
+        let quick = c2.at_scale(crate::env::Scale::Quick);
+        assert_eq!(
+            (quick.floor.len(), quick.floor[0].result.as_str()),
+            (1, "exp")
+        );
+        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 7);
+        assert_eq!(c2.at_scale(crate::env::Scale::Default).floor.len(), 1);
+        // A floor on a folder whose outputs changed since its manifest is STALE, not OK.
+        std::fs::write(
+            tmp.path().join("exp").join("metrics.csv"),
+            METRICS.replace("0.8488", "0.9000"),
+        )
+        .unwrap();
+        let stale = grade(&c, tmp.path(), None);
+        assert_eq!(
+            stale
+                .graded
+                .iter()
+                .find(|g| g.condition.what.contains("dense ≥ bm25"))
+                .unwrap()
+                .grade,
+            Grade::Stale
+        );
         // Exactly one of the two bounds, and not the row itself.
         for (bad, why) in [
             (r#"{ row = "a", column = "x", what = "w" }"#, "exactly one"),

@@ -190,6 +190,7 @@ impl LlmTransform {
                         generated_tokens: g.generated_tokens,
                         prefill_secs: g.prefill_secs,
                         decode_secs: g.decode_secs,
+                        decode_steps: g.decode_steps,
                     },
                 ))
             }
@@ -238,6 +239,7 @@ fn add(total: &mut Usage, u: &Usage) {
     total.generated_tokens += u.generated_tokens;
     total.prefill_secs += u.prefill_secs;
     total.decode_secs += u.decode_secs;
+    total.decode_steps += u.decode_steps;
 }
 
 impl QueryTransform for LlmTransform {

@@ -86,6 +86,13 @@ pub struct Usage {
     pub prefill_secs: f64,
     /// Time to generate the answer tokens (decode), seconds.
     pub decode_secs: f64,
+    /// Single-token forward passes inside `decode_secs`: `generated_tokens - 1` when the
+    /// generation stopped at its token limit or a stop string (the prompt's pass gave the
+    /// first token), `generated_tokens` when it stopped at an end-of-generation token (whose
+    /// pass produced no kept token); an OpenAI-compatible server's own count. 0 for
+    /// extractive readers.
+    #[serde(default)]
+    pub decode_steps: usize,
 }
 
 impl Usage {
@@ -94,10 +101,12 @@ impl Usage {
         Duration::from_secs_f64(self.prefill_secs + self.decode_secs)
     }
 
-    /// Generated tokens per second of decode time (0 when nothing was decoded).
+    /// Decode forward passes per second (`decode_steps / decode_secs`, llama.cpp's "eval"
+    /// rate and [`crate::read::generative::Generation::decode_tokens_per_sec`]'s; 0 when
+    /// nothing was decoded).
     pub fn decode_tokens_per_sec(&self) -> f64 {
         if self.decode_secs > 0.0 {
-            self.generated_tokens as f64 / self.decode_secs
+            self.decode_steps as f64 / self.decode_secs
         } else {
             0.0
         }

@@ -519,6 +519,7 @@ fn parse_completion(body: &str) -> std::result::Result<Completion, String> {
             generated_tokens: count("completion_tokens"),
             prefill_secs: ms("prompt_ms"),
             decode_secs: ms("predicted_ms"),
+            decode_steps: count("completion_tokens"),
         },
         attempts: 1,
         first_top_logprobs: choice

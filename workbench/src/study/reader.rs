@@ -4,14 +4,13 @@
 //!
 //! | scale | recipe |
 //! |---|---|
-//! | quick | `<recipe>-quick`: 100 updates of 16 in one epoch |
+//! | quick | `<recipe>-quick`: 200 updates of 16 in one epoch |
 //! | default, paper | the recipe (416 updates of 16 over two epochs) |
 //!
 //! `full` trains the recipe's larger run instead (four epochs on every window).
 //!
-//! Every run also reads [`PROBES`]: eight one-fact questions, each with the passage that
-//! states its answer and a passage that does not, the same for every recipe and scale; their
-//! EM is a sanity floor that `data/expected.toml` grades (a reader that cannot read "Paris"
+//! Every run also reads [`PROBES`]: eight one-fact questions, each with a passage that states
+//! its answer, the same for every recipe and scale; their EM is a sanity floor that `data/expected.toml` grades (a reader that cannot read "Paris"
 //! from "Paris is the capital of France" is not worth a table).
 
 use super::{Env, Scale};
@@ -129,55 +128,47 @@ pub fn result_name(params: &ReaderTrainingValid, prepared: &Prepared) -> String 
     }
 }
 
-/// The sanity probes: (question, the passage that states the answer, a passage that does
-/// not, gold answers). Written for this file, none taken from a training or test set.
-pub const PROBES: [(&str, &str, &str, &[&str]); 8] = [
+/// The sanity probes: (question, a passage that states the answer, gold answers). Written for
+/// this file, none taken from a training or test set.
+pub const PROBES: [(&str, &str, &[&str]); 8] = [
     (
         "What is the capital of France?",
         "Paris is the capital and largest city of France, on the river Seine.",
-        "Lyon is known for its cuisine and for the silk weaving of its past.",
         &["Paris"],
     ),
     (
         "Who discovered penicillin?",
         "Penicillin was discovered in 1928 by Alexander Fleming, a Scottish physician.",
-        "Antibiotics are used to treat infections caused by bacteria.",
         &["Alexander Fleming", "Fleming"],
     ),
     (
         "When was the Eiffel Tower completed?",
         "The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair.",
-        "The Statue of Liberty was a gift from the people of France to the United States.",
         &["1889"],
     ),
     (
         "What is the largest planet in the Solar System?",
         "Jupiter is the largest planet in the Solar System, a gas giant of hydrogen and helium.",
-        "Mars is often called the Red Planet because of the iron oxide on its surface.",
         &["Jupiter"],
     ),
     (
         "Who wrote Hamlet?",
         "Hamlet is a tragedy written by William Shakespeare around 1600.",
-        "The Globe Theatre in London was rebuilt in 1997 near its original site.",
         &["William Shakespeare", "Shakespeare"],
     ),
     (
         "How many legs does a spider have?",
         "Spiders are arachnids: they have eight legs and a body in two segments.",
-        "Insects such as ants and bees have six legs and three body segments.",
         &["eight", "8"],
     ),
     (
         "What is the official language of Brazil?",
         "The official language of Brazil is Portuguese, spoken by almost all of its people.",
-        "Spanish is spoken in most of the other countries of South America.",
         &["Portuguese"],
     ),
     (
         "Which river flows through Cairo?",
         "Cairo, the capital of Egypt, lies on the banks of the Nile.",
-        "The Amazon carries more water than any other river on Earth.",
         &["Nile", "the Nile"],
     ),
 ];
@@ -251,18 +242,11 @@ pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Resul
     })
 }
 
-/// Read each of [`PROBES`] with its two passages (the one that states the answer second, so
-/// that a reader taking the first span it sees fails).
+/// Read each of [`PROBES`] from its passage alone.
 pub fn read_probes(reader: &mut impl Reader) -> Result<Vec<String>> {
     PROBES
         .iter()
-        .map(|(q, answer, other, _)| {
-            let passages = [
-                Context::new("other", *other),
-                Context::new("answer", *answer),
-            ];
-            Ok(reader.read(q, &passages)?.text)
-        })
+        .map(|(q, passage, _)| Ok(reader.read(q, &[Context::new("probe", *passage)])?.text))
         .collect()
 }
 
@@ -271,7 +255,7 @@ pub fn probe_em(answers: &[String]) -> f64 {
     let hits = PROBES
         .iter()
         .zip(answers)
-        .filter(|((_, _, _, golds), a)| exact_match(a, golds) > 0.0)
+        .filter(|((_, _, golds), a)| exact_match(a, golds) > 0.0)
         .count();
     100.0 * hits as f64 / PROBES.len() as f64
 }
@@ -327,7 +311,7 @@ impl ReaderTraining {
     /// The answer to each probe, with its golds and EM.
     pub fn probes_table(&self) -> Result<Table> {
         let mut t = Table::new(["question", "answer", "golds", "em"]);
-        for ((q, _, _, golds), a) in PROBES.iter().zip(&self.probes) {
+        for ((q, _, golds), a) in PROBES.iter().zip(&self.probes) {
             t.push([
                 q.to_string(),
                 a.clone(),
@@ -358,7 +342,7 @@ impl ReaderTraining {
     /// The table and what it was computed on.
     pub fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {:.1} s. Probes: {} one-fact questions, each read from the passage that states its answer and one that does not (`probes.csv`).\n\n{}",
+            "{}\n\nHeld-out: the {} answerable questions of {}, gold paragraph given (PyTorch reference, 2 epochs on ~2,000 questions: EM 34.5 / F1 50.9). Prediction {:.1} s. Probes: {} one-fact questions, each read from a passage that states its answer (`probes.csv`).\n\n{}",
             self.table()?.to_markdown(),
             self.held_out.len(),
             HELD_OUT_ARTICLES.join(", "),
@@ -453,46 +437,47 @@ mod tests {
             .contains("full"));
     }
 
-    /// Reads the answer passage's first word when the question's first word is `Who` or
-    /// `What`, else the other passage's first word: a reader right on some probes only.
+    /// Answers with the passage's first word: right only on probes whose answer opens the
+    /// passage.
     struct FirstWord;
     impl Reader for FirstWord {
         fn name(&self) -> &str {
             "first-word"
         }
-        fn read(&mut self, question: &str, passages: &[Context]) -> Result<crate::read::Answer> {
-            let p = if question.starts_with("What is the capital") {
-                passages.iter().find(|p| p.id == "answer")
-            } else {
-                passages.first()
-            };
+        fn read(&mut self, _question: &str, passages: &[Context]) -> Result<crate::read::Answer> {
+            let first = passages[0]
+                .text
+                .split([' ', ','])
+                .next()
+                .unwrap_or_default();
             Ok(crate::read::Answer {
-                text: p.unwrap().text.split(' ').next().unwrap().to_string(),
+                text: first.to_string(),
                 ..Default::default()
             })
         }
     }
 
     #[test]
-    fn probes_are_read_with_the_answer_passage_second_and_scored_by_squad_em() {
+    fn probes_are_read_from_their_passage_and_scored_by_squad_em() {
         let answers = read_probes(&mut FirstWord).unwrap();
         assert_eq!(answers.len(), PROBES.len());
-        // Only the capital question reads its answer passage ("Paris"); every other answer is
-        // the distractor's first word (the distractor comes first).
+        // Paris, Jupiter and Cairo open their passages; only the first two are golds.
         assert_eq!(answers[0], "Paris");
-        assert_eq!(answers[1], "Antibiotics");
-        assert_eq!(probe_em(&answers), 100.0 / 8.0);
+        assert_eq!(answers[7], "Cairo");
+        assert_eq!(probe_em(&answers), 100.0 * 2.0 / 8.0);
         // SQuAD normalisation: articles, case and punctuation do not count.
-        let mut golds: Vec<String> = PROBES.iter().map(|p| p.3[0].to_string()).collect();
+        let mut golds: Vec<String> = PROBES.iter().map(|p| p.2[0].to_string()).collect();
         golds[7] = "the nile.".into();
         golds[0] = "PARIS".into();
         assert_eq!(probe_em(&golds), 100.0);
         golds[3] = "Jupiter, a gas giant".into();
         assert_eq!(probe_em(&golds), 87.5);
-        // Every probe's answer is in its answer passage and not in the other one.
-        for (q, answer, other, golds) in PROBES {
-            assert!(golds.iter().any(|g| answer.contains(g)), "{q}");
-            assert!(!golds.iter().any(|g| other.contains(g)), "{q}");
+        // An abstention (empty answer) is wrong.
+        golds[1] = String::new();
+        assert_eq!(probe_em(&golds), 75.0);
+        // Every probe's passage states one of its golds.
+        for (q, passage, golds) in PROBES {
+            assert!(golds.iter().any(|g| passage.contains(g)), "{q}");
         }
     }
 }

@@ -404,6 +404,7 @@ impl ExtractiveReader {
             generated_tokens: 0,
             prefill_secs: t0.elapsed().as_secs_f64(),
             decode_secs: 0.0,
+            decode_steps: 0,
         };
         Ok((decoded, usage))
     }

@@ -28,9 +28,11 @@
 //!
 //! Timings: [`Generation::prefill_secs`] covers the prompt's forward passes (its logits give
 //! the first generated token); [`Generation::decode_secs`] covers the rest, i.e.
-//! [`Generation::decode_steps`] = `generated_tokens - 1` single-token forward passes (plus
-//! sampling and stop checks). Tokens/s comparable with llama.cpp's "eval" rate is
-//! `decode_steps / decode_secs`.
+//! [`Generation::decode_steps`] single-token forward passes (plus sampling and stop checks):
+//! `generated_tokens - 1` when the generation stops at `max_new_tokens` or a stop string,
+//! `generated_tokens` when it stops at an end-of-generation token (that pass's token is not
+//! kept). Tokens/s comparable with llama.cpp's "eval" rate is `decode_steps / decode_secs`
+//! (also in a reader's [`Usage`]).
 //!
 //! ## First question, threads, shared machines
 //!
@@ -1196,6 +1198,7 @@ impl GenerativeReader {
                 generated_tokens: g.generated_tokens,
                 prefill_secs: g.prefill_secs,
                 decode_secs: g.decode_secs,
+                decode_steps: g.decode_steps,
             },
         }
     }
