@@ -152,15 +152,19 @@ ensure_evcxr() {
     SETUP_KIND=fresh
     cargo install evcxr_jupyter --locked --version "$EVCXR_VERSION"
   fi
-  local kdir launcher="$WORKBENCH_EVCXR_HOME/kernel"
+  local kdir launcher tmp
   kdir="$("$VENV/bin/jupyter" --data-dir)/kernels/rust"
   mkdir -p "$WORKBENCH_EVCXR_HOME"
   # The kernel starts through scripts/evcxr_kernel: a build folder per kernel, compiled
-  # dependencies shared. A copy outside the checkout, so a removed checkout leaves it working.
-  if ! cmp -s "$ROOT/scripts/evcxr_kernel" "$launcher"; then
-    cp "$ROOT/scripts/evcxr_kernel" "$launcher.tmp"
-    chmod +x "$launcher.tmp"
-    mv "$launcher.tmp" "$launcher"
+  # dependencies shared. A copy outside the checkout (so a removed checkout leaves it
+  # working), named by its content (so checkouts with different versions do not overwrite
+  # each other's).
+  launcher="$WORKBENCH_EVCXR_HOME/kernel-$(sha256sum "$ROOT/scripts/evcxr_kernel" | cut -c1-16)"
+  if [ ! -x "$launcher" ]; then
+    tmp="$(mktemp "$launcher.XXXXXX")"
+    cp "$ROOT/scripts/evcxr_kernel" "$tmp"
+    chmod +x "$tmp"
+    mv "$tmp" "$launcher"
   fi
   # evcxr links each cell against the toolchain's shared libstd; the kernel must find it.
   local stdlib triple
@@ -168,15 +172,16 @@ ensure_evcxr() {
   stdlib="$(rustc --print sysroot)/lib/rustlib/$triple/lib"
   if [ ! -f "$kdir/kernel.json" ] || ! grep -q "\"$launcher\"" "$kdir/kernel.json" \
      || ! grep -q "\"WORKBENCH_EVCXR_HOME\": \"$WORKBENCH_EVCXR_HOME\"" "$kdir/kernel.json" \
+     || ! grep -q "\"WORKBENCH_ROOT\": \"$ROOT\"" "$kdir/kernel.json" \
      || grep -q EVCXR_TMPDIR "$kdir/kernel.json" || ! grep -q WORKBENCH_EVCXR_TRIPLE "$kdir/kernel.json" \
      || ! grep -q "$stdlib" "$kdir/kernel.json" \
      || ! grep -q CARGO_PROFILE_DEV_OVERFLOW_CHECKS "$kdir/kernel.json"; then
     step "register the rust kernel"
     JUPYTER_PATH="$("$VENV/bin/jupyter" --data-dir)" evcxr_jupyter --install >/dev/null
     "$VENV/bin/python" - "$kdir/kernel.json" "$launcher" "$WORKBENCH_EVCXR_HOME" \
-      "$(command -v evcxr_jupyter)" "$stdlib" "$triple" <<'PY'
+      "$(command -v evcxr_jupyter)" "$stdlib" "$triple" "$ROOT" <<'PY'
 import json, sys
-p, launcher, home, evcxr, stdlib, triple = sys.argv[1:7]
+p, launcher, home, evcxr, stdlib, triple, root = sys.argv[1:8]
 k = json.load(open(p))
 k["argv"][0] = launcher
 env = k.setdefault("env", {})
@@ -184,6 +189,9 @@ env.pop("EVCXR_TMPDIR", None)
 env["WORKBENCH_EVCXR_HOME"] = home
 env["WORKBENCH_EVCXR_JUPYTER"] = evcxr
 env["WORKBENCH_EVCXR_TRIPLE"] = triple
+# The checkout whose Cargo.lock and vendored candle-core a kernel started outside any
+# checkout uses (scripts/evcxr_kernel).
+env["WORKBENCH_ROOT"] = root
 env["LD_LIBRARY_PATH"] = stdlib
 # evcxr builds cells and dependencies with opt-level 2 but with overflow checks and debug
 # assertions on; in the library's numeric loops (candle, gemm, the quantised LLM kernels) they

@@ -115,8 +115,8 @@ t.push(["prompt tokens".to_string(), u.prompt_tokens.to_string()])?;
 t.push(["generated tokens".to_string(), u.generated_tokens.to_string()])?;
 t.push(["prefill (first question after the load)".to_string(), format!("{:.2} s ({:.0} tok/s)", u.prefill_secs, u.prefill_tokens_per_sec())])?;
 t.push(["decode (first question after the load)".to_string(), format!("{:.2} s ({:.1} tok/s)", u.decode_secs, u.decode_tokens_per_sec())])?;
-// The same question again: the load's warm-up (`LoadOptions::warm_up`) has prepared the
-// weights, so the first question and a warm one should run at about the same speed.
+// The same question again. The load's warm-up (`LoadOptions::warm_up`) prepared the weights
+// before the first question.
 let again = reader.read(&q.question, &contexts)?.usage;
 t.push(["prefill (the same question again)".to_string(), format!("{:.2} s ({:.0} tok/s)", again.prefill_secs, again.prefill_tokens_per_sec())])?;
 t.push(["decode (the same question again)".to_string(), format!("{:.2} s ({:.1} tok/s)", again.decode_secs, again.decode_tokens_per_sec())])?;

@@ -19,7 +19,8 @@ encoder) on all-MiniLM-L6-v2 in candle, on two CPU cores:
 
 This notebook reads the results `scripts/reproduce` wrote (`data/results/reader-minilm-all/`
 and `data/results/report000_readers/`, with `-quick` at the quick scale, where each reader
-trains 200 updates of 16 windows where the default recipes train 416) and reads one question
+trains one epoch of 200 updates of 16 windows where the default recipes train two epochs,
+416 updates for `minilm-all`) and reads one question
 live with the trained reader, its evidence highlighted in the passage.
 
 The outputs committed with this notebook come from an execution at the **quick** scale (`scripts/reproduce`'s default; the notebook's `metadata.workbench` has its commit and date): the tables show the quick readers (200 updates), whose held-out scores are below the

@@ -129,7 +129,8 @@ pub fn result_name(params: &ReaderTrainingValid, prepared: &Prepared) -> String 
 }
 
 /// The sanity probes: (question, a passage that states the answer, gold answers). Written for
-/// this file, none taken from a training or test set.
+/// the workbench, none taken from a training or test set (the penicillin passage is also
+/// notebook 05's live example).
 pub const PROBES: [(&str, &str, &[&str]); 8] = [
     (
         "What is the capital of France?",
