@@ -62,7 +62,11 @@ An extra row reads with the `minilm-all` model **best span per passage** (each p
 the best span over all by raw start + end logits). If a recipe's training had not finished
 when the table was made, its description below says after how many updates it was read.
 
-Questions 6–8 expect no answer from the corpus (an empty answer scores 1). The honest set
+Questions 6–8 expect no answer from the corpus (an empty answer scores 1). At the quick
+scale the ten questions are asked over the WikiText-2 windows instead of report 000's
+Wikipedia articles, and those windows hold few of their answers: the answers below show which
+passage each reader read from (the last section reads the capital question from a passage
+that does hold its answer). The honest set
 columns: every question of the five held-out SQuAD articles (gold paragraph given) and
 the RAG Mini Wikipedia test questions (never trained on).
 """),
@@ -103,6 +107,8 @@ let passages = vec![
     Context::new("p2", "Penicillin was discovered in 1928 by Alexander Fleming, a Scottish physician."),
 ];
 // A block: `p` borrows `passages`, and evcxr cannot persist a borrowed value between cells.
+let capital = reader.read("What is the capital of France?", &[Context::new("p3", "Paris is the capital and largest city of France, on the river Seine.")])?;
+println!("What is the capital of France? -> {:?}", capital.text);
 {
     let a = reader.read("Who discovered penicillin?", &passages)?;
     let ev = a.evidence.clone().ok_or("no evidence")?;
