@@ -143,8 +143,13 @@ fn run(out: &mut String) -> Result<bool> {
             let conditions = load_conditions()?.at_scale(args.scale);
             writeln!(
                 out,
-                "grading {} values of the {} scale from {} against {}",
+                "grading {} values and {} floors of the {} scale from {} against {}",
                 conditions.conditions().len(),
+                conditions
+                    .floor
+                    .iter()
+                    .map(|b| b.checks.len())
+                    .sum::<usize>(),
                 args.scale,
                 conditions_path.display(),
                 results.display()
