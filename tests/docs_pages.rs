@@ -225,6 +225,10 @@ const ALLOWED: &[(&str, &str)] = &[
     (r"p̃? < \d+(\.\d+)?( / \d+(\.\d+)?)?", "significance level"),
     (r"α = \d+(\.\d+)?", "significance level"),
     (r"power \d+(\.\d+)?", "statistical power of the MDE"),
+    (
+        r"(above|more than) \d+(\.\d+)?× slower",
+        "the speed check's threshold (notebook 02, tests/llm_user_path.rs)",
+    ),
     // grade's tolerances (docs/grading.md defines them).
     (
         r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)|\d+\.\d+ for a model the run trains",
