@@ -1245,11 +1245,7 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
                         ));
                     }
                     if matches!(freshness, Freshness::Stale(_)) && grade != Grade::Reported {
-                        note = Some(format!(
-                            "would be {grade}{}",
-                            note.map(|n| format!(": {n}")).unwrap_or_default()
-                        ));
-                        grade = Grade::Stale;
+                        (grade, note) = stale(grade, note);
                     }
                     Graded {
                         condition: c.clone(),
@@ -1270,6 +1266,12 @@ pub fn grade(conditions: &Conditions, results_dir: &Path, bin_dir: Option<&Path>
         }
     }
     Report { results, graded }
+}
+
+/// A grade on a stale folder: STALE, the note saying what it would have been.
+fn stale(grade: Grade, note: Option<String>) -> (Grade, Option<String>) {
+    let why = note.map(|n| format!(": {n}")).unwrap_or_default();
+    (Grade::Stale, Some(format!("would be {grade}{why}")))
 }
 
 /// Grade one `[[floor]]` check: the cell, and the floor (a number, or another row's cell).
@@ -1319,47 +1321,37 @@ fn grade_floor(
         Ok(l) => l,
         Err(why) => return missing(condition, why.clone()),
     };
+    // The floor: a number, or the other row's cell (its significance mark dropped).
     let floor = match (&c.at_least, &c.at_least_row) {
-        (Some(v), _) => Expected::parse(v).ok_or_else(|| format!("at_least `{v}` is not a number")),
-        (_, Some(r)) => measure(loaded, &b.file, &cell(r), 4).map(|(text, value, _)| {
-            let decimals = text
-                .trim_end_matches(|ch: char| !ch.is_ascii_digit())
-                .split_once('.')
-                .map_or(0, |(_, f)| f.len() as u32);
-            Expected {
-                text: format!("≥ {text} (`{r}`)"),
-                value,
-                decimals,
-                mark: String::new(),
-            }
+        (Some(v), _) => Expected::parse(v)
+            .map(|e| (e, format!("≥ {v}")))
+            .ok_or_else(|| format!("at_least `{v}` is not a number")),
+        (_, Some(r)) => measure(loaded, &b.file, &cell(r), 4).and_then(|(text, _, _)| {
+            Expected::parse(&text)
+                .map(|e| (e, format!("≥ {text} (`{r}`)")))
+                .ok_or_else(|| format!("row `{r}`: `{text}` is not a number"))
         }),
         _ => Err("neither at_least nor at_least_row".to_string()),
     };
-    let floor = match floor {
-        Ok(f) => f,
+    match floor {
+        Ok((e, text)) => {
+            condition.expected = Expected {
+                text,
+                mark: String::new(),
+                ..e
+            }
+        }
         Err(why) => return missing(condition, why),
-    };
-    let text = floor.text.clone();
-    condition.expected = Expected {
-        text: if text.starts_with('≥') {
-            text
-        } else {
-            format!("≥ {text}")
-        },
-        ..floor
-    };
+    }
     match measure(loaded, &b.file, &condition.locator, 4) {
         Err(why) => missing(condition, why),
         Ok((text, value, _mark)) => {
-            let (mut grade, mut note) =
-                grade_value(&condition.expected, Tolerance::Floor, value, "");
-            if matches!(freshness, Freshness::Stale(_)) {
-                note = Some(format!(
-                    "would be {grade}{}",
-                    note.map(|n| format!(": {n}")).unwrap_or_default()
-                ));
-                grade = Grade::Stale;
-            }
+            let (grade, note) = grade_value(&condition.expected, Tolerance::Floor, value, "");
+            let (grade, note) = if matches!(freshness, Freshness::Stale(_)) {
+                stale(grade, note)
+            } else {
+                (grade, note)
+            };
             Graded {
                 condition,
                 measured: Some(text),
