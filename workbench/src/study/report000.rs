@@ -20,7 +20,7 @@
 //!
 //! | scale | readers | passages of the ten questions | threshold questions | honest sets |
 //! |---|---|---|---|---|
-//! | quick | the quick recipes (200 updates each) | `wikitext-2-raw` windows | 200 | the first 300 questions of each |
+//! | quick | the quick recipes (200 updates each, 400 for `minilm-squad2`) | `wikitext-2-raw` windows | 200 | the first 300 questions of each |
 //! | default, paper | the published recipes | windows of the three Wikipedia corpora | 1,000 | all |
 
 use super::{Env, Scale};

@@ -16,7 +16,7 @@ pub use crate::encode::trainable::save_hf_layout;
 use candle_nn::VarMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// `state.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -139,17 +139,46 @@ pub fn read_state(dir: &Path) -> Result<Option<TrainState>> {
         .map_err(|e| Error::bad_input(&state_path, format!("not a training state: {e}")))
 }
 
+/// A `done.json` record that names files inside its run folder.
+pub trait RunRecord {
+    /// The record's paths into its run folder (as written when it finished).
+    fn run_paths(&mut self) -> Vec<&mut PathBuf>;
+}
+
+/// `path`, written under some run folder named like `run_dir`, moved under `run_dir`: the
+/// components after the last one equal to `run_dir`'s name (the cache key) are kept. `None`
+/// when `path` has no such component.
+fn rebase(path: &Path, run_dir: &Path) -> Option<PathBuf> {
+    let key = run_dir.file_name()?;
+    let comps: Vec<_> = path.components().collect();
+    let at = comps.iter().rposition(|c| c.as_os_str() == key)?;
+    let mut p = run_dir.to_path_buf();
+    p.extend(&comps[at + 1..]);
+    Some(p)
+}
+
 /// A finished run of a train-once cache: the record in `run_dir/done.json` and, when the
 /// run's training state is still there and readable, its log (the log is informative
 /// only: a missing or unreadable one is `None`). `None` when the run has not finished.
-pub fn read_done<T: DeserializeOwned>(run_dir: &Path) -> Result<Option<(T, Option<TrainLog>)>> {
+///
+/// The record's paths are taken as relative to the folder it was found in: a cache reached
+/// through another checkout's `data/cache` link (which may since have been deleted) or
+/// moved as a whole still loads.
+pub fn read_done<T: DeserializeOwned + RunRecord>(
+    run_dir: &Path,
+) -> Result<Option<(T, Option<TrainLog>)>> {
     let done = run_dir.join("done.json");
     if !done.exists() {
         return Ok(None);
     }
     let raw = std::fs::read(&done).map_err(|e| Error::io(&done, e))?;
-    let record: T =
+    let mut record: T =
         serde_json::from_slice(&raw).map_err(|e| Error::bad_input(&done, e.to_string()))?;
+    for path in record.run_paths() {
+        if let Some(p) = rebase(path, run_dir) {
+            *path = p;
+        }
+    }
     let log = read_state(&run_dir.join("state"))
         .ok()
         .flatten()

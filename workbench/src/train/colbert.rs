@@ -674,6 +674,12 @@ pub struct TrainedColbert {
     pub load: String,
 }
 
+impl super::checkpoint::RunRecord for TrainedColbert {
+    fn run_paths(&mut self) -> Vec<&mut PathBuf> {
+        vec![&mut self.projection_path]
+    }
+}
+
 impl TrainedColbert {
     /// The projection.
     pub fn projection(&self) -> Result<Projection> {

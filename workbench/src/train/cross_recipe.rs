@@ -184,6 +184,12 @@ pub struct TrainedCrossEncoder {
     pub load: String,
 }
 
+impl super::checkpoint::RunRecord for TrainedCrossEncoder {
+    fn run_paths(&mut self) -> Vec<&mut PathBuf> {
+        vec![&mut self.model_dir]
+    }
+}
+
 /// The project's cache of trained cross-encoders: `<root>/data/cache/cross-encoders`.
 pub fn default_cache_root() -> Result<PathBuf> {
     crate::paths::project_cache_dir("cross-encoders")
@@ -459,6 +465,17 @@ mod tests {
         let (dir, r) = resolve_checkpoint("trained:minilm-ce", &assets, tmp.path()).unwrap();
         assert_eq!(dir, d.join("model"));
         assert_eq!(r.unwrap().max_length, recipe.max_length);
+        // Written through another checkout's cache link (since deleted): the folder it is
+        // found in counts, the path's components after the key are kept.
+        let t = TrainedCrossEncoder {
+            model_dir: PathBuf::from(format!(
+                "/gone/checkout/data/cache/cross-encoders/{key}/model"
+            )),
+            ..t
+        };
+        std::fs::write(d.join("done.json"), serde_json::to_vec(&t).unwrap()).unwrap();
+        let (dir, _) = resolve_checkpoint("trained:minilm-ce", &assets, tmp.path()).unwrap();
+        assert_eq!(dir, d.join("model"));
         // A corrupt done.json is an error naming it.
         std::fs::write(d.join("done.json"), "{").unwrap();
         let e = resolve_checkpoint("trained:minilm-ce", &assets, tmp.path())
