@@ -7,6 +7,10 @@ export WORKBENCH_HOME="${WORKBENCH_HOME:-$HOME/.cache/rag-workbench}"
 
 cd "$ROOT"
 
+# The code a run ran: the checkout's commit when the script started (`-dirty` when it had
+# uncommitted changes then; the run's own outputs, such as adopted notebooks, do not count).
+RUN_COMMIT="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+
 # One build for the scripts and for `cargo run` in this checkout: ./target. A checkout
 # without one gets a link to the machine-wide $WORKBENCH_HOME/target, so a fresh clone (CI,
 # a new work tree) reuses an earlier checkout's build, and the README's `cargo run --release`
@@ -63,7 +67,7 @@ step() {
 # Scripts that set SCRIPT_TIMES_NAME (`test`, `reproduce quick`, …) have their step times
 # appended to data/results/script-times.tsv (script, step, seconds, finished, CPU, load,
 # setup: `fresh` when this run installed the Rust kernel, else `cached`; an empty note; the
-# commit, `git describe --always --dirty`); the committed
+# commit, $RUN_COMMIT); the committed
 # record data/script-times.tsv, from which the README's times are generated, takes them
 # only through `bash scripts/record_times`.
 SCRIPT_TIMES_NAME="" SETUP_KIND=cached
@@ -98,12 +102,11 @@ steps_summary() {
   done
   printf '%4dm%02ds  total\n' $((SECONDS / 60)) $((SECONDS % 60))
   if [ -n "$SCRIPT_TIMES_NAME" ]; then
-    local log="$ROOT/data/results/script-times.tsv" when cpu load commit
+    local log="$ROOT/data/results/script-times.tsv" when cpu load commit="$RUN_COMMIT"
     mkdir -p "$ROOT/data/results"
     when="$(date -u +%FT%TZ)"
     cpu="$(cpu_model)"
     load="$(cut -d' ' -f1-3 /proc/loadavg)"
-    commit="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
     for i in "${!STEP_SECONDS[@]}"; do
       printf '%s\t%s\t%d\t%s\t%s\t%s\t%s\t\t%s\n' "$SCRIPT_TIMES_NAME" "${STEP_NAMES[i]}" \
         "${STEP_SECONDS[i]}" "$when" "$cpu" "$load" "$SETUP_KIND" "$commit" >>"$log"

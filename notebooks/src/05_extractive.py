@@ -132,10 +132,20 @@ for `minilm-all`, the reader this notebook reads with.
 """),
     ("code", """
 use workbench::display::Table;
+// One display: evcxr keeps one output per MIME type and cell (the last `emit` of each), so the
+// three tables go out as one.
+let mut md = String::new();
 for r in ["reader-minilm-all", "reader-minilm-squad", "reader-minilm-squad2"] {
     let name = scale.result_name(r);
-    let t = Table::read_csv(&res.join(&name).join("probes.csv"))?;
-    emit("text/markdown", &format!("**{name}**\n\n{}", t.to_markdown()));
+    let path = res.join(&name).join("probes.csv");
+    if path.is_file() {
+        md += &format!("**{name}**\n\n{}\n\n", Table::read_csv(&path)?.to_markdown());
+    } else {
+        // A result folder from before the probes existed: it is kept while its parameters
+        // are unchanged.
+        md += &format!("**{name}**: no `probes.csv` in this folder; `cargo run --release --bin train_reader -- --recipe {} --scale {} --force` writes it (the trained model is cached).\n\n", r.trim_start_matches("reader-"), scale);
+    }
 }
+emit("text/markdown", &md);
 """),
 ]

@@ -46,6 +46,24 @@ struct Args {
     /// weights' one-off preparation for the matrix kernels.
     #[arg(long)]
     no_warm_up: bool,
+    /// Read the question this many more times after the first (timing: the first read is
+    /// the untimed warm one, the repeats are what a warm model costs).
+    #[arg(long, default_value_t = 0)]
+    repeat: usize,
+    /// Print, as the last line, a JSON object with every read's wall time, token counts,
+    /// prefill tokens/s and decode passes/s (the first read, then the repeats).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One read's timings, as `--json` prints them.
+#[derive(serde::Serialize)]
+struct ReadTiming {
+    wall_s: f64,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    prefill_tok_s: f64,
+    decode_passes_s: f64,
 }
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -77,6 +95,7 @@ fn main() -> Result<()> {
         None => Llm::from_asset(&args.model, &opts)?,
     };
     let info = llm.info();
+    let model_name = info.name.clone();
     println!(
         "model: {} ({}, {} layers, context {}), loaded in {:.2} s (warm-up {:.2} s), {} tensors requantised, weights {:.0} MB",
         info.name,
@@ -104,7 +123,23 @@ fn main() -> Result<()> {
     let mut ro = ReaderOptions::default();
     ro.params.max_new_tokens = args.max_new_tokens;
     let mut reader = GenerativeReader::new(llm, ro)?;
-    let a = reader.read(&args.question, &passages)?;
+    let mut timings = Vec::with_capacity(args.repeat + 1);
+    let mut timed_read = |reader: &mut GenerativeReader| -> Result<_> {
+        let t = std::time::Instant::now();
+        let a = reader.read(&args.question, &passages)?;
+        timings.push(ReadTiming {
+            wall_s: t.elapsed().as_secs_f64(),
+            prompt_tokens: a.usage.prompt_tokens,
+            generated_tokens: a.usage.generated_tokens,
+            prefill_tok_s: a.usage.prefill_tokens_per_sec(),
+            decode_passes_s: a.usage.decode_tokens_per_sec(),
+        });
+        Ok(a)
+    };
+    let a = timed_read(&mut reader)?;
+    for _ in 0..args.repeat {
+        timed_read(&mut reader)?;
+    }
     println!(
         "---- prompt ----\n{}---- end of prompt ----",
         reader.last_prompt()
@@ -126,8 +161,20 @@ fn main() -> Result<()> {
         u.decode_tokens_per_sec(),
         u.total().as_secs_f64()
     );
+    for (i, t) in timings.iter().enumerate().skip(1) {
+        println!(
+            "repeat {i}: {:.2} s, prefill {:.1} tok/s, decode {:.1} tok/s, {} generated",
+            t.wall_s, t.prefill_tok_s, t.decode_passes_s, t.generated_tokens
+        );
+    }
     if let Some(kib) = vm_hwm_kib() {
         println!("peak RSS (VmHWM): {:.0} MB", kib as f64 / 1024.0);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "model": model_name, "reads": timings })
+        );
     }
     Ok(())
 }

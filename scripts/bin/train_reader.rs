@@ -37,7 +37,8 @@ struct Args {
     /// Recipe: minilm-all, minilm-squad, minilm-squad2.
     #[arg(long, default_value = "minilm-all")]
     recipe: String,
-    /// quick (one epoch on 3,200 windows, a few minutes; the recipe is named `<recipe>-quick`),
+    /// quick (one epoch on 3,200 windows, `minilm-squad2` two, a few minutes; the recipe is
+    /// named `<recipe>-quick`),
     /// default or paper (the published recipe).
     #[arg(long, default_value = "default")]
     scale: workbench::study::Scale,

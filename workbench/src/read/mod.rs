@@ -404,17 +404,18 @@ pub fn read_all<R: Reader + ?Sized>(
 ) -> Result<Vec<Answer>> {
     let mut bar = crate::progress::bar(items.len(), &format!("read ({})", reader.name()));
     let mut out = Vec::with_capacity(items.len());
-    let (mut gen, mut secs, mut abst) = (0usize, 0f64, 0usize);
+    let (mut steps, mut secs, mut abst) = (0usize, 0f64, 0usize);
     for (i, (q, ps)) in items.iter().enumerate() {
         let a = reader.read(q, ps).map_err(|e| Error::AtItem {
             what: "question",
             number: i + 1,
             source: Box::new(e),
         })?;
-        gen += a.usage.generated_tokens;
+        // Decode passes per second, the rate `Usage::decode_tokens_per_sec` reports.
+        steps += a.usage.decode_steps;
         secs += a.usage.decode_secs;
         abst += a.abstained as usize;
-        let tps = if secs > 0.0 { gen as f64 / secs } else { 0.0 };
+        let tps = if secs > 0.0 { steps as f64 / secs } else { 0.0 };
         bar.set_postfix(format!("{tps:.1} tok/s, {abst} abstained"));
         crate::progress::tick(&mut bar, 1);
         out.push(a);

@@ -4,7 +4,7 @@
 //!
 //! | scale | recipe |
 //! |---|---|
-//! | quick | `<recipe>-quick`: 200 updates of 16 in one epoch |
+//! | quick | `<recipe>-quick`: 200 updates of 16 in one epoch (`minilm-squad2`: two epochs, 400 updates) |
 //! | default, paper | the recipe (416 updates of 16 over two epochs) |
 //!
 //! `full` trains the recipe's larger run instead (four epochs on every window).

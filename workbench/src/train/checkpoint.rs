@@ -161,9 +161,10 @@ fn rebase(path: &Path, run_dir: &Path) -> Option<PathBuf> {
 /// run's training state is still there and readable, its log (the log is informative
 /// only: a missing or unreadable one is `None`). `None` when the run has not finished.
 ///
-/// The record's paths are taken as relative to the folder it was found in: a cache reached
-/// through another checkout's `data/cache` link (which may since have been deleted) or
-/// moved as a whole still loads.
+/// A recorded path that runs through a folder named like `run_dir` (the cache key) is moved
+/// under `run_dir`, the folder the record was found in: a cache reached through another
+/// checkout's `data/cache` link (which may since have been deleted) or moved as a whole
+/// still loads. A path without that name is kept as written.
 pub fn read_done<T: DeserializeOwned + RunRecord>(
     run_dir: &Path,
 ) -> Result<Option<(T, Option<TrainLog>)>> {
@@ -184,4 +185,34 @@ pub fn read_done<T: DeserializeOwned + RunRecord>(
         .flatten()
         .map(|s| s.log);
     Ok(Some((record, log)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_paths_move_under_the_folder_the_record_is_in() {
+        let run = Path::new("/cache/readers/abc123");
+        // Written through another checkout: the components after the key are kept.
+        assert_eq!(
+            rebase(Path::new("/gone/data/cache/readers/abc123/model"), run),
+            Some(run.join("model"))
+        );
+        assert_eq!(
+            rebase(Path::new("/x/abc123/partial-50/model.safetensors"), run),
+            Some(run.join("partial-50/model.safetensors"))
+        );
+        // The key twice: the last one is the run folder.
+        assert_eq!(
+            rebase(Path::new("/abc123/cache/abc123/model"), run),
+            Some(run.join("model"))
+        );
+        // Relative paths too; a path without the key is not moved.
+        assert_eq!(
+            rebase(Path::new("data/cache/readers/abc123/model"), run),
+            Some(run.join("model"))
+        );
+        assert_eq!(rebase(Path::new("/elsewhere/model"), run), None);
+    }
 }

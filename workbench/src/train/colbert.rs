@@ -805,6 +805,28 @@ pub fn train_or_load(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_trained_projection_record_names_its_file_for_rebasing() {
+        use super::super::checkpoint::RunRecord;
+        let mut t = TrainedColbert {
+            recipe: ColbertRecipe::default_minilm(128),
+            key: "k".into(),
+            projection_path: std::path::PathBuf::from("/old/k/projection.safetensors"),
+            groups: 0,
+            passages: 0,
+            encode_seconds: 0.0,
+            train_seconds: 0.0,
+            examples_per_second: 0.0,
+            load: String::new(),
+        };
+        let paths = t.run_paths();
+        assert_eq!(paths.len(), 1);
+        assert_eq!(
+            *paths[0],
+            std::path::PathBuf::from("/old/k/projection.safetensors")
+        );
+    }
+
     use super::*;
 
     fn tv(dim: usize, texts: &[&[f32]]) -> TokenVectors {

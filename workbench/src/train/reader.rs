@@ -46,20 +46,17 @@ pub struct Supervision {
 pub const SQUAD2_DEFAULT_FEATURES: usize = 416 * 16 / 2;
 
 /// Training windows of a quick recipe ([`ReaderRecipe::at_scale`]): 200 updates of 16 in
-/// one epoch. Measured for `minilm-all-quick` on the AMD EPYC (2 cores), held-out EM / F1
-/// and the reader probes ([`crate::study::reader::PROBES`]): 40 updates 5.4 / 11.7, 2 of 8
-/// probes; 100 updates 31.0 / 44.9, 6 of 8, "What is the capital of France?" answered with
-/// the whole sentence; 200 updates 38.6 / 52.5, 7 of 8, "Paris".
+/// one epoch, the fewest of the sizes tried after which `minilm-all-quick` read "Paris" in
+/// the reader probes ([`crate::study::reader::PROBES`]); CHANGELOG.md has the measurements.
 pub const QUICK_READER_FEATURES: usize = 200 * 16;
 
 /// Epochs of the quick `minilm-squad2` recipe over its [`QUICK_READER_FEATURES`] windows
-/// (400 updates). Its windows include unanswerable ones, and after one epoch (200 updates)
-/// the null score won on most answerable held-out questions: EM / F1 8.9 / 15.2; two epochs
-/// gave 30.9 / 43.3 (AMD EPYC, 2 cores, 267 s).
+/// (400 updates). Its windows include unanswerable ones, and after one epoch the null score
+/// won on most answerable held-out questions (CHANGELOG.md has the measurements).
 pub const QUICK_SQUAD2_EPOCHS: usize = 2;
 
-/// Peak learning rate of a quick recipe (the default's 1e-4 barely moved the head in 40
-/// updates).
+/// Peak learning rate of a quick recipe (the default's 1e-4 barely moved the head in a
+/// short run).
 pub const QUICK_READER_LR: f64 = 3e-4;
 
 /// A complete training recipe.
@@ -548,4 +545,57 @@ pub fn predict_gold(
                 .map(|s| char_slice(&e.context, s.start_char, s.end_char).to_string())
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Scale;
+
+    #[test]
+    fn quick_recipes_train_one_epoch_but_squad2_two() {
+        for name in [
+            "minilm-all",
+            "minilm-squad",
+            "minilm-squad2-quick",
+            "minilm-squad2",
+        ] {
+            let r = ReaderRecipe::at_scale(name, Scale::Quick).unwrap();
+            let squad2 = name.starts_with("minilm-squad2");
+            assert_eq!(
+                r.train.epochs,
+                if squad2 { QUICK_SQUAD2_EPOCHS } else { 1 },
+                "{name}"
+            );
+            assert_eq!(r.max_features, Some(QUICK_READER_FEATURES), "{name}");
+            assert!(
+                r.name.ends_with("-quick") && !r.name.ends_with("-quick-quick"),
+                "{}",
+                r.name
+            );
+        }
+        assert_eq!(
+            ReaderRecipe::at_scale("minilm-squad2", Scale::Default).unwrap(),
+            ReaderRecipe::named("minilm-squad2", false).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_trained_reader_record_names_its_model_folder_for_rebasing() {
+        use super::super::checkpoint::RunRecord;
+        let mut t = TrainedReader {
+            recipe: ReaderRecipe::named("minilm-all", false).unwrap(),
+            key: "k".into(),
+            model_dir: PathBuf::from("/old/k/model"),
+            features: 0,
+            train_seconds: 0.0,
+            examples_per_second: 0.0,
+            counts: vec![],
+            nq_used: vec![],
+            load: String::new(),
+        };
+        let paths = t.run_paths();
+        assert_eq!(paths.len(), 1);
+        assert_eq!(*paths[0], PathBuf::from("/old/k/model"));
+    }
 }
