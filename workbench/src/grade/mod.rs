@@ -2263,6 +2263,7 @@ checks = [
   { row = "bm25", column = "nDCG@10", at_least = "0.7337", what = "equal" },
   { row = "rrf", column = "MRR@10", at_least = "0.85", what = "rrf ≥ 0.85" },
   { row = "weird", column = "nDCG@10", at_least_row = "bm25", what = "not a number" },
+  { row = "bm25", column = "nDCG@10", at_least_row = "weird", what = "floor row not a number" },
   { row = "bm25", column = "nDCG@10", at_least_row = "absent", what = "no such row" },
 ]
 "#;
@@ -2300,6 +2301,8 @@ checks = [
         assert_eq!(by("equal").grade, Grade::Ok);
         assert_eq!(by("rrf ≥ 0.85").grade, Grade::Fail);
         assert_eq!(by("not a number").grade, Grade::Missing);
+        // The other row's cell is not a number either: no floor, so MISSING, not passed.
+        assert_eq!(by("floor row not a number").grade, Grade::Missing);
         let absent = by("no such row");
         assert_eq!(absent.grade, Grade::Missing);
         assert!(
@@ -2313,7 +2316,7 @@ checks = [
         let empty = tempfile::tempdir().unwrap();
         let none = grade(&c, empty.path(), None);
         assert!(none.graded.iter().all(|g| g.grade == Grade::Missing));
-        assert_eq!(none.graded.len(), 7);
+        assert_eq!(none.graded.len(), 8);
         // Floors follow their result through `at_scale` (the path `grade --scale` takes).
         let scaled = format!(
             "{}\n[[result]]\nname = \"later\"\nbinary = \"b\"\nwhat = \"w\"\nscales = [\"default\"]\n\n[[floor]]\nresult = \"later\"\nfile = \"metrics.csv\"\nkey = \"system\"\nchecks = [{{ row = \"bm25\", column = \"MRR@10\", at_least = \"0\", what = \"w\" }}]\n",
@@ -2325,7 +2328,7 @@ checks = [
             (quick.floor.len(), quick.floor[0].result.as_str()),
             (1, "exp")
         );
-        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 7);
+        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 8);
         assert_eq!(c2.at_scale(crate::env::Scale::Default).floor.len(), 1);
         // A floor on a folder whose outputs changed since its manifest is STALE, not OK.
         std::fs::write(
