@@ -194,25 +194,25 @@ mod tests {
     #[test]
     fn recorded_paths_move_under_the_folder_the_record_is_in() {
         let run = Path::new("/cache/readers/abc123");
-        // Written through another checkout: the components after the key are kept.
-        assert_eq!(
-            rebase(Path::new("/gone/data/cache/readers/abc123/model"), run),
-            Some(run.join("model"))
-        );
-        assert_eq!(
-            rebase(Path::new("/x/abc123/partial-50/model.safetensors"), run),
-            Some(run.join("partial-50/model.safetensors"))
-        );
-        // The key twice: the last one is the run folder.
-        assert_eq!(
-            rebase(Path::new("/abc123/cache/abc123/model"), run),
-            Some(run.join("model"))
-        );
-        // Relative paths too; a path without the key is not moved.
-        assert_eq!(
-            rebase(Path::new("data/cache/readers/abc123/model"), run),
-            Some(run.join("model"))
-        );
+        for (written, under_run) in [
+            // Written through another checkout: the components after the key are kept.
+            ("/gone/data/cache/readers/abc123/model", "model"),
+            (
+                "/x/abc123/partial-50/model.safetensors",
+                "partial-50/model.safetensors",
+            ),
+            // The key twice: the last one is the run folder.
+            ("/abc123/cache/abc123/model", "model"),
+            // Relative paths too.
+            ("data/cache/readers/abc123/model", "model"),
+        ] {
+            assert_eq!(
+                rebase(Path::new(written), run),
+                Some(run.join(under_run)),
+                "{written}"
+            );
+        }
+        // A path without the key is not moved.
         assert_eq!(rebase(Path::new("/elsewhere/model"), run), None);
     }
 }
