@@ -228,6 +228,24 @@ pub(crate) struct Model {
     pub layer_macs: u64,
     /// Use candle's fused single-row matmuls in decode (where it has them).
     pub fuse: bool,
+    /// The forward passes, as function pointers taken by [`Model::load`].
+    passes: Passes,
+}
+
+/// A model's forward passes, reached through the copy of the code that loaded it.
+///
+/// evcxr links the library into every cell's shared object, so each cell has its own copy
+/// of candle's thread pool (a `static`). A model loaded in one cell and used in a later
+/// one would run partly in each copy: its quantised matmuls go through trait objects made
+/// at load (the loading cell's code and pool), everything else through the calling cell's.
+/// The two pools' workers then spin beside the caller on the same cores, which slows
+/// decoding (many short parallel regions) most. Calling the passes through these pointers
+/// keeps every pass in the loading cell's code and pool. In one binary the pointers lead to
+/// the same functions as a direct call.
+#[derive(Clone, Copy)]
+struct Passes {
+    forward_in: fn(&Model, &mut KvCache, &[u32]) -> candle_core::Result<Vec<f32>>,
+    decode_step: fn(&Model, &mut [KvCache], &[u32]) -> candle_core::Result<Vec<Vec<f32>>>,
 }
 
 fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error {
@@ -413,6 +431,10 @@ impl Model {
             weight_bytes: weight_bytes + embd_bytes,
             layer_macs,
             fuse: !super::switched_off("WORKBENCH_LLM_NO_FUSE"),
+            passes: Passes {
+                forward_in: Model::run_forward_in,
+                decode_step: Model::run_decode_step,
+            },
         })
     }
 
@@ -683,6 +705,10 @@ impl Model {
     /// Run `ids` at positions `cache.len()..` of `cache` (appending to it) and return the
     /// logits of the last position.
     pub fn forward_in(&self, cache: &mut KvCache, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
+        (self.passes.forward_in)(self, cache, ids)
+    }
+
+    fn run_forward_in(&self, cache: &mut KvCache, ids: &[u32]) -> candle_core::Result<Vec<f32>> {
         let t = ids.len();
         let pos = cache.len;
         self.check_room(pos, t)?;
@@ -728,6 +754,14 @@ impl Model {
     /// (one pass over the weights per step, instead of one per sequence); attention is
     /// per sequence, over its own cache. Returns each sequence's next-token logits.
     pub fn decode_step(
+        &self,
+        caches: &mut [KvCache],
+        ids: &[u32],
+    ) -> candle_core::Result<Vec<Vec<f32>>> {
+        (self.passes.decode_step)(self, caches, ids)
+    }
+
+    fn run_decode_step(
         &self,
         caches: &mut [KvCache],
         ids: &[u32],
