@@ -1,53 +1,380 @@
-//! The library's top-level modules form no dependency cycle: every `crate::<module>`
-//! reference outside comments is an edge, and no module reaches itself through them.
+//! The library's layering, checked from its sources.
+//!
+//! `syn` parses every file of `workbench/src`. A reference from one file to another is an
+//! edge: a `use` tree (grouped, renamed or globbed; starting at `crate::`, `super::`,
+//! `self::` or a child module), a path in code (expressions, types, patterns; through the
+//! names a file imports and through re-exports to the file that defines the item), and a
+//! `crate::` / `super::` / `self::` path inside a macro call. Items under `#[cfg(test)]`
+//! are not library code and are skipped; visibility paths (`pub(super)`) name no item.
+//!
+//! Checked:
+//! - every top-level module is in exactly one layer of `ARCHITECTURE.md`'s table;
+//! - a module uses only modules of its own layer or of layers below it;
+//! - the modules form no cycle;
+//! - the files form no cycle (a re-export, `pub use`, makes no file edge: it names an item
+//!   for others, it does not use it).
+//!
+//! The planted-violation tests copy the sources, add one violation of each kind and show
+//! that the check reports it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use syn::visit_mut::VisitMut;
+
+type ModPath = Vec<String>;
+
+/// One reference: from a file (in a module) to an absolute path in the crate.
+struct Reference {
+    from_file: PathBuf,
+    target: ModPath,
+    /// Made by a `pub use`: counts for modules, not for files.
+    reexport: bool,
+}
+
+/// The crate's sources, parsed.
+struct Crate {
+    /// Module path → the file that holds it.
+    modules: BTreeMap<ModPath, PathBuf>,
+    /// File → (imported name → absolute path) from its `use` items.
+    aliases: BTreeMap<PathBuf, BTreeMap<String, ModPath>>,
+    /// File → module path of the file.
+    file_module: BTreeMap<PathBuf, ModPath>,
+    refs: Vec<Reference>,
+}
 
 fn rust_files(p: &Path, out: &mut Vec<PathBuf>) {
     if p.is_dir() {
-        for e in std::fs::read_dir(p).unwrap() {
-            rust_files(&e.unwrap().path(), out);
+        let mut entries: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for e in entries {
+            rust_files(&e, out);
         }
     } else if p.extension().is_some_and(|e| e == "rs") {
         out.push(p.to_path_buf());
     }
 }
 
-/// `module → modules it references`, from the sources under `src`.
-fn edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut modules = BTreeMap::new();
-    for e in std::fs::read_dir(src).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_stem().unwrap().to_string_lossy().to_string();
-        if name != "lib" && (p.is_dir() || p.extension().is_some_and(|e| e == "rs")) {
-            modules.insert(name, p);
-        }
+fn module_of(src: &Path, file: &Path) -> ModPath {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|s| s.to_string_lossy().to_string())
+        .collect();
+    let last = parts.pop().unwrap();
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_string());
     }
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (m, p) in &modules {
-        let mut files = Vec::new();
-        rust_files(p, &mut files);
-        let refs = out.entry(m.clone()).or_default();
-        for f in files {
-            for line in std::fs::read_to_string(&f).unwrap().lines() {
-                if line.trim_start().starts_with("//") {
-                    continue;
-                }
-                for (i, _) in line.match_indices("crate::") {
-                    let rest = &line[i + "crate::".len()..];
-                    let target: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    if target != *m && modules.contains_key(&target) {
-                        refs.insert(target);
-                    }
-                }
+    parts
+}
+
+fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && matches!(&a.meta, syn::Meta::List(l) if {
+                let t = l.tokens.to_string();
+                t.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "test")
+                    && !t.contains("not")
+            })
+    })
+}
+
+fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
+    use syn::Item::*;
+    match item {
+        Const(i) => &i.attrs,
+        Enum(i) => &i.attrs,
+        ExternCrate(i) => &i.attrs,
+        Fn(i) => &i.attrs,
+        ForeignMod(i) => &i.attrs,
+        Impl(i) => &i.attrs,
+        Macro(i) => &i.attrs,
+        Mod(i) => &i.attrs,
+        Static(i) => &i.attrs,
+        Struct(i) => &i.attrs,
+        Trait(i) => &i.attrs,
+        TraitAlias(i) => &i.attrs,
+        Type(i) => &i.attrs,
+        Union(i) => &i.attrs,
+        Use(i) => &i.attrs,
+        _ => &[],
+    }
+}
+
+/// Every leaf of a `use` tree as (path segments, the name it binds or `*`).
+fn use_leaves(tree: &syn::UseTree, prefix: &mut Vec<String>, out: &mut Vec<(ModPath, String)>) {
+    match tree {
+        syn::UseTree::Path(p) => {
+            prefix.push(p.ident.to_string());
+            use_leaves(&p.tree, prefix, out);
+            prefix.pop();
+        }
+        syn::UseTree::Name(n) => {
+            let name = n.ident.to_string();
+            let mut path = prefix.clone();
+            if name == "self" {
+                let bound = path.last().cloned().unwrap_or_default();
+                out.push((path, bound));
+            } else {
+                path.push(name.clone());
+                out.push((path, name));
+            }
+        }
+        syn::UseTree::Rename(r) => {
+            let mut path = prefix.clone();
+            if r.ident != "self" {
+                path.push(r.ident.to_string());
+            }
+            out.push((path, r.rename.to_string()));
+        }
+        syn::UseTree::Glob(_) => out.push((prefix.clone(), "*".into())),
+        syn::UseTree::Group(g) => {
+            for t in &g.items {
+                use_leaves(t, prefix, out);
             }
         }
     }
-    out
+}
+
+/// The paths one file writes, before resolution.
+#[derive(Default)]
+struct FileScan {
+    /// (module the path is written in, segments, from a `pub use`, the name a `use` binds).
+    paths: Vec<(ModPath, ModPath, bool, Option<String>)>,
+    /// Inline (non-test) modules declared in the file.
+    inline_modules: Vec<ModPath>,
+    stack: ModPath,
+}
+
+impl VisitMut for FileScan {
+    fn visit_item_mut(&mut self, item: &mut syn::Item) {
+        if is_cfg_test(item_attrs(item)) {
+            return;
+        }
+        syn::visit_mut::visit_item_mut(self, item);
+    }
+    fn visit_item_mod_mut(&mut self, m: &mut syn::ItemMod) {
+        if m.content.is_some() {
+            self.stack.push(m.ident.to_string());
+            self.inline_modules.push(self.stack.clone());
+            syn::visit_mut::visit_item_mod_mut(self, m);
+            self.stack.pop();
+        }
+    }
+    fn visit_item_use_mut(&mut self, u: &mut syn::ItemUse) {
+        let reexport = !matches!(u.vis, syn::Visibility::Inherited);
+        let mut leaves = Vec::new();
+        use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
+        for (path, bound) in leaves {
+            self.paths
+                .push((self.stack.clone(), path, reexport, Some(bound)));
+        }
+    }
+    fn visit_visibility_mut(&mut self, _: &mut syn::Visibility) {}
+    fn visit_path_mut(&mut self, p: &mut syn::Path) {
+        let segs: ModPath = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.paths.push((self.stack.clone(), segs, false, None));
+        syn::visit_mut::visit_path_mut(self, p);
+    }
+    fn visit_macro_mut(&mut self, m: &mut syn::Macro) {
+        let text = m.tokens.to_string();
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let mut i = 0;
+        while i < words.len() {
+            if matches!(words[i], "crate" | "super" | "self") && words.get(i + 1) == Some(&"::") {
+                let mut segs = vec![words[i].to_string()];
+                let mut j = i + 1;
+                while words.get(j) == Some(&"::") {
+                    match words.get(j + 1) {
+                        Some(w) if w.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                            segs.push(w.to_string());
+                            j += 2;
+                        }
+                        _ => break,
+                    }
+                }
+                self.paths.push((self.stack.clone(), segs, false, None));
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+        syn::visit_mut::visit_macro_mut(self, m);
+    }
+}
+
+impl Crate {
+    fn parse(src: &Path) -> Crate {
+        let mut files = Vec::new();
+        rust_files(src, &mut files);
+        let mut modules = BTreeMap::new();
+        let mut file_module = BTreeMap::new();
+        let mut scans = Vec::new();
+        for f in &files {
+            let m = module_of(src, f);
+            modules.insert(m.clone(), f.clone());
+            file_module.insert(f.clone(), m.clone());
+            let text = std::fs::read_to_string(f).unwrap();
+            let mut ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let mut scan = FileScan {
+                stack: m,
+                ..FileScan::default()
+            };
+            scan.visit_file_mut(&mut ast);
+            scans.push((f.clone(), scan));
+        }
+        for (f, scan) in &scans {
+            for m in &scan.inline_modules {
+                modules.entry(m.clone()).or_insert_with(|| f.clone());
+            }
+        }
+        let mut krate = Crate {
+            modules,
+            aliases: BTreeMap::new(),
+            file_module,
+            refs: Vec::new(),
+        };
+        // Imported names first (a file may use a name above the `use` that binds it).
+        for (f, scan) in &scans {
+            let mut map = BTreeMap::new();
+            for (at, segs, _, bound) in &scan.paths {
+                let Some(name) = bound.as_ref().filter(|n| *n != "*" && *n != "_") else {
+                    continue;
+                };
+                if let Some(abs) = krate.absolute(at, f, segs, false) {
+                    map.insert(name.clone(), abs);
+                }
+            }
+            krate.aliases.insert(f.clone(), map);
+        }
+        for (f, scan) in &scans {
+            for (at, segs, reexport, bound) in &scan.paths {
+                if bound.is_none() && segs.len() == 1 {
+                    // A bare name: only an imported one refers to the crate.
+                    if let Some(abs) = krate.aliases[f].get(&segs[0]).cloned() {
+                        krate.refs.push(Reference {
+                            from_file: f.clone(),
+                            target: abs,
+                            reexport: false,
+                        });
+                    }
+                    continue;
+                }
+                if let Some(abs) = krate.absolute(at, f, segs, true) {
+                    krate.refs.push(Reference {
+                        from_file: f.clone(),
+                        target: abs,
+                        reexport: *reexport,
+                    });
+                }
+            }
+        }
+        krate
+    }
+
+    /// `segs` written in module `at` of `file`, as an absolute path; `None` outside the crate.
+    fn absolute(
+        &self,
+        at: &ModPath,
+        file: &Path,
+        segs: &ModPath,
+        aliases: bool,
+    ) -> Option<ModPath> {
+        let first = segs.first()?;
+        let mut base = at.clone();
+        let rest: &[String] = match first.as_str() {
+            "crate" => {
+                base.clear();
+                &segs[1..]
+            }
+            "self" => &segs[1..],
+            "super" => {
+                let supers = segs.iter().take_while(|s| *s == "super").count();
+                for _ in 0..supers {
+                    base.pop()?;
+                }
+                &segs[supers..]
+            }
+            name => {
+                let mut child = at.clone();
+                child.push(name.to_string());
+                if self.modules.contains_key(&child) {
+                    &segs[..]
+                } else if let Some(abs) = aliases
+                    .then(|| self.aliases.get(file).and_then(|m| m.get(name)))
+                    .flatten()
+                {
+                    let mut p = abs.clone();
+                    p.extend(segs[1..].iter().cloned());
+                    return Some(p);
+                } else {
+                    return None;
+                }
+            }
+        };
+        base.extend(rest.iter().cloned());
+        Some(base)
+    }
+
+    /// The module (and so the file) that defines what `abs` names: the longest module
+    /// prefix, followed through the re-exports of that module's file.
+    fn defining_module(&self, abs: &ModPath) -> ModPath {
+        let mut abs = abs.clone();
+        for _ in 0..8 {
+            let k = (0..=abs.len())
+                .rev()
+                .find(|&k| self.modules.contains_key(&abs[..k]))
+                .unwrap_or(0);
+            let module = abs[..k].to_vec();
+            let Some(name) = abs.get(k) else {
+                return module;
+            };
+            let file = &self.modules[&module];
+            match self.aliases.get(file).and_then(|m| m.get(name)) {
+                Some(target) if target != &abs[..=k] => {
+                    let mut next = target.clone();
+                    next.extend(abs[k + 1..].iter().cloned());
+                    abs = next;
+                }
+                _ => return module,
+            }
+        }
+        abs
+    }
+
+    /// Top-level module → top-level modules it references.
+    fn module_edges(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for m in self.modules.keys().filter(|m| m.len() == 1) {
+            out.entry(m[0].clone()).or_default();
+        }
+        for r in &self.refs {
+            let from = &self.file_module[&r.from_file];
+            let to = self.defining_module(&r.target);
+            if let (Some(a), Some(b)) = (from.first(), to.first()) {
+                if a != b {
+                    out.entry(a.clone()).or_default().insert(b.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// File → files it uses (re-exports excluded), as paths relative to `src`.
+    fn file_edges(&self, src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+        let rel = |p: &Path| p.strip_prefix(src).unwrap().display().to_string();
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for r in self.refs.iter().filter(|r| !r.reexport) {
+            let to = &self.modules[&self.defining_module(&r.target)];
+            if to != &r.from_file {
+                out.entry(rel(&r.from_file)).or_default().insert(rel(to));
+            }
+        }
+        out
+    }
 }
 
 /// A path `from → … → from`, if there is one.
@@ -78,36 +405,205 @@ fn cycle_through(g: &BTreeMap<String, BTreeSet<String>>, from: &str) -> Option<V
     dfs(g, from, from, &mut path, &mut BTreeSet::new()).then_some(path)
 }
 
-#[test]
-fn top_level_modules_have_no_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("workbench/src");
-    let g = edges(&src);
-    assert!(g.len() > 10, "found only {:?}", g.keys());
-    assert!(
-        g["pipeline"].contains("retrieve"),
-        "the scan sees crate:: references"
-    );
-    let cycles: Vec<String> = g
-        .keys()
-        .filter_map(|m| cycle_through(&g, m))
-        .map(|c| c.join(" → "))
-        .collect();
-    assert!(cycles.is_empty(), "module cycles: {cycles:#?}");
+/// The layers of `ARCHITECTURE.md`'s table, bottom first: (layer, its modules).
+fn documented_layers(architecture: &str) -> Vec<(String, Vec<String>)> {
+    let section = architecture
+        .split("## Layers")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a '## Layers' section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| layer"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let modules = cells[2]
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect();
+            (cells[1].to_string(), modules)
+        })
+        .collect()
+}
+
+/// Every violation of the rules above, as readable lines.
+fn violations(src: &Path, architecture: &str) -> Vec<String> {
+    let krate = Crate::parse(src);
+    let layers = documented_layers(architecture);
+    let mut rank = BTreeMap::new();
+    let mut out = Vec::new();
+    for (i, (layer, modules)) in layers.iter().enumerate() {
+        for m in modules {
+            if let Some((other, _)) = rank.insert(m.clone(), (layer.clone(), i)) {
+                out.push(format!("`{m}` is in two layers: {other} and {layer}"));
+            }
+        }
+    }
+    let modules = krate.module_edges();
+    for m in modules.keys() {
+        if !rank.contains_key(m) {
+            out.push(format!("`{m}` is in no layer of ARCHITECTURE.md"));
+        }
+    }
+    for (a, targets) in &modules {
+        for b in targets {
+            if let (Some((la, ra)), Some((lb, rb))) = (rank.get(a), rank.get(b)) {
+                if rb > ra {
+                    out.push(format!("`{a}` ({la}) uses `{b}` ({lb}), a layer above it"));
+                }
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for m in modules.keys() {
+        if let Some(c) = cycle_through(&modules, m) {
+            let key: BTreeSet<_> = c.iter().cloned().collect();
+            if seen.insert(key) {
+                out.push(format!("module cycle: {}", c.join(" → ")));
+            }
+        }
+    }
+    let files = krate.file_edges(src);
+    let mut seen = BTreeSet::new();
+    for f in files.keys() {
+        if let Some(c) = cycle_through(&files, f) {
+            let key: BTreeSet<_> = c.iter().cloned().collect();
+            if seen.insert(key) {
+                out.push(format!("file cycle: {}", c.join(" → ")));
+            }
+        }
+    }
+    out
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap()
 }
 
 #[test]
-fn the_scan_finds_a_planted_cycle() {
-    let dir = std::env::temp_dir().join(format!("layers-test-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("b")).unwrap();
-    std::fs::write(
-        dir.join("a.rs"),
-        "use crate::b::X;\n// crate::c in a comment\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("b").join("mod.rs"), "fn f() { crate::a::g() }\n").unwrap();
-    std::fs::write(dir.join("c.rs"), "use crate::a::Y;\n").unwrap();
-    let g = edges(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(cycle_through(&g, "a").unwrap(), ["a", "b", "a"]);
-    assert!(cycle_through(&g, "c").is_none());
+fn the_library_keeps_its_layers() {
+    let src = root().join("workbench/src");
+    let found = violations(&src, &architecture());
+    assert!(
+        found.is_empty(),
+        "layering violations:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_every_kind_of_reference() {
+    let src = root().join("workbench/src");
+    let krate = Crate::parse(&src);
+    let modules = krate.module_edges();
+    assert!(modules.len() > 20, "found only {:?}", modules.keys());
+    assert!(modules["pipeline"].contains("retrieve"));
+    // `crate::Error` is defined in `error` (re-exported at the root).
+    assert!(
+        modules["retrieve"].contains("error"),
+        "{:?}",
+        modules["retrieve"]
+    );
+    assert_eq!(documented_layers(&architecture()).len(), 6);
+}
+
+/// A scratch copy of the sources with each `(file, line)` appended; the new violations.
+fn plant(lines: &[(&str, &str)]) -> Vec<String> {
+    let src = root().join("workbench/src");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    for f in &files {
+        let to = copy.join(f.strip_prefix(&src).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(f, &to).unwrap();
+    }
+    for (file, line) in lines {
+        let target = copy.join(file);
+        let mut text = std::fs::read_to_string(&target).unwrap();
+        text.push('\n');
+        text.push_str(line);
+        text.push('\n');
+        std::fs::write(&target, text).unwrap();
+    }
+    let before: BTreeSet<String> = violations(&src, &architecture()).into_iter().collect();
+    violations(&copy, &architecture())
+        .into_iter()
+        .filter(|v| !before.contains(v))
+        .collect()
+}
+
+#[test]
+fn planted_violations_are_reported() {
+    let cases: [(&[(&str, &str)], &str); 6] = [
+        // A grouped import of a layer above.
+        (
+            &[(
+                "text/mod.rs",
+                "use crate::{pipeline::_planted_item, Error as _E};",
+            )],
+            "`text` (core) uses `pipeline`",
+        ),
+        // A path in an expression, to a layer above.
+        (
+            &[(
+                "chunk/mod.rs",
+                "fn _planted() { let _ = crate::study::_planted_item; }",
+            )],
+            "`chunk` (data) uses `study`",
+        ),
+        // Inside a macro call.
+        (
+            &[(
+                "paths.rs",
+                "fn _planted() { println!(\"{:?}\", crate::grade::_planted_item); }",
+            )],
+            "`paths` (core) uses `grade`",
+        ),
+        // Through a name the file imports.
+        (
+            &[(
+                "types.rs",
+                "use crate::plot as _p;\nfn _planted() { let _ = _p::_planted_item; }",
+            )],
+            "`types` (core) uses `plot`",
+        ),
+        // Two modules of one layer using each other.
+        (
+            &[(
+                "retrieve/tfidf.rs",
+                "fn _planted() { let _ = crate::rerank::_planted_item; }",
+            )],
+            "module cycle",
+        ),
+        // Two files using each other through `super::`.
+        (
+            &[
+                (
+                    "retrieve/bm25.rs",
+                    "fn _planted_b() { let _ = super::tfidf::_planted_t; }",
+                ),
+                (
+                    "retrieve/tfidf.rs",
+                    "fn _planted_t() { let _ = super::bm25::_planted_b; }",
+                ),
+            ],
+            "file cycle: retrieve/",
+        ),
+    ];
+    for (lines, expect) in cases {
+        let found = plant(lines);
+        assert!(
+            found.iter().any(|v| v.contains(expect)),
+            "planting {lines:?}: expected a violation containing {expect:?}, got {found:?}"
+        );
+    }
 }

@@ -24,13 +24,14 @@ The outputs committed with this notebook come from an execution at the **quick**
     ("code", """
 use workbench::read::generative::{GenerativeReader, Llm, LoadOptions, ReaderOptions};
 use workbench::read::{Context, Reader};
+let model = "qwen2.5-coder-0.5b-instruct-gguf"; // an asset name (configs/assets.toml)
 let t0 = std::time::Instant::now();
-let llm = Llm::from_asset("qwen2.5-coder-0.5b-instruct-gguf", &LoadOptions::default())?;
+let llm = Llm::from_asset(model, &LoadOptions::default())?;
 assert_eq!(llm.architecture(), "qwen2");
 let mut options = ReaderOptions::default();
 options.params.max_new_tokens = 16;
 let mut reader = GenerativeReader::new(llm, options)?;
-println!("loaded {} in {:.1} s", reader.name(), t0.elapsed().as_secs_f64());
+println!("loaded {model} ({}) in {:.1} s", reader.name(), t0.elapsed().as_secs_f64());
 """),
     ("markdown", """
 Two questions about one passage, each in its own cell, with the reader built above.
@@ -48,6 +49,27 @@ println!("{:?}: {} prompt tokens, {} generated, {:.2} s", b.text, b.usage.prompt
 assert!(b.text.to_lowercase().contains("fair") || b.text.contains("1889"), "answer {:?}", b.text);
 """),
     ("markdown", """
+evcxr compiles every cell into a library of its own, and each carries its own copy of the
+workbench and candle, with candle's thread pool among their statics. The reader runs its
+forward passes through the code of the cell that loaded it, so the reads in the cells above
+used that cell's pool and started no other. The next cell counts the pools (their first
+worker thread, `candle-bp-0`) in this kernel's process.
+"""),
+    ("code", """
+if std::path::Path::new("/proc/self/task").is_dir() {
+    let mut pools = 0;
+    for task in std::fs::read_dir("/proc/self/task")? {
+        if std::fs::read_to_string(task?.path().join("comm")).is_ok_and(|c| c.trim() == "candle-bp-0") {
+            pools += 1;
+        }
+    }
+    println!("candle thread pools in this kernel: {pools}");
+    assert!(pools <= 1, "{pools} thread pools: a read in a later cell started its own");
+} else {
+    println!("not counted: this system has no /proc/self/task");
+}
+"""),
+    ("markdown", """
 ## `reader.read` against the benchmark's call, in this kernel
 
 `bench_llm` times the model through `Llm::generate_ids`; a user calls `reader.read`, which
@@ -63,7 +85,9 @@ row is the first question above, read right after the load (which warms the mode
     ("code", """
 use workbench::display::Table;
 use std::time::Instant;
+let loadavg = || std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "not read".into());
 let speeds = {
+    let load_before = loadavg();
     // A question whose answer takes more than a few tokens, so that decoding can be timed.
     let question = "Who built the Eiffel Tower, and for which event?";
     let ctx = std::slice::from_ref(&passage);
@@ -98,7 +122,7 @@ let speeds = {
     let decode = ratio(user.iter().zip(&bench).map(|(u, b)| b.2 / u.2).collect());
     let show = |r: (f64, f64, f64)| format!("{:.2}× ({:.2}–{:.2})", r.0, r.1, r.2);
     let mut t = Table::new(["call", "prompt tokens", "generated", "wall s", "prefill tok/s", "decode passes/s"])
-        .caption(format!("{}: the user's call against the benchmark's, per-round ratios, median (min–max of 5): wall {}, prefill {}, decode {} (above 1: the user's is slower)", reader.name(), show(wall), show(prefill), show(decode)));
+        .caption(format!("{model}: the user's call against the benchmark's, per-round ratios, median (min–max of 5): wall {}, prefill {}, decode {} (above 1: the user's is slower); load average {load_before} before, {} after", show(wall), show(prefill), show(decode), loadavg()));
     // One generated token is no decode rate (the first pass only).
     let first_decode = if a.usage.generated_tokens < 2 { "–".to_string() } else { format!("{:.1}", a.usage.decode_tokens_per_sec()) };
     t.push(["first question after the load (cell above; another question)".to_string(), a.usage.prompt_tokens.to_string(), a.usage.generated_tokens.to_string(),
@@ -126,13 +150,12 @@ timed (`--repeat 1 --json`). Five rounds in alternating order; the cell fails wh
 median per-round ratio of wall time, prefill tokens/s or decode passes/s says the kernel is
 more than 1.3× slower.
 
-The reader was loaded two cells up and reads here. evcxr links the library into every
-cell's compiled code, so each cell has its own copy of candle's thread pool; the reader
-runs its forward passes through the code of the cell that loaded it, so one pool serves
-every read, whichever cell asks.
+The reader was loaded near the top of this notebook and reads here. As the pool count above showed, one
+thread pool serves every read, whichever cell asks.
 """),
     ("code", """
 let builds = {
+    let load_before = loadavg();
     let question = "Who built the Eiffel Tower, and for which event?";
     let ctx = std::slice::from_ref(&passage);
     let ask = workbench::paths::project_root()?.join("target/release/ask");
@@ -148,7 +171,7 @@ let builds = {
     };
     let run_release = || -> Result<Run, Box<dyn std::error::Error>> {
         let out = std::process::Command::new(&ask)
-            .args(["--model", "qwen2.5-coder-0.5b-instruct-gguf", "--question", question, "--passage", passage.text.as_str(),
+            .args(["--model", model, "--question", question, "--passage", passage.text.as_str(),
                    "--max-new-tokens", max_new.as_str(), "--repeat", "1", "--json"])
             .output()?;
         if !out.status.success() {
@@ -176,7 +199,7 @@ let builds = {
     let decode = ratio(kernel.iter().zip(&release).map(|(k, r)| r.2 / k.2).collect());
     let show = |r: (f64, f64, f64)| format!("{:.2}× ({:.2}–{:.2})", r.0, r.1, r.2);
     let mut t = Table::new(["build", "generated", "wall s", "prefill tok/s", "decode passes/s"])
-        .caption(format!("{}: this kernel's reader.read against the release ask, per-round ratios, median (min–max of 5): wall {}, prefill {}, decode {} (above 1: the kernel is slower)", reader.name(), show(wall), show(prefill), show(decode)));
+        .caption(format!("{model}: this kernel's reader.read against the release ask, per-round ratios, median (min–max of 5): wall {}, prefill {}, decode {} (above 1: the kernel is slower); load average {load_before} before, {} after", show(wall), show(prefill), show(decode), loadavg()));
     for (name, runs) in [("this kernel (evcxr build), median of 5", &kernel), ("target/release/ask, median of 5", &release)] {
         t.push([name.to_string(), runs[0].3.to_string(),
             format!("{:.2}", median(runs.iter().map(|r| r.0).collect())),

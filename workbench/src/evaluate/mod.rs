@@ -46,7 +46,7 @@
 // property of the shared error type, not of this module; silence it here until
 // error.rs boxes its big variants or lib.rs allows it crate-wide.
 
-pub mod answer_match;
+pub use crate::text::answer_match;
 pub mod calibration;
 pub mod context;
 pub mod groups;

@@ -21,6 +21,7 @@
 //!
 //! The file format is documented at the top of `data/expected.toml`.
 
+mod format;
 pub mod records;
 
 use crate::assets::sha256_file;
@@ -665,7 +666,7 @@ fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, S
                 ));
             }
             let e = &first.expected;
-            Ok(records::thousands(
+            Ok(format::thousands(
                 e.text[..e.text.len() - e.mark.len()].trim_end(),
             ))
         },
@@ -1382,7 +1383,7 @@ fn show_json(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_i64() {
             Some(i) if i.abs() >= 1000 => {
-                let s = records::thousands(&i.abs().to_string());
+                let s = format::thousands(&i.abs().to_string());
                 if i < 0 {
                     format!("-{s}")
                 } else {
@@ -1733,7 +1734,7 @@ fn read_step_times(reproduce: &Path, times: &Path) -> Result<(StepList, LastTime
                 )
             })?;
             let why = match (f.get(3), f.get(5)) {
-                (Some(finished), Some(load)) => records::typed_in(finished, load),
+                (Some(finished), Some(load)) => format::typed_in(finished, load),
                 _ => Some("no finish time or load".to_string()),
             };
             if let Some(why) = why {

@@ -20,9 +20,6 @@
 //! | Wikipedia parquet shards of the hub's `wikipedia` data set (`id`, `url`, `title`, `text`; feature `parquet`) | `wikipedia_parquet::load_first` | the first N articles as [`Document`]s |
 
 use crate::{Error, Result};
-use serde::de::DeserializeOwned;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
 
 #[allow(unused_imports)]
 use crate::{Document, QaExample, Qrels, Query};
@@ -38,27 +35,8 @@ pub mod wiki_leads;
 pub mod wikipedia_parquet;
 pub mod wikitext;
 
-/// Read a whole file to a string, naming the file on failure.
-pub fn read_to_string(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
-}
-
-/// Parse a JSON Lines file into `T`, one record per non-blank line.
-/// A line that does not parse is an error naming the file and the 1-based line.
-pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| Error::io(path, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec = serde_json::from_str(&line)
-            .map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
-        out.push(rec);
-    }
-    Ok(out)
-}
+mod files;
+pub use files::{read_jsonl, read_to_string};
 
 /// The Wikipedia-derived corpora that [`wikipedia_corpus`] knows offline, by asset name.
 pub const WIKIPEDIA_CORPORA: [&str; 3] = ["enwiki-sample-dump", "wiki-leads-en", "wikitext-2-raw"];

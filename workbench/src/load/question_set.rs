@@ -35,8 +35,7 @@
 //! (SQuAD, RAG-Mini-Wikipedia), where a question with no answer at all is unanswerable by
 //! design and is kept.
 
-use crate::evaluate::answer_match::AnswerMatch;
-use crate::evaluate::qa::normalize_answer;
+use crate::text::answer_match::{normalize_answer, AnswerMatch};
 use crate::{Error, QaExample, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};

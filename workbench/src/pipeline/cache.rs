@@ -13,7 +13,6 @@
 //! run says so ([`Status::Rebuilt`] with the reason). Entries are written to a
 //! temporary file and renamed.
 
-use super::Pipeline;
 use crate::{Error, Hit, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -66,58 +65,6 @@ struct Entry {
     ids: Vec<String>,
     body_sha256: String,
     body: String,
-}
-
-/// The cache key of a pipeline's retrieval for these queries (lowercase hex sha256).
-pub fn key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> {
-    let mut h = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        h.update((bytes.len() as u64).to_le_bytes());
-        h.update(bytes);
-    };
-    field(b"workbench-retrieval-v1");
-    field(&(p.passages.len() as u64).to_le_bytes());
-    for ps in &p.passages {
-        field(ps.id.as_bytes());
-        field(ps.text.as_bytes());
-    }
-    for r in &p.retrievers {
-        field(r.name().as_bytes());
-    }
-    // The oracle looks questions up by id: its entries are keyed apart from those it
-    // wrote when it looked them up by text.
-    if p.config
-        .retrieval
-        .retrievers
-        .iter()
-        .any(|r| r.kind == super::config::RetrieverKind::Oracle)
-    {
-        field(b"oracle-by-question-id");
-    }
-    field(
-        p.fusion
-            .as_ref()
-            .map_or(String::new(), |f| f.tag())
-            .as_bytes(),
-    );
-    field(&(p.config.retrieval.depth as u64).to_le_bytes());
-    match (&p.reranker, &p.config.rerank) {
-        (Some(r), Some(c)) => {
-            field(r.name().as_bytes());
-            field(&(c.depth as u64).to_le_bytes());
-        }
-        _ => field(b"no-rerank"),
-    }
-    field(&(p.config.reader.passages as u64).to_le_bytes());
-    field(serde_json::to_string(&p.config.query_transform)?.as_bytes());
-    for (q, qs) in p.questions.questions.iter().zip(queries) {
-        field(q.id.as_bytes());
-        field(&(qs.len() as u64).to_le_bytes());
-        for s in qs {
-            field(s.as_bytes());
-        }
-    }
-    Ok(hex::encode(h.finalize()))
 }
 
 /// The verified entry, `Ok(None)` when absent, `Err(reason)` when present but bad.

@@ -87,6 +87,7 @@ use crate::retrieve::fusion::{Fusion, FusionMethod};
 use crate::retrieve::Retriever;
 use crate::{Document, Error, Hit, Passage, QaExample, Result};
 use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, TransformKind};
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -829,7 +830,7 @@ impl Pipeline {
                 cache::Status::Off,
             )
         } else {
-            let key = cache::key(self, &queries)?;
+            let key = retrieval_cache_key(self, &queries)?;
             let dir = self.config.resolve(&self.config.cache.dir);
             let ids: Vec<&str> = qs.iter().map(|q| q.id.as_str()).collect();
             let cached = if self.config.cache.retrieval {
@@ -1066,6 +1067,58 @@ impl Pipeline {
             retrieval_cached: meta.cached,
         })
     }
+}
+
+/// The cache key of a pipeline's retrieval for these queries (lowercase hex sha256).
+fn retrieval_cache_key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> {
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    field(b"workbench-retrieval-v1");
+    field(&(p.passages.len() as u64).to_le_bytes());
+    for ps in &p.passages {
+        field(ps.id.as_bytes());
+        field(ps.text.as_bytes());
+    }
+    for r in &p.retrievers {
+        field(r.name().as_bytes());
+    }
+    // The oracle looks questions up by id: its entries are keyed apart from those it
+    // wrote when it looked them up by text.
+    if p.config
+        .retrieval
+        .retrievers
+        .iter()
+        .any(|r| r.kind == config::RetrieverKind::Oracle)
+    {
+        field(b"oracle-by-question-id");
+    }
+    field(
+        p.fusion
+            .as_ref()
+            .map_or(String::new(), |f| f.tag())
+            .as_bytes(),
+    );
+    field(&(p.config.retrieval.depth as u64).to_le_bytes());
+    match (&p.reranker, &p.config.rerank) {
+        (Some(r), Some(c)) => {
+            field(r.name().as_bytes());
+            field(&(c.depth as u64).to_le_bytes());
+        }
+        _ => field(b"no-rerank"),
+    }
+    field(&(p.config.reader.passages as u64).to_le_bytes());
+    field(serde_json::to_string(&p.config.query_transform)?.as_bytes());
+    for (q, qs) in p.questions.questions.iter().zip(queries) {
+        field(q.id.as_bytes());
+        field(&(qs.len() as u64).to_le_bytes());
+        for s in qs {
+            field(s.as_bytes());
+        }
+    }
+    Ok(hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -75,7 +75,9 @@
 //! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
 //! kernels.
 
+pub use template::ChatMessage;
 mod amx;
+mod cpu;
 mod decode_attn;
 mod gguf;
 mod model;
@@ -86,36 +88,7 @@ mod silu;
 mod template;
 mod tokenizer;
 
-/// Whether the environment variable `var` switches a fast path off (set, not empty, not
-/// `0`): the `WORKBENCH_LLM_NO_*` switches, for comparisons.
-fn switched_off(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// Whether the CPU has AVX-512 F, which the attention and SiLU kernels need.
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_avx512f() -> bool {
-    is_x86_feature_detected!("avx512f")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_avx512f() -> bool {
-    false
-}
-
-/// Whether the CPU has AVX-512 F/BW and F16C, which the Q6_K kernel needs (and, with
-/// AMX-BF16, the AMX kernel).
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_avx512bw_f16c() -> bool {
-    is_x86_feature_detected!("avx512f")
-        && is_x86_feature_detected!("avx512bw")
-        && is_x86_feature_detected!("f16c")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_avx512bw_f16c() -> bool {
-    false
-}
+use cpu::{cpu_has_avx512bw_f16c, cpu_has_avx512f, switched_off};
 
 /// `n` deterministic values in [-1, 1) (xorshift), for the kernels' tests.
 #[cfg(test)]
@@ -214,37 +187,6 @@ const WARM_UP_TOKENS: usize = 32;
 
 /// Default cap on the context window when [`LoadOptions::context_len`] is `None`.
 pub const DEFAULT_CONTEXT_CAP: usize = 8192;
-
-/// One message of a chat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    /// `system`, `user` or `assistant`.
-    pub role: String,
-    /// The message text.
-    pub content: String,
-}
-
-impl ChatMessage {
-    /// A message with the given role.
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-    /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
-        Self::new("system", content)
-    }
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::new("user", content)
-    }
-    /// An assistant message.
-    pub fn assistant(content: impl Into<String>) -> Self {
-        Self::new("assistant", content)
-    }
-}
 
 /// How the next token is picked.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

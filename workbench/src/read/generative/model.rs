@@ -244,9 +244,14 @@ pub(crate) struct Model {
 /// the same functions as a direct call.
 #[derive(Clone, Copy)]
 struct Passes {
-    forward_in: fn(&Model, &mut KvCache, &[u32]) -> candle_core::Result<Vec<f32>>,
-    decode_step: fn(&Model, &mut [KvCache], &[u32]) -> candle_core::Result<Vec<Vec<f32>>>,
+    forward_in: ForwardIn,
+    decode_step: DecodeStep,
 }
+
+/// [`Model::forward_in`]'s signature.
+type ForwardIn = fn(&Model, &mut KvCache, &[u32]) -> candle_core::Result<Vec<f32>>;
+/// [`Model::decode_step`]'s signature.
+type DecodeStep = fn(&Model, &mut [KvCache], &[u32]) -> candle_core::Result<Vec<Vec<f32>>>;
 
 fn ce(path: &std::path::Path, what: &str) -> impl Fn(candle_core::Error) -> Error {
     let what = what.to_string();

@@ -3,8 +3,39 @@
 //! `lstrip_blocks`, loop controls, `raise_exception`, Python string/dict methods through
 //! minijinja-contrib's `pycompat`).
 
-use super::ChatMessage;
 use minijinja::{context, Environment, ErrorKind};
+use serde::{Deserialize, Serialize};
+
+/// One message of a chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message with the given role.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new("system", content)
+    }
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new("user", content)
+    }
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new("assistant", content)
+    }
+}
 
 /// Render `template` over `messages`. Errors come back as minijinja's message (with the
 /// template line), for the caller to wrap with the file name.

@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | [`AnswerMatch::Dpr`] | `dpr` | the answer's tokens, as a contiguous run of the text's tokens | DPR `has_answer(…, "string")` |
 //! | [`AnswerMatch::DprRegex`] | `dpr-regex` | the answer is a regular expression found anywhere in the text | DPR `has_answer(…, "regex")` (CuratedTREC) |
-//! | [`AnswerMatch::Squad`] | `squad` | SQuAD-normalised answer tokens as a contiguous run of the text's | [`qa::answer_in_text`](super::qa::answer_in_text) |
+//! | [`AnswerMatch::Squad`] | `squad` | SQuAD-normalised answer tokens as a contiguous run of the text's | [`qa::answer_in_text`](crate::evaluate::qa::answer_in_text) |
 //!
 //! **DPR's rules** are those of DPR's evaluation code (Karpukhin et al. 2020,
 //! `dpr/data/qa_validation.py` `has_answer` and `dpr/utils/tokenizers.py`
@@ -58,7 +58,6 @@
 //! assert!(golds.found_in(&passage).unwrap());
 //! ```
 
-use super::qa::{answer_tokens, normalize_answer};
 use crate::{Error, Result};
 use regex::{Regex, RegexBuilder};
 use regex_syntax::ast::{self, Ast};
@@ -68,6 +67,61 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
+
+/// SQuAD answer normalisation, as the official `evaluate-v2.0.py` computes it in
+/// Python: lowercase (`str.lower`), remove ASCII punctuation (`string.punctuation`),
+/// replace the articles `a`, `an`, `the` by a space where they are whole words
+/// (`re.sub(r'\b(a|an|the)\b', ' ', text)`), and join the whitespace-separated
+/// tokens with single spaces (`' '.join(text.split())`).
+///
+/// The steps run in the script's order: `white_space_fix(remove_articles(remove_punc(lower(s))))`.
+///
+/// Word boundaries are Python's, not the `regex` crate's `\b`: Python's `re` counts a
+/// character as a word character (`\w`, str patterns) when it is a letter or a number
+/// (general categories L* and N*, so `²`, `½` and `ⅱ` are) or `_`. Combining marks
+/// (`é` written as `e` + U+0301), joiners and connector punctuation other than `_` are
+/// not, so `"the\u{301}"` loses its article here as in Python (Rust's `\w` would keep
+/// it). Whitespace is what Python's `str.split()` splits on (see [`is_python_space`]).
+/// `tests/data/squad_normalize.json`, written by real Python
+/// (`scripts/python/squad_normalize_fixture.py`), holds the reference outputs the
+/// tests compare against.
+pub fn normalize_answer(s: &str) -> String {
+    static WORDS: OnceLock<Regex> = OnceLock::new();
+    // A maximal run of Python `\w` characters: an article matches `\b(a|an|the)\b`
+    // exactly when it is a whole run.
+    let words = WORDS.get_or_init(|| Regex::new(r"[\p{L}\p{N}_]+").expect("valid regex"));
+    let lower = s.to_lowercase();
+    let no_punc: String = lower
+        .chars()
+        .filter(|c| !c.is_ascii_punctuation())
+        .collect();
+    let no_articles = words.replace_all(&no_punc, |m: &regex::Captures| match &m[0] {
+        "a" | "an" | "the" => " ".to_string(),
+        w => w.to_string(),
+    });
+    tokens_of_normalized(&no_articles).join(" ")
+}
+
+/// Whether Python's `str.split()` (and `str.isspace()`) treats `c` as whitespace: the
+/// Unicode White_Space characters plus the ASCII separators U+001C..U+001F (Python's
+/// bidirectional classes B and S). U+200B (zero width space) and U+180E are not.
+pub fn is_python_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Split on whitespace as Python's `str.split()` does ([`is_python_space`]).
+fn tokens_of_normalized(s: &str) -> Vec<&str> {
+    s.split(is_python_space).filter(|t| !t.is_empty()).collect()
+}
+
+/// The tokens of a normalised answer (the script's `get_tokens`).
+pub fn answer_tokens(s: &str) -> Vec<String> {
+    normalize_answer(s)
+        .split(' ')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
 
 /// How a gold answer is looked for in a text: see the [module docs](self).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -82,7 +136,7 @@ pub enum AnswerMatch {
     DprRegex,
     /// SQuAD normalisation (lowercase, no ASCII punctuation, no articles) on
     /// both sides, the answer's tokens as a contiguous run of the text's
-    /// ([`qa::answer_in_text`](super::qa::answer_in_text)).
+    /// ([`qa::answer_in_text`](crate::evaluate::qa::answer_in_text)).
     Squad,
 }
 

@@ -1,4 +1,7 @@
-//! Small text utilities shared by loaders, chunkers and metrics.
+//! Small text utilities shared by loaders, chunkers and metrics, and the rules by which an
+//! answer matches its golds ([`answer_match`]).
+
+pub mod answer_match;
 
 /// Number of whitespace-separated words (the unit report 000 filters on).
 pub fn word_count(s: &str) -> usize {
