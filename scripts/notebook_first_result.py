@@ -108,7 +108,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cold", action="store_true",
                    help="empty $WORKBENCH_EVCXR_HOME/target first (the first notebook then compiles everything)")
-    # A cold compile of the notebooks' features took over an hour on 2 busy cores.
+    # Generous: a cold compile of every dependency happens inside the first cell.
     p.add_argument("--timeout", type=int, default=4 * 3600, help="seconds per cell")
     p.add_argument("notebooks", nargs="+", help="names, e.g. 00_tour")
     a = p.parse_args(argv)

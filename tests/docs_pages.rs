@@ -226,7 +226,7 @@ const ALLOWED: &[(&str, &str)] = &[
     (r"α = \d+(\.\d+)?", "significance level"),
     (r"power \d+(\.\d+)?", "statistical power of the MDE"),
     (
-        r"(above|more than) \d+(\.\d+)?× slower",
+        r"(above|more than) 1\.3× slower",
         "the speed check's threshold (notebook 02, tests/llm_user_path.rs)",
     ),
     // grade's tolerances (docs/grading.md defines them).

@@ -85,7 +85,10 @@ row is the first question above, read right after the load (which warms the mode
     ("code", """
 use workbench::display::Table;
 use std::time::Instant;
-let loadavg = || std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "not read".into());
+/// The three load averages of /proc/loadavg, for the captions.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "not read".into())
+}
 let speeds = {
     let load_before = loadavg();
     // A question whose answer takes more than a few tokens, so that decoding can be timed.

@@ -105,12 +105,14 @@ println!("{n} of {} passages carry double-encoded UTF-8 in the data set's files"
     ("code", """
 let answer = reader.read(&q.question, &contexts)?;
 let u = answer.usage.clone();
-// A rate needs two decode passes or more; one pass is shown as its time alone.
-let decode = |u: &workbench::read::Usage| if u.decode_steps < 2 {
-    format!("{:.2} s ({} pass)", u.decode_secs, u.decode_steps)
-} else {
-    format!("{:.2} s ({} passes, {:.1} passes/s)", u.decode_secs, u.decode_steps, u.decode_tokens_per_sec())
-};
+/// Decode time, with a rate only for two decode passes or more (one pass is its time alone).
+fn decode(u: &workbench::read::Usage) -> String {
+    if u.decode_steps < 2 {
+        format!("{:.2} s ({} pass)", u.decode_secs, u.decode_steps)
+    } else {
+        format!("{:.2} s ({} passes, {:.1} passes/s)", u.decode_secs, u.decode_steps, u.decode_tokens_per_sec())
+    }
+}
 let mut t = Table::new(["", "value"]).caption("Qwen2.5-Coder-1.5B-Instruct over the dense top 3");
 t.push(["question".to_string(), q.question.clone()])?;
 t.push(["gold answers".to_string(), q.answers.join(" | ")])?;

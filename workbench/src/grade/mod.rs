@@ -181,7 +181,7 @@ pub struct FloorBlock {
 }
 
 /// One floor: `row`'s `column` is at least `at_least`, or at least row `at_least_row`'s
-/// value in the same column (exactly one of the two).
+/// value in the same column plus `by` (exactly one of the two).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FloorCheck {
@@ -195,6 +195,10 @@ pub struct FloorCheck {
     /// A row whose value (same column) the value must reach.
     #[serde(default)]
     pub at_least_row: Option<String>,
+    /// With `at_least_row`: a margin the value must clear that row's value by (so that a
+    /// stage that changes nothing, and scores exactly what it was given, fails).
+    #[serde(default)]
+    pub by: Option<String>,
     /// Why the floor holds for a sane model (printed with the grade).
     pub what: String,
 }
@@ -473,6 +477,16 @@ impl Conditions {
                         return Err(self.bad(format!(
                             "{at}: give exactly one of at_least and at_least_row"
                         )))
+                    }
+                }
+                if let Some(by) = &c.by {
+                    if c.at_least_row.is_none() {
+                        return Err(self.bad(format!("{at}: `by` needs at_least_row")));
+                    }
+                    if Expected::parse(by).is_none_or(|e| !e.mark.is_empty() || e.value < 0.0) {
+                        return Err(self.bad(format!(
+                            "{at}: by `{by}` is not a non-negative number"
+                        )));
                     }
                 }
             }
@@ -1297,7 +1311,10 @@ fn grade_floor(
         expected: Expected {
             text: match (&c.at_least, &c.at_least_row) {
                 (Some(v), _) => format!("≥ {v}"),
-                (_, Some(r)) => format!("≥ row `{r}`"),
+                (_, Some(r)) => match &c.by {
+                    Some(by) => format!("≥ row `{r}` + {by}"),
+                    None => format!("≥ row `{r}`"),
+                },
                 _ => String::new(),
             },
             value: f64::NAN,
@@ -1328,9 +1345,20 @@ fn grade_floor(
             .map(|e| (e, format!("≥ {v}")))
             .ok_or_else(|| format!("at_least `{v}` is not a number")),
         (_, Some(r)) => measure(loaded, &b.file, &cell(r), 4).and_then(|(text, _, _)| {
-            Expected::parse(&text)
-                .map(|e| (e, format!("≥ {text} (`{r}`)")))
-                .ok_or_else(|| format!("row `{r}`: `{text}` is not a number"))
+            let other = Expected::parse(&text)
+                .ok_or_else(|| format!("row `{r}`: `{text}` is not a number"))?;
+            match &c.by {
+                None => Ok((other, format!("≥ {text} (`{r}`)"))),
+                Some(by) => {
+                    let margin = Expected::parse(by)
+                        .ok_or_else(|| format!("by `{by}` is not a number"))?;
+                    let value = other.value + margin.value;
+                    Ok((
+                        Expected { value, ..other },
+                        format!("≥ {text} (`{r}`) + {by}"),
+                    ))
+                }
+            }
         }),
         _ => Err("neither at_least nor at_least_row".to_string()),
     };
@@ -2266,6 +2294,8 @@ checks = [
   { row = "weird", column = "nDCG@10", at_least_row = "bm25", what = "not a number" },
   { row = "bm25", column = "nDCG@10", at_least_row = "weird", what = "floor row not a number" },
   { row = "bm25", column = "nDCG@10", at_least_row = "absent", what = "no such row" },
+  { row = "dense", column = "nDCG@10", at_least_row = "bm25", by = "0.05", what = "dense clears bm25 by 0.05" },
+  { row = "dense", column = "nDCG@10", at_least_row = "bm25", by = "0.1", what = "dense clears bm25 by 0.1" },
 ]
 "#;
         let c = Conditions::parse(text, Path::new("floors.toml")).unwrap();
@@ -2291,6 +2321,13 @@ checks = [
             "≥ 0.7337 (`bm25`)"
         );
         assert_eq!(by("bm25 ≥ dense").grade, Grade::Ok);
+        // 0.7980 clears bm25's 0.7337 by 0.05, not by 0.1.
+        assert_eq!(by("dense clears bm25 by 0.05").grade, Grade::Ok);
+        assert_eq!(
+            by("dense clears bm25 by 0.05").condition.expected.text,
+            "≥ 0.7337 (`bm25`) + 0.05"
+        );
+        assert_eq!(by("dense clears bm25 by 0.1").grade, Grade::Fail);
         // 0.8230 < rrf's 0.8488.
         let f = by("dense ≥ rrf");
         assert_eq!(f.grade, Grade::Fail);
