@@ -229,6 +229,11 @@ const ALLOWED: &[(&str, &str)] = &[
         r"(above|more than) 1\.3× slower",
         "the speed check's threshold (notebook 02, tests/llm_user_path.rs)",
     ),
+    // A floor's margin over another row (data/expected.toml's `by`).
+    (
+        r"by at least \d+\.\d+",
+        "a floor's margin (data/expected.toml)",
+    ),
     // grade's tolerances (docs/grading.md defines them).
     (
         r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)|\d+\.\d+ for a model the run trains",

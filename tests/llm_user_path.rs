@@ -15,9 +15,7 @@
 use workbench::assets::Assets;
 use workbench::bench::median;
 use workbench::machine::load_average;
-use workbench::read::generative::{
-    Generation, GenerativeReader, Llm, LoadOptions, ReaderOptions,
-};
+use workbench::read::generative::{Generation, GenerativeReader, Llm, LoadOptions, ReaderOptions};
 use workbench::read::{Context, Reader};
 
 const MODEL: &str = "smollm2-135m-instruct-gguf";

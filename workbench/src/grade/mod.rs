@@ -484,9 +484,9 @@ impl Conditions {
                         return Err(self.bad(format!("{at}: `by` needs at_least_row")));
                     }
                     if Expected::parse(by).is_none_or(|e| !e.mark.is_empty() || e.value < 0.0) {
-                        return Err(self.bad(format!(
-                            "{at}: by `{by}` is not a non-negative number"
-                        )));
+                        return Err(
+                            self.bad(format!("{at}: by `{by}` is not a non-negative number"))
+                        );
                     }
                 }
             }
@@ -1350,8 +1350,8 @@ fn grade_floor(
             match &c.by {
                 None => Ok((other, format!("≥ {text} (`{r}`)"))),
                 Some(by) => {
-                    let margin = Expected::parse(by)
-                        .ok_or_else(|| format!("by `{by}` is not a number"))?;
+                    let margin =
+                        Expected::parse(by).ok_or_else(|| format!("by `{by}` is not a number"))?;
                     let value = other.value + margin.value;
                     Ok((
                         Expected { value, ..other },
@@ -2354,7 +2354,7 @@ checks = [
         let empty = tempfile::tempdir().unwrap();
         let none = grade(&c, empty.path(), None);
         assert!(none.graded.iter().all(|g| g.grade == Grade::Missing));
-        assert_eq!(none.graded.len(), 8);
+        assert_eq!(none.graded.len(), 10);
         // Floors follow their result through `at_scale` (the path `grade --scale` takes).
         let scaled = format!(
             "{}\n[[result]]\nname = \"later\"\nbinary = \"b\"\nwhat = \"w\"\nscales = [\"default\"]\n\n[[floor]]\nresult = \"later\"\nfile = \"metrics.csv\"\nkey = \"system\"\nchecks = [{{ row = \"bm25\", column = \"MRR@10\", at_least = \"0\", what = \"w\" }}]\n",
@@ -2366,7 +2366,7 @@ checks = [
             (quick.floor.len(), quick.floor[0].result.as_str()),
             (1, "exp")
         );
-        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 8);
+        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 10);
         assert_eq!(c2.at_scale(crate::env::Scale::Default).floor.len(), 1);
         // A floor on a folder whose outputs changed since its manifest is STALE, not OK.
         std::fs::write(
