@@ -345,6 +345,33 @@ impl Crate {
         abs
     }
 
+    /// The module that defines what `abs` names and the item's name in it (`None` when
+    /// `abs` names the module itself).
+    fn defining_item(&self, abs: &ModPath) -> (ModPath, Option<String>) {
+        let module = self.defining_module(abs);
+        // Follow the same re-exports as `defining_module` to the item's own name.
+        let mut abs = abs.clone();
+        for _ in 0..8 {
+            let k = (0..=abs.len())
+                .rev()
+                .find(|&k| self.modules.contains_key(&abs[..k]))
+                .unwrap_or(0);
+            let Some(name) = abs.get(k).cloned() else {
+                break;
+            };
+            let file = &self.modules[&abs[..k].to_vec()];
+            match self.aliases.get(file).and_then(|m| m.get(&name)) {
+                Some(target) if target != &abs[..=k] => {
+                    let mut next = target.clone();
+                    next.extend(abs[k + 1..].iter().cloned());
+                    abs = next;
+                }
+                _ => return (module, Some(name)),
+            }
+        }
+        (module, None)
+    }
+
     /// Top-level module → top-level modules it references.
     fn module_edges(&self) -> BTreeMap<String, BTreeSet<String>> {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -514,8 +541,100 @@ fn the_scan_sees_every_kind_of_reference() {
     assert_eq!(documented_layers(&architecture()).len(), 6);
 }
 
-/// A scratch copy of the sources with each `(file, line)` appended; the new violations.
-fn plant(lines: &[(&str, &str)]) -> Vec<String> {
+/// The files that build a pipeline or a study's systems from their specs.
+const BUILDERS: [&str; 3] = [
+    "pipeline/systems.rs",
+    "pipeline/mod.rs",
+    "pipeline/reader.rs",
+];
+
+/// What the builders may name in `crate::train`: types and constants, reading a finished
+/// checkpoint, and the seeded split that says which questions a trained model saw.
+fn builder_may_use(module: &ModPath, item: Option<&str>) -> bool {
+    let in_file = |file: &str| module.len() == 2 && module[1] == file;
+    match item {
+        None => true,
+        Some(i) if i.starts_with(|c: char| c.is_ascii_uppercase()) => true,
+        Some("read_done") => in_file("checkpoint"),
+        Some("hash_test_side") => in_file("qa_data"),
+        Some(_) => false,
+    }
+}
+
+/// Every call from a builder file into training, or into resolution (which may train).
+fn builder_training_calls(src: &Path) -> Vec<String> {
+    let krate = Crate::parse(src);
+    let mut out = BTreeSet::new();
+    for r in &krate.refs {
+        let from = r.from_file.strip_prefix(src).unwrap().display().to_string();
+        if !BUILDERS.contains(&from.as_str()) || r.reexport {
+            continue;
+        }
+        let (module, item) = krate.defining_item(&r.target);
+        let named = format!(
+            "{}::{}",
+            module.join("::"),
+            item.clone().unwrap_or_default()
+        );
+        let trains = match module.first().map(String::as_str) {
+            Some("train") => !builder_may_use(&module, item.as_deref()),
+            Some("pipeline") => {
+                module.get(1).map(String::as_str) == Some("trained")
+                    && item
+                        .as_deref()
+                        .is_some_and(|i| i.starts_with(|c: char| c.is_ascii_lowercase()))
+            }
+            _ => false,
+        };
+        if trains {
+            out.insert(format!("{from} calls {named}"));
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn builders_never_train() {
+    let src = root().join("workbench/src");
+    let found = builder_training_calls(&src);
+    assert!(
+        found.is_empty(),
+        "builders that may train:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn a_builder_that_trains_is_reported() {
+    for (file, line, expect) in [
+        (
+            "pipeline/systems.rs",
+            "fn _planted() { let _ = crate::train::colbert::train_or_load; }",
+            "pipeline/systems.rs calls train::colbert::train_or_load",
+        ),
+        (
+            "pipeline/mod.rs",
+            "use crate::train::cross_recipe as _cr;\nfn _planted() { let _ = _cr::recipe_groups; }",
+            "pipeline/mod.rs calls train::cross_recipe::recipe_groups",
+        ),
+        (
+            "pipeline/reader.rs",
+            "fn _planted() { let _ = super::trained::for_config; }",
+            "pipeline/reader.rs calls pipeline::trained::for_config",
+        ),
+    ] {
+        let dir = scratch_copy(&[(file, line)]);
+        let copy = dir.path().join("src");
+        let found = builder_training_calls(&copy);
+        assert!(
+            found.iter().any(|f| f == expect),
+            "planting {line:?} in {file}: expected {expect:?}, got {found:?}"
+        );
+    }
+}
+
+/// A scratch copy of the sources (in `<dir>/src`) with each `(file, line)` appended.
+fn scratch_copy(lines: &[(&str, &str)]) -> tempfile::TempDir {
     let src = root().join("workbench/src");
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("src");
@@ -528,14 +647,18 @@ fn plant(lines: &[(&str, &str)]) -> Vec<String> {
     }
     for (file, line) in lines {
         let target = copy.join(file);
-        let mut text = std::fs::read_to_string(&target).unwrap();
-        text.push('\n');
-        text.push_str(line);
-        text.push('\n');
-        std::fs::write(&target, text).unwrap();
+        let text = std::fs::read_to_string(&target).unwrap();
+        std::fs::write(&target, format!("{text}\n{line}\n")).unwrap();
     }
+    dir
+}
+
+/// The violations of a scratch copy with `lines` planted that the sources do not have.
+fn plant(lines: &[(&str, &str)]) -> Vec<String> {
+    let src = root().join("workbench/src");
+    let dir = scratch_copy(lines);
     let before: BTreeSet<String> = violations(&src, &architecture()).into_iter().collect();
-    violations(&copy, &architecture())
+    violations(&dir.path().join("src"), &architecture())
         .into_iter()
         .filter(|v| !before.contains(v))
         .collect()

@@ -1849,3 +1849,40 @@ fn dense_model_by_folder_and_prefixes() {
     let dot: f32 = qv[0].iter().zip(&pv[0]).map(|(a, b)| a * b).sum();
     assert!((dot - top.score).abs() < 1e-4, "{dot} vs {}", top.score);
 }
+
+/// Building never trains. A config naming a trained cross-encoder fails in
+/// `Pipeline::build` with an error saying it was not resolved; resolving it with training
+/// forbidden, over an empty cache, fails naming how to train it and writes nothing.
+#[test]
+fn a_trained_reranker_is_resolved_before_building_never_by_it() {
+    use workbench::env::{Env, Scale};
+    use workbench::pipeline::trained::{for_config, Training};
+    let text = tiny_text().replace(
+        "[reader]",
+        "[rerank]\nkind = \"cross-encoder\"\nmodel = \"trained:minilm-ce\"\ndepth = 5\n\n[reader]",
+    );
+    let c = config(&text).unwrap();
+    let e = Pipeline::build(c.clone()).err().unwrap().to_string();
+    assert!(
+        e.contains("trained:minilm-ce") && e.contains("not resolved"),
+        "{e}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = Env::project().unwrap();
+    env.cache = tmp.path().join("cache");
+    for scale in [Scale::Quick, Scale::Default] {
+        let e = for_config(&env, scale, &c, Training::Forbid)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("train_reranker"), "{e}");
+    }
+    assert!(
+        !env.cache.exists(),
+        "resolving without training wrote {}",
+        env.cache.display()
+    );
+    // Without a trained model there is nothing to resolve.
+    assert!(for_config(&env, Scale::Quick, &tiny(), Training::Forbid)
+        .unwrap()
+        .is_empty());
+}

@@ -37,12 +37,14 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use std::path::{Path, PathBuf};
+use workbench::env::Scale;
 use workbench::evaluate::groups;
 use workbench::load::question_set::QuestionSet;
 use workbench::pipeline::reader::{build, ModelPool};
 use workbench::pipeline::run_key::{check_comparable, Comparand};
 use workbench::pipeline::study::{self, QaComparisons, StudyRun, StudyRuns};
 use workbench::pipeline::trace::Journal;
+use workbench::pipeline::trained::{for_config, Training};
 use workbench::pipeline::{Pipeline, PipelineConfig, PipelineRun, QueryTransform, RunKey};
 use workbench::results::{executable_sha256, Experiment, ResultDir};
 
@@ -137,7 +139,13 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
             journal_path.display()
         );
     }
-    let pipeline = Pipeline::build(config.clone()).context("building the pipeline")?;
+    // A trained re-ranker the config names is found in the cache, or trained there first, at
+    // the published recipe sizes; the pipeline is then built from what was resolved.
+    let env = workbench::env::Env::project()?;
+    let trained = for_config(&env, Scale::Default, &config, Training::Allow)
+        .context("resolving the trained re-ranker")?;
+    let pipeline =
+        Pipeline::build_resolved(config.clone(), &trained).context("building the pipeline")?;
     let (mut reader, mut transform) = build(&pipeline, pool)
         .with_context(|| format!("building the reader `{}`", config.reader.model))?;
     let Some(exp) = Experiment::start_in(out, true, "summary.md")? else {

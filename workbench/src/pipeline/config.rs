@@ -318,6 +318,20 @@ pub enum FusionKind {
     Combmnz,
 }
 
+impl FusionKind {
+    /// The fusion method this names, with RRF's `rank_constant` (k).
+    pub fn method(self, rank_constant: f32) -> crate::retrieve::fusion::FusionMethod {
+        use crate::retrieve::fusion::FusionMethod;
+        match self {
+            FusionKind::Rrf => FusionMethod::Rrf { rank_constant },
+            FusionKind::Minmax => FusionMethod::MinMax,
+            FusionKind::Zscore => FusionMethod::ZScore,
+            FusionKind::Combsum => FusionMethod::CombSum,
+            FusionKind::Combmnz => FusionMethod::CombMnz,
+        }
+    }
+}
+
 /// First-stage retrieval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -69,6 +69,8 @@ pub mod system_spec;
 #[cfg(feature = "dense")]
 pub mod systems;
 pub mod trace;
+#[cfg(feature = "dense")]
+pub mod trained;
 pub mod transform;
 
 pub use config::PipelineConfig;
@@ -83,11 +85,18 @@ use crate::evaluate::{context, qa};
 use crate::load::question_set::{self, QuestionSet};
 use crate::read::{Context, Reader};
 use crate::rerank::{PassageLookup, Reranker};
-use crate::retrieve::fusion::{Fusion, FusionMethod};
+use crate::retrieve::fusion::Fusion;
 use crate::retrieve::Retriever;
 use crate::{Document, Error, Hit, Passage, QaExample, Result};
-use config::{ChunkerKind, CorpusKind, FusionKind, QuestionsKind, TransformKind};
+use config::{ChunkerKind, CorpusKind, QuestionsKind, TransformKind};
 use sha2::{Digest, Sha256};
+#[cfg(feature = "dense")]
+use trained::Trained;
+
+/// Without the feature `dense` nothing is trained, so nothing is resolved.
+#[cfg(not(feature = "dense"))]
+#[derive(Default)]
+struct Trained;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -207,8 +216,21 @@ fn asset_file(asset: &str, file: &str) -> Result<std::path::PathBuf> {
 }
 
 impl Pipeline {
-    /// Validate `config` and build everything a run needs.
+    /// Validate `config` and build everything a run needs. A re-ranker the workbench
+    /// trains (`trained:<recipe>`, a ColBERT projection) must be resolved first
+    /// ([`trained::for_config`], then [`Pipeline::build_resolved`]); here it is an error.
     pub fn build(config: PipelineConfig) -> Result<Self> {
+        Self::build_with(config, &Trained::default())
+    }
+
+    /// [`Pipeline::build`] with the trained re-rankers `trained` resolved: they are
+    /// loaded, never trained.
+    #[cfg(feature = "dense")]
+    pub fn build_resolved(config: PipelineConfig, trained: &Trained) -> Result<Self> {
+        Self::build_with(config, trained)
+    }
+
+    fn build_with(config: PipelineConfig, trained: &Trained) -> Result<Self> {
         config.validate()?;
         let template = PromptTemplate::load(
             &config.resolve(&config.reader.prompt),
@@ -262,22 +284,17 @@ impl Pipeline {
         let fusion = if retrievers.len() > 1 {
             let weights =
                 (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
-            let method = match config.retrieval.fusion {
-                FusionKind::Rrf => FusionMethod::Rrf {
-                    rank_constant: config.retrieval.rank_constant,
-                },
-                FusionKind::Minmax => FusionMethod::MinMax,
-                FusionKind::Zscore => FusionMethod::ZScore,
-                FusionKind::Combsum => FusionMethod::CombSum,
-                FusionKind::Combmnz => FusionMethod::CombMnz,
-            };
+            let method = config
+                .retrieval
+                .fusion
+                .method(config.retrieval.rank_constant);
             Some(Fusion::new(method, weights)?)
         } else {
             None
         };
         let reranker = match &config.rerank {
             None => None,
-            Some(r) => Some(Self::build_reranker(&config, r)?),
+            Some(r) => Some(Self::build_reranker(&config, r, trained)?),
         };
         Ok(Pipeline {
             config,
@@ -411,7 +428,7 @@ impl Pipeline {
             return Ok((Vec::new(), passages, lookup));
         }
         let env = crate::env::Env::project()?;
-        let mut b = systems::SystemBuilder::new(&env, crate::env::Scale::Default, passages)?;
+        let mut b = systems::SystemBuilder::new(&env, Trained::default(), passages)?;
         let retrievers = c
             .retrieval
             .retrievers
@@ -499,15 +516,18 @@ impl Pipeline {
     }
 
     #[allow(unused_variables)]
-    fn build_reranker(c: &PipelineConfig, r: &config::RerankConfig) -> Result<Box<dyn Reranker>> {
+    fn build_reranker(
+        c: &PipelineConfig,
+        r: &config::RerankConfig,
+        trained: &Trained,
+    ) -> Result<Box<dyn Reranker>> {
         #[cfg(feature = "dense")]
         {
-            // The same construction as the retrieval studies' systems, at the published
-            // recipe sizes.
+            // The same construction as the retrieval studies' systems.
             let env = crate::env::Env::project()?;
             systems::reranker(
                 &env,
-                crate::env::Scale::Default,
+                trained,
                 r,
                 &c.resolve(&r.model),
                 &mut systems::EncoderPool::default(),

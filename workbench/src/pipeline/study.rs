@@ -312,7 +312,7 @@ pub fn short_name(reader: &str) -> String {
 }
 
 /// `config` with every trained re-ranker (`trained:<recipe>`) replaced by its quick
-/// recipe (`trained:<recipe>-quick`, [`super::systems::cross_recipe_at`]).
+/// recipe (`trained:<recipe>-quick`, [`super::trained::cross_recipe_at`]).
 pub fn quick_models(mut config: PipelineConfig) -> PipelineConfig {
     if let Some(r) = config.rerank.as_mut() {
         if r.model.starts_with(super::config::TRAINED_PREFIX) && !r.model.ends_with("-quick") {
@@ -692,7 +692,18 @@ pub fn scaled(
 
 /// Build `config`'s pipeline, its generative reader on `pool`'s copy of `reader.model`
 /// and its query transform (on the same copy), and run every question.
+///
+/// A trained re-ranker the config names is resolved first at the published recipe sizes
+/// (the default scale), and trained when missing.
 pub fn run_config(pool: &mut ModelPool, config: PipelineConfig) -> Result<PipelineRun> {
+    #[cfg(feature = "dense")]
+    let pipeline = {
+        use super::trained::{for_config, Training};
+        let env = crate::env::Env::project()?;
+        let trained = for_config(&env, crate::env::Scale::Default, &config, Training::Allow)?;
+        Pipeline::build_resolved(config, &trained)?
+    };
+    #[cfg(not(feature = "dense"))]
     let pipeline = Pipeline::build(config)?;
     run_pipeline(pool, &pipeline)
 }

@@ -6,21 +6,17 @@
 //! retriever and each encoder once, however many systems share it (BM25 is the first
 //! stage of four DL19 systems; dense, hybrid, RRF and the MaxSim re-ranker share one
 //! MiniLM). Trained re-rankers (`trained:<recipe>` cross-encoders, ColBERT projections
-//! with `head_dim > 0`) are loaded from the cache in [`Env::cache`], and trained there
-//! first when missing, at the recipe size of the builder's [`Scale`]:
-//!
-//! | trained model | quick | default, paper |
-//! |---|---|---|
-//! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 400 groups (100 updates, lr 1e-4) | 1,500 groups (375 updates) |
-//! | ColBERT projection | 200 groups | `head_groups` of the spec (800 in the studies) |
+//! with `head_dim > 0`) come resolved in a [`Trained`] ([`super::trained`]): the builder
+//! loads them and never trains.
 
 use super::system_spec::SystemSpec;
+use super::trained::Trained;
 #[cfg(feature = "faiss")]
 use crate::encode::EmbeddingCache;
 use crate::encode::{BertEncoder, EncoderParams};
-use crate::env::{Env, Scale};
+use crate::env::Env;
 use crate::pipeline::config::{
-    FusionKind, RerankConfig, RerankKind, RetrieverConfig, RetrieverKind, TRAINED_PREFIX,
+    RerankConfig, RerankKind, RetrieverConfig, RetrieverKind, TRAINED_PREFIX,
 };
 use crate::rerank::late_interaction::{LateInteraction, MaxSimReranker};
 use crate::rerank::{PassageLookup, RerankedRetriever, Reranker};
@@ -30,22 +26,18 @@ use crate::retrieve::bm25::{Bm25, Bm25Params};
 use crate::retrieve::dense::DenseRetriever;
 #[cfg(feature = "faiss")]
 use crate::retrieve::faiss::IndexParams;
-use crate::retrieve::fusion::{Fused, Fusion, FusionMethod};
+use crate::retrieve::fusion::{Fused, Fusion};
 use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
 use crate::retrieve::Retriever;
-use crate::train::cross_recipe::{self, CrossRecipe};
 use crate::{Passage, Result};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-/// ColBERT projections at the quick scale train on this many groups.
-pub const QUICK_COLBERT_GROUPS: usize = 200;
-
 /// Builds systems over one corpus, sharing first stages and encoders.
 pub struct SystemBuilder<'e> {
     env: &'e Env,
-    scale: Scale,
+    trained: Trained,
     passages: Vec<Passage>,
     lookup: PassageLookup,
     first_stages: HashMap<String, Arc<dyn Retriever>>,
@@ -77,11 +69,11 @@ impl EncoderPool {
 
 /// The re-ranker `spec` names: a bi-encoder or late-interaction model over an encoder
 /// of `encoders` (a trained ColBERT projection when `head_dim > 0`), or a cross-encoder
-/// (`trained:<recipe>`, or the checkpoint folder `model_path`). Trained models come
-/// from `env`'s cache at `scale`'s recipe size, trained first when missing.
+/// (`trained:<recipe>`, or the checkpoint folder `model_path`). Trained models are
+/// loaded from `trained`; one it does not hold is an error.
 pub fn reranker(
     env: &Env,
-    scale: Scale,
+    trained: &Trained,
     spec: &RerankConfig,
     model_path: &Path,
     encoders: &mut EncoderPool,
@@ -91,24 +83,20 @@ pub fn reranker(
             encoders.get(&env.assets, &spec.model)?,
         ))),
         RerankKind::LateInteraction => Ok(Box::new(MaxSimReranker::new(Arc::new(
-            late_interaction(env, scale, spec, encoders)?,
+            late_interaction(env, trained, spec, encoders)?,
         )))),
-        RerankKind::CrossEncoder => Ok(Box::new(cross_encoder(
-            env,
-            &spec.model,
-            scale,
-            model_path,
-        )?)),
+        RerankKind::CrossEncoder => Ok(Box::new(cross_encoder(trained, &spec.model, model_path)?)),
     }
 }
 
 impl<'e> SystemBuilder<'e> {
-    /// A builder over `passages`; trained re-rankers at `scale`'s recipe sizes.
-    pub fn new(env: &'e Env, scale: Scale, passages: Vec<Passage>) -> Result<Self> {
+    /// A builder over `passages`, re-ranking with the trained models of `trained`
+    /// ([`super::trained::for_systems`]).
+    pub fn new(env: &'e Env, trained: Trained, passages: Vec<Passage>) -> Result<Self> {
         let lookup = PassageLookup::from_passages(&passages)?;
         Ok(SystemBuilder {
             env,
-            scale,
+            trained,
             passages,
             lookup,
             first_stages: HashMap::new(),
@@ -210,7 +198,7 @@ impl<'e> SystemBuilder<'e> {
         if let (RerankKind::LateInteraction, Some(tag)) = (spec.kind, &self.token_store) {
             let li = Arc::new(late_interaction(
                 self.env,
-                self.scale,
+                &self.trained,
                 spec,
                 &mut self.encoders,
             )?);
@@ -237,7 +225,7 @@ impl<'e> SystemBuilder<'e> {
         } else {
             base_dir.join(&spec.model)
         };
-        reranker(self.env, self.scale, spec, &path, &mut self.encoders)
+        reranker(self.env, &self.trained, spec, &path, &mut self.encoders)
     }
 
     /// The whole system: its first stage (fused when it has several retrievers, each
@@ -257,7 +245,7 @@ impl<'e> SystemBuilder<'e> {
             Box::new(firsts.remove(0))
         } else {
             let weights = (!spec.weights.is_empty()).then(|| spec.weights.clone());
-            let fusion = Fusion::new(fusion_method(spec.fusion, spec.rank_constant), weights)?;
+            let fusion = Fusion::new(spec.fusion.method(spec.rank_constant), weights)?;
             Box::new(Fused::new(
                 firsts
                     .into_iter()
@@ -282,22 +270,11 @@ impl<'e> SystemBuilder<'e> {
     }
 }
 
-/// The fusion method of the pipeline schema's [`FusionKind`].
-pub fn fusion_method(kind: FusionKind, rank_constant: f32) -> FusionMethod {
-    match kind {
-        FusionKind::Rrf => FusionMethod::Rrf { rank_constant },
-        FusionKind::Minmax => FusionMethod::MinMax,
-        FusionKind::Zscore => FusionMethod::ZScore,
-        FusionKind::Combsum => FusionMethod::CombSum,
-        FusionKind::Combmnz => FusionMethod::CombMnz,
-    }
-}
-
-/// The late-interaction model of `spec`: the encoder's raw token vectors, or through a
-/// trained ColBERT projection when `head_dim > 0` (trained first when missing).
+/// The late-interaction model of `spec`: the encoder's raw token vectors, or through the
+/// ColBERT projection `trained` holds for it when `head_dim > 0`.
 pub fn late_interaction(
     env: &Env,
-    scale: Scale,
+    trained: &Trained,
     spec: &RerankConfig,
     encoders: &mut EncoderPool,
 ) -> Result<LateInteraction> {
@@ -305,124 +282,29 @@ pub fn late_interaction(
     if spec.head_dim == 0 {
         Ok(LateInteraction::new(enc))
     } else {
-        let groups = colbert_groups_at(spec.head_groups, scale);
-        trained_colbert(env, &spec.model, spec.head_dim, groups)?.late_interaction(enc)
+        trained.colbert(spec)?.late_interaction(enc)
     }
 }
 
-/// Training groups of a ColBERT projection at `scale`: [`QUICK_COLBERT_GROUPS`] (or
-/// fewer, when `groups` asks for fewer) at the quick scale, `groups` otherwise (0 = all).
-pub fn colbert_groups_at(groups: usize, scale: Scale) -> usize {
-    match scale {
-        Scale::Quick if groups == 0 => QUICK_COLBERT_GROUPS,
-        Scale::Quick => groups.min(QUICK_COLBERT_GROUPS),
-        _ => groups,
-    }
-}
-
-/// The default ColBERT recipe at `dim` over the frozen encoder `base`, on `groups`
-/// sampled groups (0 = all).
-pub fn colbert_recipe(
-    base: &str,
-    dim: usize,
-    groups: usize,
-) -> crate::train::colbert::ColbertRecipe {
-    let mut recipe = crate::train::colbert::ColbertRecipe::default_minilm(dim);
-    recipe.base = base.to_string();
-    recipe.max_groups = (groups > 0).then_some(groups);
-    recipe
-}
-
-/// The ColBERT projection of `dim` over the frozen encoder `base`, trained on `groups`
-/// sampled groups (0 = all) into `<cache>/colbert` unless already there.
-pub fn trained_colbert(
-    env: &Env,
-    base: &str,
-    dim: usize,
-    groups: usize,
-) -> Result<crate::train::colbert::TrainedColbert> {
-    let recipe = colbert_recipe(base, dim, groups);
-    Ok(crate::train::colbert::train_or_load(&env.assets, &recipe, &env.cache_dir("colbert"))?.0)
-}
-
-pub use crate::train::cross_recipe::QUICK_CROSS_GROUPS;
-
-/// The cross-encoder recipe `name` at `scale` ([`CrossRecipe::at_scale`]).
-pub fn cross_recipe_at(name: &str, scale: Scale) -> Result<CrossRecipe> {
-    CrossRecipe::at_scale(name, scale)
-}
-
-/// The cross-encoder `model` names: `trained:<recipe>` at `scale`'s recipe size (trained
-/// into `<cache>/cross-encoders` first when missing), or else the checkpoint folder
-/// `model_path`.
+/// The cross-encoder `model` names: a `trained:<recipe>` model that `trained` holds, or
+/// else the checkpoint folder `model_path`.
 pub fn cross_encoder(
-    env: &Env,
+    trained: &Trained,
     model: &str,
-    scale: Scale,
     model_path: &Path,
 ) -> Result<crate::rerank::cross_encoder::CrossEncoder> {
-    let root = env.cache_dir("cross-encoders");
-    match model.strip_prefix(TRAINED_PREFIX) {
-        Some(name) => {
-            let recipe = cross_recipe_at(name, scale)?;
-            let trained = match cross_recipe::load_trained(&env.assets, &recipe, &root)? {
-                Some((t, _)) => t,
-                None => {
-                    println!(
-                        "cross-encoder `{}` is not in {}: training it ({} groups)",
-                        recipe.name,
-                        root.display(),
-                        recipe.max_groups.map_or("all".into(), |g| g.to_string())
-                    );
-                    let set = cross_recipe::recipe_groups(&env.assets, &recipe)?;
-                    cross_recipe::train_or_load(&env.assets, &recipe, &root, &set)?.0
-                }
-            };
-            crate::rerank::cross_encoder::CrossEncoder::load_from_files(
-                &format!("trained-{}", trained.recipe.name),
-                &trained.model_dir.join("config.json"),
-                &trained.model_dir.join("tokenizer.json"),
-                &trained.model_dir.join("model.safetensors"),
-                crate::rerank::cross_encoder::CrossEncoderParams {
-                    max_length: trained.recipe.max_length,
-                    ..Default::default()
-                },
-            )
-        }
-        None => crate::rerank::cross_encoder::CrossEncoder::load_from_dir(model_path),
+    if !model.starts_with(TRAINED_PREFIX) {
+        return crate::rerank::cross_encoder::CrossEncoder::load_from_dir(model_path);
     }
-}
-
-/// The cache keys of every trained model `systems` re-rank with at `scale`
-/// (`system key → recipe key`): part of a result's identity, so a retrained model makes
-/// the result stale.
-pub fn trained_keys(
-    env: &Env,
-    scale: Scale,
-    systems: &[SystemSpec],
-) -> Result<std::collections::BTreeMap<String, String>> {
-    let mut out = std::collections::BTreeMap::new();
-    for s in systems {
-        let Some(r) = &s.rerank else { continue };
-        match r.kind {
-            RerankKind::CrossEncoder => {
-                if let Some(name) = r.model.strip_prefix(TRAINED_PREFIX) {
-                    out.insert(
-                        s.key.clone(),
-                        cross_recipe_at(name, scale)?.key(&env.assets)?,
-                    );
-                }
-            }
-            RerankKind::LateInteraction if r.head_dim > 0 => {
-                let recipe = colbert_recipe(
-                    &r.model,
-                    r.head_dim,
-                    colbert_groups_at(r.head_groups, scale),
-                );
-                out.insert(s.key.clone(), recipe.key(&env.assets)?);
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
+    let t = trained.cross_encoder(model)?;
+    crate::rerank::cross_encoder::CrossEncoder::load_from_files(
+        &format!("trained-{}", t.recipe.name),
+        &t.model_dir.join("config.json"),
+        &t.model_dir.join("tokenizer.json"),
+        &t.model_dir.join("model.safetensors"),
+        crate::rerank::cross_encoder::CrossEncoderParams {
+            max_length: t.recipe.max_length,
+            ..Default::default()
+        },
+    )
 }

@@ -123,7 +123,7 @@ impl Dl19Valid {
             serde_json::json!({
                 "evaluation": EvalOptions::with_threshold(self.rel_threshold),
                 "encoder": crate::encode::EncoderParams::default(),
-                "trained": crate::pipeline::systems::trained_keys(env, self.scale, &self.systems)?,
+                "trained": crate::pipeline::trained::keys(env, self.scale, &self.systems)?,
             }),
         )
     }
@@ -180,7 +180,13 @@ pub fn run(env: &Env, params: &Dl19Valid) -> Result<Dl19Study> {
         set.queries.len(),
         queries.len()
     );
-    let mut builder = SystemBuilder::new(env, p.scale, passages)?;
+    let trained = crate::pipeline::trained::for_systems(
+        env,
+        p.scale,
+        &p.systems,
+        crate::pipeline::trained::Training::Allow,
+    )?;
+    let mut builder = SystemBuilder::new(env, trained, passages)?;
     let runs = retrieval::run_systems(
         &mut builder,
         &p.systems,

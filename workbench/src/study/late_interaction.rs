@@ -121,7 +121,7 @@ impl LateParams {
             },
             colbert_ablation: held_out && !quick,
             colbert_groups: if quick {
-                crate::pipeline::systems::QUICK_COLBERT_GROUPS
+                crate::pipeline::trained::QUICK_COLBERT_GROUPS
             } else {
                 800
             },

@@ -142,7 +142,7 @@ impl NqValid {
             serde_json::json!({
                 "answer_match_rule": self.answer_match.description(),
                 "encoder": crate::encode::EncoderParams::default(),
-                "trained": crate::pipeline::systems::trained_keys(env, self.scale, &self.systems)?,
+                "trained": crate::pipeline::trained::keys(env, self.scale, &self.systems)?,
             }),
         )
     }
@@ -272,7 +272,13 @@ pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
     let n_passages = passages.len();
     let mean_words = words as f64 / n_passages.max(1) as f64;
     let depth = p.run_depth();
-    let mut builder = SystemBuilder::new(env, p.scale, passages)?.with_token_store(STORE_TAG);
+    let trained = crate::pipeline::trained::for_systems(
+        env,
+        p.scale,
+        &p.systems,
+        crate::pipeline::trained::Training::Allow,
+    )?;
+    let mut builder = SystemBuilder::new(env, trained, passages)?.with_token_store(STORE_TAG);
     let runs = retrieval::run_systems(
         &mut builder,
         &p.systems,

@@ -88,7 +88,7 @@ impl RerankerParams {
         if self.questions == Some(0) {
             return Err(Error::param("questions", "evaluate at least one question"));
         }
-        let recipe = crate::pipeline::systems::cross_recipe_at(&self.recipe, self.scale)?;
+        let recipe = crate::pipeline::trained::cross_recipe_at(&self.recipe, self.scale)?;
         recipe.check()?;
         Ok(RerankerValid {
             params: self,

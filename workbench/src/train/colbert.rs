@@ -744,6 +744,17 @@ pub fn default_trained(assets: &Assets, dim: usize, groups: usize) -> Result<Tra
     Ok(train_or_load(assets, &recipe, &default_cache_root()?)?.0)
 }
 
+/// The projection of `recipe` cached under `cache_root`, if it was trained there.
+pub fn load_trained(
+    assets: &Assets,
+    recipe: &ColbertRecipe,
+    cache_root: &Path,
+) -> Result<Option<TrainedColbert>> {
+    recipe.check()?;
+    let dir = cache_root.join(recipe.key(assets)?);
+    Ok(super::checkpoint::read_done::<TrainedColbert>(&dir)?.map(|(t, _)| t))
+}
+
 /// Train `recipe` unless `cache_root/<key>/done.json` exists (then load it); an
 /// interrupted run resumes from `cache_root/<key>/state/`. Token vectors of the
 /// training texts are cached in `cache_root` (shared by every `d`).

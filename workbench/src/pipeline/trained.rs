@@ -1,0 +1,258 @@
+//! Trained re-rankers, resolved before anything is built (feature `dense`).
+//!
+//! A pipeline config or a retrieval study's systems may re-rank with models the workbench
+//! trains: cross-encoders named `trained:<recipe>` and ColBERT projections
+//! (late interaction with `head_dim > 0`). [`resolve`] (for re-rank specs), [`for_systems`]
+//! and [`for_config`] find each one in the cache ([`Env::cache`]) at a scale's recipe
+//! size, and train the missing ones first when given [`Training::Allow`]. The builders
+//! ([`super::systems`], [`super::Pipeline::build_resolved`]) then only load what a
+//! [`Trained`] holds, and a trained model that was not resolved is an error there:
+//!
+//! | trained model | quick | default, paper |
+//! |---|---|---|
+//! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 400 groups (100 updates, lr 1e-4) | 1,500 groups (375 updates) |
+//! | ColBERT projection | [`QUICK_COLBERT_GROUPS`] groups | `head_groups` of the spec (800 in the studies) |
+
+use super::config::{PipelineConfig, RerankConfig, RerankKind, TRAINED_PREFIX};
+use super::system_spec::SystemSpec;
+use crate::env::{Env, Scale};
+use crate::train::colbert::{ColbertRecipe, TrainedColbert};
+use crate::train::cross_recipe::{self, CrossRecipe, TrainedCrossEncoder};
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+
+/// ColBERT projections at the quick scale train on this many groups.
+pub const QUICK_COLBERT_GROUPS: usize = 200;
+
+pub use crate::train::cross_recipe::QUICK_CROSS_GROUPS;
+
+/// What resolving may do when a trained model is not in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Training {
+    /// Train it (and cache it).
+    Allow,
+    /// Fail, naming the model and how to train it.
+    Forbid,
+}
+
+/// The trained re-rankers of a config or of a study's systems, by the spec that names them.
+#[derive(Debug, Clone, Default)]
+pub struct Trained {
+    cross: BTreeMap<String, TrainedCrossEncoder>,
+    colbert: BTreeMap<(String, usize, usize), TrainedColbert>,
+}
+
+impl Trained {
+    /// The cross-encoder a spec names `model` (`trained:<recipe>`).
+    pub fn cross_encoder(&self, model: &str) -> Result<&TrainedCrossEncoder> {
+        self.cross
+            .get(model)
+            .ok_or_else(|| not_resolved("rerank.model", model))
+    }
+
+    /// The ColBERT projection of a late-interaction spec with `head_dim > 0`.
+    pub fn colbert(&self, spec: &RerankConfig) -> Result<&TrainedColbert> {
+        self.colbert
+            .get(&(spec.model.clone(), spec.head_dim, spec.head_groups))
+            .ok_or_else(|| {
+                not_resolved(
+                    "rerank.head_dim",
+                    &format!(
+                        "{} with a {}-dimensional ColBERT projection",
+                        spec.model, spec.head_dim
+                    ),
+                )
+            })
+    }
+
+    /// How many trained models this holds.
+    pub fn len(&self) -> usize {
+        self.cross.len() + self.colbert.len()
+    }
+
+    /// Whether this holds no trained model.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn not_resolved(field: &'static str, what: &str) -> Error {
+    Error::param(
+        field,
+        format!(
+            "`{what}` is a trained model that was not resolved: builders only load; resolve it \
+             first with `pipeline::trained::for_config` (or `for_systems`) and build with \
+             `Pipeline::build_resolved` (the `rag` binary and the studies do)"
+        ),
+    )
+}
+
+/// The trained re-rankers of `specs` at `scale`'s recipe sizes: from the cache, or
+/// trained into it first when `training` allows.
+pub fn resolve<'a>(
+    env: &Env,
+    scale: Scale,
+    specs: impl IntoIterator<Item = &'a RerankConfig>,
+    training: Training,
+) -> Result<Trained> {
+    let mut out = Trained::default();
+    for spec in specs {
+        match spec.kind {
+            RerankKind::CrossEncoder => {
+                let Some(name) = spec.model.strip_prefix(TRAINED_PREFIX) else {
+                    continue;
+                };
+                if out.cross.contains_key(&spec.model) {
+                    continue;
+                }
+                let recipe = cross_recipe_at(name, scale)?;
+                let trained = trained_cross_encoder(env, &recipe, training)?;
+                out.cross.insert(spec.model.clone(), trained);
+            }
+            RerankKind::LateInteraction if spec.head_dim > 0 => {
+                let key = (spec.model.clone(), spec.head_dim, spec.head_groups);
+                if out.colbert.contains_key(&key) {
+                    continue;
+                }
+                let recipe = colbert_recipe(
+                    &spec.model,
+                    spec.head_dim,
+                    colbert_groups_at(spec.head_groups, scale),
+                );
+                let trained = trained_colbert(env, &recipe, training)?;
+                out.colbert.insert(key, trained);
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// [`resolve`] for the re-rankers of a study's systems.
+pub fn for_systems(
+    env: &Env,
+    scale: Scale,
+    systems: &[SystemSpec],
+    training: Training,
+) -> Result<Trained> {
+    resolve(
+        env,
+        scale,
+        systems.iter().filter_map(|s| s.rerank.as_ref()),
+        training,
+    )
+}
+
+/// [`resolve`] for a pipeline config's re-ranker.
+pub fn for_config(
+    env: &Env,
+    scale: Scale,
+    config: &PipelineConfig,
+    training: Training,
+) -> Result<Trained> {
+    resolve(env, scale, config.rerank.iter(), training)
+}
+
+fn trained_cross_encoder(
+    env: &Env,
+    recipe: &CrossRecipe,
+    training: Training,
+) -> Result<TrainedCrossEncoder> {
+    let root = env.cache_dir("cross-encoders");
+    if let Some((t, _)) = cross_recipe::load_trained(&env.assets, recipe, &root)? {
+        return Ok(t);
+    }
+    if training == Training::Forbid {
+        return Err(Error::param(
+            "rerank.model",
+            format!(
+                "cross-encoder `{}` is not in {}; train it with `cargo run --release --bin train_reranker`",
+                recipe.name,
+                root.display()
+            ),
+        ));
+    }
+    println!(
+        "cross-encoder `{}` is not in {}: training it ({} groups)",
+        recipe.name,
+        root.display(),
+        recipe.max_groups.map_or("all".into(), |g| g.to_string())
+    );
+    let set = cross_recipe::recipe_groups(&env.assets, recipe)?;
+    Ok(cross_recipe::train_or_load(&env.assets, recipe, &root, &set)?.0)
+}
+
+fn trained_colbert(
+    env: &Env,
+    recipe: &ColbertRecipe,
+    training: Training,
+) -> Result<TrainedColbert> {
+    let root = env.cache_dir("colbert");
+    if training == Training::Forbid {
+        return crate::train::colbert::load_trained(&env.assets, recipe, &root)?.ok_or_else(|| {
+            Error::param(
+                "rerank.head_dim",
+                format!(
+                    "the ColBERT projection `{}` is not in {}; run a study that trains it (`dl19`, `nq`) or resolve with Training::Allow",
+                    recipe.name,
+                    root.display()
+                ),
+            )
+        });
+    }
+    Ok(crate::train::colbert::train_or_load(&env.assets, recipe, &root)?.0)
+}
+
+/// Training groups of a ColBERT projection at `scale`: [`QUICK_COLBERT_GROUPS`] (or
+/// fewer, when `groups` asks for fewer) at the quick scale, `groups` otherwise (0 = all).
+pub fn colbert_groups_at(groups: usize, scale: Scale) -> usize {
+    match scale {
+        Scale::Quick if groups == 0 => QUICK_COLBERT_GROUPS,
+        Scale::Quick => groups.min(QUICK_COLBERT_GROUPS),
+        _ => groups,
+    }
+}
+
+/// The default ColBERT recipe at `dim` over the frozen encoder `base`, on `groups`
+/// sampled groups (0 = all).
+pub fn colbert_recipe(base: &str, dim: usize, groups: usize) -> ColbertRecipe {
+    let mut recipe = ColbertRecipe::default_minilm(dim);
+    recipe.base = base.to_string();
+    recipe.max_groups = (groups > 0).then_some(groups);
+    recipe
+}
+
+/// The cross-encoder recipe `name` at `scale` ([`CrossRecipe::at_scale`]).
+pub fn cross_recipe_at(name: &str, scale: Scale) -> Result<CrossRecipe> {
+    CrossRecipe::at_scale(name, scale)
+}
+
+/// The cache keys of every trained model `systems` re-rank with at `scale`
+/// (`system key → recipe key`), computed without training: part of a result's identity,
+/// so a retrained model makes the result stale.
+pub fn keys(env: &Env, scale: Scale, systems: &[SystemSpec]) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for s in systems {
+        let Some(r) = &s.rerank else { continue };
+        match r.kind {
+            RerankKind::CrossEncoder => {
+                if let Some(name) = r.model.strip_prefix(TRAINED_PREFIX) {
+                    out.insert(
+                        s.key.clone(),
+                        cross_recipe_at(name, scale)?.key(&env.assets)?,
+                    );
+                }
+            }
+            RerankKind::LateInteraction if r.head_dim > 0 => {
+                let recipe = colbert_recipe(
+                    &r.model,
+                    r.head_dim,
+                    colbert_groups_at(r.head_groups, scale),
+                );
+                out.insert(s.key.clone(), recipe.key(&env.assets)?);
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
