@@ -12,7 +12,7 @@
 //! - a module uses only modules of its own layer or of layers below it;
 //! - the modules form no cycle;
 //! - the files form no cycle (a re-export, `pub use`, makes no file edge: it names an item
-//!   for others, it does not use it).
+//!   for others, it does not use it; `pub(crate) use` and a private `use` do).
 //!
 //! The planted-violation tests copy the sources, add one violation of each kind and show
 //! that the check reports it.
@@ -72,12 +72,13 @@ fn module_of(src: &Path, file: &Path) -> ModPath {
 }
 
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
+    // `cfg(test)` or `cfg(all(test, …))`: compiled only into tests. `any(test, …)` and
+    // `not(test)` are library code.
     attrs.iter().any(|a| {
         a.path().is_ident("cfg")
             && matches!(&a.meta, syn::Meta::List(l) if {
-                let t = l.tokens.to_string();
-                t.split(|c: char| !c.is_alphanumeric() && c != '_').any(|w| w == "test")
-                    && !t.contains("not")
+                let t = l.tokens.to_string().replace(' ', "");
+                t == "test" || (t.starts_with("all(") && t[4..].split([',', ')']).any(|w| w == "test"))
             })
     })
 }
@@ -165,7 +166,9 @@ impl VisitMut for FileScan {
         }
     }
     fn visit_item_use_mut(&mut self, u: &mut syn::ItemUse) {
-        let reexport = !matches!(u.vis, syn::Visibility::Inherited);
+        // `pub use` names an item for other modules; `pub(crate) use` and a private `use`
+        // are used by the file itself (a glob's names as well), so they make file edges.
+        let reexport = matches!(u.vis, syn::Visibility::Public(_));
         let mut leaves = Vec::new();
         use_leaves(&u.tree, &mut Vec::new(), &mut leaves);
         for (path, bound) in leaves {
@@ -180,27 +183,19 @@ impl VisitMut for FileScan {
         syn::visit_mut::visit_path_mut(self, p);
     }
     fn visit_macro_mut(&mut self, m: &mut syn::Macro) {
+        // The tokens as text (`crate :: a :: B`, brackets glued to their first token):
+        // every `crate::`, `super::` or `self::` path in them.
         let text = m.tokens.to_string();
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let mut i = 0;
-        while i < words.len() {
-            if matches!(words[i], "crate" | "super" | "self") && words.get(i + 1) == Some(&"::") {
-                let mut segs = vec![words[i].to_string()];
-                let mut j = i + 1;
-                while words.get(j) == Some(&"::") {
-                    match words.get(j + 1) {
-                        Some(w) if w.chars().all(|c| c.is_alphanumeric() || c == '_') => {
-                            segs.push(w.to_string());
-                            j += 2;
-                        }
-                        _ => break,
-                    }
-                }
-                self.paths.push((self.stack.clone(), segs, false, None));
-                i = j;
-            } else {
-                i += 1;
-            }
+        let path = regex::Regex::new(r"\b(crate|super|self)((?:\s*::\s*\w+)+)").unwrap();
+        for c in path.captures_iter(&text) {
+            let mut segs = vec![c[1].to_string()];
+            segs.extend(
+                c[2].split("::")
+                    .map(str::trim)
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_string),
+            );
+            self.paths.push((self.stack.clone(), segs, false, None));
         }
         syn::visit_mut::visit_macro_mut(self, m);
     }
@@ -475,6 +470,13 @@ fn violations(src: &Path, architecture: &str) -> Vec<String> {
             out.push(format!("`{m}` is in no layer of ARCHITECTURE.md"));
         }
     }
+    for m in rank.keys() {
+        if !modules.contains_key(m) {
+            out.push(format!(
+                "`{m}` of ARCHITECTURE.md's layers is no module of the library"
+            ));
+        }
+    }
     for (a, targets) in &modules {
         for b in targets {
             if let (Some((la, ra)), Some((lb, rb))) = (rank.get(a), rank.get(b)) {
@@ -526,7 +528,7 @@ fn the_library_keeps_its_layers() {
 }
 
 #[test]
-fn the_scan_sees_every_kind_of_reference() {
+fn the_scan_finds_known_edges() {
     let src = root().join("workbench/src");
     let krate = Crate::parse(&src);
     let modules = krate.module_edges();
@@ -647,83 +649,76 @@ fn scratch_copy(lines: &[(&str, &str)]) -> tempfile::TempDir {
     }
     for (file, line) in lines {
         let target = copy.join(file);
-        let text = std::fs::read_to_string(&target).unwrap();
+        let text = std::fs::read_to_string(&target).unwrap_or_default();
         std::fs::write(&target, format!("{text}\n{line}\n")).unwrap();
     }
     dir
 }
 
-/// The violations of a scratch copy with `lines` planted that the sources do not have.
-fn plant(lines: &[(&str, &str)]) -> Vec<String> {
+/// The violations of a scratch copy with `lines` planted, checked against `arch` (the
+/// layer table), that the sources do not have against ARCHITECTURE.md.
+fn plant(lines: &[(&str, &str)], arch: &str) -> Vec<String> {
     let src = root().join("workbench/src");
     let dir = scratch_copy(lines);
     let before: BTreeSet<String> = violations(&src, &architecture()).into_iter().collect();
-    violations(&dir.path().join("src"), &architecture())
+    violations(&dir.path().join("src"), arch)
         .into_iter()
         .filter(|v| !before.contains(v))
         .collect()
 }
 
 #[test]
+fn a_table_listing_a_module_twice_or_no_module_is_reported() {
+    let arch = architecture().replace(
+        "| grading | `grade` |",
+        "| grading | `grade`, `text`, `zz` |",
+    );
+    assert_ne!(
+        arch,
+        architecture(),
+        "the grading row of ARCHITECTURE.md changed"
+    );
+    let found = plant(&[], &arch);
+    assert!(
+        found.iter().any(|v| v.contains("`text` is in two layers")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|v| v.contains("`zz` of ARCHITECTURE.md's layers is no module")),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn planted_violations_are_reported() {
-    let cases: [(&[(&str, &str)], &str); 6] = [
+    let cases: &[(&[(&str, &str)], &str)] = &[
         // A grouped import of a layer above.
-        (
-            &[(
-                "text/mod.rs",
-                "use crate::{pipeline::_planted_item, Error as _E};",
-            )],
-            "`text` (core) uses `pipeline`",
-        ),
-        // A path in an expression, to a layer above.
-        (
-            &[(
-                "chunk/mod.rs",
-                "fn _planted() { let _ = crate::study::_planted_item; }",
-            )],
-            "`chunk` (data) uses `study`",
-        ),
-        // Inside a macro call.
-        (
-            &[(
-                "paths.rs",
-                "fn _planted() { println!(\"{:?}\", crate::grade::_planted_item); }",
-            )],
-            "`paths` (core) uses `grade`",
-        ),
+        (&[("text/mod.rs", "use crate::{pipeline::_planted_item, Error as _E};")], "`text` (core) uses `pipeline`"),
+        // A path in an expression, one layer up.
+        (&[("load/mod.rs", "fn _planted() { let _ = crate::retrieve::_planted_item; }")], "`load` (data) uses `retrieve`"),
+        // Inside a macro call, and inside brackets in it.
+        (&[("paths.rs", "fn _planted() { println!(\"{:?}\", crate::grade::_planted_item); }")], "`paths` (core) uses `grade`"),
+        (&[("paths.rs", "fn _planted() { println!(\"{:?}\", Some(crate::study::_planted_item)); }")], "`paths` (core) uses `study`"),
         // Through a name the file imports.
-        (
-            &[(
-                "types.rs",
-                "use crate::plot as _p;\nfn _planted() { let _ = _p::_planted_item; }",
-            )],
-            "`types` (core) uses `plot`",
-        ),
+        (&[("types.rs", "use crate::plot as _p;\nfn _planted() { let _ = _p::_planted_item; }")], "`types` (core) uses `plot`"),
+        // Library code that is also compiled into tests.
+        (&[("text/mod.rs", "#[cfg(any(test, feature = \"dense\"))]\npub fn _planted() { let _ = crate::pipeline::_planted_item; }")], "`text` (core) uses `pipeline`"),
         // Two modules of one layer using each other.
-        (
-            &[(
-                "retrieve/tfidf.rs",
-                "fn _planted() { let _ = crate::rerank::_planted_item; }",
-            )],
-            "module cycle",
-        ),
-        // Two files using each other through `super::`.
-        (
-            &[
-                (
-                    "retrieve/bm25.rs",
-                    "fn _planted_b() { let _ = super::tfidf::_planted_t; }",
-                ),
-                (
-                    "retrieve/tfidf.rs",
-                    "fn _planted_t() { let _ = super::bm25::_planted_b; }",
-                ),
-            ],
-            "file cycle: retrieve/",
-        ),
+        (&[("retrieve/tfidf.rs", "fn _planted() { let _ = crate::rerank::_planted_item; }")], "module cycle"),
+        // Two files using each other through `super::` in code, or through `use` alone.
+        (&[("retrieve/bm25.rs", "fn _planted_b() { let _ = super::tfidf::_planted_t; }"),
+           ("retrieve/tfidf.rs", "fn _planted_t() { let _ = super::bm25::_planted_b; }")], "file cycle: retrieve/"),
+        (&[("retrieve/bm25.rs", "use super::tfidf::_planted_t as _t;"),
+           ("retrieve/tfidf.rs", "use super::bm25::_planted_b as _b;")], "file cycle: retrieve/"),
+        // A crate-visible glob import of a file that uses its `mod.rs`.
+        (&[("retrieve/mod.rs", "pub(crate) use bm25::*;")], "file cycle: retrieve/"),
+        // A module in no layer.
+        (&[("lib.rs", "pub mod zz_planted;"), ("zz_planted.rs", "pub fn f() {}")], "`zz_planted` is in no layer"),
     ];
     for (lines, expect) in cases {
-        let found = plant(lines);
+        let found = plant(lines, &architecture());
         assert!(
             found.iter().any(|v| v.contains(expect)),
             "planting {lines:?}: expected a violation containing {expect:?}, got {found:?}"

@@ -1870,12 +1870,31 @@ fn a_trained_reranker_is_resolved_before_building_never_by_it() {
     let tmp = tempfile::tempdir().unwrap();
     let mut env = Env::project().unwrap();
     env.cache = tmp.path().join("cache");
-    for scale in [Scale::Quick, Scale::Default] {
+    // The recipe of each scale, named in the error.
+    for (scale, recipe) in [
+        (Scale::Quick, "`minilm-ce-quick`"),
+        (Scale::Default, "`minilm-ce`"),
+    ] {
         let e = for_config(&env, scale, &c, Training::Forbid)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("train_reranker"), "{e}");
+        assert!(e.contains("train_reranker") && e.contains(recipe), "{e}");
     }
+    // A ColBERT projection: refused by the builder, not trained when resolving may not.
+    let colbert = config(&tiny_text().replace(
+        "[reader]",
+        "[rerank]\nkind = \"late-interaction\"\nmodel = \"all-minilm-l6-v2\"\nhead_dim = 128\ndepth = 5\n\n[reader]",
+    ))
+    .unwrap();
+    let e = Pipeline::build(colbert.clone()).err().unwrap().to_string();
+    assert!(e.contains("not resolved") && e.contains("ColBERT"), "{e}");
+    let e = for_config(&env, Scale::Quick, &colbert, Training::Forbid)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ColBERT projection") && e.contains("is not in"),
+        "{e}"
+    );
     assert!(
         !env.cache.exists(),
         "resolving without training wrote {}",

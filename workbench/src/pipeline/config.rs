@@ -438,7 +438,8 @@ pub struct RerankConfig {
     /// First-stage candidates re-ranked. Default 10.
     pub depth: usize,
     /// Late interaction: the dimension of a trained ColBERT projection of the token
-    /// vectors (`train::colbert`, trained on first use and cached); 0 scores the raw
+    /// vectors (`train::colbert`; resolved before building by `pipeline::trained`, which
+    /// trains and caches it when allowed, as `rag` and the studies do); 0 scores the raw
     /// token vectors. Default 0.
     pub head_dim: usize,
     /// Late interaction with `head_dim > 0`: training groups of the projection (a

@@ -13,7 +13,8 @@
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
 //! | [`run_key`] | what a run's answers depend on, hashed: when a stored result or a journal may be reused; whether two runs can be compared |
-//! | `systems` (feature `dense`) | builds retriever / fusion / re-rank specs into stages, sharing first stages and encoders; trained re-rankers from the cache |
+//! | `systems` (feature `dense`) | builds retriever / fusion / re-rank specs into stages, sharing first stages and encoders; loads the trained re-rankers `trained` resolved |
+//! | `trained` (feature `dense`) | resolves trained re-rankers (cache, or training when allowed) before anything is built |
 //! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
 //! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
 //!
@@ -96,7 +97,9 @@ use trained::Trained;
 /// Without the feature `dense` nothing is trained, so nothing is resolved.
 #[cfg(not(feature = "dense"))]
 #[derive(Default)]
-struct Trained;
+struct Trained {
+    _nothing: (),
+}
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -232,6 +235,11 @@ impl Pipeline {
 
     fn build_with(config: PipelineConfig, trained: &Trained) -> Result<Self> {
         config.validate()?;
+        // A trained re-ranker that was not resolved fails before anything is loaded.
+        #[cfg(feature = "dense")]
+        if let Some(r) = &config.rerank {
+            trained.check(r)?;
+        }
         let template = PromptTemplate::load(
             &config.resolve(&config.reader.prompt),
             &config.reader.passage_format,

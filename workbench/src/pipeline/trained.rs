@@ -65,6 +65,18 @@ impl Trained {
             })
     }
 
+    /// Whether the trained model `spec` re-ranks with (if any) is resolved here: the
+    /// builders check this before they load anything else.
+    pub fn check(&self, spec: &RerankConfig) -> Result<()> {
+        match spec.kind {
+            RerankKind::CrossEncoder if spec.model.starts_with(TRAINED_PREFIX) => {
+                self.cross_encoder(&spec.model).map(|_| ())
+            }
+            RerankKind::LateInteraction if spec.head_dim > 0 => self.colbert(spec).map(|_| ()),
+            _ => Ok(()),
+        }
+    }
+
     /// How many trained models this holds.
     pub fn len(&self) -> usize {
         self.cross.len() + self.colbert.len()

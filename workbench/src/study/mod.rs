@@ -68,6 +68,41 @@ pub mod tsne;
 
 pub use crate::env::{execute, start, Env, Outputs, Resolved, Scale};
 
+/// The loss curve of `log` (per-update loss and its running mean over `window` updates)
+/// as a line plot.
+#[cfg(feature = "plot")]
+pub fn loss_lines(log: &crate::train::TrainLog, title: &str, window: usize) -> crate::plot::Lines {
+    use crate::plot::{Line, Lines};
+    let raw: Vec<(f64, f64)> = log.steps.iter().map(|s| (s.step as f64, s.loss)).collect();
+    let mut smooth = Vec::with_capacity(raw.len());
+    for i in 0..log.steps.len() {
+        let lo = (i + 1).saturating_sub(window.max(1));
+        let sl = &log.steps[lo..=i];
+        smooth.push((
+            log.steps[i].step as f64,
+            sl.iter().map(|s| s.loss).sum::<f64>() / sl.len() as f64,
+        ));
+    }
+    Lines {
+        title: title.to_string(),
+        x_label: "update".into(),
+        y_label: "loss".into(),
+        lines: vec![
+            Line {
+                label: "batch loss".into(),
+                points: raw,
+            },
+            Line {
+                label: format!("running mean ({window} updates)"),
+                points: smooth,
+            },
+        ],
+        log_x: false,
+        y_range: None,
+        size: (900, 500),
+    }
+}
+
 /// A training run's log in `out`: `loss.csv` and (feature `plot`) `loss.png`/`.svg`, the loss
 /// curve titled `title` with a running mean over `window` updates. Shared by the studies that
 /// train (`reader`, `reranker`, `colbert`).
@@ -80,7 +115,7 @@ pub(crate) fn write_loss(
 ) -> crate::Result<()> {
     log.write_csv(&out.path("loss.csv"))?;
     #[cfg(feature = "plot")]
-    crate::plot::render(&log.loss_plot(title, window))?.save(out.out_dir(), "loss")?;
+    crate::plot::render(&loss_lines(log, title, window))?.save(out.out_dir(), "loss")?;
     #[cfg(not(feature = "plot"))]
     let _ = (title, window);
     Ok(())

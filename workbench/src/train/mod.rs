@@ -298,41 +298,6 @@ impl TrainLog {
         }
         w.flush().map_err(|e| Error::io(path, e))
     }
-
-    /// The loss curve (per-update loss and its running mean over `window` updates) as a
-    /// line plot.
-    #[cfg(feature = "plot")]
-    pub fn loss_plot(&self, title: &str, window: usize) -> crate::plot::Lines {
-        use crate::plot::{Line, Lines};
-        let raw: Vec<(f64, f64)> = self.steps.iter().map(|s| (s.step as f64, s.loss)).collect();
-        let mut smooth = Vec::with_capacity(raw.len());
-        for i in 0..self.steps.len() {
-            let lo = (i + 1).saturating_sub(window.max(1));
-            let sl = &self.steps[lo..=i];
-            smooth.push((
-                self.steps[i].step as f64,
-                sl.iter().map(|s| s.loss).sum::<f64>() / sl.len() as f64,
-            ));
-        }
-        Lines {
-            title: title.to_string(),
-            x_label: "update".into(),
-            y_label: "loss".into(),
-            lines: vec![
-                Line {
-                    label: "batch loss".into(),
-                    points: raw,
-                },
-                Line {
-                    label: format!("running mean ({window} updates)"),
-                    points: smooth,
-                },
-            ],
-            log_x: false,
-            y_range: None,
-            size: (900, 500),
-        }
-    }
 }
 
 #[cfg(test)]
