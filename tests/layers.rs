@@ -551,7 +551,8 @@ const BUILDERS: [&str; 3] = [
 ];
 
 /// What the builders may name in `crate::train`: types and constants, reading a finished
-/// checkpoint, and the seeded split that says which questions a trained model saw.
+/// checkpoint, the seeded split that says which questions a trained model saw, and the
+/// guard that makes training fail while they run (`no_training`).
 fn builder_may_use(module: &ModPath, item: Option<&str>) -> bool {
     let in_file = |file: &str| module.len() == 2 && module[1] == file;
     match item {
@@ -559,6 +560,7 @@ fn builder_may_use(module: &ModPath, item: Option<&str>) -> bool {
         Some(i) if i.starts_with(|c: char| c.is_ascii_uppercase()) => true,
         Some("read_done") => in_file("checkpoint"),
         Some("hash_test_side") => in_file("qa_data"),
+        Some("no_training") => module == &["train".to_string()] || in_file("run"),
         Some(_) => false,
     }
 }

@@ -234,6 +234,9 @@ impl Pipeline {
     }
 
     fn build_with(config: PipelineConfig, trained: &Trained) -> Result<Self> {
+        // Building loads; a path from here into training fails (`train::no_training`).
+        #[cfg(feature = "dense")]
+        let _loads_only = crate::train::no_training();
         config.validate()?;
         // A trained re-ranker that was not resolved fails before anything is loaded.
         #[cfg(feature = "dense")]

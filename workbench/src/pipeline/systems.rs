@@ -195,6 +195,7 @@ impl<'e> SystemBuilder<'e> {
 
     /// The re-ranker of `spec`; a relative checkpoint folder resolves against `base_dir`.
     pub fn reranker(&mut self, spec: &RerankConfig, base_dir: &Path) -> Result<Box<dyn Reranker>> {
+        let _loads_only = crate::train::no_training();
         if let (RerankKind::LateInteraction, Some(tag)) = (spec.kind, &self.token_store) {
             let li = Arc::new(late_interaction(
                 self.env,

@@ -769,6 +769,7 @@ pub fn train_or_load(
     if let Some(found) = super::checkpoint::read_done::<TrainedColbert>(&dir)? {
         return Ok(found);
     }
+    super::training_allowed(&format!("ColBERT projection `{}`", recipe.name))?;
     let set = sampled_groups(assets, recipe)?;
     let li = recipe_encoder(assets, recipe)?;
     if recipe.init == HeadInit::Pca && recipe.dim > li.dim() {

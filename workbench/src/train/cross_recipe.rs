@@ -227,6 +227,7 @@ pub fn train_or_load(
     if let Some(t) = load_trained(assets, recipe, cache_root)? {
         return Ok(t);
     }
+    super::training_allowed(&format!("cross-encoder `{}`", recipe.name))?;
     let key = recipe.key(assets)?;
     let dir = cache_root.join(&key);
     let tok_path = assets.resolve(&recipe.base, "tokenizer.json")?;

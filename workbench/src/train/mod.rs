@@ -48,7 +48,7 @@ use std::time::Instant;
 
 pub(crate) use errors::candle_err;
 pub use optim::{AdamW, AdamWParams};
-pub use run::{train, Stop};
+pub use run::{no_training, train, training_allowed, NoTraining, Stop};
 pub use schedule::LinearSchedule;
 
 /// The glibc malloc settings [`keep_freed_memory`] makes, by their `GLIBC_TUNABLES` names

@@ -9,6 +9,47 @@ use candle_nn::VarMap;
 use std::path::Path;
 use std::time::Instant;
 
+thread_local! {
+    /// Set while a builder runs on this thread ([`no_training`]).
+    static BUILDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While the returned guard lives, [`train`] and the recipes' training (which check
+/// [`training_allowed`] before they mine groups or encode anything) fail on this thread
+/// instead of training. The builders hold one: building loads what was resolved, and a
+/// path from a builder into training is an error rather than a silent training run.
+pub fn no_training() -> NoTraining {
+    NoTraining {
+        before: BUILDING.with(|b| b.replace(true)),
+    }
+}
+
+/// The guard of [`no_training`]; dropping it restores what was there before.
+#[derive(Debug)]
+pub struct NoTraining {
+    before: bool,
+}
+
+impl Drop for NoTraining {
+    fn drop(&mut self) {
+        BUILDING.with(|b| b.set(self.before));
+    }
+}
+
+/// `Ok` unless a [`no_training`] guard lives on this thread; the error names `what`.
+pub fn training_allowed(what: &str) -> Result<()> {
+    if BUILDING.with(|b| b.get()) {
+        return Err(Error::param(
+            "training",
+            format!(
+                "{what}: a builder reached training; resolve trained models first \
+                 (`pipeline::trained`), builders only load"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Where [`train`] stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Stop {
@@ -39,6 +80,7 @@ where
     D: TrainData<Batch = M::Batch> + Sync,
     M: Sync,
 {
+    training_allowed("training")?;
     cfg.check()?;
     if data.is_empty() {
         return Err(Error::Empty("training data".into()));
@@ -134,4 +176,59 @@ where
         checkpoint::save(dir, vars, &opt, cfg, data.len(), &log)?;
     }
     Ok(log)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device, Tensor};
+
+    /// One weight, loss (w − 1)².
+    struct Toy(candle_nn::Linear);
+    impl Trainable for Toy {
+        type Batch = ();
+        fn loss(&self, _: &()) -> candle_core::Result<Tensor> {
+            let x = Tensor::ones((1, 1), DType::F32, &Device::Cpu)?;
+            (candle_nn::Module::forward(&self.0, &x)? - 1.0)?
+                .sqr()?
+                .mean_all()
+        }
+    }
+    struct Four;
+    impl TrainData for Four {
+        type Batch = ();
+        fn len(&self) -> usize {
+            4
+        }
+        fn length(&self, _: usize) -> usize {
+            1
+        }
+        fn collate(&self, _: &[usize]) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn training_fails_while_a_builder_holds_the_guard() {
+        let vars = VarMap::new();
+        let vb = candle_nn::VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
+        let model = Toy(candle_nn::linear_no_bias(1, 1, vb).unwrap());
+        let cfg = TrainConfig {
+            epochs: 1,
+            batch_size: 2,
+            threads: 1,
+            ..TrainConfig::default()
+        };
+        {
+            let _guard = no_training();
+            let e = train(&model, &vars, &Four, &cfg, None, Stop::End).unwrap_err();
+            assert!(e.to_string().contains("a builder reached training"), "{e}");
+            // Nested guards restore what was there before them.
+            drop(no_training());
+            assert!(training_allowed("x").is_err());
+        }
+        assert!(training_allowed("x").is_ok());
+        let log = train(&model, &vars, &Four, &cfg, None, Stop::End).unwrap();
+        assert_eq!(log.steps.len(), 2);
+    }
 }
