@@ -44,6 +44,8 @@
 //! | `faiss` | FAISS indexes (flat, IVF, HNSW), built from vendored source (cmake, openblas) | ~3–15 min cold build |
 //! | `tsne` | t-SNE with linfa-tsne | light |
 #![deny(missing_docs)]
+// Every unsafe block and impl says why it is sound (`// SAFETY:` above it).
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod analysis;
 pub mod assets;

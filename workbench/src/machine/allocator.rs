@@ -34,7 +34,6 @@ pub fn keep_freed_memory() -> bool {
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
 fn apply() -> bool {
     // SAFETY: mallopt only changes allocator parameters; it is safe to call at any time.
     unsafe {
@@ -50,10 +49,10 @@ fn apply() -> bool {
 }
 
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
 mod tests {
     /// Minor page faults taken by this thread so far.
     fn faults() -> i64 {
+        // SAFETY: `rusage` is plain data (integers and timevals); all zeros is a valid value.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: `u` is a valid rusage to fill.
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) }, 0);

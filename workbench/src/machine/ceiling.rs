@@ -256,7 +256,6 @@ fn amx_features() -> u32 {
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[allow(unsafe_code)]
 fn amx_request() -> u32 {
     // SAFETY: CPUID is present on every x86-64 CPU; leaf 7 is read only when the CPU
     // reports it (a leaf above the maximum returns another leaf's data).
@@ -334,7 +333,6 @@ fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
 /// candle's own AMX kernel configures a thread once and expects it to stay, so
 /// [`tiles::configure`] returns the previous one for [`tiles::restore`].
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 pub(crate) mod tiles {
     /// The 64-byte `ldtilecfg` / `sttilecfg` operand.
     #[repr(C, align(64))]
@@ -388,7 +386,6 @@ pub(crate) mod tiles {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
 mod x86 {
     //! The loops. Each `*_safe` wrapper is only handed out by `int8_kernel` / `f32_kernel`
     //! after the CPU feature it needs was detected at run time.

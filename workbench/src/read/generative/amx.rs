@@ -397,6 +397,8 @@ mod tests {
         x[..6].copy_from_slice(&[1.0 + ulp8, 1.0 + 3.0 * ulp8, above, 1e-30, -3e38, 0.0]);
         let mut lines = vec![ZERO_LINE; 2 * TILE * k / CHUNK];
         for m in 0..2 * TILE {
+            // SAFETY: `available()` above implies AVX-512 F; `lines` holds the lines of
+            // 2 × TILE padded rows of k values.
             unsafe { kernel::convert(&x, 3, k, m, lines.as_mut_ptr() as *mut u16) };
         }
         let a: Vec<u16> = lines.iter().flat_map(|l| l.0).collect();

@@ -90,6 +90,8 @@ pub(super) struct Out {
 // functions that write through it require the regions written by different threads to be
 // disjoint (see `gemm_into`).
 unsafe impl Send for Out {}
+// SAFETY: as for `Send`: shared between the tasks of one product, each writing only its own
+// disjoint region (the callers of `gemm_into` guarantee it).
 unsafe impl Sync for Out {}
 
 impl Out {
@@ -439,9 +441,11 @@ pub(super) unsafe fn attend_backward(
             // SAFETY (all four products): task t writes only its head's columns of its
             // sequence's rows of dq, dk and dv, and its own `dp`; no two tasks share one.
             // dV_h = Pᵀ·dO_h
+            // SAFETY: task t writes only its head's columns of its sequence's rows of dv.
             unsafe { gemm_into(dv, at(x.v, t), x.rs, pm.t(), go, false, 1.0, false)? };
             // dP = dO_h·V_hᵀ
             let vh = x.head(x.v, t)?;
+            // SAFETY: `dp` is this task's own scratch buffer.
             unsafe { gemm_into(Out::new(dp), 0, n, go, vh.t(), false, 1.0, false)? };
             // dS = P ⊙ (dP − Σ_j dP·P), in place of dP.
             for (dr, pr) in dp.chunks_exact_mut(n).zip(pm.data.chunks_exact(n)) {
@@ -450,7 +454,9 @@ pub(super) unsafe fn attend_backward(
             let ds = Mat::rows(dp, n, n)?;
             // dQ_h = s·dS·K_h, dK_h = s·dSᵀ·Q_h
             let (kh, qh) = (x.head(x.k, t)?, x.head(x.q, t)?);
+            // SAFETY: task t writes only its head's columns of its sequence's rows of dq.
             unsafe { gemm_into(dq, at(x.q, t), x.rs, ds, kh, false, scale, false)? };
+            // SAFETY: likewise for dk.
             unsafe { gemm_into(dk, at(x.k, t), x.rs, ds.t(), qh, false, scale, false) }
         },
     )
