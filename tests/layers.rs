@@ -314,47 +314,27 @@ impl Crate {
         Some(base)
     }
 
-    /// The module (and so the file) that defines what `abs` names: the longest module
-    /// prefix, followed through the re-exports of that module's file.
+    /// The module (and so the file) that defines what `abs` names.
     fn defining_module(&self, abs: &ModPath) -> ModPath {
-        let mut abs = abs.clone();
-        for _ in 0..8 {
-            let k = (0..=abs.len())
-                .rev()
-                .find(|&k| self.modules.contains_key(&abs[..k]))
-                .unwrap_or(0);
-            let module = abs[..k].to_vec();
-            let Some(name) = abs.get(k) else {
-                return module;
-            };
-            let file = &self.modules[&module];
-            match self.aliases.get(file).and_then(|m| m.get(name)) {
-                Some(target) if target != &abs[..=k] => {
-                    let mut next = target.clone();
-                    next.extend(abs[k + 1..].iter().cloned());
-                    abs = next;
-                }
-                _ => return module,
-            }
-        }
-        abs
+        self.defining_item(abs).0
     }
 
-    /// The module that defines what `abs` names and the item's name in it (`None` when
-    /// `abs` names the module itself).
+    /// The module that defines what `abs` names, and the item's name in it (`None` when
+    /// `abs` names the module itself): the longest module prefix, followed through the
+    /// re-exports of that module's file.
     fn defining_item(&self, abs: &ModPath) -> (ModPath, Option<String>) {
-        let module = self.defining_module(abs);
-        // Follow the same re-exports as `defining_module` to the item's own name.
         let mut abs = abs.clone();
+        let mut module = Vec::new();
         for _ in 0..8 {
             let k = (0..=abs.len())
                 .rev()
                 .find(|&k| self.modules.contains_key(&abs[..k]))
                 .unwrap_or(0);
+            module = abs[..k].to_vec();
             let Some(name) = abs.get(k).cloned() else {
-                break;
+                return (module, None);
             };
-            let file = &self.modules[&abs[..k].to_vec()];
+            let file = &self.modules[&module];
             match self.aliases.get(file).and_then(|m| m.get(&name)) {
                 Some(target) if target != &abs[..=k] => {
                     let mut next = target.clone();

@@ -11,8 +11,8 @@
 //! `corpus.jsonl`. Queries without judgements are kept (they are common: BEIR's
 //! `queries.jsonl` is shared by all splits).
 
+use super::read_jsonl_numbered;
 use crate::{Document, Error, Qrels, Query, Result};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -94,7 +94,7 @@ pub fn load(dir: &Path, split: &str) -> Result<BeirSet> {
 
     let mut corpus = Vec::new();
     let mut doc_ids = HashSet::new();
-    for (line, rec) in jsonl::<CorpusRecord>(&corpus_path)? {
+    for (line, rec) in read_jsonl_numbered::<CorpusRecord>(&corpus_path)? {
         let id = id_text(&corpus_path, line, &rec.id)?;
         if !doc_ids.insert(id.clone()) {
             return Err(Error::malformed(
@@ -115,7 +115,7 @@ pub fn load(dir: &Path, split: &str) -> Result<BeirSet> {
 
     let mut queries = Vec::new();
     let mut query_ids = HashSet::new();
-    for (line, rec) in jsonl::<QueryRecord>(&queries_path)? {
+    for (line, rec) in read_jsonl_numbered::<QueryRecord>(&queries_path)? {
         let id = id_text(&queries_path, line, &rec.id)?;
         if !query_ids.insert(id.clone()) {
             return Err(Error::malformed(
@@ -190,22 +190,6 @@ fn read_qrels(
         return Err(Error::bad_input(path, "no judgements"));
     }
     Ok(qrels)
-}
-
-/// Parse JSON Lines, keeping each record's 1-based line number. Blank lines are skipped.
-fn jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| Error::io(path, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec = serde_json::from_str(&line)
-            .map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
-        out.push((i + 1, rec));
-    }
-    Ok(out)
 }
 
 /// An `_id` as text: strings as they are, integers in decimal.

@@ -13,6 +13,15 @@ pub fn read_to_string(path: &Path) -> Result<String> {
 /// Parse a JSON Lines file into `T`, one record per non-blank line.
 /// A line that does not parse is an error naming the file and the 1-based line.
 pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    Ok(read_jsonl_numbered(path)?
+        .into_iter()
+        .map(|(_, rec)| rec)
+        .collect())
+}
+
+/// [`read_jsonl`], each record with its 1-based line number (blank lines are skipped but
+/// counted).
+pub fn read_jsonl_numbered<T: DeserializeOwned>(path: &Path) -> Result<Vec<(usize, T)>> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut out = Vec::new();
     for (i, line) in BufReader::new(f).lines().enumerate() {
@@ -22,7 +31,7 @@ pub fn read_jsonl<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
         }
         let rec = serde_json::from_str(&line)
             .map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
-        out.push(rec);
+        out.push((i + 1, rec));
     }
     Ok(out)
 }

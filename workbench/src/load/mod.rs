@@ -36,7 +36,7 @@ pub mod wikipedia_parquet;
 pub mod wikitext;
 
 mod files;
-pub use files::{read_jsonl, read_to_string};
+pub use files::{read_jsonl, read_jsonl_numbered, read_to_string};
 
 /// The Wikipedia-derived corpora that [`wikipedia_corpus`] knows offline, by asset name.
 pub const WIKIPEDIA_CORPORA: [&str; 3] = ["enwiki-sample-dump", "wiki-leads-en", "wikitext-2-raw"];

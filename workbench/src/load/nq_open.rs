@@ -11,7 +11,6 @@
 use super::question_set::{split_golds, BadRecords, DroppedGold, QuestionSet, SkippedRecord};
 use crate::{Error, QaExample, Result};
 use serde::Deserialize;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 #[derive(Deserialize)]
@@ -42,15 +41,9 @@ struct Record {
 ///   under [`BadRecords::Error`], for a bad record;
 /// * [`Error::BadInput`] when no question is left.
 pub fn load(path: &Path, bad: BadRecords) -> Result<QuestionSet> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut set = QuestionSet::default();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| Error::io(path, e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec: Record = serde_json::from_str(&line)
-            .map_err(|e| Error::malformed(path, i + 1, e.to_string()))?;
+    for (line, rec) in super::read_jsonl_numbered::<Record>(path)? {
+        let i = line - 1;
         let id = format!("nq-{i}");
         let (answers, dropped) = split_golds(rec.answer);
         let problem = if rec.question.trim().is_empty() {
