@@ -523,12 +523,22 @@ fn the_scan_finds_known_edges() {
     assert_eq!(documented_layers(&architecture()).len(), 6);
 }
 
-/// The files that build a pipeline or a study's systems from their specs.
-const BUILDERS: [&str; 3] = [
+/// The files that build a pipeline or a study's systems from their specs, besides every
+/// file of the stages whose specs build themselves ([`BUILDER_DIRS`]).
+const BUILDERS: [&str; 4] = [
     "pipeline/systems.rs",
     "pipeline/mod.rs",
     "pipeline/reader.rs",
+    "build.rs",
 ];
+
+/// Stages whose specs build themselves (`RetrieverSpec::build`, `RerankerSpec::build`):
+/// every file under them is a builder.
+const BUILDER_DIRS: [&str; 2] = ["retrieve/", "rerank/"];
+
+fn is_builder(file: &str) -> bool {
+    BUILDERS.contains(&file) || BUILDER_DIRS.iter().any(|d| file.starts_with(d))
+}
 
 /// What the builders may name in `crate::train`: types and constants, reading a finished
 /// checkpoint, the seeded split that says which questions a trained model saw, and the
@@ -551,7 +561,7 @@ fn builder_training_calls(src: &Path) -> Vec<String> {
     let mut out = BTreeSet::new();
     for r in &krate.refs {
         let from = r.from_file.strip_prefix(src).unwrap().display().to_string();
-        if !BUILDERS.contains(&from.as_str()) || r.reexport {
+        if !is_builder(&from) || r.reexport {
             continue;
         }
         let (module, item) = krate.defining_item(&r.target);
@@ -605,6 +615,16 @@ fn a_builder_that_trains_is_reported() {
             "pipeline/reader.rs",
             "fn _planted() { let _ = super::trained::for_config; }",
             "pipeline/reader.rs calls pipeline::trained::for_config",
+        ),
+        (
+            "rerank/spec.rs",
+            "fn _planted() { let _ = crate::train::cross_recipe::train_or_load; }",
+            "rerank/spec.rs calls train::cross_recipe::train_or_load",
+        ),
+        (
+            "retrieve/bm25.rs",
+            "fn _planted() { let _ = crate::train::train; }",
+            "retrieve/bm25.rs calls train::run::train",
         ),
     ] {
         let dir = scratch_copy(&[(file, line)]);

@@ -743,7 +743,7 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
 /// detectable difference (`–`), not 0.
 #[test]
 fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
-    use workbench::pipeline::config::RetrieverKind;
+    use workbench::pipeline::config::RetrieverSpec;
     use workbench::pipeline::study::{significance_note, QaComparisons, StudyRun, StudyRuns};
     let q = [
         "What is the capital of France?",
@@ -758,8 +758,16 @@ fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
     let systems = [
         ("real", perfect, None),
         ("twin", base, None),
-        ("oracle", perfect, Some(RetrieverKind::Oracle)),
-        ("random", base, Some(RetrieverKind::Random)),
+        (
+            "oracle",
+            perfect,
+            Some(RetrieverSpec::Oracle(Default::default())),
+        ),
+        (
+            "random",
+            base,
+            Some(RetrieverSpec::Random(Default::default())),
+        ),
         ("base", base, None),
     ];
     let mut runs = StudyRuns::default();
@@ -771,7 +779,7 @@ fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
         let mut run = p.run(&mut Scripted(script), None).unwrap();
         if let Some(k) = kind {
             // What the study reads to tell a control: the run's retriever kind.
-            run.config.retrieval.retrievers[0].kind = k;
+            run.config.retrieval.retrievers[0] = k;
         }
         runs.0.push(StudyRun {
             reader: "scripted-gguf".into(),
@@ -1296,7 +1304,7 @@ fn example_configs_name_models_three_ways_and_settings_override_fields() {
     )
     .unwrap();
     assert_eq!(
-        c.resolve(&c.retrieval.retrievers[0].model),
+        c.resolve(c.retrieval.retrievers[0].model().unwrap()),
         root().join("workbench")
     );
     assert_eq!(c.name, "2024");

@@ -50,6 +50,7 @@
 pub mod analysis;
 pub mod assets;
 pub mod bench;
+pub mod build;
 pub mod chunk;
 pub mod display;
 #[cfg(feature = "dense")]

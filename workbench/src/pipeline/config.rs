@@ -23,7 +23,8 @@
 //! rank_constant = 60.0                # RRF k                                default 60
 //! weights = [0.5, 0.5]                # one per retriever, [] = 1 each       default []
 //! [[retrieval.retrievers]]            # none = closed-book                   default []
-//! kind = "bm25"                       # bm25 | tfidf | dense | oracle | random (controls)
+//! kind = "bm25"                       # bm25 | tfidf | dense | oracle | random (controls)   default "bm25"
+//!                                     # each kind takes only its own fields below
 //! k1 = 0.9                            # bm25                                 default 0.9
 //! b = 0.4                             # bm25                                 default 0.4
 //! model = "all-minilm-l6-v2"          # dense: encoder asset or folder       default "all-minilm-l6-v2"
@@ -42,7 +43,8 @@
 //! seed = 42                           # sampling seed (variant i: seed + i)  default 42
 //!
 //! [rerank]                            # optional                             default: none
-//! kind = "bi-encoder"                 # bi-encoder | late-interaction | cross-encoder
+//! kind = "bi-encoder"                 # bi-encoder | late-interaction | cross-encoder   default "bi-encoder"
+//!                                     # each kind takes only its own fields below
 //! model = "all-minilm-l6-v2"          # encoder asset; cross-encoder: a folder, or "trained:<recipe>"
 //!                                     # (e.g. "trained:minilm-ce", trained by train_reranker)   default "all-minilm-l6-v2"
 //! depth = 10                          # first-stage candidates re-ranked     default 10
@@ -142,7 +144,7 @@ pub struct PipelineConfig {
     /// Optional query transformation (rewrite, paraphrase-and-fuse).
     pub query_transform: Option<QueryTransformConfig>,
     /// Optional re-ranker.
-    pub rerank: Option<RerankConfig>,
+    pub rerank: Option<RerankerSpec>,
     /// The reader and its prompt.
     pub reader: ReaderConfig,
     /// The question set.
@@ -244,62 +246,8 @@ impl Default for ChunkerConfig {
     }
 }
 
-/// First-stage retriever kinds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RetrieverKind {
-    /// BM25 (Lucene variant), the default analyzer.
-    #[default]
-    Bm25,
-    /// TF-IDF cosine.
-    Tfidf,
-    /// Sentence-BERT + FAISS flat inner product (features `dense` + `faiss`).
-    Dense,
-    /// Control: the question's gold passage(s) (`retrieve::control::OracleRetriever`;
-    /// SQuAD questions, whose paragraph is known).
-    Oracle,
-    /// Control: seeded random passages (`retrieve::control::RandomRetriever`).
-    Random,
-}
-
-/// One first-stage retriever.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetrieverConfig {
-    /// Which retriever. Default `bm25`.
-    pub kind: RetrieverKind,
-    /// BM25 k1. Default 0.9.
-    pub k1: f32,
-    /// BM25 b. Default 0.4.
-    pub b: f32,
-    /// Dense: encoder asset, or a folder with `config.json`, `tokenizer.json` and
-    /// `model.safetensors`. Default `all-minilm-l6-v2`.
-    pub model: String,
-    /// Dense: text put before every query (E5's `"query: "`, BGE's instruction). Default
-    /// empty.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub query_prefix: String,
-    /// Dense: text put before every passage (E5's `"passage: "`). Default empty.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub passage_prefix: String,
-    /// Random: the seed (with each query's text). Default 42.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-}
-
-impl Default for RetrieverConfig {
-    fn default() -> Self {
-        RetrieverConfig {
-            kind: RetrieverKind::Bm25,
-            k1: 0.9,
-            b: 0.4,
-            model: "all-minilm-l6-v2".into(),
-            query_prefix: String::new(),
-            passage_prefix: String::new(),
-            seed: None,
-        }
-    }
-}
+pub use crate::rerank::spec::RerankerSpec;
+pub use crate::retrieve::spec::RetrieverSpec;
 
 /// Fusion methods (`retrieve::fusion`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -346,7 +294,7 @@ pub struct RetrievalConfig {
     /// One weight per retriever; empty = 1 each. Default empty.
     pub weights: Vec<f32>,
     /// The retrievers. Default none (closed-book).
-    pub retrievers: Vec<RetrieverConfig>,
+    pub retrievers: Vec<RetrieverSpec>,
 }
 
 impl Default for RetrievalConfig {
@@ -407,54 +355,6 @@ impl Default for QueryTransformConfig {
             max_new_tokens: 64,
             temperature: 0.0,
             seed: 42,
-        }
-    }
-}
-
-/// Re-ranker kinds (`rerank`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RerankKind {
-    /// Cosine of sentence vectors.
-    #[default]
-    BiEncoder,
-    /// MaxSim over token vectors.
-    LateInteraction,
-    /// A `BertForSequenceClassification` checkpoint: `model` is its folder or
-    /// `trained:<recipe>`.
-    CrossEncoder,
-}
-
-/// A re-ranker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RerankConfig {
-    /// Which. Default `bi-encoder`.
-    pub kind: RerankKind,
-    /// Encoder asset, or the cross-encoder's folder, or `trained:<recipe>` for a
-    /// cross-encoder trained by `train_reranker` (`train::cross_recipe`). Default
-    /// `all-minilm-l6-v2`.
-    pub model: String,
-    /// First-stage candidates re-ranked. Default 10.
-    pub depth: usize,
-    /// Late interaction: the dimension of a trained ColBERT projection of the token
-    /// vectors (`train::colbert`; resolved before building by `pipeline::trained`, which
-    /// trains and caches it when allowed, as `rag` and the studies do); 0 scores the raw
-    /// token vectors. Default 0.
-    pub head_dim: usize,
-    /// Late interaction with `head_dim > 0`: training groups of the projection (a
-    /// seeded sample; 0 = all). Default 800.
-    pub head_groups: usize,
-}
-
-impl Default for RerankConfig {
-    fn default() -> Self {
-        RerankConfig {
-            kind: RerankKind::BiEncoder,
-            model: "all-minilm-l6-v2".into(),
-            depth: 10,
-            head_dim: 0,
-            head_groups: 800,
         }
     }
 }
@@ -891,11 +791,13 @@ impl PipelineConfig {
             model(&mut self.reader.model);
         }
         if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
-            model(&mut r.model);
+            model(r.model_mut());
         }
         if has("retrieval", "retrievers") {
             for r in &mut self.retrieval.retrievers {
-                model(&mut r.model);
+                if let Some(m) = r.model_mut() {
+                    model(m);
+                }
             }
         }
     }
@@ -997,25 +899,11 @@ impl PipelineConfig {
                 ),
             ));
         }
-        // One file of a hub repository is a GGUF; re-rankers and encoders are folders.
-        if let Some(r) = &self.rerank {
-            if matches!(
-                crate::assets::ModelRef::parse(&r.model),
-                crate::assets::ModelRef::Hub(_)
-            ) {
-                return Err(crate::assets::hub_is_one_file("rerank.model", &r.model));
-            }
-        }
         for r in &self.retrieval.retrievers {
-            if matches!(
-                crate::assets::ModelRef::parse(&r.model),
-                crate::assets::ModelRef::Hub(_)
-            ) {
-                return Err(crate::assets::hub_is_one_file(
-                    "retrieval.retrievers.model",
-                    &r.model,
-                ));
-            }
+            r.check()?;
+        }
+        if let Some(r) = &self.rerank {
+            r.check()?;
         }
         if let Some(r) = &self.rerank {
             if !has_retriever {
@@ -1024,19 +912,10 @@ impl PipelineConfig {
                     "a re-ranker needs a first stage: add a [[retrieval.retrievers]] entry",
                 ));
             }
-            if r.depth == 0 {
-                return Err(Error::param("rerank.depth", "k = 0: must be at least 1"));
-            }
-            if r.head_dim > 0 && r.kind != RerankKind::LateInteraction {
-                return Err(Error::param(
-                    "rerank.head_dim",
-                    format!(
-                        "a trained projection is for late-interaction, not {:?}",
-                        r.kind
-                    ),
-                ));
-            }
-            let trained = r.kind == RerankKind::CrossEncoder && r.model.starts_with(TRAINED_PREFIX);
+            let trained = matches!(
+                r.trained(),
+                Some(crate::rerank::spec::TrainedModel::CrossEncoder { .. })
+            );
             if trained
                 && self.questions.split != QuestionSplit::Test
                 && matches!(
@@ -1049,7 +928,7 @@ impl PipelineConfig {
                     format!(
                         "rerank.model = {:?} was trained on {} questions: set \
                          questions.split = \"test\" to run only the questions it never saw",
-                        r.model,
+                        r.model(),
                         if self.questions.kind == QuestionsKind::RagMini {
                             "RAG Mini Wikipedia training"
                         } else {
@@ -1058,12 +937,13 @@ impl PipelineConfig {
                     ),
                 ));
             }
-            if r.depth > self.retrieval.depth {
+            if r.depth() > self.retrieval.depth {
                 return Err(Error::param(
                     "rerank.depth",
                     format!(
                         "{} is larger than retrieval.depth = {} (the candidates there are)",
-                        r.depth, self.retrieval.depth
+                        r.depth(),
+                        self.retrieval.depth
                     ),
                 ));
             }
@@ -1128,7 +1008,7 @@ impl PipelineConfig {
             .retrieval
             .retrievers
             .iter()
-            .any(|r| r.kind == RetrieverKind::Oracle)
+            .any(|r| matches!(r, RetrieverSpec::Oracle(_)))
         {
             if self.questions.kind != QuestionsKind::Squad {
                 return Err(Error::param(

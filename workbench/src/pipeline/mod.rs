@@ -120,9 +120,10 @@ pub struct Pipeline {
     rule: crate::evaluate::answer_match::AnswerMatch,
 }
 
-/// A pipeline's first stages, its passages and their id → text lookup.
-type FirstStages = (
+/// A pipeline's first stages, its re-ranker, its passages and their id → text lookup.
+type Stages = (
     Vec<std::sync::Arc<dyn Retriever>>,
+    Option<Box<dyn Reranker>>,
     Vec<Passage>,
     PassageLookup,
 );
@@ -291,7 +292,8 @@ impl Pipeline {
             .answer_match
             .get_or_insert(questions.answer_match);
         config.resolve_judge_cut()?;
-        let (retrievers, passages, lookup) = Self::build_retrievers(&config, passages, &questions)?;
+        let (retrievers, reranker, passages, lookup) =
+            Self::build_stages(&config, passages, &questions, trained)?;
         let fusion = if retrievers.len() > 1 {
             let weights =
                 (!config.retrieval.weights.is_empty()).then(|| config.retrieval.weights.clone());
@@ -302,10 +304,6 @@ impl Pipeline {
             Some(Fusion::new(method, weights)?)
         } else {
             None
-        };
-        let reranker = match &config.rerank {
-            None => None,
-            Some(r) => Some(Self::build_reranker(&config, r, trained)?),
         };
         Ok(Pipeline {
             config,
@@ -367,7 +365,7 @@ impl Pipeline {
         if let Some(r) = &self.reranker {
             s += &format!(
                 "__rerank-d{}-{}",
-                self.config.rerank.as_ref().map_or(0, |c| c.depth),
+                self.config.rerank.as_ref().map_or(0, |c| c.depth()),
                 r.name()
             );
         }
@@ -425,130 +423,39 @@ impl Pipeline {
         }
     }
 
-    /// The first stages: built as the retrieval studies build theirs
-    /// ([`systems::SystemBuilder::first_stage`]), one per spec; the passages and their
-    /// lookup come back from the builder.
-    #[cfg(feature = "dense")]
-    fn build_retrievers(
+    /// The first stages and the re-ranker, each built from its spec against one
+    /// [`BuildCtx`](crate::build::BuildCtx), as the retrieval studies build theirs
+    /// ([`systems::SystemBuilder`]); the passages and their lookup come back.
+    fn build_stages(
         c: &PipelineConfig,
         passages: Vec<Passage>,
         questions: &QuestionSet,
-    ) -> Result<FirstStages> {
+        trained: &Trained,
+    ) -> Result<Stages> {
+        let lookup = PassageLookup::from_passages(&passages)?;
         if c.retrieval.retrievers.is_empty() {
-            let lookup = PassageLookup::from_passages(&passages)?;
-            return Ok((Vec::new(), passages, lookup));
+            return Ok((Vec::new(), None, passages, lookup));
         }
         let env = crate::env::Env::project()?;
-        let mut b = systems::SystemBuilder::new(&env, Trained::default(), passages)?;
-        let retrievers = c
-            .retrieval
-            .retrievers
-            .iter()
-            .map(|r| match r.kind {
-                config::RetrieverKind::Oracle => Self::oracle(questions, b.passages()),
-                _ => b.first_stage(r),
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let (passages, lookup) = b.into_parts();
-        Ok((retrievers, passages, lookup))
-    }
-
-    /// The oracle of `questions` (their SQuAD paragraphs) over `passages`, keyed by question
-    /// id (two questions may share a text).
-    fn oracle(
-        questions: &QuestionSet,
-        passages: &[Passage],
-    ) -> Result<std::sync::Arc<dyn Retriever>> {
-        let pairs: Vec<(&str, &str)> = questions
-            .questions
-            .iter()
-            .map(|q| {
-                q.context_id
-                    .as_deref()
-                    .map(|c| (q.id.as_str(), c))
-                    .ok_or_else(|| {
-                        Error::param(
-                            "retrieval.retrievers.kind",
-                            format!("`oracle`: question `{}` has no known gold passage", q.id),
-                        )
-                    })
-            })
-            .collect::<Result<_>>()?;
-        Ok(std::sync::Arc::new(
-            crate::retrieve::control::OracleRetriever::new(pairs, passages)?,
-        ))
-    }
-
-    /// The first stages without the crate feature `dense`: BM25, TF-IDF and the controls.
-    #[cfg(not(feature = "dense"))]
-    fn build_retrievers(
-        c: &PipelineConfig,
-        passages: Vec<Passage>,
-        questions: &QuestionSet,
-    ) -> Result<FirstStages> {
-        use crate::retrieve::analyzer::Analyzer;
-        use crate::retrieve::bm25::{Bm25, Bm25Params};
-        use crate::retrieve::tfidf::{TfIdf, TfIdfVariant};
-        use config::RetrieverKind;
-        let retrievers = c
-            .retrieval
-            .retrievers
-            .iter()
-            .map(|r| -> Result<std::sync::Arc<dyn Retriever>> {
-                Ok(match r.kind {
-                    RetrieverKind::Bm25 => std::sync::Arc::new(Bm25::build(
-                        &passages,
-                        &Analyzer::default(),
-                        Bm25Params::new().k1(r.k1).b(r.b),
-                    )?),
-                    RetrieverKind::Tfidf => std::sync::Arc::new(TfIdf::build(
-                        &passages,
-                        &Analyzer::default(),
-                        TfIdfVariant::cosine(),
-                    )?),
-                    RetrieverKind::Random => {
-                        std::sync::Arc::new(crate::retrieve::control::RandomRetriever::new(
-                            &passages,
-                            r.seed.unwrap_or(42),
-                        )?)
-                    }
-                    RetrieverKind::Oracle => return Self::oracle(questions, &passages),
-                    RetrieverKind::Dense => {
-                        return Err(Error::param(
-                            "retrieval.retrievers.kind",
-                            "`dense` needs the crate features `dense` and `faiss`",
-                        ))
-                    }
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let lookup = PassageLookup::from_passages(&passages)?;
-        Ok((retrievers, passages, lookup))
-    }
-
-    #[allow(unused_variables)]
-    fn build_reranker(
-        c: &PipelineConfig,
-        r: &config::RerankConfig,
-        trained: &Trained,
-    ) -> Result<Box<dyn Reranker>> {
         #[cfg(feature = "dense")]
-        {
-            // The same construction as the retrieval studies' systems.
-            let env = crate::env::Env::project()?;
-            systems::reranker(
-                &env,
-                trained,
-                r,
-                &c.resolve(&r.model),
-                &mut systems::EncoderPool::default(),
-            )
-        }
+        let encoders = crate::build::EncoderPool::default();
+        #[cfg(feature = "dense")]
+        let ctx = crate::build::BuildCtx::new(&env, &passages, trained.models(), &encoders);
         #[cfg(not(feature = "dense"))]
-        Err(Error::param(
-            "rerank.kind",
-            format!("{:?} needs the crate feature `dense`", r.kind),
-        ))
+        let (_, nothing_trained) = (trained, crate::build::TrainedModels::default());
+        #[cfg(not(feature = "dense"))]
+        let ctx = crate::build::BuildCtx::new(&env, &passages, &nothing_trained);
+        let ctx = ctx
+            .with_questions(&questions.questions)
+            .with_base_dir(&c.base_dir);
+        let retrievers = c
+            .retrieval
+            .retrievers
+            .iter()
+            .map(|r| r.build(&ctx))
+            .collect::<Result<Vec<_>>>()?;
+        let reranker = c.rerank.as_ref().map(|r| r.build(&ctx)).transpose()?;
+        Ok((retrievers, reranker, passages, lookup))
     }
 
     fn load_questions(c: &PipelineConfig) -> Result<QuestionSet> {
@@ -632,10 +539,11 @@ impl Pipeline {
         use crate::train::{cross_recipe::CrossRecipe, qa_data, reader::ReaderRecipe};
         Ok(match c.questions.kind {
             QuestionsKind::RagMini => {
-                let trained = c.rerank.as_ref().and_then(|r| {
-                    r.model
-                        .strip_prefix(config::TRAINED_PREFIX)
-                        .filter(|_| r.kind == config::RerankKind::CrossEncoder)
+                let trained = c.rerank.as_ref().and_then(|r| match r.trained() {
+                    Some(crate::rerank::spec::TrainedModel::CrossEncoder { recipe, .. }) => {
+                        Some(recipe)
+                    }
+                    _ => None,
                 });
                 let sup = match trained {
                     Some(name) => CrossRecipe::named(name)?.supervision,
@@ -714,7 +622,7 @@ impl Pipeline {
                 } else {
                     question
                 };
-                let cands: Vec<Hit> = retrieved.iter().take(rc.depth).cloned().collect();
+                let cands: Vec<Hit> = retrieved.iter().take(rc.depth()).cloned().collect();
                 let out = rr.rerank(query, &cands, &self.lookup, self.config.reader.passages)?;
                 (Some(out), t1.elapsed().as_secs_f64())
             }
@@ -1122,7 +1030,7 @@ fn retrieval_cache_key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> 
         .retrieval
         .retrievers
         .iter()
-        .any(|r| r.kind == config::RetrieverKind::Oracle)
+        .any(|r| matches!(r, config::RetrieverSpec::Oracle(_)))
     {
         field(b"oracle-by-question-id");
     }
@@ -1136,7 +1044,7 @@ fn retrieval_cache_key(p: &Pipeline, queries: &[Vec<String>]) -> Result<String> 
     match (&p.reranker, &p.config.rerank) {
         (Some(r), Some(c)) => {
             field(r.name().as_bytes());
-            field(&(c.depth as u64).to_le_bytes());
+            field(&(c.depth() as u64).to_le_bytes());
         }
         _ => field(b"no-rerank"),
     }

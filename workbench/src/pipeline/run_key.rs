@@ -27,7 +27,7 @@
 //! query-transform prompt only with a `[query_transform]` section, and the corpus only
 //! when there is a retriever: what a run does not read does not key it.
 
-use super::config::{CorpusKind, QuestionsKind, ReaderKind, RetrieverKind};
+use super::config::{CorpusKind, QuestionsKind, ReaderKind};
 use super::PipelineConfig;
 use crate::assets::{sha256_bytes, sha256_file, Assets, ModelRef};
 use crate::{Error, QaExample, Result};
@@ -166,11 +166,11 @@ pub fn inputs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
         }
     }
     if let Some(r) = &config.rerank {
-        k.model("rerank.model", &r.model)?;
+        k.model("rerank.model", r.model())?;
     }
     for (i, r) in config.retrieval.retrievers.iter().enumerate() {
-        if r.kind == RetrieverKind::Dense {
-            k.model(&format!("retrieval.retrievers[{i}].model"), &r.model)?;
+        if let Some(m) = r.model() {
+            k.model(&format!("retrieval.retrievers[{i}].model"), m)?;
         }
     }
     k.questions()?;

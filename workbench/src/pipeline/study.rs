@@ -315,8 +315,9 @@ pub fn short_name(reader: &str) -> String {
 /// recipe (`trained:<recipe>-quick`, [`super::trained::cross_recipe_at`]).
 pub fn quick_models(mut config: PipelineConfig) -> PipelineConfig {
     if let Some(r) = config.rerank.as_mut() {
-        if r.model.starts_with(super::config::TRAINED_PREFIX) && !r.model.ends_with("-quick") {
-            r.model.push_str("-quick");
+        let m = r.model_mut();
+        if m.starts_with(super::config::TRAINED_PREFIX) && !m.ends_with("-quick") {
+            m.push_str("-quick");
         }
     }
     config
@@ -361,11 +362,8 @@ pub fn metrics_of(runs: &[&PipelineRun]) -> Vec<&'static str> {
 /// passage) or random passages. A control bounds what retrieval can add; its comparison
 /// with a baseline is not one of the study's real comparisons.
 pub fn is_control(run: &PipelineRun) -> bool {
-    use super::config::RetrieverKind;
     let r = &run.config.retrieval.retrievers;
-    !r.is_empty()
-        && r.iter()
-            .all(|r| matches!(r.kind, RetrieverKind::Oracle | RetrieverKind::Random))
+    !r.is_empty() && r.iter().all(|r| r.is_control())
 }
 
 /// Paired tests of a QA study, collected comparison by comparison, written as one table
@@ -842,7 +840,7 @@ mod tests {
             .iter()
             .all(|c| c.config.questions.limit == QUICK_QUESTIONS));
         assert_eq!(
-            quick[1].config.rerank.as_ref().unwrap().model,
+            quick[1].config.rerank.as_ref().unwrap().model(),
             "trained:minilm-ce-quick"
         );
         assert!(quick[0].config.rerank.is_none());

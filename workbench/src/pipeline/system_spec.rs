@@ -1,10 +1,11 @@
-//! A retrieval system as data: first-stage retrievers (the pipeline's
-//! [`RetrieverConfig`]), their fusion ([`FusionKind`], weights, RRF's k) and an optional
-//! re-ranker ([`RerankConfig`]). The retrieval studies list their systems as `[[system]]`
+//! A retrieval system as data: first-stage retrievers ([`RetrieverSpec`]), their fusion
+//! ([`FusionKind`], weights, RRF's k) and an optional re-ranker ([`RerankerSpec`]). The retrieval studies list their systems as `[[system]]`
 //! tables of a TOML file (`configs/studies/*.toml`); `pipeline::systems` (feature
 //! `dense`) builds one into a retriever.
 
-use super::config::{FusionKind, RerankConfig, RetrieverConfig};
+use super::config::FusionKind;
+use crate::rerank::RerankerSpec;
+use crate::retrieve::RetrieverSpec;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -26,7 +27,7 @@ pub struct SystemSpec {
     #[serde(default)]
     pub title: String,
     /// First-stage retrievers (at least one).
-    pub retrievers: Vec<RetrieverConfig>,
+    pub retrievers: Vec<RetrieverSpec>,
     /// How several retrievers' lists are fused. Default `rrf`.
     #[serde(default)]
     pub fusion: FusionKind,
@@ -38,14 +39,14 @@ pub struct SystemSpec {
     pub rank_constant: f32,
     /// Optional re-ranker of the first stage's top `rerank.depth`.
     #[serde(default)]
-    pub rerank: Option<RerankConfig>,
+    pub rerank: Option<RerankerSpec>,
 }
 
 impl SystemSpec {
     /// Passages the system returns per query: the re-ranker's depth when it has one
     /// (a re-ranker only orders the first stage's top `depth`), else `depth`.
     pub fn run_depth(&self, depth: usize) -> usize {
-        self.rerank.as_ref().map_or(depth, |r| r.depth)
+        self.rerank.as_ref().map_or(depth, |r| r.depth())
     }
 
     /// The label, or one made from the spec when none is given.
@@ -56,7 +57,7 @@ impl SystemSpec {
         let first: Vec<String> = self
             .retrievers
             .iter()
-            .map(|r| format!("{:?}", r.kind).to_lowercase())
+            .map(|r| r.kind().to_string())
             .collect();
         let mut s = if first.len() == 1 {
             first[0].clone()
@@ -64,7 +65,7 @@ impl SystemSpec {
             format!("{:?}({})", self.fusion, first.join(" + ")).to_lowercase()
         };
         if let Some(r) = &self.rerank {
-            s = format!("{s} top-{} → {:?} {}", r.depth, r.kind, r.model);
+            s = format!("{s} top-{} → {} {}", r.depth(), r.variant_name(), r.model());
         }
         s
     }
@@ -101,10 +102,14 @@ impl SystemSpec {
                 self.rank_constant
             ));
         }
+        for r in &self.retrievers {
+            r.check()?;
+        }
         if let Some(r) = &self.rerank {
-            if r.depth == 0 {
+            if r.depth() == 0 {
                 return bad("rerank.depth must be at least 1".into());
             }
+            r.check()?;
         }
         Ok(())
     }
@@ -114,17 +119,16 @@ impl SystemSpec {
 /// late-interaction re-rankers' models (a cross-encoder is a trained recipe or a folder,
 /// not an asset), each once, sorted.
 pub fn encoder_assets(systems: &[SystemSpec]) -> Vec<&str> {
-    use super::config::{RerankKind, RetrieverKind};
     let mut out = std::collections::BTreeSet::new();
     for s in systems {
         for r in &s.retrievers {
-            if r.kind == RetrieverKind::Dense {
-                out.insert(r.model.as_str());
+            if let Some(m) = r.model() {
+                out.insert(m);
             }
         }
         if let Some(r) = &s.rerank {
-            if r.kind != RerankKind::CrossEncoder {
-                out.insert(r.model.as_str());
+            if r.uses_encoder_asset() {
+                out.insert(r.model());
             }
         }
     }
@@ -198,9 +202,9 @@ rerank = { kind = "cross-encoder", model = "trained:minilm-ce", depth = 100 }
         assert_eq!(s.len(), 3);
         assert_eq!(s[0].label(), "BM25");
         assert_eq!(s[0].rank_constant, 60.0);
-        assert_eq!(s[1].retrievers[1].k1, 1.2);
         assert_eq!(
-            s[1].retrievers[1].b, 0.4,
+            s[1].retrievers[1],
+            RetrieverSpec::Bm25(crate::retrieve::bm25::Bm25Spec { k1: 1.2, b: 0.4 }),
             "unset fields keep the pipeline's defaults"
         );
         assert_eq!(s[1].label(), "minmax(dense + bm25)");

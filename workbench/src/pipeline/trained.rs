@@ -13,9 +13,11 @@
 //! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 400 groups (100 updates, lr 1e-4) | 1,500 groups (375 updates) |
 //! | ColBERT projection | [`QUICK_COLBERT_GROUPS`] groups | `head_groups` of the spec (800 in the studies) |
 
-use super::config::{PipelineConfig, RerankConfig, RerankKind, TRAINED_PREFIX};
+use super::config::PipelineConfig;
 use super::system_spec::SystemSpec;
+use crate::build::{ColbertHead, CrossCheckpoint, TrainedModels};
 use crate::env::{Env, Scale};
+use crate::rerank::spec::{RerankerSpec, TrainedModel};
 use crate::train::colbert::{ColbertRecipe, TrainedColbert};
 use crate::train::cross_recipe::{self, CrossRecipe, TrainedCrossEncoder};
 use crate::{Error, Result};
@@ -35,68 +37,79 @@ pub enum Training {
     Forbid,
 }
 
-/// The trained re-rankers of a config or of a study's systems, by the spec that names them.
+/// The trained re-rankers of a config or of a study's systems: their training records,
+/// and the files the builders load ([`Trained::models`]).
 #[derive(Debug, Clone, Default)]
 pub struct Trained {
     cross: BTreeMap<String, TrainedCrossEncoder>,
     colbert: BTreeMap<(String, usize, usize), TrainedColbert>,
+    models: TrainedModels,
 }
 
 impl Trained {
-    /// The cross-encoder a spec names `model` (`trained:<recipe>`).
-    pub fn cross_encoder(&self, model: &str) -> Result<&TrainedCrossEncoder> {
-        self.cross
-            .get(model)
-            .ok_or_else(|| not_resolved("rerank.model", model))
+    /// The files the builders load ([`BuildCtx::trained`](crate::build::BuildCtx)).
+    pub fn models(&self) -> &TrainedModels {
+        &self.models
     }
 
-    /// The ColBERT projection of a late-interaction spec with `head_dim > 0`.
-    pub fn colbert(&self, spec: &RerankConfig) -> Result<&TrainedColbert> {
+    /// The training record of the cross-encoder a spec names `model` (`trained:<recipe>`).
+    pub fn cross_encoder(&self, model: &str) -> Option<&TrainedCrossEncoder> {
+        self.cross.get(model)
+    }
+
+    /// The training record of a ColBERT projection.
+    pub fn colbert(
+        &self,
+        model: &str,
+        head_dim: usize,
+        head_groups: usize,
+    ) -> Option<&TrainedColbert> {
         self.colbert
-            .get(&(spec.model.clone(), spec.head_dim, spec.head_groups))
-            .ok_or_else(|| {
-                not_resolved(
-                    "rerank.head_dim",
-                    &format!(
-                        "{} with a {}-dimensional ColBERT projection",
-                        spec.model, spec.head_dim
-                    ),
-                )
-            })
+            .get(&(model.to_string(), head_dim, head_groups))
     }
 
     /// Whether the trained model `spec` re-ranks with (if any) is resolved here: the
     /// builders check this before they load anything else.
-    pub fn check(&self, spec: &RerankConfig) -> Result<()> {
-        match spec.kind {
-            RerankKind::CrossEncoder if spec.model.starts_with(TRAINED_PREFIX) => {
-                self.cross_encoder(&spec.model).map(|_| ())
-            }
-            RerankKind::LateInteraction if spec.head_dim > 0 => self.colbert(spec).map(|_| ()),
-            _ => Ok(()),
-        }
+    pub fn check(&self, spec: &RerankerSpec) -> Result<()> {
+        spec.check_resolved(&self.models)
     }
 
     /// How many trained models this holds.
     pub fn len(&self) -> usize {
-        self.cross.len() + self.colbert.len()
+        self.models.len()
     }
 
     /// Whether this holds no trained model.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
 
-fn not_resolved(field: &'static str, what: &str) -> Error {
-    Error::param(
-        field,
-        format!(
-            "`{what}` is a trained model that was not resolved: builders only load; resolve it \
-             first with `pipeline::trained::for_config` (or `for_systems`) and build with \
-             `Pipeline::build_resolved` (the `rag` binary and the studies do)"
-        ),
-    )
+    fn add_cross_encoder(&mut self, model: &str, t: TrainedCrossEncoder) {
+        self.models.insert_cross_encoder(
+            model,
+            CrossCheckpoint {
+                label: format!("trained-{}", t.recipe.name),
+                dir: t.model_dir.clone(),
+                max_length: t.recipe.max_length,
+            },
+        );
+        self.cross.insert(model.to_string(), t);
+    }
+
+    fn add_colbert(&mut self, model: &str, head_dim: usize, head_groups: usize, t: TrainedColbert) {
+        self.models.insert_colbert(
+            model,
+            head_dim,
+            head_groups,
+            ColbertHead {
+                projection: t.projection_path.clone(),
+                tensor: crate::train::colbert::WEIGHT_NAME.to_string(),
+                markers: t.recipe.markers.then_some(t.recipe.n_q),
+            },
+        );
+        self.colbert
+            .insert((model.to_string(), head_dim, head_groups), t);
+    }
 }
 
 /// The trained re-rankers of `specs` at `scale`'s recipe sizes: from the cache, or
@@ -104,37 +117,33 @@ fn not_resolved(field: &'static str, what: &str) -> Error {
 pub fn resolve<'a>(
     env: &Env,
     scale: Scale,
-    specs: impl IntoIterator<Item = &'a RerankConfig>,
+    specs: impl IntoIterator<Item = &'a RerankerSpec>,
     training: Training,
 ) -> Result<Trained> {
     let mut out = Trained::default();
     for spec in specs {
-        match spec.kind {
-            RerankKind::CrossEncoder => {
-                let Some(name) = spec.model.strip_prefix(TRAINED_PREFIX) else {
-                    continue;
-                };
-                if out.cross.contains_key(&spec.model) {
+        match spec.trained() {
+            None => {}
+            Some(TrainedModel::CrossEncoder { model, recipe }) => {
+                if out.models.has_cross_encoder(model) {
                     continue;
                 }
-                let recipe = cross_recipe_at(name, scale)?;
+                let recipe = cross_recipe_at(recipe, scale)?;
                 let trained = trained_cross_encoder(env, &recipe, training)?;
-                out.cross.insert(spec.model.clone(), trained);
+                out.add_cross_encoder(model, trained);
             }
-            RerankKind::LateInteraction if spec.head_dim > 0 => {
-                let key = (spec.model.clone(), spec.head_dim, spec.head_groups);
-                if out.colbert.contains_key(&key) {
+            Some(TrainedModel::Colbert {
+                model,
+                head_dim,
+                head_groups,
+            }) => {
+                if out.models.has_colbert(model, head_dim, head_groups) {
                     continue;
                 }
-                let recipe = colbert_recipe(
-                    &spec.model,
-                    spec.head_dim,
-                    colbert_groups_at(spec.head_groups, scale),
-                );
+                let recipe = colbert_recipe(model, head_dim, colbert_groups_at(head_groups, scale));
                 let trained = trained_colbert(env, &recipe, training)?;
-                out.colbert.insert(key, trained);
+                out.add_colbert(model, head_dim, head_groups, trained);
             }
-            _ => {}
         }
     }
     Ok(out)
@@ -246,24 +255,22 @@ pub fn keys(env: &Env, scale: Scale, systems: &[SystemSpec]) -> Result<BTreeMap<
     let mut out = BTreeMap::new();
     for s in systems {
         let Some(r) = &s.rerank else { continue };
-        match r.kind {
-            RerankKind::CrossEncoder => {
-                if let Some(name) = r.model.strip_prefix(TRAINED_PREFIX) {
-                    out.insert(
-                        s.key.clone(),
-                        cross_recipe_at(name, scale)?.key(&env.assets)?,
-                    );
-                }
-            }
-            RerankKind::LateInteraction if r.head_dim > 0 => {
-                let recipe = colbert_recipe(
-                    &r.model,
-                    r.head_dim,
-                    colbert_groups_at(r.head_groups, scale),
+        match r.trained() {
+            None => {}
+            Some(TrainedModel::CrossEncoder { recipe, .. }) => {
+                out.insert(
+                    s.key.clone(),
+                    cross_recipe_at(recipe, scale)?.key(&env.assets)?,
                 );
+            }
+            Some(TrainedModel::Colbert {
+                model,
+                head_dim,
+                head_groups,
+            }) => {
+                let recipe = colbert_recipe(model, head_dim, colbert_groups_at(head_groups, scale));
                 out.insert(s.key.clone(), recipe.key(&env.assets)?);
             }
-            _ => {}
         }
     }
     Ok(out)

@@ -42,6 +42,9 @@ pub mod bi_encoder;
 pub mod cross_encoder;
 #[cfg(feature = "dense")]
 pub mod late_interaction;
+pub mod spec;
+
+pub use spec::RerankerSpec;
 
 use crate::retrieve::{check_k, top_k, Retriever};
 use crate::{Error, Hit, Passage, Result};

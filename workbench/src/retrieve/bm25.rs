@@ -166,6 +166,44 @@ impl Bm25Params {
     }
 }
 
+/// A BM25 first stage as configured (`kind = "bm25"`): the Lucene variant over the
+/// default analyzer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Bm25Spec {
+    /// Term-frequency saturation, `k1 ≥ 0`. Default `0.9`.
+    pub k1: f32,
+    /// Length normalisation, `0 ≤ b ≤ 1`. Default `0.4`.
+    pub b: f32,
+}
+
+impl Default for Bm25Spec {
+    fn default() -> Self {
+        let p = Bm25Params::default();
+        Bm25Spec { k1: p.k1, b: p.b }
+    }
+}
+
+impl Bm25Spec {
+    fn params(&self) -> Bm25Params {
+        Bm25Params::new().k1(self.k1).b(self.b)
+    }
+}
+
+impl super::BuildRetriever for Bm25Spec {
+    fn check(&self) -> Result<()> {
+        self.params().validate()
+    }
+
+    fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<Arc<dyn Retriever>> {
+        Ok(Arc::new(Bm25::build(
+            ctx.passages,
+            &Analyzer::default(),
+            self.params(),
+        )?))
+    }
+}
+
 /// A BM25 retriever over an [`InvertedIndex`].
 #[derive(Debug, Clone)]
 pub struct Bm25 {

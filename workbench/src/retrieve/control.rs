@@ -99,6 +99,66 @@ impl Retriever for OracleRetriever {
     }
 }
 
+/// The oracle control as configured (`kind = "oracle"`): each question's gold passages,
+/// read from the questions of the build context (SQuAD questions, whose paragraph is
+/// known). No parameters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OracleSpec {}
+
+impl super::BuildRetriever for OracleSpec {
+    fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<std::sync::Arc<dyn Retriever>> {
+        let questions = ctx.questions.ok_or_else(|| {
+            Error::param(
+                "retrievers.kind",
+                "`oracle` needs the questions' gold passages: it is built by a pipeline \
+                 (questions.kind = \"squad\"), not a retrieval study",
+            )
+        })?;
+        let pairs: Vec<(&str, &str)> = questions
+            .iter()
+            .map(|q| {
+                q.context_id
+                    .as_deref()
+                    .map(|c| (q.id.as_str(), c))
+                    .ok_or_else(|| {
+                        Error::param(
+                            "retrieval.retrievers.kind",
+                            format!("`oracle`: question `{}` has no known gold passage", q.id),
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?;
+        Ok(std::sync::Arc::new(OracleRetriever::new(
+            pairs,
+            ctx.passages,
+        )?))
+    }
+}
+
+/// The random control as configured (`kind = "random"`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RandomSpec {
+    /// The seed (mixed with each query's text). Default 42.
+    pub seed: u64,
+}
+
+impl Default for RandomSpec {
+    fn default() -> Self {
+        RandomSpec { seed: 42 }
+    }
+}
+
+impl super::BuildRetriever for RandomSpec {
+    fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<std::sync::Arc<dyn Retriever>> {
+        Ok(std::sync::Arc::new(RandomRetriever::new(
+            ctx.passages,
+            self.seed,
+        )?))
+    }
+}
+
 /// Seeded random passages. See the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RandomRetriever {

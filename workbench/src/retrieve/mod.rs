@@ -1,7 +1,9 @@
 //! Retrievers: score passages for a query. One file per retriever, one trait.
 //!
 //! To add a retriever: write `retrieve/<name>.rs` with a type that implements
-//! [`Retriever`], add `pub mod <name>;` here.
+//! [`Retriever`] and its parameters implementing [`BuildRetriever`], add
+//! `pub mod <name>;` here and one line to the list in [`spec`] (see `ARCHITECTURE.md`,
+//! "Adding things").
 //!
 //! | module | concept |
 //! |---|---|
@@ -13,6 +15,7 @@
 //! | [`fusion`] | min-max / z-score hybrid (report 001), RRF (report 002), CombSUM / CombMNZ, [`fusion::Fused`] |
 //! | [`control`] | controls: the gold passage ([`control::OracleRetriever`]) and seeded random passages |
 //! | [`conformance`] | the data-driven conformance suite read by `tests/conformance.rs` |
+//! | [`spec`] | [`RetrieverSpec`]: a retriever as configured, checked and built |
 
 pub mod analyzer;
 pub mod bm25;
@@ -25,9 +28,34 @@ pub mod faiss;
 pub mod fusion;
 pub mod impact;
 pub mod index;
+pub mod spec;
 pub mod tfidf;
 
+pub use spec::RetrieverSpec;
+
 use crate::{Hit, Query, Result, Run};
+
+/// What a retriever's parameters do: check themselves, and build the retriever.
+pub trait BuildRetriever {
+    /// Check the parameters before any work; errors name the field.
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The retriever over `ctx.passages` (loading, never training).
+    fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<std::sync::Arc<dyn Retriever>>;
+
+    /// The model this retriever loads (an asset name or a folder), keyed in a run's
+    /// identity; `None` for a retriever without one.
+    fn model(&self) -> Option<&str> {
+        None
+    }
+
+    /// The model, to rewrite (a relative folder made relative to the config's folder).
+    fn model_mut(&mut self) -> Option<&mut String> {
+        None
+    }
+}
 
 /// A built index that ranks passages for a query.
 ///

@@ -34,6 +34,22 @@ use crate::{Hit, Passage, Query, Result, Run};
 use serde::Serialize;
 use std::sync::Arc;
 
+/// A TF-IDF first stage as configured (`kind = "tfidf"`): cosine over the default
+/// analyzer ([`TfIdfVariant::cosine`]); no parameters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TfidfSpec {}
+
+impl super::BuildRetriever for TfidfSpec {
+    fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<Arc<dyn Retriever>> {
+        Ok(Arc::new(TfIdf::build(
+            ctx.passages,
+            &Analyzer::default(),
+            TfIdfVariant::cosine(),
+        )?))
+    }
+}
+
 /// Which TF-IDF form to score with (see the [module docs](self) for formulas).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum TfIdfVariant {

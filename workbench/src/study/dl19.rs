@@ -92,12 +92,14 @@ impl Dl19Params {
         }
         for s in &self.systems {
             if let Some(r) = &s.rerank {
-                if r.depth > self.depth {
+                if r.depth() > self.depth {
                     return Err(Error::param(
                         "depth",
                         format!(
                             "{} is smaller than system `{}`'s rerank.depth {}",
-                            self.depth, s.key, r.depth
+                            self.depth,
+                            s.key,
+                            r.depth()
                         ),
                     ));
                 }
@@ -266,12 +268,12 @@ impl Dl19Study {
                     .is_some_and(|b| b.retrievers == spec.retrievers && b.rerank.is_none());
             let base = self.scored.index(&p.baseline).unwrap_or(0);
             if same_first
-                && r.depth == 100
+                && r.depth() == 100
                 && self.scored.results[si][2].per_query == self.scored.results[base][2].per_query
             {
                 rerank_note = format!(
                     " The re-rankers order {b}'s top {}; `{}`'s Recall@100 equals {b}'s on every query.",
-                    r.depth,
+                    r.depth(),
                     spec.key,
                     b = self.baseline_title()
                 );
