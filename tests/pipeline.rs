@@ -1252,12 +1252,12 @@ fn example_configs_name_models_three_ways_and_settings_override_fields() {
     let examples = root().join("configs/examples");
     let by_asset = PipelineConfig::from_file(&examples.join("gguf_by_asset.toml")).unwrap();
     assert!(matches!(
-        ModelRef::parse(&by_asset.reader.model),
+        ModelRef::parse(by_asset.reader.spec.model()),
         ModelRef::Asset(_)
     ));
     let by_hub = PipelineConfig::from_file(&examples.join("gguf_by_hub.toml")).unwrap();
     assert!(matches!(
-        ModelRef::parse(&by_hub.reader.model),
+        ModelRef::parse(by_hub.reader.spec.model()),
         ModelRef::Hub(_)
     ));
     PipelineConfig::from_file(&examples.join("openai_server.toml")).unwrap();
@@ -1272,7 +1272,7 @@ fn example_configs_name_models_three_ways_and_settings_override_fields() {
         "retrieval.depth=7".to_string(),
     ];
     let c = PipelineConfig::from_file_with(&by_path, &sets).unwrap();
-    assert_eq!(c.resolve(&c.reader.model), root().join("Cargo.toml"));
+    assert_eq!(c.resolve(c.reader.spec.model()), root().join("Cargo.toml"));
     assert_eq!(c.retrieval.depth, 7);
     assert!(c
         .resolve(&c.corpus.path)
@@ -1281,7 +1281,7 @@ fn example_configs_name_models_three_ways_and_settings_override_fields() {
     let c =
         PipelineConfig::from_file_with(&by_path, &["reader.model=\"./Cargo.toml\"".to_string()])
             .unwrap();
-    assert_eq!(c.resolve(&c.reader.model), root().join("Cargo.toml"));
+    assert_eq!(c.resolve(c.reader.spec.model()), root().join("Cargo.toml"));
     for (bad, says) in [
         ("reader.model", "no `=`"),
         ("reader..model=x", "empty key"),
@@ -1443,7 +1443,10 @@ fn tiny_config_with_the_smollm2_reader() {
     let mut c = tiny();
     c.cache.retrieval = false;
     c.questions.limit = 2;
-    c.reader.max_new_tokens = 24;
+    let workbench::read::ReaderSpec::Generative(g) = &mut c.reader.spec else {
+        panic!("the tiny config reads with a generative reader")
+    };
+    g.max_new_tokens = 24;
     let p = Pipeline::build(c).unwrap();
     let mut reader = workbench::pipeline::reader::generative_reader(&p).unwrap();
     let run = p.run(&mut reader, None).unwrap();
@@ -1504,7 +1507,10 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
     );
     let mut c = config(&text).unwrap();
     c.questions.limit = 1;
-    c.reader.max_new_tokens = 12;
+    let workbench::read::ReaderSpec::Generative(g) = &mut c.reader.spec else {
+        panic!("the tiny config reads with a generative reader")
+    };
+    g.max_new_tokens = 12;
     let p = Pipeline::build(c).unwrap();
     let mut reader = workbench::pipeline::reader::generative_reader(&p).unwrap();
     let mut t = transform_for(&p, reader.llm())
@@ -1564,7 +1570,10 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
     );
     let mut c = config(&text).unwrap();
     c.questions.limit = 1;
-    c.reader.max_new_tokens = 8;
+    let workbench::read::ReaderSpec::Generative(g) = &mut c.reader.spec else {
+        panic!("the tiny config reads with a generative reader")
+    };
+    g.max_new_tokens = 8;
     let p2 = Pipeline::build(c).unwrap();
     let mut reader2 =
         workbench::pipeline::reader::generative_reader_on(&p2, reader.llm().clone()).unwrap();
@@ -1696,7 +1705,9 @@ fn extractive_reader_in_a_pipeline() {
         .replace(
             "model = \"smollm2-135m-instruct-gguf\"",
             &format!("kind = \"extractive\"\nmodel = \"{}\"", qa.display()),
-        );
+        )
+        // An extractive reader takes no decoding settings.
+        .replace("max_new_tokens = 32\n", "");
     std::fs::write(&cfg, &text).unwrap();
     let p = Pipeline::build(PipelineConfig::from_file(&cfg).unwrap()).unwrap();
     let (mut reader, transform) = build(&p, &mut ModelPool::default()).unwrap();
@@ -1732,7 +1743,10 @@ fn extractive_reader_in_a_pipeline() {
     );
     std::fs::write(&cfg, &per).unwrap();
     let c = PipelineConfig::from_file(&cfg).unwrap();
-    assert_eq!(c.reader.null_threshold, Some(0.5));
+    let workbench::read::ReaderSpec::Extractive(e) = &c.reader.spec else {
+        panic!("{:?}", c.reader.spec)
+    };
+    assert_eq!(e.null_threshold, Some(0.5));
     let p2 = Pipeline::build(c).unwrap();
     let r2 = extractive_reader(&p2).unwrap();
     assert_eq!(

@@ -147,7 +147,7 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
     let pipeline =
         Pipeline::build_resolved(config.clone(), &trained).context("building the pipeline")?;
     let (mut reader, mut transform) = build(&pipeline, pool)
-        .with_context(|| format!("building the reader `{}`", config.reader.model))?;
+        .with_context(|| format!("building the reader `{}`", config.reader.spec.model()))?;
     let Some(exp) = Experiment::start_in(out, true, "summary.md")? else {
         bail!("the result folder could not be started");
     };

@@ -122,7 +122,6 @@
 
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::load::question_set::BadRecords;
-use crate::read::{AbstentionRule, AnswerParser};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -359,119 +358,7 @@ impl Default for QueryTransformConfig {
     }
 }
 
-/// Reader kinds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReaderKind {
-    /// A GGUF chat model run in process (the generative reader): `model` is an asset
-    /// name or a path to a `.gguf` file.
-    #[default]
-    Generative,
-    /// Any OpenAI-compatible chat-completions server (`read::openai`): `model` is the
-    /// server's name for the model, `base_url` where it listens.
-    Openai,
-    /// An extractive question-answering model (`read::extractive`): `model` is a Hugging
-    /// Face `*ForQuestionAnswering` folder (or asset), or `trained:<recipe>` (a reader the
-    /// workbench trained: `minilm-all`, `minilm-squad`, `minilm-squad2`, `-quick`).
-    Extractive,
-}
-
-/// How an extractive reader reads several passages.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReadMode {
-    /// Report 000: the passages joined into one context; the best span of it.
-    #[default]
-    Concatenate,
-    /// Each passage read alone; the best span over all of them.
-    BestPerPassage,
-}
-
-/// The reader.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ReaderConfig {
-    /// Which. Default `generative`.
-    pub kind: ReaderKind,
-    /// Model asset. Default `qwen2.5-coder-1.5b-instruct-gguf`.
-    pub model: String,
-    /// Prompt template file. Default `data/prompts/rag_001.txt`.
-    pub prompt: String,
-    /// Passages given to the reader (`k`), ≥ 1. Default 5.
-    pub passages: usize,
-    /// One passage inside `{passages}`: `{i}` (1-based rank), `{id}`, `{title}`,
-    /// `{text}`. Default `"[CHUNK {i}]\n{text}"` (report 001).
-    pub passage_format: String,
-    /// Between passages. Default `"\n\n"`.
-    pub passage_separator: String,
-    /// Most tokens generated. Default 64.
-    pub max_new_tokens: usize,
-    /// Sampling temperature; 0 = greedy. Default 0.
-    pub temperature: f64,
-    /// Nucleus sampling mass. Default 1.
-    pub top_p: f64,
-    /// Sampling seed. Default 42.
-    pub seed: u64,
-    /// Which answers are abstentions. Default [`AbstentionRule::default`].
-    pub abstention: AbstentionRule,
-    /// How the scored answer is taken out of the raw output ([`AnswerParser`]). Default:
-    /// every rule off (the raw output is scored).
-    pub parse: AnswerParser,
-    /// System message; empty = none. Default empty.
-    pub system: String,
-    /// Generation stops at the first of these. Default `["\n\n"]`.
-    pub stop: Vec<String>,
-    /// `openai`: the API root up to `/v1`. Default `http://127.0.0.1:8080/v1`.
-    pub base_url: String,
-    /// `openai`: environment variable holding the API key (its value is never written
-    /// anywhere); empty = no key. Default empty.
-    pub api_key_env: String,
-    /// `openai`: requests in flight; `generative`: questions decoded together (one pass
-    /// over the weights per step for all of them, answers as when read one at a time).
-    /// Default 1.
-    pub concurrency: usize,
-    /// `openai`: seconds allowed per request. Default 120.
-    pub timeout_secs: f64,
-    /// `openai`: further attempts after a timeout, dropped connection, 429, 5xx or
-    /// malformed response. Default 3.
-    pub retries: usize,
-    /// `openai`: first wait before a retry, seconds (doubling). Default 1.
-    pub backoff_secs: f64,
-    /// `extractive`: how the passages are read. Default `concatenate`.
-    pub read_mode: ReadMode,
-    /// `extractive`: abstain when the null score beats the best span by more than this
-    /// (SQuAD 2.0); absent = never abstain. Default absent.
-    pub null_threshold: Option<f64>,
-}
-
-impl Default for ReaderConfig {
-    fn default() -> Self {
-        ReaderConfig {
-            kind: ReaderKind::Generative,
-            model: "qwen2.5-coder-1.5b-instruct-gguf".into(),
-            prompt: "data/prompts/rag_001.txt".into(),
-            passages: 5,
-            passage_format: "[CHUNK {i}]\n{text}".into(),
-            passage_separator: "\n\n".into(),
-            max_new_tokens: 64,
-            temperature: 0.0,
-            top_p: 1.0,
-            seed: 42,
-            abstention: AbstentionRule::default(),
-            parse: AnswerParser::default(),
-            system: String::new(),
-            stop: vec!["\n\n".into()],
-            base_url: "http://127.0.0.1:8080/v1".into(),
-            api_key_env: String::new(),
-            concurrency: 1,
-            timeout_secs: 120.0,
-            retries: 3,
-            backoff_secs: 1.0,
-            read_mode: ReadMode::Concatenate,
-            null_threshold: None,
-        }
-    }
-}
+pub use crate::read::spec::{ExtractiveSpec, GenerativeSpec, ReadMode, ReaderConfig, ReaderSpec};
 
 /// Question-set formats.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -787,8 +674,8 @@ impl PipelineConfig {
             rebase(&mut t.prompt);
         }
         // An openai reader's model is the server's name for it, not a file.
-        if has("reader", "model") && self.reader.kind != ReaderKind::Openai {
-            model(&mut self.reader.model);
+        if has("reader", "model") && self.reader.spec.model_is_local() {
+            model(self.reader.spec.model_mut());
         }
         if let Some(r) = self.rerank.as_mut().filter(|_| has("rerank", "model")) {
             model(r.model_mut());
@@ -1049,15 +936,7 @@ impl PipelineConfig {
             return Err(Error::param("questions.path", "empty"));
         }
         self.require_file("reader.prompt", &self.reader.prompt)?;
-        if !(self.reader.temperature >= 0.0 && self.reader.temperature.is_finite()) {
-            return Err(Error::param("reader.temperature", "must be finite and ≥ 0"));
-        }
-        if !(self.reader.top_p > 0.0 && self.reader.top_p <= 1.0) {
-            return Err(Error::param("reader.top_p", "must be in (0, 1]"));
-        }
-        if self.reader.max_new_tokens == 0 {
-            return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
-        }
+        self.reader.spec.check()?;
         let judge_server = self.evaluation.judge_base_url.trim();
         if !judge_server.is_empty() {
             if self.evaluation.judge_model.trim().is_empty() {
@@ -1101,75 +980,24 @@ impl PipelineConfig {
 
     fn validate_reader_kind(&self) -> Result<()> {
         use crate::assets::ModelRef;
-        let r = &self.reader;
-        if r.concurrency == 0 {
-            return Err(Error::param("reader.concurrency", "must be at least 1"));
+        let r = &self.reader.spec;
+        r.check()?;
+        if self.query_transform.is_some() && !r.generates() {
+            return Err(Error::param(
+                "query_transform",
+                format!(
+                    "the `{}` reader has no language model to transform queries with: use a \
+                     generative or openai reader",
+                    r.kind()
+                ),
+            ));
         }
-        match r.kind {
-            ReaderKind::Generative => match ModelRef::parse(&r.model) {
-                ModelRef::Path(p) => self.require_file("reader.model", p),
-                ModelRef::Hub(h) => crate::assets::HubFile::parse(h, "reader.model").map(|_| ()),
-                ModelRef::Trained(_) => Err(Error::param(
-                    "reader.model",
-                    "a generative reader loads a GGUF (an asset name, a .gguf path or \
-                     hf:ORG/NAME/FILE), not a trained: recipe",
-                )),
-                ModelRef::Asset(a) if a.trim().is_empty() => {
-                    Err(Error::param("reader.model", "no model given"))
-                }
-                ModelRef::Asset(_) => Ok(()),
-            },
-            ReaderKind::Openai => {
-                let url = r.base_url.trim();
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(Error::param(
-                        "reader.base_url",
-                        format!("{url:?} is not an http:// or https:// URL"),
-                    ));
-                }
-                if r.model.trim().is_empty() {
-                    return Err(Error::param(
-                        "reader.model",
-                        "name the model the server should run (its `model` field)",
-                    ));
-                }
-                if !(r.timeout_secs.is_finite() && r.timeout_secs > 0.0) {
-                    return Err(Error::param(
-                        "reader.timeout_secs",
-                        "must be a positive number",
-                    ));
-                }
-                if !(r.backoff_secs.is_finite() && r.backoff_secs >= 0.0) {
-                    return Err(Error::param(
-                        "reader.backoff_secs",
-                        "must be finite and ≥ 0",
-                    ));
-                }
-                Ok(())
-            }
-            ReaderKind::Extractive => {
-                if r.null_threshold.is_some_and(|t| !t.is_finite()) {
-                    return Err(Error::param("reader.null_threshold", "must be finite"));
-                }
-                if self.query_transform.is_some() {
-                    return Err(Error::param(
-                        "query_transform",
-                        "an extractive reader has no language model to transform queries \
-                         with: use a generative or openai reader",
-                    ));
-                }
-                match ModelRef::parse(&r.model) {
-                    ModelRef::Path(p) => self.require_file("reader.model", p),
-                    ModelRef::Asset(a) if a.trim().is_empty() => {
-                        Err(Error::param("reader.model", "no model given"))
-                    }
-                    ModelRef::Hub(_) => {
-                        Err(crate::assets::hub_is_one_file("reader.model", &r.model))
-                    }
-                    _ => Ok(()),
-                }
+        if r.model_is_local() {
+            if let ModelRef::Path(p) = ModelRef::parse(r.model()) {
+                self.require_file("reader.model", p)?;
             }
         }
+        Ok(())
     }
 
     fn require_file(&self, field: &'static str, p: &str) -> Result<()> {

@@ -33,26 +33,11 @@ use super::prompt::PromptTemplate;
 use super::transform::{parse_list, parse_rewrite, push_unique, QueryTransform, Transformed};
 use super::Pipeline;
 use crate::read::generative::{ChatMessage, GenerateParams, Sampling, SharedLlm};
-use crate::read::openai::{ChatParams, Message, OpenAiReader};
+use crate::read::openai::{ChatParams, Message};
 use crate::read::Usage;
 use crate::{Error, Result};
-use std::sync::Arc;
 
-/// What generates a transform's text.
-#[derive(Debug, Clone)]
-pub enum Generator {
-    /// A GGUF model loaded in process (shared with the reader).
-    Local(SharedLlm),
-    /// The reader's OpenAI-compatible server.
-    Remote(Arc<OpenAiReader>),
-}
-
-impl Generator {
-    /// Whether this is the in-process model `other` (the same loaded copy).
-    pub fn same_model(&self, other: &SharedLlm) -> bool {
-        matches!(self, Generator::Local(l) if l.same_model(other))
-    }
-}
+pub use crate::read::spec::Generator;
 
 impl From<SharedLlm> for Generator {
     fn from(llm: SharedLlm) -> Self {

@@ -930,12 +930,11 @@ impl Pipeline {
         let parser = &self.config.reader.parse;
         let parsed = parser.parse(&answer.text);
         let rule_of = &self.config.reader.abstention;
-        let abstained = match self.config.reader.kind {
-            config::ReaderKind::Extractive => answer.abstained,
-            _ => {
-                rule_of.is_abstention(&parsed)
-                    || rule_of.is_abstention(&parser.before_lead_ins(&answer.text))
-            }
+        let abstained = if self.config.reader.spec.abstains_itself() {
+            answer.abstained
+        } else {
+            rule_of.is_abstention(&parsed)
+                || rule_of.is_abstention(&parser.before_lead_ins(&answer.text))
         };
         let prediction = if abstained { String::new() } else { parsed };
         // Yes / no golds are not spans of a passage: context precision looks for the other

@@ -21,19 +21,19 @@
 //! - decoding: greedy when `temperature = 0`, else seeded top-p; `max_new_tokens`;
 //!   `reader.stop`.
 
-use super::config::{ReadMode, ReaderKind};
-use super::llm_transform::{transform_for, Generator};
+use super::llm_transform::transform_for;
 use super::{Pipeline, QueryTransform};
 use crate::assets::ModelRef;
-use crate::read::extractive::ExtractiveReader;
-use crate::read::generative::{
-    GenerateParams, GenerativeReader, Llm, LoadOptions, ReaderOptions, Sampling, SharedLlm,
-};
-use crate::read::openai::{OpenAiOptions, OpenAiReader};
-use crate::read::{Answer, Context, Reader};
+use crate::read::extractive::WindowParams;
+use crate::read::generative::{Llm, LoadOptions, SharedLlm};
+use crate::read::openai::OpenAiReader;
+use crate::read::spec::{ReaderCtx, ReaderSpec};
+use crate::read::Reader;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::PathBuf;
+
+pub use crate::read::generative::configured::ConfiguredReader;
 
 /// GGUF models loaded once, by the value of `reader.model` (an asset name or a path).
 #[derive(Debug, Default)]
@@ -104,62 +104,43 @@ pub fn judge(
 /// A reader and the query transform on its model.
 pub type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
 
-/// The reader `pipeline`'s `[reader]` names and, when the config has a
-/// `[query_transform]`, the transform on the same model (the loaded GGUF of `pool`, or
-/// the same server).
+/// The reader `pipeline`'s `[reader]` names ([`ReaderSpec::build`]) and, when the
+/// config has a `[query_transform]`, the transform on the same model (the loaded GGUF of
+/// `pool`, or the same server).
 pub fn build(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderAndTransform> {
     let c = &pipeline.config().reader;
-    match c.kind {
-        ReaderKind::Generative => {
-            let llm = pool.get_for(pipeline, &c.model)?;
-            let reader = generative_reader_on(pipeline, llm)?;
-            let transform = transform_for(pipeline, Generator::Local(reader.llm().clone()))?
-                .map(|t| Box::new(t) as Box<dyn QueryTransform>);
-            Ok((Box::new(reader), transform))
-        }
-        ReaderKind::Extractive => Ok((Box::new(extractive_reader(pipeline)?), None)),
-        ReaderKind::Openai => {
-            let reader = Arc::new(openai_reader(pipeline)?);
-            let transform = transform_for(pipeline, Generator::Remote(reader.clone()))?
-                .map(|t| Box::new(t) as Box<dyn QueryTransform>);
-            Ok((Box::new(SharedOpenAi(reader)), transform))
-        }
-    }
+    let built = {
+        let mut ctx = reader_ctx(pipeline, pool)?;
+        c.spec.build(&mut ctx)?
+    };
+    let transform = match built.generator {
+        Some(g) => transform_for(pipeline, g)?.map(|t| Box::new(t) as Box<dyn QueryTransform>),
+        None => None,
+    };
+    Ok((built.reader, transform))
 }
 
-/// An [`OpenAiReader`] shared with the query transform.
-struct SharedOpenAi(Arc<OpenAiReader>);
-
-impl Reader for SharedOpenAi {
-    fn name(&self) -> &str {
-        Reader::name(&*self.0)
-    }
-    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
-        self.0.answer(question, passages)
-    }
-    fn prompt(&self, question: &str, passages: &[Context]) -> Result<Option<String>> {
-        Reader::prompt(&*self.0, question, passages)
-    }
-    fn concurrency(&self) -> usize {
-        self.0.options().concurrency
-    }
-    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
-        self.0.answer_many(items)
-    }
+/// What `pipeline`'s reader is built against: the prompt parts of its `[reader]`, its
+/// folder, `pool`'s models, and a trained extractive reader read from the cache.
+fn reader_ctx<'a>(pipeline: &'a Pipeline, pool: &'a mut ModelPool) -> Result<ReaderCtx<'a>> {
+    let (prompt, passage) = prompt_parts(pipeline)?;
+    let trained_reader = match &pipeline.config().reader.spec {
+        ReaderSpec::Extractive(e) => trained_reader(&e.model)?,
+        _ => None,
+    };
+    let c = &pipeline.config().reader;
+    Ok(ReaderCtx {
+        prompt,
+        passage,
+        passage_separator: c.passage_separator.clone(),
+        abstention: c.abstention.clone(),
+        base_dir: &pipeline.config().base_dir,
+        models: Box::new(move |m: &str| pool.get_for(pipeline, m)),
+        trained_reader,
+    })
 }
 
-/// A model's name for tables: an asset name as it is, a `.gguf` path or hub file by its file
-/// name without the extension.
-fn model_label(model: &str) -> String {
-    match ModelRef::parse(model) {
-        ModelRef::Path(p) | ModelRef::Hub(p) => std::path::Path::new(p)
-            .file_stem()
-            .map_or_else(|| p.to_string(), |s| s.to_string_lossy().into_owned()),
-        _ => model.to_string(),
-    }
-}
-
-/// The template text and passage format `[reader]` gives both reader kinds: `{k}`
+/// The template text and passage format `[reader]` gives every reader kind: `{k}`
 /// replaced, `{passages}` appended to a closed-book template, `{i}` written as `{rank}`.
 /// `{{` and `}}` stay escapes: the reader unescapes them in the pass that fills
 /// `{question}` and `{passages}` ([`crate::text::fill_placeholders`]), so `{{question}}`
@@ -176,137 +157,67 @@ fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
     Ok((prompt, fill(&c.passage_format, &[("i", "{rank}")])))
 }
 
-/// The [`ExtractiveReader`] of `[reader]` (`kind = "extractive"`): a QA folder or asset,
-/// or a reader the workbench trained (`trained:<recipe>`, the recipe at the default scale
-/// or its `-quick` variant, read from the cache with the recipe's windows).
+/// The folder and windows of the trained extractive reader `model` names
+/// (`trained:<recipe>`, the recipe at the default scale or its `-quick` variant), read
+/// from the cache; `None` for a model that is not a trained reader.
 ///
-/// Errors: a `trained:` reader that is not in the cache ([`Error::InvalidParam`] naming
-/// `reader.model` and the command that trains it); a folder that is not a QA checkpoint.
-pub fn extractive_reader(pipeline: &Pipeline) -> Result<ExtractiveReader> {
-    use crate::read::extractive::{DecodeParams, MultiPassage, ReaderParams};
+/// Errors: a trained reader that is not in the cache ([`Error::InvalidParam`] naming
+/// `reader.model` and the command that trains it).
+fn trained_reader(model: &str) -> Result<Option<(PathBuf, WindowParams)>> {
     use crate::train::reader::{ReaderRecipe, TrainedReader};
-    let c = &pipeline.config().reader;
-    let params = ReaderParams {
-        mode: match c.read_mode {
-            ReadMode::Concatenate => MultiPassage::Concatenate,
-            ReadMode::BestPerPassage => MultiPassage::BestPerPassage,
-        },
-        decode: DecodeParams {
-            null_threshold: c.null_threshold.map(|t| t as f32),
-            ..DecodeParams::default()
-        },
-        ..ReaderParams::default()
+    let ModelRef::Trained(name) = ModelRef::parse(model) else {
+        return Ok(None);
     };
-    match ModelRef::parse(&c.model) {
-        ModelRef::Trained(name) => {
-            let env = crate::env::Env::project()?;
-            let recipe = ReaderRecipe::at_scale(name, crate::env::Scale::Default)?;
-            let dir = env.cache_dir("readers").join(recipe.key(&env.assets)?);
-            match crate::train::checkpoint::read_done::<TrainedReader>(&dir)? {
-                Some((t, _)) => ExtractiveReader::load_dir(
-                    &t.model_dir,
-                    ReaderParams {
-                        window: t.recipe.windows,
-                        ..params
-                    },
-                ),
-                None => Err(Error::param(
-                    "reader.model",
-                    format!(
-                        "`{}` is not trained yet ({} has no finished run): train it with \
-                         `cargo run --release --bin train_reader -- --recipe {}{}`",
-                        c.model,
-                        dir.display(),
-                        name.trim_end_matches("-quick"),
-                        if name.ends_with("-quick") {
-                            " --scale quick"
-                        } else {
-                            ""
-                        }
-                    ),
-                )),
-            }
-        }
-        ModelRef::Path(p) => {
-            let dir = pipeline.config().resolve(p);
-            let params = fit_window(params, &dir.join("config.json"))?;
-            ExtractiveReader::load_dir(dir, params)
-        }
-        ModelRef::Asset(a) => {
-            let assets = crate::assets::Assets::load()?;
-            let params = fit_window(params, &assets.resolve(a, "config.json")?)?;
-            ExtractiveReader::load_asset(&assets, a, params)
-        }
-        ModelRef::Hub(_) => Err(crate::assets::hub_is_one_file("reader.model", &c.model)),
+    let env = crate::env::Env::project()?;
+    let recipe = ReaderRecipe::at_scale(name, crate::env::Scale::Default)?;
+    let dir = env.cache_dir("readers").join(recipe.key(&env.assets)?);
+    match crate::train::checkpoint::read_done::<TrainedReader>(&dir)? {
+        Some((t, _)) => Ok(Some((t.model_dir, t.recipe.windows))),
+        None => Err(Error::param(
+            "reader.model",
+            format!(
+                "`{}` is not trained yet ({} has no finished run): train it with \
+                 `cargo run --release --bin train_reader -- --recipe {}{}`",
+                model,
+                dir.display(),
+                name.trim_end_matches("-quick"),
+                if name.ends_with("-quick") {
+                    " --scale quick"
+                } else {
+                    ""
+                }
+            ),
+        )),
     }
 }
 
-/// `params` with windows no longer than the model of `config` allows (a small model's
-/// position limit below the default 384 tokens: the window is cut to it, the stride to a
-/// quarter of it at most).
-fn fit_window(
-    mut params: crate::read::extractive::ReaderParams,
-    config: &std::path::Path,
-) -> Result<crate::read::extractive::ReaderParams> {
-    let limit = crate::read::extractive::QaConfig::from_file(config)?.max_positions;
-    let w = &mut params.window;
-    if w.max_seq_len > limit {
-        w.max_seq_len = limit;
-        w.doc_stride = w.doc_stride.min(limit / 4);
-    }
-    Ok(params)
+/// The extractive reader of `pipeline`'s `[reader]` (`kind = "extractive"`).
+///
+/// Errors: another reader kind; those of [`crate::read::extractive::from_spec`].
+pub fn extractive_reader(pipeline: &Pipeline) -> Result<crate::read::extractive::ExtractiveReader> {
+    let ReaderSpec::Extractive(e) = &pipeline.config().reader.spec else {
+        return Err(Error::param("reader.kind", "not an extractive reader"));
+    };
+    let mut pool = ModelPool::default();
+    let ctx = reader_ctx(pipeline, &mut pool)?;
+    e.reader(&ctx)
 }
 
-/// The [`OpenAiReader`] of `[reader]` (`kind = "openai"`).
+/// The [`OpenAiReader`] of `pipeline`'s `[reader]` (`kind = "openai"`).
+///
+/// Errors: another reader kind; a bad option.
 pub fn openai_reader(pipeline: &Pipeline) -> Result<OpenAiReader> {
-    let c = &pipeline.config().reader;
-    let (prompt, passage) = prompt_parts(pipeline)?;
-    OpenAiReader::new(OpenAiOptions {
-        base_url: c.base_url.clone(),
-        model: c.model.clone(),
-        api_key_env: c.api_key_env.clone(),
-        name: c.model.clone(),
-        system: Some(c.system.clone()).filter(|s| !s.is_empty()),
-        prompt,
-        passage,
-        passage_separator: c.passage_separator.clone(),
-        temperature: c.temperature,
-        top_p: c.top_p,
-        seed: c.seed,
-        max_tokens: c.max_new_tokens,
-        stop: c.stop.clone(),
-        concurrency: c.concurrency,
-        timeout_secs: c.timeout_secs,
-        retries: c.retries,
-        backoff_secs: c.backoff_secs,
-        abstention: c.abstention.clone(),
-    })
-}
-
-/// A [`GenerativeReader`] whose [`Reader::prompt`] returns the chat text of its last
-/// call (the exact text the model read).
-pub struct ConfiguredReader {
-    inner: GenerativeReader,
-    /// (question, chat text) of the last questions read, in order.
-    last: Vec<(String, String)>,
-}
-
-impl ConfiguredReader {
-    /// The wrapped reader.
-    pub fn inner(&self) -> &GenerativeReader {
-        &self.inner
-    }
-
-    /// The model's handle, to share it (an LLM query transform, another pipeline's
-    /// reader) instead of loading it again.
-    pub fn llm(&self) -> &SharedLlm {
-        self.inner.llm()
-    }
+    let ReaderSpec::Openai(o) = &pipeline.config().reader.spec else {
+        return Err(Error::param("reader.kind", "not an openai reader"));
+    };
+    let mut pool = ModelPool::default();
+    let ctx = reader_ctx(pipeline, &mut pool)?;
+    OpenAiReader::new(o.options(&ctx))
 }
 
 /// Load the model of `[reader]` and build the reader for `pipeline`.
 pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
-    let llm = ModelPool::default().get_for(pipeline, &pipeline.config().reader.model)?;
+    let llm = ModelPool::default().get_for(pipeline, pipeline.config().reader.spec.model())?;
     generative_reader_on(pipeline, llm)
 }
 
@@ -314,70 +225,13 @@ pub fn generative_reader(pipeline: &Pipeline) -> Result<ConfiguredReader> {
 /// `[reader].model` names: several pipelines, and their query transforms, then share one
 /// copy). The reader's name is `reader.model` (a `.gguf` path: its file name without the
 /// extension).
+///
+/// Errors: a reader that is not `generative`.
 pub fn generative_reader_on(pipeline: &Pipeline, llm: SharedLlm) -> Result<ConfiguredReader> {
-    let c = &pipeline.config().reader;
-    let (prompt, passage) = prompt_parts(pipeline)?;
-    let defaults = ReaderOptions::default();
-    let opts = ReaderOptions {
-        name: model_label(&c.model),
-        system: Some(c.system.clone()).filter(|s| !s.is_empty()),
-        prompt,
-        passage,
-        passage_separator: c.passage_separator.clone(),
-        params: GenerateParams {
-            max_new_tokens: c.max_new_tokens,
-            sampling: if c.temperature == 0.0 {
-                Sampling::Greedy
-            } else {
-                Sampling::TopP {
-                    temperature: c.temperature as f32,
-                    top_p: c.top_p as f32,
-                    seed: c.seed,
-                }
-            },
-            stop_strings: c.stop.clone(),
-            ..defaults.params
-        },
-        abstention: c.abstention.clone(),
-        batch: c.concurrency,
+    let ReaderSpec::Generative(g) = &pipeline.config().reader.spec else {
+        return Err(Error::param("reader.kind", "not a generative reader"));
     };
-    Ok(ConfiguredReader {
-        inner: GenerativeReader::with_shared(llm, opts)?,
-        last: Vec::new(),
-    })
-}
-
-impl Reader for ConfiguredReader {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
-        let a = self.inner.read(question, passages)?;
-        self.last = vec![(question.to_string(), self.inner.last_prompt().to_string())];
-        Ok(a)
-    }
-
-    fn concurrency(&self) -> usize {
-        self.inner.concurrency()
-    }
-
-    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
-        let answers = self.inner.read_many(items);
-        self.last = items
-            .iter()
-            .zip(self.inner.last_prompts())
-            .map(|((q, _), p)| (q.to_string(), p.clone()))
-            .collect();
-        answers
-    }
-
-    /// The chat text of `question` when it was among the last questions read.
-    fn prompt(&self, question: &str, _passages: &[Context]) -> Result<Option<String>> {
-        Ok(self
-            .last
-            .iter()
-            .find(|(q, p)| q == question && !p.is_empty())
-            .map(|(_, p)| p.clone()))
-    }
+    let mut pool = ModelPool::default();
+    let ctx = reader_ctx(pipeline, &mut pool)?;
+    ConfiguredReader::new(llm, g.options(&ctx))
 }

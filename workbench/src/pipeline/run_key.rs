@@ -27,7 +27,7 @@
 //! query-transform prompt only with a `[query_transform]` section, and the corpus only
 //! when there is a retriever: what a run does not read does not key it.
 
-use super::config::{CorpusKind, QuestionsKind, ReaderKind};
+use super::config::{CorpusKind, QuestionsKind};
 use super::PipelineConfig;
 use crate::assets::{sha256_bytes, sha256_file, Assets, ModelRef};
 use crate::{Error, QaExample, Result};
@@ -130,11 +130,8 @@ pub fn inputs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
     if let Some(t) = &config.query_transform {
         k.file("query_transform.prompt", &t.prompt)?;
     }
-    match config.reader.kind {
-        ReaderKind::Generative | ReaderKind::Extractive => {
-            k.model("reader.model", &config.reader.model)?
-        }
-        ReaderKind::Openai => {}
+    if config.reader.spec.model_is_local() {
+        k.model("reader.model", config.reader.spec.model())?;
     }
     if !config.evaluation.judge_model.trim().is_empty() {
         let e = &config.evaluation;

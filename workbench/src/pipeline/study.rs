@@ -683,7 +683,7 @@ pub fn scaled(
         config.questions.limit = n;
     }
     if let Some(r) = reader {
-        config.reader.model = r.to_string();
+        *config.reader.spec.model_mut() = r.to_string();
     }
     config
 }
@@ -805,7 +805,7 @@ mod tests {
                     c.reader.as_str(),
                     c.system.as_str(),
                     c.config.questions.limit,
-                    c.config.reader.model.as_str(),
+                    c.config.reader.spec.model(),
                 )
             })
             .collect();

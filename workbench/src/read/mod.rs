@@ -12,6 +12,8 @@
 //! | [`parse`] | [`AnswerParser`]: the scored answer taken out of a generative reader's raw output | – |
 //! | [`generative`] | GGUF language models (qwen2, llama) on candle: tokenizer, chat template, decoding, [`generative::GenerativeReader`] | `llm` |
 //! | [`openai`] | [`openai::OpenAiReader`]: any OpenAI-compatible chat-completions server (llama.cpp's, vLLM, a hosted API), requests in flight, retries | – |
+//! | [`ctx`] | [`BuildReader`], what a reader's spec is built against (`ReaderCtx`) and gives back | builds: `llm` |
+//! | [`spec`] | [`ReaderConfig`] / [`ReaderSpec`]: the `[reader]` table, one variant per reader with its own parameters, built against a `ReaderCtx` | builds: `llm` |
 //! | [`extractive`] | `ExtractiveReader`: a question-answering model (BERT / DistilBERT / RoBERTa `*ForQuestionAnswering`), sliding windows, n-best spans with a null score, evidence offsets | `dense` |
 //!
 //! ## Contract
@@ -26,14 +28,18 @@
 //!   decided by an [`AbstentionRule`], for extractive ones by a null score);
 //! - never panics on any input text.
 
+pub mod ctx;
 #[cfg(feature = "dense")]
 pub mod extractive;
 #[cfg(feature = "llm")]
 pub mod generative;
 pub mod openai;
 pub mod parse;
+pub mod spec;
 
+pub use ctx::BuildReader;
 pub use parse::AnswerParser;
+pub use spec::{ReaderConfig, ReaderSpec};
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};

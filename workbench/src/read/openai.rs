@@ -36,6 +36,29 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// An [`OpenAiReader`] shared with a query transform on the same server.
+#[cfg(feature = "llm")]
+pub struct SharedOpenAi(pub std::sync::Arc<OpenAiReader>);
+
+#[cfg(feature = "llm")]
+impl Reader for SharedOpenAi {
+    fn name(&self) -> &str {
+        Reader::name(&*self.0)
+    }
+    fn read(&mut self, question: &str, passages: &[Context]) -> Result<Answer> {
+        self.0.answer(question, passages)
+    }
+    fn prompt(&self, question: &str, passages: &[Context]) -> Result<Option<String>> {
+        Reader::prompt(&*self.0, question, passages)
+    }
+    fn concurrency(&self) -> usize {
+        self.0.options().concurrency
+    }
+    fn read_many(&mut self, items: &[(&str, &[Context])]) -> Vec<Result<Answer>> {
+        self.0.answer_many(items)
+    }
+}
+
 /// Options of an [`OpenAiReader`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

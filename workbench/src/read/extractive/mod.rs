@@ -448,3 +448,16 @@ impl Reader for ExtractiveReader {
         })
     }
 }
+
+/// `params` with windows no longer than the model of `config` allows (a small model's
+/// position limit below the default 384 tokens: the window is cut to it, the stride to a
+/// quarter of it at most).
+pub fn fit_window(mut params: ReaderParams, config: &Path) -> Result<ReaderParams> {
+    let limit = QaConfig::from_file(config)?.max_positions;
+    let w = &mut params.window;
+    if w.max_seq_len > limit {
+        w.max_seq_len = limit;
+        w.doc_stride = w.doc_stride.min(limit / 4);
+    }
+    Ok(params)
+}

@@ -77,6 +77,7 @@
 
 pub use template::ChatMessage;
 mod amx;
+pub mod configured;
 mod cpu;
 mod decode_attn;
 mod gguf;
