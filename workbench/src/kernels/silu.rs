@@ -20,11 +20,12 @@ use candle_core::{Device, Storage, Tensor};
 
 /// Whether the kernel runs here: x86-64 with AVX-512 F, `WORKBENCH_LLM_NO_SILU` unset, and
 /// the kernel reproducing this machine's `f32::exp` on the probe set.
+#[cfg(test)]
 pub(crate) fn available() -> bool {
     token().is_some()
 }
 
-/// The token the kernel runs with, when [`available`].
+/// The token the kernel runs with, when it runs here (see [`silu_mul`]).
 fn token() -> Option<Avx512> {
     static TOKEN: std::sync::OnceLock<Option<Avx512>> = std::sync::OnceLock::new();
     *TOKEN.get_or_init(|| {
