@@ -30,6 +30,7 @@
 //! | [`grade`] | expected values (`data/expected.toml`) graded against the result folders; README tables generated from them |
 //! | [`display`] | tables and figures that render inline in Jupyter (evcxr) |
 //! | [`machine`] | the machine a measurement ran on (CPU model, cores, AVX/AMX flags, load average) |
+//! | [`kernels`] | the unsafe SIMD kernels behind safe entry points, one CPU-feature detection ([`kernels::cpu::features`]) and its capability tokens |
 //! | [`bench`] | benchmark statistics (median, percentiles), process CPU time, the Python peers runner |
 //!
 //! ## Crate features
@@ -44,8 +45,10 @@
 //! | `faiss` | FAISS indexes (flat, IVF, HNSW), built from vendored source (cmake, openblas) | ~3–15 min cold build |
 //! | `tsne` | t-SNE with linfa-tsne | light |
 #![deny(missing_docs)]
-// Every unsafe block and impl says why it is sound (`// SAFETY:` above it).
+// Every unsafe block and impl says why it is sound (`// SAFETY:` above it), and an unsafe
+// fn's body is no unsafe block: each unsafe operation in it has its own.
 #![warn(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod analysis;
 pub mod assets;
@@ -59,6 +62,7 @@ pub mod env;
 pub mod error;
 pub mod evaluate;
 pub mod grade;
+pub mod kernels;
 pub mod load;
 pub mod machine;
 pub mod paths;

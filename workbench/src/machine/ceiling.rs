@@ -25,6 +25,9 @@
 //! A real kernel also loads, unpacks quantised blocks and scales, so it reaches a fraction
 //! of these rates; the ratio says how much is left.
 
+use crate::kernels::cpu::features;
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::peak::{self, ACC};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -92,15 +95,14 @@ struct Family {
 
 #[cfg(target_arch = "x86_64")]
 fn families() -> Vec<Family> {
-    let has = |f: bool, k: Kernel| f.then_some(k);
-    let avx512 = is_x86_feature_detected!("avx512f");
+    let f = features();
     vec![
         Family {
             name: "amx-int8",
             input: "int8",
             instruction: "tdpbssd",
             macs_per_instruction: 16 * 16 * 64,
-            kernel: has(amx_int8_usable(), x86::amx_safe),
+            kernel: f.amx_int8().map(peak::amx_int8),
             macs_per_iter: 4 * 16 * 16 * 64,
         },
         Family {
@@ -108,7 +110,7 @@ fn families() -> Vec<Family> {
             input: "bf16",
             instruction: "tdpbf16ps",
             macs_per_instruction: 16 * 16 * 32,
-            kernel: has(amx_bf16_usable(), x86::amx_bf16_safe),
+            kernel: f.amx_bf16().map(peak::amx_bf16),
             macs_per_iter: 4 * 16 * 16 * 32,
         },
         Family {
@@ -116,10 +118,7 @@ fn families() -> Vec<Family> {
             input: "int8",
             instruction: "vpdpbusd zmm",
             macs_per_instruction: 64,
-            kernel: has(
-                avx512 && is_x86_feature_detected!("avx512vnni"),
-                x86::vnni512_safe,
-            ),
+            kernel: f.avx512vnni().map(peak::vnni512),
             macs_per_iter: ACC * 64,
         },
         Family {
@@ -127,10 +126,7 @@ fn families() -> Vec<Family> {
             input: "bf16",
             instruction: "vdpbf16ps zmm",
             macs_per_instruction: 32,
-            kernel: has(
-                avx512 && is_x86_feature_detected!("avx512bf16"),
-                x86::bf16_512_safe,
-            ),
+            kernel: f.avx512bf16().map(peak::bf16_512),
             macs_per_iter: ACC * 32,
         },
         Family {
@@ -138,7 +134,7 @@ fn families() -> Vec<Family> {
             input: "int8",
             instruction: "vpdpbusd ymm (VEX)",
             macs_per_instruction: 32,
-            kernel: has(is_x86_feature_detected!("avxvnni"), x86::vnni256_safe),
+            kernel: f.avxvnni().map(peak::vnni256),
             macs_per_iter: ACC * 32,
         },
         Family {
@@ -146,7 +142,7 @@ fn families() -> Vec<Family> {
             input: "int8",
             instruction: "vpmaddubsw + vpmaddwd + vpaddd",
             macs_per_instruction: 32,
-            kernel: has(is_x86_feature_detected!("avx2"), x86::maddubs_safe),
+            kernel: f.avx2().map(peak::maddubs),
             macs_per_iter: ACC * 32,
         },
         Family {
@@ -154,7 +150,7 @@ fn families() -> Vec<Family> {
             input: "f32",
             instruction: "vfmadd231ps zmm",
             macs_per_instruction: 16,
-            kernel: has(avx512, x86::fma512_safe),
+            kernel: f.avx512().map(peak::fma512),
             macs_per_iter: ACC * 16,
         },
         Family {
@@ -162,10 +158,7 @@ fn families() -> Vec<Family> {
             input: "f32",
             instruction: "vfmadd231ps ymm",
             macs_per_instruction: 8,
-            kernel: has(
-                is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
-                x86::fma256_safe,
-            ),
+            kernel: f.avx2_fma().map(peak::fma256),
             macs_per_iter: ACC * 8,
         },
     ]
@@ -175,9 +168,6 @@ fn families() -> Vec<Family> {
 fn families() -> Vec<Family> {
     Vec::new()
 }
-
-/// Independent accumulators per loop (enough to cover the multiply-add latency).
-const ACC: usize = 12;
 
 /// Measure the peak rates with `threads` threads (best of 3 runs of about 0.1 s each).
 pub fn measure_peak(threads: usize) -> ComputePeak {
@@ -232,89 +222,38 @@ fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
 
 /// Whether the CPU runs AMX-INT8 and the operating system lets this process use AMX tile
 /// data (Linux hands it out on request: `arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`, made
-/// once here).
+/// once, by [`crate::kernels::cpu`]).
 pub fn amx_int8_usable() -> bool {
-    amx_features() & AMX_INT8 != 0
+    features().amx_int8().is_some()
 }
 
 /// Whether the CPU runs AMX-BF16 and this process may use AMX tile data (as
 /// [`amx_int8_usable`]).
 pub fn amx_bf16_usable() -> bool {
-    amx_features() & AMX_BF16 != 0
-}
-
-/// CPUID leaf 7 EDX bits (the std macro's names for them are not stable yet).
-const AMX_BF16: u32 = 1 << 22;
-const AMX_TILE: u32 = 1 << 24;
-const AMX_INT8: u32 = 1 << 25;
-
-/// The AMX bits of CPUID leaf 7 EDX when the CPU has AMX tiles and the tile-data request
-/// succeeded, else 0.
-fn amx_features() -> u32 {
-    static FEATURES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *FEATURES.get_or_init(amx_request)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn amx_request() -> u32 {
-    // SAFETY: CPUID is present on every x86-64 CPU; leaf 7 is read only when the CPU
-    // reports it (a leaf above the maximum returns another leaf's data).
-    #[allow(unused_unsafe)]
-    let max_leaf = unsafe { std::arch::x86_64::__get_cpuid_max(0) }.0;
-    if max_leaf < 7 {
-        return 0;
-    }
-    #[allow(unused_unsafe)]
-    // SAFETY: as above; leaf 7 exists.
-    let edx = unsafe { std::arch::x86_64::__cpuid_count(7, 0) }.edx;
-    if edx & AMX_TILE == 0 {
-        return 0;
-    }
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: a plain system call with integer arguments.
-    let granted = unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        ) == 0
-    };
-    if granted {
-        edx & (AMX_TILE | AMX_INT8 | AMX_BF16)
-    } else {
-        0
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn amx_request() -> u32 {
-    0
+    features().amx_bf16().is_some()
 }
 
 #[cfg(target_arch = "x86_64")]
 fn int8_kernel() -> Option<(&'static str, Kernel, usize)> {
-    if amx_int8_usable() {
-        Some(("amx-int8", x86::amx_safe, 4 * 16 * 16 * 64))
-    } else if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") {
-        Some(("avx512-vnni", x86::vnni512_safe, ACC * 64))
-    } else if is_x86_feature_detected!("avxvnni") {
-        Some(("avx-vnni", x86::vnni256_safe, ACC * 32))
-    } else if is_x86_feature_detected!("avx2") {
-        Some(("avx2", x86::maddubs_safe, ACC * 32))
+    let f = features();
+    if let Some(t) = f.amx_int8() {
+        Some(("amx-int8", peak::amx_int8(t), 4 * 16 * 16 * 64))
+    } else if let Some(t) = f.avx512vnni() {
+        Some(("avx512-vnni", peak::vnni512(t), ACC * 64))
+    } else if let Some(t) = f.avxvnni() {
+        Some(("avx-vnni", peak::vnni256(t), ACC * 32))
     } else {
-        None
+        f.avx2().map(|t| ("avx2", peak::maddubs(t), ACC * 32))
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
-    if is_x86_feature_detected!("avx512f") {
-        Some(("avx512f", x86::fma512_safe, ACC * 16))
-    } else if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-        Some(("avx2-fma", x86::fma256_safe, ACC * 8))
+    let f = features();
+    if let Some(t) = f.avx512() {
+        Some(("avx512f", peak::fma512(t), ACC * 16))
     } else {
-        None
+        f.avx2_fma().map(|t| ("avx2-fma", peak::fma256(t), ACC * 8))
     }
 }
 
@@ -326,290 +265,6 @@ fn int8_kernel() -> Option<(&'static str, Kernel, usize)> {
 #[cfg(not(target_arch = "x86_64"))]
 fn f32_kernel() -> Option<(&'static str, Kernel, usize)> {
     None
-}
-
-/// AMX tile configuration for kernels that use all eight tiles as 16 lines of 64 bytes
-/// (this module's peak loop and the prefill kernel). A thread keeps one configuration, and
-/// candle's own AMX kernel configures a thread once and expects it to stay, so
-/// [`tiles::configure`] returns the previous one for [`tiles::restore`].
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod tiles {
-    /// The 64-byte `ldtilecfg` / `sttilecfg` operand.
-    #[repr(C, align(64))]
-    pub(crate) struct TileCfg {
-        palette: u8,
-        start_row: u8,
-        _reserved: [u8; 14],
-        colsb: [u16; 16],
-        rows: [u8; 16],
-    }
-
-    /// Tiles 0–7 as 16 lines of 64 bytes.
-    static FULL: TileCfg = TileCfg {
-        palette: 1,
-        start_row: 0,
-        _reserved: [0; 14],
-        colsb: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
-        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
-    };
-
-    /// Configures this thread's tiles 0–7 as 16 lines of 64 bytes and returns its previous
-    /// configuration.
-    ///
-    /// # Safety
-    /// The CPU has AMX and this process may use tile data ([`super::amx_int8_usable`] or
-    /// [`super::amx_bf16_usable`]).
-    pub(crate) unsafe fn configure() -> TileCfg {
-        let mut saved = TileCfg {
-            palette: 0,
-            start_row: 0,
-            _reserved: [0; 14],
-            colsb: [0; 16],
-            rows: [0; 16],
-        };
-        core::arch::asm!("sttilecfg [{}]", in(reg) &mut saved, options(nostack));
-        core::arch::asm!("ldtilecfg [{}]", in(reg) &FULL, options(nostack, readonly));
-        saved
-    }
-
-    /// Puts back a configuration saved by [`configure`] (none: releases the tiles).
-    ///
-    /// # Safety
-    /// As [`configure`].
-    pub(crate) unsafe fn restore(saved: &TileCfg) {
-        if saved.palette == 0 {
-            core::arch::asm!("tilerelease", options(nostack, nomem));
-        } else {
-            core::arch::asm!("ldtilecfg [{}]", in(reg) saved, options(nostack, readonly));
-        }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! The loops. Each `*_safe` wrapper is only handed out by `int8_kernel` / `f32_kernel`
-    //! after the CPU feature it needs was detected at run time.
-    use super::ACC;
-    use std::arch::x86_64::*;
-
-    #[target_feature(enable = "avx512f,avx512vnni")]
-    unsafe fn vnni512(iters: usize) -> f64 {
-        let a = _mm512_set1_epi8(3);
-        let b = _mm512_set1_epi8(-2);
-        let mut acc = [_mm512_setzero_si512(); ACC];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm512_dpbusd_epi32(*x, a, b);
-            }
-        }
-        let mut s = _mm512_setzero_si512();
-        for x in acc {
-            s = _mm512_add_epi32(s, x);
-        }
-        _mm512_reduce_add_epi32(s) as f64
-    }
-
-    #[target_feature(enable = "avxvnni")]
-    unsafe fn vnni256(iters: usize) -> f64 {
-        let a = _mm256_set1_epi8(3);
-        let b = _mm256_set1_epi8(-2);
-        let mut acc = [_mm256_setzero_si256(); ACC];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm256_dpbusd_avx_epi32(*x, a, b);
-            }
-        }
-        lanes_sum(acc)
-    }
-
-    /// The sum of every lane of every accumulator, so that no lane's work can be dropped.
-    #[target_feature(enable = "avx2")]
-    unsafe fn lanes_sum(acc: [__m256i; ACC]) -> f64 {
-        let mut out = [0i32; 8];
-        let mut total = 0f64;
-        for x in acc {
-            _mm256_storeu_si256(out.as_mut_ptr().cast(), x);
-            total += out.iter().map(|&v| v as f64).sum::<f64>();
-        }
-        total
-    }
-
-    #[target_feature(enable = "avx2")]
-    unsafe fn maddubs(iters: usize) -> f64 {
-        let b = _mm256_set1_epi8(-2);
-        let ones = _mm256_set1_epi16(1);
-        // Each accumulator is also the next product's u8 operand: with constant operands
-        // the compiler would hoist the products out of the loop and time additions only.
-        let mut acc: [__m256i; ACC] = std::array::from_fn(|i| _mm256_set1_epi8(i as i8 + 1));
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                let p = _mm256_maddubs_epi16(*x, b);
-                *x = _mm256_add_epi32(*x, _mm256_madd_epi16(p, ones));
-            }
-        }
-        lanes_sum(acc)
-    }
-
-    #[target_feature(enable = "avx512f")]
-    unsafe fn fma512(iters: usize) -> f64 {
-        let a = _mm512_set1_ps(1.000_000_1);
-        let b = _mm512_set1_ps(0.999_999_9);
-        let mut acc = [_mm512_setzero_ps(); ACC];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm512_fmadd_ps(*x, a, b);
-            }
-        }
-        let mut s = _mm512_setzero_ps();
-        for x in acc {
-            s = _mm512_add_ps(s, x);
-        }
-        _mm512_reduce_add_ps(s) as f64
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn fma256(iters: usize) -> f64 {
-        let a = _mm256_set1_ps(1.000_000_1);
-        let b = _mm256_set1_ps(0.999_999_9);
-        let mut acc = [_mm256_setzero_ps(); ACC];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm256_fmadd_ps(*x, a, b);
-            }
-        }
-        let mut s = _mm256_setzero_ps();
-        for x in acc {
-            s = _mm256_add_ps(s, x);
-        }
-        let mut out = [0f32; 8];
-        _mm256_storeu_ps(out.as_mut_ptr(), s);
-        out.iter().map(|&v| v as f64).sum()
-    }
-
-    /// Four independent `tdpbssd` per iteration (tiles 0–3 accumulate tiles 4, 5 times 6,
-    /// 7, all 16 lines of 64 bytes). The thread's tile configuration is saved and put back.
-    unsafe fn amx(iters: usize) -> f64 {
-        let saved = super::tiles::configure();
-        let ones = [1i8; 1024];
-        let mut out = [0i32; 256];
-        core::arch::asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            "tileloadd tmm4, [{p} + {s}*1]",
-            "tileloadd tmm5, [{p} + {s}*1]",
-            "tileloadd tmm6, [{p} + {s}*1]",
-            "tileloadd tmm7, [{p} + {s}*1]",
-            p = in(reg) ones.as_ptr(),
-            s = in(reg) 64usize,
-            options(nostack, readonly)
-        );
-        for _ in 0..iters {
-            core::arch::asm!(
-                "tdpbssd tmm0, tmm4, tmm6",
-                "tdpbssd tmm1, tmm4, tmm7",
-                "tdpbssd tmm2, tmm5, tmm6",
-                "tdpbssd tmm3, tmm5, tmm7",
-                options(nostack, nomem)
-            );
-        }
-        core::arch::asm!(
-            "tilestored [{o} + {s}*1], tmm0",
-            o = in(reg) out.as_mut_ptr(),
-            s = in(reg) 64usize,
-            options(nostack)
-        );
-        super::tiles::restore(&saved);
-        out[0] as f64
-    }
-
-    #[target_feature(enable = "avx512f,avx512bf16")]
-    unsafe fn bf16_512(iters: usize) -> f64 {
-        // bf16 1.0 in every lane of both operands.
-        let one: __m512bh = std::mem::transmute(_mm512_set1_epi16(0x3F80));
-        let mut acc = [_mm512_setzero_ps(); ACC];
-        for _ in 0..iters {
-            for x in acc.iter_mut() {
-                *x = _mm512_dpbf16_ps(*x, one, one);
-            }
-        }
-        let mut s = _mm512_setzero_ps();
-        for x in acc {
-            s = _mm512_add_ps(s, x);
-        }
-        _mm512_reduce_add_ps(s) as f64
-    }
-
-    /// As [`amx`] with `tdpbf16ps` on bf16 1.0 (f32 accumulators).
-    unsafe fn amx_bf16(iters: usize) -> f64 {
-        let saved = super::tiles::configure();
-        let ones = [0x3F80u16; 512];
-        let mut out = [0f32; 256];
-        core::arch::asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            "tileloadd tmm4, [{p} + {s}*1]",
-            "tileloadd tmm5, [{p} + {s}*1]",
-            "tileloadd tmm6, [{p} + {s}*1]",
-            "tileloadd tmm7, [{p} + {s}*1]",
-            p = in(reg) ones.as_ptr(),
-            s = in(reg) 64usize,
-            options(nostack, readonly)
-        );
-        for _ in 0..iters {
-            core::arch::asm!(
-                "tdpbf16ps tmm0, tmm4, tmm6",
-                "tdpbf16ps tmm1, tmm4, tmm7",
-                "tdpbf16ps tmm2, tmm5, tmm6",
-                "tdpbf16ps tmm3, tmm5, tmm7",
-                options(nostack, nomem)
-            );
-        }
-        core::arch::asm!(
-            "tilestored [{o} + {s}*1], tmm0",
-            o = in(reg) out.as_mut_ptr(),
-            s = in(reg) 64usize,
-            options(nostack)
-        );
-        super::tiles::restore(&saved);
-        out[0] as f64
-    }
-
-    pub(super) fn amx_bf16_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when `amx_bf16_usable()` (CPU and tile-data permission).
-        unsafe { amx_bf16(iters) }
-    }
-    pub(super) fn bf16_512_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avx512f and avx512bf16 were detected.
-        unsafe { bf16_512(iters) }
-    }
-    pub(super) fn amx_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when `amx_int8_usable()` (CPU and tile-data permission).
-        unsafe { amx(iters) }
-    }
-    pub(super) fn vnni512_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avx512f and avx512vnni were detected.
-        unsafe { vnni512(iters) }
-    }
-    pub(super) fn vnni256_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avxvnni was detected.
-        unsafe { vnni256(iters) }
-    }
-    pub(super) fn maddubs_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avx2 was detected.
-        unsafe { maddubs(iters) }
-    }
-    pub(super) fn fma512_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avx512f was detected.
-        unsafe { fma512(iters) }
-    }
-    pub(super) fn fma256_safe(iters: usize) -> f64 {
-        // SAFETY: handed out only when avx2 and fma were detected.
-        unsafe { fma256(iters) }
-    }
 }
 
 #[cfg(test)]

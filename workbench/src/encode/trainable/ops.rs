@@ -23,7 +23,7 @@ mod matmul;
 pub use layer::{encoder_layer, LayerDims};
 pub use matmul::{attention, linear};
 
-use crate::encode::fast_bert::{gelu_grad_in_place, gelu_into};
+use crate::kernels::rows::{gelu_grad_in_place, gelu_into};
 use candle_core::{CpuStorage, CustomOp1, CustomOp3, Layout, Shape, Storage, Tensor};
 use rayon::prelude::*;
 

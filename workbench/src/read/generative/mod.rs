@@ -76,34 +76,12 @@
 //! kernels.
 
 pub use template::ChatMessage;
-mod amx;
 pub mod configured;
-mod cpu;
-mod decode_attn;
 mod gguf;
 mod model;
-mod prefill_attn;
-mod q6k;
 mod sample;
-mod silu;
 mod template;
 mod tokenizer;
-
-use cpu::{cpu_has_avx512bw_f16c, cpu_has_avx512f, switched_off};
-
-/// `n` deterministic values in [-1, 1) (xorshift), for the kernels' tests.
-#[cfg(test)]
-fn test_values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
-}
 
 use crate::read::{
     check_question, check_templates, fit_passages, format_passage, user_message, AbstentionRule,

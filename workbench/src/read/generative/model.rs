@@ -8,7 +8,8 @@
 //! sharing a KV head are stacked as rows of one matmul against that head's cache.
 
 use super::gguf::GgufFile;
-use super::{amx, decode_attn, prefill_attn, q6k, silu};
+use crate::kernels::cpu::switched_off;
+use crate::kernels::{amx, decode_attn, prefill_attn, q6k, silu};
 use crate::{Error, Result};
 use candle_core::quantized::{QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Storage, Tensor};
@@ -435,7 +436,7 @@ impl Model {
             requantized,
             weight_bytes: weight_bytes + embd_bytes,
             layer_macs,
-            fuse: !super::switched_off("WORKBENCH_LLM_NO_FUSE"),
+            fuse: !switched_off("WORKBENCH_LLM_NO_FUSE"),
             passes: Passes {
                 forward_in: Model::run_forward_in,
                 decode_step: Model::run_decode_step,

@@ -36,6 +36,7 @@
 
 use super::rerank::check_store;
 use super::{LateInteraction, StoreKey, TokenStore};
+use crate::kernels::gemm::{gemm, Mat};
 use crate::retrieve::{check_k, top_k, Retriever};
 use crate::{Error, Hit, Result};
 use ::faiss::Index;
@@ -507,33 +508,22 @@ impl ApproxTokenIndex {
         let nq = q.len() / dim;
         let nlist = self.nlist();
         let mut s = vec![0f32; nlist * nq];
-        // SAFETY: `centroids` is row-major nlist × dim (column stride 1, row stride dim);
-        // q is row-major nq × dim, read as its transpose dim × nq (column stride dim, row
-        // stride 1); `s` is row-major nlist × nq and does not alias either input. With
-        // read_dst false, gemm writes s without reading it.
-        unsafe {
-            gemm::gemm(
-                nlist,
-                nq,
-                dim,
-                s.as_mut_ptr(),
-                1,
-                nq as isize,
-                false,
-                self.centroids.as_ptr(),
-                1,
-                dim as isize,
-                q.as_ptr(),
-                dim as isize,
-                1,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
-            );
-        }
+        // `centroids` is row-major nlist × dim; q is row-major nq × dim, read as its
+        // transpose; `s` is row-major nlist × nq, written without being read.
+        let c = Mat::rows(&self.centroids, nlist, dim).expect("nlist × dim centroids");
+        let q = Mat::rows(q, nq, dim).expect("nq · dim ≤ q.len()").t();
+        gemm(
+            &mut s,
+            0,
+            nq,
+            c,
+            q,
+            false,
+            0.0,
+            1.0,
+            ::gemm::Parallelism::None,
+        )
+        .expect("shapes of the buffers above");
         s
     }
 

@@ -1,6 +1,7 @@
 //! MaxSim kernels: mean over query tokens of the best cosine with any passage token.
 
 use super::EMPTY_PASSAGE_SCORE;
+use crate::kernels::gemm::{gemm, Mat};
 use half::f16;
 
 /// Dot product with eight independent accumulators (vectorises well).
@@ -77,33 +78,22 @@ pub fn maxsim_f16(q: &[f32], d: &[f16], dim: usize) -> f32 {
         rows.resize(nd * dim, 0.0);
         d[..nd * dim].convert_to_f32_slice(rows);
         sims.resize(nq * nd, 0.0);
-        // SAFETY: q is row-major nq × dim (column stride 1, row stride dim); `rows` is
-        // row-major nd × dim, read as its transpose dim × nd (column stride dim, row
-        // stride 1); `sims` is row-major nq × nd and aliases neither. With read_dst
-        // false, gemm writes sims without reading it.
-        unsafe {
-            gemm::gemm(
-                nq,
-                nd,
-                dim,
-                sims.as_mut_ptr(),
-                1,
-                nd as isize,
-                false,
-                q.as_ptr(),
-                1,
-                dim as isize,
-                rows.as_ptr(),
-                dim as isize,
-                1,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::None,
-            );
-        }
+        // q is row-major nq × dim; `rows` is row-major nd × dim, read as its transpose;
+        // `sims` is row-major nq × nd, written without being read.
+        let q = Mat::rows(q, nq, dim).expect("nq · dim ≤ q.len()");
+        let d = Mat::rows(rows, nd, dim).expect("nd × dim").t();
+        gemm(
+            sims,
+            0,
+            nd,
+            q,
+            d,
+            false,
+            0.0,
+            1.0,
+            ::gemm::Parallelism::None,
+        )
+        .expect("shapes of the buffers above");
         let best: f32 = sims
             .chunks_exact(nd)
             .map(|r| r.iter().copied().fold(f32::NEG_INFINITY, f32::max))

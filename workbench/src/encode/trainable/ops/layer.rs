@@ -16,9 +16,10 @@
 //! between the steps. The composed layer (`linear`, `attention`, `layer_norm`,
 //! `gelu_erf` and candle's `+`) is the test oracle.
 
-use super::matmul::{attend, attend_backward, gemm_into, matmul, product, Heads, Mat, Out};
+use super::matmul::{attend, attend_backward, Heads};
 use super::{column_sums, cpu_slice, norm_rows, norm_rows_backward, rows_per_task, slice, values};
-use crate::encode::fast_bert::{gelu_grad_in_place, gelu_into};
+use crate::kernels::gemm::{gemm_into, matmul, product, Mat, Out};
+use crate::kernels::rows::{gelu_grad_in_place, gelu_into};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::OnceLock;

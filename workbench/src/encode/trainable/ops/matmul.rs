@@ -15,207 +15,9 @@
 //!   candle zero-fills and adds into.
 
 use super::{column_sums, cpu_slice, slice, values};
+use crate::kernels::gemm::{gemm_into, matmul, product, Mat, Out};
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 use rayon::prelude::*;
-
-/// A matrix in a slice of f32: element `(i, j)` at `off + i·rs + j·cs`.
-#[derive(Clone, Copy)]
-pub(super) struct Mat<'a> {
-    data: &'a [f32],
-    off: usize,
-    rows: usize,
-    pub(super) cols: usize,
-    rs: usize,
-    cs: usize,
-}
-
-impl<'a> Mat<'a> {
-    pub(super) fn new(
-        data: &'a [f32],
-        off: usize,
-        (rows, cols): (usize, usize),
-        (rs, cs): (usize, usize),
-    ) -> candle_core::Result<Self> {
-        let m = Mat {
-            data,
-            off,
-            rows,
-            cols,
-            rs,
-            cs,
-        };
-        if m.end() > data.len() {
-            candle_core::bail!(
-                "matrix {rows}×{cols} at {off} (strides {rs}, {cs}) outside {} floats",
-                data.len()
-            )
-        }
-        Ok(m)
-    }
-
-    /// Row-major `rows × cols` at the start of `data`.
-    pub(super) fn rows(data: &'a [f32], rows: usize, cols: usize) -> candle_core::Result<Self> {
-        Self::new(data, 0, (rows, cols), (cols, 1))
-    }
-
-    /// One past the last element it reaches (0 for an empty matrix).
-    fn end(&self) -> usize {
-        if self.rows == 0 || self.cols == 0 {
-            return 0;
-        }
-        self.off + (self.rows - 1) * self.rs + (self.cols - 1) * self.cs + 1
-    }
-
-    pub(super) fn t(self) -> Self {
-        Mat {
-            rows: self.cols,
-            cols: self.rows,
-            rs: self.cs,
-            cs: self.rs,
-            ..self
-        }
-    }
-}
-
-/// Where a product is written: `rows × cols` at `off` with row stride `rs` (column
-/// stride 1) in a buffer of `len` floats that several threads may write at once, each
-/// to its own elements.
-#[derive(Clone, Copy)]
-pub(super) struct Out {
-    ptr: *mut f32,
-    len: usize,
-}
-
-// SAFETY: `Out` is a pointer into a buffer that outlives every task using it; the
-// functions that write through it require the regions written by different threads to be
-// disjoint (see `gemm_into`).
-unsafe impl Send for Out {}
-// SAFETY: as for `Send`: shared between the tasks of one product, each writing only its own
-// disjoint region (the callers of `gemm_into` guarantee it).
-unsafe impl Sync for Out {}
-
-impl Out {
-    pub(super) fn new(buf: &mut [f32]) -> Self {
-        Out {
-            ptr: buf.as_mut_ptr(),
-            len: buf.len(),
-        }
-    }
-}
-
-/// `dst = scale · a·b` (or `dst += scale · a·b` when `accumulate`), `dst` being
-/// `a.rows × b.cols` at `off` in `out` with row stride `rs`.
-///
-/// # Safety
-/// No other thread may read or write the elements of `out` this call writes while it
-/// runs, and `out`'s buffer must stay alive for the call.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn gemm_into(
-    out: Out,
-    off: usize,
-    rs: usize,
-    a: Mat,
-    b: Mat,
-    accumulate: bool,
-    scale: f32,
-    parallel: bool,
-) -> candle_core::Result<()> {
-    let (m, k, n) = (a.rows, a.cols, b.cols);
-    if b.rows != k {
-        candle_core::bail!("product of {m}×{k} and {}×{n}", b.rows)
-    }
-    if m == 0 || n == 0 {
-        return Ok(());
-    }
-    let end = off + (m - 1) * rs + n;
-    if end > out.len || (rs < n && m > 1) {
-        candle_core::bail!(
-            "product {m}×{n} at {off} (row stride {rs}) outside {} floats",
-            out.len
-        )
-    }
-    let parallelism = match rayon::current_num_threads() {
-        t if parallel && t > 1 => gemm::Parallelism::Rayon(t),
-        _ => gemm::Parallelism::None,
-    };
-    // SAFETY: every element read (a, b) or written (dst) lies inside its buffer (checked
-    // above and by `Mat::new`); dst's rows do not overlap (rs ≥ n); the caller
-    // guarantees no concurrent access to the written elements. With `accumulate` false
-    // gemm writes dst without reading it.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.ptr.add(off),
-            1,
-            rs as isize,
-            accumulate,
-            a.data.as_ptr().add(a.off),
-            a.cs as isize,
-            a.rs as isize,
-            b.data.as_ptr().add(b.off),
-            b.cs as isize,
-            b.rs as isize,
-            1.0,
-            scale,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
-    Ok(())
-}
-
-/// `dst = scale · a·b` (or `+=`) into a whole row-major buffer, using the pool's threads.
-pub(super) fn matmul(
-    dst: &mut [f32],
-    a: Mat,
-    b: Mat,
-    accumulate: bool,
-    scale: f32,
-) -> candle_core::Result<()> {
-    let n = b.cols;
-    if dst.len() != a.rows * n {
-        candle_core::bail!("product {}×{n} into {} floats", a.rows, dst.len())
-    }
-    // SAFETY: `dst` is borrowed mutably, so nothing else touches it.
-    unsafe { gemm_into(Out::new(dst), 0, n, a, b, accumulate, scale, true) }
-}
-
-/// The product `a·b` in a new row-major buffer (not zero-filled first: gemm writes every
-/// element without reading it).
-pub(super) fn product(a: Mat, b: Mat) -> candle_core::Result<Vec<f32>> {
-    let n = b.cols;
-    // SAFETY: the product writes all a.rows × n elements (or fails, and the vector is
-    // dropped unread).
-    unsafe {
-        filled(a.rows * n, |out| {
-            gemm_into(out, 0, n, a, b, false, 1.0, true)
-        })
-    }
-}
-
-/// A vector of `n` floats written by `write` (through the [`Out`] it gets) before anyone
-/// reads them, without zero-filling it first.
-///
-/// # Safety
-/// On `Ok`, `write` has written all `n` elements, and no writes through its `Out` remain
-/// in flight.
-unsafe fn filled(
-    n: usize,
-    write: impl FnOnce(Out) -> candle_core::Result<()>,
-) -> candle_core::Result<Vec<f32>> {
-    let mut v = Vec::<f32>::with_capacity(n);
-    write(Out {
-        ptr: v.as_mut_ptr(),
-        len: n,
-    })?;
-    // SAFETY: capacity n, every element initialised by `write` (the caller's promise).
-    unsafe { v.set_len(n) };
-    Ok(v)
-}
 
 struct LinearOp;
 
@@ -359,10 +161,7 @@ pub(super) fn attend(
     }
     let tasks = x.tasks();
     let mut p = Vec::<f32>::with_capacity(tasks * n * n);
-    let po = Out {
-        ptr: p.as_mut_ptr(),
-        len: tasks * n * n,
-    };
+    let po = Out::spare(&mut p, tasks * n * n);
     let out = Out::new(ctx);
     (0..tasks)
         .into_par_iter()
@@ -382,11 +181,11 @@ pub(super) fn attend(
                     false,
                 )?;
                 // The n × n block is inside `p` (checked by gemm_into) and initialised.
-                let pt = std::slice::from_raw_parts_mut(po.ptr.add(t * n * n), n * n);
+                let pt = po.slice_mut(t * n * n, n * n);
                 let m = &mask[bi * n..(bi + 1) * n];
                 for row in pt.chunks_exact_mut(n) {
                     row.iter_mut().zip(m).for_each(|(s, m)| *s += m);
-                    crate::encode::fast_bert::softmax_row(row);
+                    crate::kernels::rows::softmax_row(row);
                 }
                 let off = bi * n * h + (t % x.heads) * x.d;
                 gemm_into(
@@ -449,7 +248,7 @@ pub(super) unsafe fn attend_backward(
             unsafe { gemm_into(Out::new(dp), 0, n, go, vh.t(), false, 1.0, false)? };
             // dS = P ⊙ (dP − Σ_j dP·P), in place of dP.
             for (dr, pr) in dp.chunks_exact_mut(n).zip(pm.data.chunks_exact(n)) {
-                crate::encode::fast_bert::softmax_backward_row(dr, pr);
+                crate::kernels::rows::softmax_backward_row(dr, pr);
             }
             let ds = Mat::rows(dp, n, n)?;
             // dQ_h = s·dS·K_h, dK_h = s·dSᵀ·Q_h

@@ -2,7 +2,7 @@
 //! products of prefill.
 //!
 //! Each weight matrix is dequantised once, at the first prompt that needs it (the model's
-//! warm-up at load, [`super::Llm::warm_up`]), and stored
+//! warm-up at load, `read::generative::Llm::warm_up`), and stored
 //! as bf16 (two bytes per weight) in the layout AMX reads its second operand in: per 16
 //! output columns and 32 values of `k`, a 1 KB tile of 16 lines, line `i` holding values
 //! `2i` and `2i + 1` of each of the 16 columns. The activation rows are rounded to bf16
@@ -24,6 +24,7 @@
 //! AMX tile registers are shared with candle's own AMX kernel on the same threads: the
 //! thread's tile configuration is saved on entry and put back on exit.
 
+use super::cpu::{features, switched_off, AmxBf16, Avx512, Avx512BwF16c};
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 
@@ -47,12 +48,20 @@ const ZERO_LINE: Line = Line([0; CHUNK]);
 /// lets the process use AMX tile data), and `WORKBENCH_LLM_NO_AMX` is unset (it restores
 /// candle's kernels, for comparisons).
 pub(crate) fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_AMX") && cpu_runs_amx())
+    tokens().is_some()
 }
 
-fn cpu_runs_amx() -> bool {
-    super::cpu_has_avx512bw_f16c() && crate::machine::ceiling::amx_bf16_usable()
+/// The capability tokens the kernel runs with, when [`available`].
+fn tokens() -> Option<(Avx512BwF16c, AmxBf16)> {
+    static TOKENS: std::sync::OnceLock<Option<(Avx512BwF16c, AmxBf16)>> =
+        std::sync::OnceLock::new();
+    *TOKENS.get_or_init(|| {
+        if switched_off("WORKBENCH_LLM_NO_AMX") {
+            return None;
+        }
+        let f = features();
+        Some((f.avx512bw_f16c()?, f.amx_bf16()?))
+    })
 }
 
 /// Whether weights of this type are multiplied here: the k-quants and Q8_0. The older
@@ -132,7 +141,10 @@ const GROUP_BYTES: usize = 3 << 19;
 /// Needs [`available`].
 pub(crate) fn matmul(w: &Packed, x: &[f32]) -> candle_core::Result<Tensor> {
     let (n, k) = (w.n, w.k);
-    if !available() || x.is_empty() || !x.len().is_multiple_of(k) {
+    let Some((avx512, amx)) = tokens() else {
+        candle_core::bail!("amx matmul: this CPU does not run the kernel");
+    };
+    if x.is_empty() || !x.len().is_multiple_of(k) {
         candle_core::bail!("amx matmul: {} inputs for rows of {k}", x.len());
     }
     let rows = x.len() / k;
@@ -148,9 +160,9 @@ pub(crate) fn matmul(w: &Packed, x: &[f32]) -> candle_core::Result<Tensor> {
     let at = a.as_mut_ptr() as usize;
     candle_core::utils::barrier_pool().execute_chunked(padded, |ms| {
         for m in ms {
-            // SAFETY: row `m` writes only its own 64-byte lines; the caller's `available()`
-            // checked AVX-512 F.
-            unsafe { kernel::convert(x, rows, k, m, at as *mut u16) }
+            // SAFETY: row `m` writes only its own 64-byte lines of `a`, which holds the
+            // `padded` rows' lines.
+            unsafe { kernel::convert(avx512.avx512(), x, rows, k, m, at as *mut u16) }
         }
     });
     // The output starts on a cache line (the accumulators are stored and loaded 64 bytes
@@ -165,11 +177,12 @@ pub(crate) fn matmul(w: &Packed, x: &[f32]) -> candle_core::Result<Tensor> {
         let part = c0..(c0 + group).min(chunks);
         let a = &a;
         candle_core::utils::barrier_pool().execute_chunked(n / TILE, |tiles| {
-            // SAFETY: `available()` checked the CPU and the tile-data permission; `dst` has
-            // room for `padded` rows, columns of tiles `tiles` are written by this unit
-            // only, and the groups run one after the other, the first storing every value.
+            // SAFETY: `dst` has room for `padded` rows, columns of tiles `tiles` are
+            // written by this unit only, and the groups run one after the other, the first
+            // storing every value; `a` holds the `padded` rows from `convert`.
             unsafe {
                 kernel::columns(
+                    amx,
                     w,
                     a.as_ptr() as *const u16,
                     padded,
@@ -197,10 +210,10 @@ const LINE_FLOATS: usize = 16;
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {
-    use super::{Packed, CHUNK, TILE, TILE_VALUES};
+    use super::{AmxBf16, Avx512, Packed, CHUNK, TILE, TILE_VALUES};
     use std::arch::x86_64::*;
 
-    use crate::machine::ceiling::tiles;
+    use crate::kernels::tiles;
 
     /// Where value `c·32` of row `m` goes: per pair of row tiles, chunk by chunk, the
     /// pair's two tiles one after the other.
@@ -213,25 +226,46 @@ mod kernel {
     /// padding row, `m ≥ rows`).
     ///
     /// # Safety
+    /// `a` holds the padded rows' lines (the token proves AVX-512 F).
+    pub(super) unsafe fn convert(
+        _: Avx512,
+        x: &[f32],
+        rows: usize,
+        k: usize,
+        m: usize,
+        a: *mut u16,
+    ) {
+        // SAFETY: the token proves AVX-512 F; the caller's promise about `a` is
+        // `convert_avx512`'s.
+        unsafe { convert_avx512(x, rows, k, m, a) }
+    }
+
+    /// [`convert`] on AVX-512 F.
+    ///
+    /// # Safety
     /// AVX-512 F present; `a` holds the padded rows' lines.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn convert(x: &[f32], rows: usize, k: usize, m: usize, a: *mut u16) {
+    unsafe fn convert_avx512(x: &[f32], rows: usize, k: usize, m: usize, a: *mut u16) {
         let chunks = k / CHUNK;
         for c in 0..chunks {
-            let dst = a.add(line(m, c, chunks));
+            // SAFETY: row `m`'s line of chunk `c` is inside `a` (the caller's promise).
+            let dst = unsafe { a.add(line(m, c, chunks)) };
             if m >= rows {
-                std::ptr::write_bytes(dst, 0, CHUNK);
+                // SAFETY: the line holds CHUNK values.
+                unsafe { std::ptr::write_bytes(dst, 0, CHUNK) };
                 continue;
             }
-            let src = x.as_ptr().add(m * k + c * CHUNK);
+            let src = x[m * k + c * CHUNK..][..CHUNK].as_ptr();
             for h in 0..2 {
                 // Round to nearest, ties to even: add 0x7fff plus the kept part's lowest
                 // bit, keep the upper 16 bits.
-                let u = _mm512_castps_si512(_mm512_loadu_ps(src.add(16 * h)));
+                // SAFETY: `src` holds CHUNK = 32 floats, 16 from `16 · h`.
+                let u = _mm512_castps_si512(unsafe { _mm512_loadu_ps(src.add(16 * h)) });
                 let odd = _mm512_and_si512(_mm512_srli_epi32::<16>(u), _mm512_set1_epi32(1));
                 let r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
                 let v = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(r));
-                _mm256_storeu_si256(dst.add(16 * h) as *mut __m256i, v);
+                // SAFETY: the line holds CHUNK = 32 values, 16 from `16 · h`.
+                unsafe { _mm256_storeu_si256(dst.add(16 * h) as *mut __m256i, v) };
             }
         }
     }
@@ -241,10 +275,11 @@ mod kernel {
     /// holds.
     ///
     /// # Safety
-    /// AMX-BF16 present and tile data permitted; `a` holds `padded` rows from
-    /// [`convert`]; `dst` holds `padded · w.n` floats, the columns of these tiles written
-    /// by this call only.
+    /// `a` holds `padded` rows from [`convert`]; `dst` holds `padded · w.n` floats, the
+    /// columns of these tiles written by this call only (the token proves AMX-BF16 and the
+    /// tile-data permission).
     pub(super) unsafe fn columns(
+        amx: AmxBf16,
         w: &Packed,
         a: *const u16,
         padded: usize,
@@ -256,101 +291,119 @@ mod kernel {
         let stride = w.n * 4;
         let first = part.start == 0;
         // Tiles 0–3: f32 accumulators; 4–5: activation tiles; 6–7: weight tiles.
-        let saved = tiles::configure();
-        let mut t = tiles.start;
-        while t < tiles.end {
-            // Two column tiles at a time; a lone last one is multiplied twice and stored
-            // once.
-            let two = t + 1 < tiles.end;
-            let b0 = (w.w.as_ptr() as *const u16).add(t * chunks * TILE_VALUES);
-            let b1 = if two {
-                b0.add(chunks * TILE_VALUES)
-            } else {
-                b0
-            };
-            for pair in 0..padded / (2 * TILE) {
-                let c00 = dst.add(2 * pair * TILE * w.n + t * TILE);
-                let c10 = c00.add(TILE * w.n);
-                let (c01, c11) = if two {
-                    (c00.add(TILE), c10.add(TILE))
+        // SAFETY: restored below, before this function returns.
+        let saved = unsafe { tiles::configure(amx.into()) };
+        // SAFETY: the token proves AMX-BF16 with tile data, and the tiles are configured
+        // as 16 lines of 64 bytes; every tile load and store stays inside its buffer: the
+        // weight tiles `t`, `t + 1` of chunk `c` inside `w.w` (`t < tiles.end ≤ w.n / 16`,
+        // `c < chunks`), the activation tiles of pair `pair` inside `a` (the caller's
+        // `padded` rows), the accumulators' 16 rows × 16 floats inside `dst` (rows of
+        // `pair < padded / 32`, columns of tiles `t`, `t + 1`: the caller's promise).
+        unsafe {
+            let mut t = tiles.start;
+            while t < tiles.end {
+                // Two column tiles at a time; a lone last one is multiplied twice and stored
+                // once.
+                let two = t + 1 < tiles.end;
+                let b0 = (w.w.as_ptr() as *const u16).add(t * chunks * TILE_VALUES);
+                let b1 = if two {
+                    b0.add(chunks * TILE_VALUES)
                 } else {
-                    (c00, c10)
+                    b0
                 };
-                if first {
+                for pair in 0..padded / (2 * TILE) {
+                    let c00 = dst.add(2 * pair * TILE * w.n + t * TILE);
+                    let c10 = c00.add(TILE * w.n);
+                    let (c01, c11) = if two {
+                        (c00.add(TILE), c10.add(TILE))
+                    } else {
+                        (c00, c10)
+                    };
+                    if first {
+                        core::arch::asm!(
+                            "tilezero tmm0",
+                            "tilezero tmm1",
+                            "tilezero tmm2",
+                            "tilezero tmm3",
+                            options(nostack, nomem)
+                        );
+                    } else {
+                        core::arch::asm!(
+                            "tileloadd tmm0, [{c00} + {s}*1]",
+                            "tileloadd tmm1, [{c01} + {s}*1]",
+                            "tileloadd tmm2, [{c10} + {s}*1]",
+                            "tileloadd tmm3, [{c11} + {s}*1]",
+                            c00 = in(reg) c00,
+                            c01 = in(reg) c01,
+                            c10 = in(reg) c10,
+                            c11 = in(reg) c11,
+                            s = in(reg) stride,
+                            options(nostack, readonly)
+                        );
+                    }
+                    for c in part.clone() {
+                        let a0 = a.add(((pair * chunks + c) * 2) * TILE_VALUES);
+                        core::arch::asm!(
+                            "tileloadd tmm4, [{a0} + {s}*1]",
+                            "tileloadd tmm6, [{b0} + {s}*1]",
+                            "tdpbf16ps tmm0, tmm4, tmm6",
+                            "tileloadd tmm7, [{b1} + {s}*1]",
+                            "tdpbf16ps tmm1, tmm4, tmm7",
+                            "tileloadd tmm5, [{a1} + {s}*1]",
+                            "tdpbf16ps tmm2, tmm5, tmm6",
+                            "tdpbf16ps tmm3, tmm5, tmm7",
+                            a0 = in(reg) a0,
+                            a1 = in(reg) a0.add(TILE_VALUES),
+                            b0 = in(reg) b0.add(c * TILE_VALUES),
+                            b1 = in(reg) b1.add(c * TILE_VALUES),
+                            s = in(reg) 64usize,
+                            options(nostack, readonly)
+                        );
+                    }
                     core::arch::asm!(
-                        "tilezero tmm0",
-                        "tilezero tmm1",
-                        "tilezero tmm2",
-                        "tilezero tmm3",
-                        options(nostack, nomem)
-                    );
-                } else {
-                    core::arch::asm!(
-                        "tileloadd tmm0, [{c00} + {s}*1]",
-                        "tileloadd tmm1, [{c01} + {s}*1]",
-                        "tileloadd tmm2, [{c10} + {s}*1]",
-                        "tileloadd tmm3, [{c11} + {s}*1]",
+                        "tilestored [{c00} + {s}*1], tmm0",
+                        "tilestored [{c10} + {s}*1], tmm2",
                         c00 = in(reg) c00,
-                        c01 = in(reg) c01,
                         c10 = in(reg) c10,
-                        c11 = in(reg) c11,
-                        s = in(reg) stride,
-                        options(nostack, readonly)
-                    );
-                }
-                for c in part.clone() {
-                    let a0 = a.add(((pair * chunks + c) * 2) * TILE_VALUES);
-                    core::arch::asm!(
-                        "tileloadd tmm4, [{a0} + {s}*1]",
-                        "tileloadd tmm6, [{b0} + {s}*1]",
-                        "tdpbf16ps tmm0, tmm4, tmm6",
-                        "tileloadd tmm7, [{b1} + {s}*1]",
-                        "tdpbf16ps tmm1, tmm4, tmm7",
-                        "tileloadd tmm5, [{a1} + {s}*1]",
-                        "tdpbf16ps tmm2, tmm5, tmm6",
-                        "tdpbf16ps tmm3, tmm5, tmm7",
-                        a0 = in(reg) a0,
-                        a1 = in(reg) a0.add(TILE_VALUES),
-                        b0 = in(reg) b0.add(c * TILE_VALUES),
-                        b1 = in(reg) b1.add(c * TILE_VALUES),
-                        s = in(reg) 64usize,
-                        options(nostack, readonly)
-                    );
-                }
-                core::arch::asm!(
-                    "tilestored [{c00} + {s}*1], tmm0",
-                    "tilestored [{c10} + {s}*1], tmm2",
-                    c00 = in(reg) c00,
-                    c10 = in(reg) c10,
-                    s = in(reg) stride,
-                    options(nostack)
-                );
-                if two {
-                    core::arch::asm!(
-                        "tilestored [{c01} + {s}*1], tmm1",
-                        "tilestored [{c11} + {s}*1], tmm3",
-                        c01 = in(reg) c01,
-                        c11 = in(reg) c11,
                         s = in(reg) stride,
                         options(nostack)
                     );
+                    if two {
+                        core::arch::asm!(
+                            "tilestored [{c01} + {s}*1], tmm1",
+                            "tilestored [{c11} + {s}*1], tmm3",
+                            c01 = in(reg) c01,
+                            c11 = in(reg) c11,
+                            s = in(reg) stride,
+                            options(nostack)
+                        );
+                    }
                 }
+                t += 2;
             }
-            t += 2;
         }
-        tiles::restore(&saved);
+        // SAFETY: the tile data of this function is not used after this point.
+        unsafe { tiles::restore(amx.into(), &saved) };
     }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 mod kernel {
-    use super::Packed;
+    use super::{AmxBf16, Avx512, Packed};
 
-    pub(super) unsafe fn convert(_x: &[f32], _rows: usize, _k: usize, _m: usize, _a: *mut u16) {
+    pub(super) unsafe fn convert(
+        _: Avx512,
+        _x: &[f32],
+        _rows: usize,
+        _k: usize,
+        _m: usize,
+        _a: *mut u16,
+    ) {
         unreachable!("amx::available() is false off x86-64")
     }
 
     pub(super) unsafe fn columns(
+        _: AmxBf16,
         _w: &Packed,
         _a: *const u16,
         _padded: usize,
@@ -369,8 +422,12 @@ mod tests {
     use candle_core::Module;
 
     fn quantized(dtype: GgmlDType, n: usize, k: usize, seed: u64) -> QTensor {
-        let w =
-            Tensor::from_vec(super::super::test_values(n * k, seed), (n, k), &Device::Cpu).unwrap();
+        let w = Tensor::from_vec(
+            crate::kernels::testing::test_values(n * k, seed),
+            (n, k),
+            &Device::Cpu,
+        )
+        .unwrap();
         QTensor::quantize(&w, dtype).unwrap()
     }
 
@@ -382,14 +439,27 @@ mod tests {
         half::bf16::from_bits(bf16_bits(v)).to_f64()
     }
 
+    /// Skips (with its line) when this CPU does not run the kernel.
+    fn runs(test: &str) -> Option<(Avx512BwF16c, AmxBf16)> {
+        let t = tokens();
+        if t.is_none() {
+            crate::kernels::testing::skip(
+                test,
+                "CPU has no AMX-BF16 with tile data (or WORKBENCH_LLM_NO_AMX is set)",
+            );
+        }
+        t
+    }
+
     #[test]
     fn rounds_to_nearest_even_as_the_half_crate() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
+        let Some((avx512, _)) =
+            runs("kernels::amx::tests::rounds_to_nearest_even_as_the_half_crate")
+        else {
             return;
-        }
+        };
         let k = 64;
-        let mut x = super::super::test_values(3 * k, 4);
+        let mut x = crate::kernels::testing::test_values(3 * k, 4);
         // Exact ties (1 + 2⁻⁸ and 1 + 3·2⁻⁸ lie halfway), a value just above a tie, tiny
         // and large magnitudes.
         let ulp8 = 2f32.powi(-8);
@@ -397,9 +467,10 @@ mod tests {
         x[..6].copy_from_slice(&[1.0 + ulp8, 1.0 + 3.0 * ulp8, above, 1e-30, -3e38, 0.0]);
         let mut lines = vec![ZERO_LINE; 2 * TILE * k / CHUNK];
         for m in 0..2 * TILE {
-            // SAFETY: `available()` above implies AVX-512 F; `lines` holds the lines of
-            // 2 × TILE padded rows of k values.
-            unsafe { kernel::convert(&x, 3, k, m, lines.as_mut_ptr() as *mut u16) };
+            // SAFETY: `lines` holds the lines of 2 × TILE padded rows of k values.
+            unsafe {
+                kernel::convert(avx512.avx512(), &x, 3, k, m, lines.as_mut_ptr() as *mut u16)
+            };
         }
         let a: Vec<u16> = lines.iter().flat_map(|l| l.0).collect();
         for m in 0..2 * TILE {
@@ -414,8 +485,7 @@ mod tests {
 
     #[test]
     fn matches_the_bf16_product_and_candle() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
+        if runs("kernels::amx::tests::matches_the_bf16_product_and_candle").is_none() {
             return;
         }
         // The last case multiplies in two groups of `k` (see GROUP_BYTES); 48 columns end
@@ -429,7 +499,7 @@ mod tests {
         for dtype in [GgmlDType::Q4K, GgmlDType::Q6K, GgmlDType::Q8_0] {
             for (rows, n, k) in cases {
                 let w = quantized(dtype, n, k, 11);
-                let x = super::super::test_values(rows * k, 5 + rows as u64);
+                let x = crate::kernels::testing::test_values(rows * k, 5 + rows as u64);
                 let y = flat(matmul(&pack(&w).unwrap().unwrap(), &x).unwrap());
                 let f = w
                     .dequantize(&Device::Cpu)
@@ -470,13 +540,12 @@ mod tests {
 
     #[test]
     fn each_row_is_the_same_alone_or_among_others() {
-        if !available() {
-            eprintln!("skipped: this CPU has no AMX-BF16 (the kernel is not used here)");
+        if runs("kernels::amx::tests::each_row_is_the_same_alone_or_among_others").is_none() {
             return;
         }
         let (n, k) = (48, 40 * 256);
         let w = pack(&quantized(GgmlDType::Q6K, n, k, 2)).unwrap().unwrap();
-        let x = super::super::test_values(35 * k, 9);
+        let x = crate::kernels::testing::test_values(35 * k, 9);
         // 35 rows take several groups of `k`, one row takes one.
         let all = flat(matmul(&w, &x).unwrap());
         for r in [0, 16, 31, 32, 34] {
@@ -488,7 +557,7 @@ mod tests {
     #[test]
     fn other_types_and_shapes_are_declined() {
         let f32s = Tensor::from_vec(
-            super::super::test_values(32 * 256, 1),
+            crate::kernels::testing::test_values(32 * 256, 1),
             (32, 256),
             &Device::Cpu,
         )

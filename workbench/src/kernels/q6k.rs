@@ -14,6 +14,7 @@
 //! `Σ scale · q · a` with `maddubs` / `madd` on 512-bit registers, subtracts
 //! `32 · Σ scale · bsum`, and accumulates `d_w · d_a ·` that in f32 lanes.
 
+use super::cpu::{features, switched_off, Avx512BwF16c};
 use candle_core::quantized::{GgmlDType, QTensor};
 
 /// Values per block.
@@ -26,9 +27,17 @@ const ROWS_PER_UNIT: usize = 32;
 /// Whether this CPU runs the kernel (x86-64 with AVX-512 F/BW and F16C), and
 /// `WORKBENCH_LLM_NO_Q6K` is unset (it restores candle's kernels, for comparisons).
 pub(crate) fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        !super::switched_off("WORKBENCH_LLM_NO_Q6K") && super::cpu_has_avx512bw_f16c()
+    token().is_some()
+}
+
+/// The token the kernel runs with, when [`available`].
+fn token() -> Option<Avx512BwF16c> {
+    static TOKEN: std::sync::OnceLock<Option<Avx512BwF16c>> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        if switched_off("WORKBENCH_LLM_NO_Q6K") {
+            return None;
+        }
+        features().avx512bw_f16c()
     })
 }
 
@@ -93,9 +102,12 @@ impl Q8k {
 /// of `x: [rows, k]`, in parallel over the weight rows on candle's thread pool. `None`
 /// when `w` is not Q6_K or the kernel is not [`available`].
 pub(crate) fn matmul(w: &QTensor, x: &[f32]) -> candle_core::Result<Option<Vec<f32>>> {
-    if w.dtype() != GgmlDType::Q6K || !available() {
+    if w.dtype() != GgmlDType::Q6K {
         return Ok(None);
     }
+    let Some(token) = token() else {
+        return Ok(None);
+    };
     let (n, k) = w.shape().dims2()?;
     if k == 0 || !k.is_multiple_of(QK) || !x.len().is_multiple_of(k) {
         candle_core::bail!("q6k matmul: {} inputs for rows of {k}", x.len());
@@ -119,9 +131,7 @@ pub(crate) fn matmul(w: &QTensor, x: &[f32]) -> candle_core::Result<Option<Vec<f
             while r0 < rows {
                 let take = (rows - r0).min(4);
                 let mut out = [0f32; 4];
-                // SAFETY: `available()` checked the CPU features; `wrow` holds `nb`
-                // blocks and `a` holds `rows` rows of `nb` blocks.
-                unsafe { kernel::dot(wrow, &a, r0, take, &mut out) };
+                kernel::dot(token, wrow, &a, r0, take, &mut out);
                 for (r, v) in out[..take].iter().enumerate() {
                     // SAFETY: each (row, column) of `dst` is written by one unit only.
                     unsafe { *(dst_ptr as *mut f32).add((r0 + r) * n + i) = *v };
@@ -135,7 +145,7 @@ pub(crate) fn matmul(w: &QTensor, x: &[f32]) -> candle_core::Result<Option<Vec<f
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {
-    use super::{Q8k, BLOCK_BYTES, QK};
+    use super::{Avx512BwF16c, Q8k, BLOCK_BYTES, QK};
     use std::arch::x86_64::*;
 
     /// i16 shift counts for the high bits: the first 16 lanes (bytes 0..32 of the
@@ -190,77 +200,110 @@ mod kernel {
     /// Dot products of the weight row `w` (Q6_K blocks) with activation rows
     /// `r0..r0 + take` of `a` (`take` ≤ 4), into `out[..take]`.
     ///
+    /// Checked: panics unless `take <= 4`, `r0 + take <= a.rows` and `w` holds `a.nb`
+    /// blocks (the token proves AVX-512 F/BW and F16C).
+    pub(super) fn dot(
+        _: Avx512BwF16c,
+        w: &[u8],
+        a: &Q8k,
+        r0: usize,
+        take: usize,
+        out: &mut [f32; 4],
+    ) {
+        assert!(take <= 4 && r0 + take <= a.rows && w.len() == a.nb * BLOCK_BYTES);
+        // SAFETY: the token proves the features; the lengths are checked above.
+        unsafe { dot_avx512(w, a, r0, take, out) }
+    }
+
     /// # Safety
     /// The CPU has AVX-512 F/BW and F16C; `w` holds `a.nb` blocks; `r0 + take <= a.rows`.
     #[target_feature(enable = "avx512f,avx512bw,f16c")]
-    pub(super) unsafe fn dot(w: &[u8], a: &Q8k, r0: usize, take: usize, out: &mut [f32; 4]) {
-        debug_assert!(take <= 4 && r0 + take <= a.rows && w.len() == a.nb * BLOCK_BYTES);
-        match take {
-            1 => dot_r::<1>(w, a, r0, out),
-            2 => dot_r::<2>(w, a, r0, out),
-            3 => dot_r::<3>(w, a, r0, out),
-            _ => dot_r::<4>(w, a, r0, out),
+    unsafe fn dot_avx512(w: &[u8], a: &Q8k, r0: usize, take: usize, out: &mut [f32; 4]) {
+        // SAFETY: the caller's promise is `dot_r`'s for `R = take` (at most 4).
+        unsafe {
+            match take {
+                1 => dot_r::<1>(w, a, r0, out),
+                2 => dot_r::<2>(w, a, r0, out),
+                3 => dot_r::<3>(w, a, r0, out),
+                _ => dot_r::<4>(w, a, r0, out),
+            }
         }
     }
 
     /// [`dot`] for `R` rows. The operations for one activation row do not depend on `R`.
+    ///
+    /// # Safety
+    /// As [`dot_avx512`], with `r0 + R <= a.rows`.
     #[target_feature(enable = "avx512f,avx512bw,f16c")]
     #[inline]
     unsafe fn dot_r<const R: usize>(w: &[u8], a: &Q8k, r0: usize, out: &mut [f32; 4]) {
         let m4 = _mm512_set1_epi8(0x0F);
         let m30 = _mm512_set1_epi8(0x30);
-        let shl = _mm512_loadu_si512(SHL_LOW.as_ptr() as *const _);
-        let shr = _mm512_loadu_si512(SHR_HIGH.as_ptr() as *const _);
-        let idx = [
-            _mm512_loadu_si512(SCALE_IDX[0].as_ptr() as *const _),
-            _mm512_loadu_si512(SCALE_IDX[1].as_ptr() as *const _),
-            _mm512_loadu_si512(SCALE_IDX[2].as_ptr() as *const _),
-            _mm512_loadu_si512(SCALE_IDX[3].as_ptr() as *const _),
-        ];
-        let pair_idx = _mm512_loadu_si512(PAIR_IDX.as_ptr() as *const _);
+        // SAFETY: each table is 32 u16, one 512-bit vector.
+        let (shl, shr, idx, pair_idx) = unsafe {
+            (
+                _mm512_loadu_si512(SHL_LOW.as_ptr() as *const _),
+                _mm512_loadu_si512(SHR_HIGH.as_ptr() as *const _),
+                [
+                    _mm512_loadu_si512(SCALE_IDX[0].as_ptr() as *const _),
+                    _mm512_loadu_si512(SCALE_IDX[1].as_ptr() as *const _),
+                    _mm512_loadu_si512(SCALE_IDX[2].as_ptr() as *const _),
+                    _mm512_loadu_si512(SCALE_IDX[3].as_ptr() as *const _),
+                ],
+                _mm512_loadu_si512(PAIR_IDX.as_ptr() as *const _),
+            )
+        };
         let mut acc = [_mm512_setzero_ps(); R];
         let nb = a.nb;
         for b in 0..nb {
-            let blk = w.as_ptr().add(b * BLOCK_BYTES);
-            // Values 0..128 come from ql[0..64] and qh[0..32], 128..256 from ql[64..128]
-            // and qh[32..64]. In each half, the low nibbles of ql give values 0..64 and
-            // the high nibbles 64..128; qh's bit pairs 0, 1, 2, 3 go to its values
-            // 0..32, 32..64, 64..96, 96..128.
-            let mut q = [_mm512_setzero_si512(); 4];
-            for h in 0..2 {
-                let ql = _mm512_loadu_si512(blk.add(64 * h) as *const _);
-                let qh =
-                    _mm512_broadcast_i64x4(_mm256_loadu_si256(blk.add(128 + 32 * h) as *const _));
-                let hi_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30);
-                let hi_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30);
-                q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hi_lo);
-                q[2 * h + 1] =
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi_hi);
-            }
-            let sc8 = _mm_loadu_si128(blk.add(192) as *const __m128i);
-            let sc16 = _mm256_cvtepi8_epi16(sc8);
-            let scz = _mm512_castsi256_si512(sc16);
-            let s = [
-                _mm512_permutexvar_epi16(idx[0], scz),
-                _mm512_permutexvar_epi16(idx[1], scz),
-                _mm512_permutexvar_epi16(idx[2], scz),
-                _mm512_permutexvar_epi16(idx[3], scz),
-            ];
-            let pairs = _mm512_permutexvar_epi16(pair_idx, scz);
-            let dw_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
-            let dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(dw_bits as i32)));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let ab = (r0 + r) * nb + b;
-                let y = a.qs.as_ptr().add(ab * QK);
-                let bs = _mm512_loadu_si512(a.neg16_bsums.as_ptr().add(ab * 32) as *const _);
-                let mut sum = _mm512_madd_epi16(pairs, bs);
-                for (t, (qt, st)) in q.iter().zip(&s).enumerate() {
-                    let yt = _mm512_loadu_si512(y.add(64 * t) as *const _);
-                    let p = _mm512_madd_epi16(_mm512_maddubs_epi16(*qt, yt), *st);
-                    sum = _mm512_add_epi32(sum, p);
+            // SAFETY: block `b < nb` of `w` (which holds `nb` blocks of BLOCK_BYTES = 210
+            // bytes: `ql` at 0..128, `qh` at 128..192, the scales at 192..208, `d` at
+            // 208..210) is read at those offsets only; activation block `ab` of rows
+            // `r0..r0 + R` (fewer than `a.rows`) holds QK = 256 values in `a.qs`, 32
+            // entries in `a.neg16_bsums` and one scale in `a.d`.
+            unsafe {
+                let blk = w.as_ptr().add(b * BLOCK_BYTES);
+                // Values 0..128 come from ql[0..64] and qh[0..32], 128..256 from ql[64..128]
+                // and qh[32..64]. In each half, the low nibbles of ql give values 0..64 and
+                // the high nibbles 64..128; qh's bit pairs 0, 1, 2, 3 go to its values
+                // 0..32, 32..64, 64..96, 96..128.
+                let mut q = [_mm512_setzero_si512(); 4];
+                for h in 0..2 {
+                    let ql = _mm512_loadu_si512(blk.add(64 * h) as *const _);
+                    let qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(
+                        blk.add(128 + 32 * h) as *const _
+                    ));
+                    let hi_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30);
+                    let hi_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30);
+                    q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), hi_lo);
+                    q[2 * h + 1] =
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), hi_hi);
                 }
-                let d = _mm512_set1_ps(dw * *a.d.get_unchecked(ab));
-                *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d, *acc);
+                let sc8 = _mm_loadu_si128(blk.add(192) as *const __m128i);
+                let sc16 = _mm256_cvtepi8_epi16(sc8);
+                let scz = _mm512_castsi256_si512(sc16);
+                let s = [
+                    _mm512_permutexvar_epi16(idx[0], scz),
+                    _mm512_permutexvar_epi16(idx[1], scz),
+                    _mm512_permutexvar_epi16(idx[2], scz),
+                    _mm512_permutexvar_epi16(idx[3], scz),
+                ];
+                let pairs = _mm512_permutexvar_epi16(pair_idx, scz);
+                let dw_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
+                let dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(dw_bits as i32)));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let ab = (r0 + r) * nb + b;
+                    let y = a.qs.as_ptr().add(ab * QK);
+                    let bs = _mm512_loadu_si512(a.neg16_bsums.as_ptr().add(ab * 32) as *const _);
+                    let mut sum = _mm512_madd_epi16(pairs, bs);
+                    for (t, (qt, st)) in q.iter().zip(&s).enumerate() {
+                        let yt = _mm512_loadu_si512(y.add(64 * t) as *const _);
+                        let p = _mm512_madd_epi16(_mm512_maddubs_epi16(*qt, yt), *st);
+                        sum = _mm512_add_epi32(sum, p);
+                    }
+                    let d = _mm512_set1_ps(dw * *a.d.get_unchecked(ab));
+                    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), d, *acc);
+                }
             }
         }
         for (o, acc) in out.iter_mut().zip(acc) {
@@ -271,8 +314,15 @@ mod kernel {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod kernel {
-    use super::Q8k;
-    pub(super) unsafe fn dot(_w: &[u8], _a: &Q8k, _r0: usize, _take: usize, _out: &mut [f32; 4]) {
+    use super::{Avx512BwF16c, Q8k};
+    pub(super) fn dot(
+        _: Avx512BwF16c,
+        _w: &[u8],
+        _a: &Q8k,
+        _r0: usize,
+        _take: usize,
+        _out: &mut [f32; 4],
+    ) {
         unreachable!("the Q6_K kernel is only used on x86-64 (see `available`)")
     }
 }
@@ -284,7 +334,7 @@ mod tests {
     use candle_core::{Device, Module, Tensor};
 
     fn random(n: usize, k: usize, seed: u64) -> Vec<f32> {
-        super::super::test_values(n * k, seed)
+        crate::kernels::testing::test_values(n * k, seed)
     }
 
     fn q6k(n: usize, k: usize) -> QTensor {
@@ -347,7 +397,10 @@ mod tests {
     #[test]
     fn matches_the_dequantised_product_and_candle() {
         if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 BW (the kernel is not used here)");
+            crate::kernels::testing::skip(
+                "kernels::q6k::tests::matches_the_dequantised_product_and_candle",
+                "CPU has no AVX-512 F/BW and F16C (or WORKBENCH_LLM_NO_Q6K is set)",
+            );
             return;
         }
         let (n, k) = (70, 768);
@@ -379,7 +432,10 @@ mod tests {
     #[test]
     fn each_row_is_the_same_alone_or_in_a_batch() {
         if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 BW (the kernel is not used here)");
+            crate::kernels::testing::skip(
+                "kernels::q6k::tests::each_row_is_the_same_alone_or_in_a_batch",
+                "CPU has no AVX-512 F/BW and F16C (or WORKBENCH_LLM_NO_Q6K is set)",
+            );
             return;
         }
         let (n, k) = (37, 1536);

@@ -8,15 +8,23 @@
 //! candle's), and the weighted sum of the values. The KV heads are shared out over
 //! candle's thread pool.
 
+use super::cpu::{features, switched_off, Avx512};
+
 /// Whether this CPU runs the kernel (x86-64 with AVX-512 F) and `WORKBENCH_LLM_NO_ATTN` is
 /// unset (it restores the tensor-operation attention, for comparisons).
 pub(crate) fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| !super::switched_off("WORKBENCH_LLM_NO_ATTN") && cpu_has_kernel())
+    token().is_some()
 }
 
-fn cpu_has_kernel() -> bool {
-    super::cpu_has_avx512f()
+/// The token the kernel runs with, when [`available`].
+fn token() -> Option<Avx512> {
+    static TOKEN: std::sync::OnceLock<Option<Avx512>> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        if switched_off("WORKBENCH_LLM_NO_ATTN") {
+            return None;
+        }
+        features().avx512()
+    })
 }
 
 /// Shapes of one layer's decode attention.
@@ -43,8 +51,8 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
         cap,
         kv_len,
     } = s;
-    if !available()
-        || !hd.is_multiple_of(16)
+    let token = token()?;
+    if !hd.is_multiple_of(16)
         || n_kv_head == 0
         || !n_head.is_multiple_of(n_kv_head)
         || kv_len == 0
@@ -70,8 +78,7 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
                     group * hd,
                 )
             };
-            // SAFETY: `available()` checked AVX-512 F; lengths checked above.
-            unsafe { kernel::head_group(qs, ks, vs, os, group, hd, kv_len, scale) };
+            kernel::head_group(token, qs, ks, vs, os, group, hd, kv_len, scale);
         }
     });
     Some(out)
@@ -79,15 +86,39 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {
+    use super::Avx512;
     use std::arch::x86_64::*;
 
-    /// One KV head's group of query heads.
-    ///
+    /// One KV head's group of query heads. Checked: panics unless `hd % 16 == 0`, `qs` and
+    /// `os` hold `group · hd` floats and `ks`, `vs` `kv_len · hd`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn head_group(
+        _: Avx512,
+        qs: &[f32],
+        ks: &[f32],
+        vs: &[f32],
+        os: &mut [f32],
+        group: usize,
+        hd: usize,
+        kv_len: usize,
+        scale: f32,
+    ) {
+        assert!(
+            hd.is_multiple_of(16)
+                && qs.len() == group * hd
+                && os.len() == group * hd
+                && ks.len() == kv_len * hd
+                && vs.len() == kv_len * hd
+        );
+        // SAFETY: the token proves AVX-512 F; the lengths are checked above.
+        unsafe { head_group_avx512(qs, ks, vs, os, group, hd, kv_len, scale) }
+    }
+
     /// # Safety
     /// AVX-512 F; `hd % 16 == 0`; `qs`, `os`: `group · hd`; `ks`, `vs`: `kv_len · hd`.
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn head_group(
+    unsafe fn head_group_avx512(
         qs: &[f32],
         ks: &[f32],
         vs: &[f32],
@@ -99,21 +130,26 @@ mod kernel {
     ) {
         // Scores, `[group, kv_len]`: each key row is read once for the whole group.
         let mut w = vec![0f32; group * kv_len];
-        for p in 0..kv_len {
-            let kp = ks.as_ptr().add(p * hd);
-            for g in 0..group {
-                let qg = qs.as_ptr().add(g * hd);
-                let mut acc = _mm512_setzero_ps();
-                let mut i = 0;
-                while i < hd {
-                    acc = _mm512_fmadd_ps(
-                        _mm512_loadu_ps(qg.add(i)),
-                        _mm512_loadu_ps(kp.add(i)),
-                        acc,
-                    );
-                    i += 16;
+        // SAFETY: key row `p < kv_len` and query row `g < group` hold `hd` floats (the
+        // caller's promise), read 16 at a time (`hd % 16 == 0`); `w` holds `group · kv_len`
+        // scores.
+        unsafe {
+            for p in 0..kv_len {
+                let kp = ks.as_ptr().add(p * hd);
+                for g in 0..group {
+                    let qg = qs.as_ptr().add(g * hd);
+                    let mut acc = _mm512_setzero_ps();
+                    let mut i = 0;
+                    while i < hd {
+                        acc = _mm512_fmadd_ps(
+                            _mm512_loadu_ps(qg.add(i)),
+                            _mm512_loadu_ps(kp.add(i)),
+                            acc,
+                        );
+                        i += 16;
+                    }
+                    *w.get_unchecked_mut(g * kv_len + p) = _mm512_reduce_add_ps(acc) * scale;
                 }
-                *w.get_unchecked_mut(g * kv_len + p) = _mm512_reduce_add_ps(acc) * scale;
             }
         }
         // Softmax of each head's row.
@@ -131,17 +167,24 @@ mod kernel {
         }
         // Weighted sums of the value rows, each read once for the whole group.
         os.fill(0.0);
-        for p in 0..kv_len {
-            let vp = vs.as_ptr().add(p * hd);
-            for g in 0..group {
-                let a = _mm512_set1_ps(*w.get_unchecked(g * kv_len + p));
-                let o = os.as_mut_ptr().add(g * hd);
-                let mut i = 0;
-                while i < hd {
-                    let y =
-                        _mm512_fmadd_ps(a, _mm512_loadu_ps(vp.add(i)), _mm512_loadu_ps(o.add(i)));
-                    _mm512_storeu_ps(o.add(i), y);
-                    i += 16;
+        // SAFETY: value row `p < kv_len` and output row `g < group` hold `hd` floats (the
+        // caller's promise), read and written 16 at a time; `w` holds `group · kv_len`.
+        unsafe {
+            for p in 0..kv_len {
+                let vp = vs.as_ptr().add(p * hd);
+                for g in 0..group {
+                    let a = _mm512_set1_ps(*w.get_unchecked(g * kv_len + p));
+                    let o = os.as_mut_ptr().add(g * hd);
+                    let mut i = 0;
+                    while i < hd {
+                        let y = _mm512_fmadd_ps(
+                            a,
+                            _mm512_loadu_ps(vp.add(i)),
+                            _mm512_loadu_ps(o.add(i)),
+                        );
+                        _mm512_storeu_ps(o.add(i), y);
+                        i += 16;
+                    }
                 }
             }
         }
@@ -150,8 +193,11 @@ mod kernel {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod kernel {
+    use super::Avx512;
+
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn head_group(
+    pub(super) fn head_group(
+        _: Avx512,
         _qs: &[f32],
         _ks: &[f32],
         _vs: &[f32],
@@ -167,8 +213,8 @@ mod kernel {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_values as values;
     use super::*;
+    use crate::kernels::testing::test_values as values;
 
     /// The same attention in f64, directly from the definition.
     fn reference(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> Vec<f64> {
@@ -203,7 +249,10 @@ mod tests {
     #[test]
     fn matches_the_definition() {
         if !available() {
-            eprintln!("skipped: this CPU has no AVX-512 F (the kernel is not used here)");
+            crate::kernels::testing::skip(
+                "kernels::decode_attn::tests::matches_the_definition",
+                "CPU has no AVX-512 F (or WORKBENCH_LLM_NO_ATTN is set)",
+            );
             return;
         }
         let s = Shape {

@@ -15,19 +15,30 @@
 //! use, [`available`] compares the kernel with `f32::exp` on a probe set of inputs spread
 //! over the whole range it handles, and uses it only if every result agrees to the bit.
 
+use super::cpu::{features, switched_off, Avx512};
 use candle_core::{Device, Storage, Tensor};
 
 /// Whether the kernel runs here: x86-64 with AVX-512 F, `WORKBENCH_LLM_NO_SILU` unset, and
 /// the kernel reproducing this machine's `f32::exp` on the probe set.
+#[cfg(test)]
 pub(crate) fn available() -> bool {
-    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        !super::switched_off("WORKBENCH_LLM_NO_SILU") && cpu_has_kernel() && agrees_with_libm()
+    token().is_some()
+}
+
+/// The token the kernel runs with, when it runs here (see [`silu_mul`]).
+fn token() -> Option<Avx512> {
+    static TOKEN: std::sync::OnceLock<Option<Avx512>> = std::sync::OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        if switched_off("WORKBENCH_LLM_NO_SILU") {
+            return None;
+        }
+        let avx512 = cpu_has_kernel()?;
+        agrees_with_libm().then_some(avx512)
     })
 }
 
-fn cpu_has_kernel() -> bool {
-    super::cpu_has_avx512f()
+fn cpu_has_kernel() -> Option<Avx512> {
+    features().avx512()
 }
 
 /// Inputs of the probe: every 4,099th bit pattern of the floats in `(−88, 88)` and the
@@ -58,14 +69,15 @@ fn agrees_with_libm() -> bool {
 /// `exp(x)` of every element through the kernel (scalar `f32::exp` without it).
 fn exp_slice(xs: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if cpu_has_kernel() {
+    if let Some(avx512) = cpu_has_kernel() {
         let n16 = xs.len() / 16 * 16;
         for (x, o) in xs[..n16]
-            .chunks_exact(16)
-            .zip(out[..n16].chunks_exact_mut(16))
+            .as_chunks::<16>()
+            .0
+            .iter()
+            .zip(out[..n16].as_chunks_mut::<16>().0)
         {
-            // SAFETY: AVX-512 F checked; 16 elements each.
-            unsafe { kernel::exp16(x.as_ptr(), o.as_mut_ptr()) };
+            kernel::exp16(avx512, x, o);
         }
         for (x, o) in xs[n16..].iter().zip(&mut out[n16..]) {
             *o = x.exp();
@@ -80,7 +92,10 @@ fn exp_slice(xs: &[f32], out: &mut [f32]) {
 /// `silu(gate) · up` (`gate`, `up`: f32 of one shape), or `None` when the kernel does not
 /// apply (CPU, switched off, dtypes, layouts); the caller then does `gate.silu()? * up`.
 pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option<Tensor>> {
-    if !available() || gate.shape() != up.shape() {
+    let Some(avx512) = token() else {
+        return Ok(None);
+    };
+    if gate.shape() != up.shape() {
         return Ok(None);
     }
     let (gs, gl) = gate.storage_and_layout();
@@ -95,14 +110,14 @@ pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> candle_core::Result<Option
     let (Ok(g), Ok(u)) = (gc.as_slice::<f32>(), uc.as_slice::<f32>()) else {
         return Ok(None);
     };
-    let out = silu_mul_slices(&g[g0..g1], &u[u0..u1]);
+    let out = silu_mul_slices(avx512, &g[g0..g1], &u[u0..u1]);
     Ok(Some(Tensor::from_vec(out, gate.shape(), &Device::Cpu)?))
 }
 
 /// Elements per task of the thread pool.
 const CHUNK: usize = 4096;
 
-fn silu_mul_slices(g: &[f32], u: &[f32]) -> Vec<f32> {
+fn silu_mul_slices(avx512: Avx512, g: &[f32], u: &[f32]) -> Vec<f32> {
     let n = g.len();
     let mut out = vec![0f32; n];
     let out_ptr = out.as_mut_ptr() as usize;
@@ -111,23 +126,25 @@ fn silu_mul_slices(g: &[f32], u: &[f32]) -> Vec<f32> {
             let (a, b) = (c * CHUNK, ((c + 1) * CHUNK).min(n));
             // SAFETY: chunk c writes only elements a..b of `out`, which outlives the call.
             let o = unsafe { std::slice::from_raw_parts_mut((out_ptr as *mut f32).add(a), b - a) };
-            silu_mul_chunk(&g[a..b], &u[a..b], o);
+            silu_mul_chunk(avx512, &g[a..b], &u[a..b], o);
         }
     });
     out
 }
 
 /// One chunk: the kernel on whole vectors of 16, candle's scalar formula on the rest.
-fn silu_mul_chunk(g: &[f32], u: &[f32], o: &mut [f32]) {
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn silu_mul_chunk(avx512: Avx512, g: &[f32], u: &[f32], o: &mut [f32]) {
     let n16 = g.len() / 16 * 16;
     #[cfg(target_arch = "x86_64")]
     for ((g, u), o) in g[..n16]
-        .chunks_exact(16)
-        .zip(u[..n16].chunks_exact(16))
-        .zip(o[..n16].chunks_exact_mut(16))
+        .as_chunks::<16>()
+        .0
+        .iter()
+        .zip(u[..n16].as_chunks::<16>().0)
+        .zip(o[..n16].as_chunks_mut::<16>().0)
     {
-        // SAFETY: `available()` (the caller's precondition) checked AVX-512 F; 16 each.
-        unsafe { kernel::silu_mul16(g.as_ptr(), u.as_ptr(), o.as_mut_ptr()) };
+        kernel::silu_mul16(avx512, g, u, o);
     }
     for ((g, u), o) in g[n16..].iter().zip(&u[n16..]).zip(&mut o[n16..]) {
         *o = silu_scalar(*g) * u;
@@ -141,6 +158,7 @@ fn silu_scalar(v: f32) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod kernel {
+    use super::Avx512;
     use std::arch::x86_64::*;
 
     /// `tab[i]` = bits of 2^(i/32) (correctly rounded double) minus `i << 47`, so that
@@ -170,7 +188,7 @@ mod kernel {
     /// `expf` of eight floats widened to double, `|x| < 88`: the result in double before
     /// its rounding to single precision.
     #[target_feature(enable = "avx512f")]
-    unsafe fn exp8(xd: __m512d, t: &[__m512i; 4]) -> __m256 {
+    fn exp8(xd: __m512d, t: &[__m512i; 4]) -> __m256 {
         let kd0 = _mm512_fmadd_pd(_mm512_set1_pd(INV_LN2_N), xd, _mm512_set1_pd(SHIFT));
         let kd = _mm512_sub_pd(kd0, _mm512_set1_pd(SHIFT));
         let r = _mm512_fmsub_pd(_mm512_set1_pd(INV_LN2_N), xd, kd);
@@ -190,18 +208,21 @@ mod kernel {
 
     /// `expf` of 16 floats, or `None` when one of them is outside `|x| < 88` (or NaN).
     #[target_feature(enable = "avx512f")]
-    unsafe fn exp16v(x: __m512) -> Option<__m512> {
+    fn exp16v(x: __m512) -> Option<__m512> {
         let abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fff_ffff));
         if _mm512_cmpge_epu32_mask(abs, _mm512_set1_epi32(super::LIMIT_BITS as i32)) != 0 {
             return None;
         }
         let tab = table();
-        let t = [
-            _mm512_loadu_si512(tab.as_ptr().cast()),
-            _mm512_loadu_si512(tab.as_ptr().add(8).cast()),
-            _mm512_loadu_si512(tab.as_ptr().add(16).cast()),
-            _mm512_loadu_si512(tab.as_ptr().add(24).cast()),
-        ];
+        // SAFETY: `tab` holds 32 u64, four vectors of eight.
+        let t = unsafe {
+            [
+                _mm512_loadu_si512(tab.as_ptr().cast()),
+                _mm512_loadu_si512(tab.as_ptr().add(8).cast()),
+                _mm512_loadu_si512(tab.as_ptr().add(16).cast()),
+                _mm512_loadu_si512(tab.as_ptr().add(24).cast()),
+            ]
+        };
         let xi = _mm512_castps_si512(x);
         let lo = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(xi)));
         let hi = _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64::<1>(xi)));
@@ -214,28 +235,35 @@ mod kernel {
     }
 
     /// `out[i] = exp(x[i])` for 16 elements.
-    ///
-    /// # Safety
-    /// AVX-512 F; `x` and `out` valid for 16 floats.
+    pub(super) fn exp16(_: Avx512, x: &[f32; 16], out: &mut [f32; 16]) {
+        // SAFETY: the token proves AVX-512 F.
+        unsafe { exp16_avx512(x, out) }
+    }
+
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn exp16(x: *const f32, out: *mut f32) {
-        match exp16v(_mm512_loadu_ps(x)) {
-            Some(e) => _mm512_storeu_ps(out, e),
+    fn exp16_avx512(x: &[f32; 16], out: &mut [f32; 16]) {
+        // SAFETY: `x` holds 16 floats.
+        match exp16v(unsafe { _mm512_loadu_ps(x.as_ptr()) }) {
+            // SAFETY: `out` holds 16 floats.
+            Some(e) => unsafe { _mm512_storeu_ps(out.as_mut_ptr(), e) },
             None => {
                 for i in 0..16 {
-                    *out.add(i) = (*x.add(i)).exp();
+                    out[i] = x[i].exp();
                 }
             }
         }
     }
 
     /// `out[i] = g[i] / (1 + exp(−g[i])) · u[i]` for 16 elements, in candle's order.
-    ///
-    /// # Safety
-    /// AVX-512 F; `g`, `u` and `out` valid for 16 floats.
+    pub(super) fn silu_mul16(_: Avx512, g: &[f32; 16], u: &[f32; 16], out: &mut [f32; 16]) {
+        // SAFETY: the token proves AVX-512 F.
+        unsafe { silu_mul16_avx512(g, u, out) }
+    }
+
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn silu_mul16(g: *const f32, u: *const f32, out: *mut f32) {
-        let gv = _mm512_loadu_ps(g);
+    fn silu_mul16_avx512(g: &[f32; 16], u: &[f32; 16], out: &mut [f32; 16]) {
+        // SAFETY: `g` holds 16 floats.
+        let gv = unsafe { _mm512_loadu_ps(g.as_ptr()) };
         let neg = _mm512_castsi512_ps(_mm512_xor_si512(
             _mm512_castps_si512(gv),
             _mm512_set1_epi32(i32::MIN),
@@ -243,11 +271,17 @@ mod kernel {
         match exp16v(neg) {
             Some(e) => {
                 let silu = _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0), e));
-                _mm512_storeu_ps(out, _mm512_mul_ps(silu, _mm512_loadu_ps(u)));
+                // SAFETY: `u` and `out` hold 16 floats.
+                unsafe {
+                    _mm512_storeu_ps(
+                        out.as_mut_ptr(),
+                        _mm512_mul_ps(silu, _mm512_loadu_ps(u.as_ptr())),
+                    )
+                };
             }
             None => {
                 for i in 0..16 {
-                    *out.add(i) = super::silu_scalar(*g.add(i)) * *u.add(i);
+                    out[i] = super::silu_scalar(g[i]) * u[i];
                 }
             }
         }
@@ -257,6 +291,7 @@ mod kernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::testing::skip;
 
     /// Every 97th float pattern of `(−88, 88)` and around the kernel's edges (both signs),
     /// plus the values the scalar path takes (|x| ≥ 88, ±∞, NaN).
@@ -274,8 +309,11 @@ mod tests {
 
     #[test]
     fn exp_has_the_bits_of_the_c_library() {
-        if !cpu_has_kernel() {
-            eprintln!("no AVX-512 F here: the kernel is not used, nothing to compare");
+        if cpu_has_kernel().is_none() {
+            skip(
+                "kernels::silu::tests::exp_has_the_bits_of_the_c_library",
+                "CPU has no AVX-512 F",
+            );
             return;
         }
         let xs = inputs();
@@ -300,7 +338,11 @@ mod tests {
     /// sampled test above misses a kernel whose `r` is rounded once more, this one does not).
     #[test]
     fn exp_has_the_bits_of_the_c_library_on_every_float() {
-        if !cpu_has_kernel() {
+        if cpu_has_kernel().is_none() {
+            skip(
+                "kernels::silu::tests::exp_has_the_bits_of_the_c_library_on_every_float",
+                "CPU has no AVX-512 F",
+            );
             return;
         }
         use rayon::prelude::*;
@@ -327,7 +369,11 @@ mod tests {
     #[test]
     fn silu_times_up_equals_candle_to_the_bit() -> candle_core::Result<()> {
         if !available() {
-            eprintln!("kernel not available here: nothing to compare");
+            skip(
+                "kernels::silu::tests::silu_times_up_equals_candle_to_the_bit",
+                "CPU has no AVX-512 F, this C library's expf is another, or \
+                 WORKBENCH_LLM_NO_SILU is set",
+            );
             return Ok(());
         }
         // Gates over the whole range (and beyond ±88), odd length for the scalar tail.

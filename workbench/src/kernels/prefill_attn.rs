@@ -11,6 +11,9 @@
 //! on the shapes, so the products are not cut further — and candle's `exp`, max and sum):
 //! the output is the same to the bit, so greedy answers do not move.
 
+use super::cpu::switched_off;
+use super::gemm::{gemm, Mat};
+
 /// Shapes of one layer's prefill attention.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shape {
@@ -37,7 +40,7 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
     use rayon::prelude::*;
     let (nkv, hd, cap) = (s.n_kv_head, s.head_dim, s.cap);
     let kv_len = s.pos + s.t;
-    if super::switched_off("WORKBENCH_LLM_NO_ATTN")
+    if switched_off("WORKBENCH_LLM_NO_ATTN")
         || nkv == 0
         || !s.n_head.is_multiple_of(nkv)
         || s.t == 0
@@ -53,8 +56,8 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
     }
     let threads = rayon::current_num_threads();
     let par = match threads {
-        1 => gemm::Parallelism::None,
-        n => gemm::Parallelism::Rayon(n),
+        1 => ::gemm::Parallelism::None,
+        n => ::gemm::Parallelism::Rayon(n),
     };
     let mut y = vec![0f32; q.len()];
     let mut sc = vec![0f32; rows * kv_len];
@@ -62,31 +65,21 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
         let qj = &q[j * rows * hd..(j + 1) * rows * hd];
         let kj = &k[j * cap * hd..(j * cap + kv_len) * hd];
         let vj = &v[j * cap * hd..(j * cap + kv_len) * hd];
-        // SAFETY: sc (rows × kv_len), qj (rows × hd) and kj (kv_len × hd) are row-major
-        // with exactly those sizes; sc is written without being read.
-        unsafe {
-            gemm::gemm(
-                rows,
-                kv_len,
-                hd,
-                sc.as_mut_ptr(),
-                1,
-                kv_len as isize,
-                false,
-                qj.as_ptr(),
-                1,
-                hd as isize,
-                kj.as_ptr(),
-                hd as isize,
-                1,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
-        }
+        // sc (rows × kv_len), qj (rows × hd) and kj (kv_len × hd) are row-major with
+        // exactly those sizes; sc is written without being read.
+        let (qm, km) = (Mat::rows(qj, rows, hd), Mat::rows(kj, kv_len, hd));
+        gemm(
+            &mut sc,
+            0,
+            kv_len,
+            qm.ok()?,
+            km.ok()?.t(),
+            false,
+            0.0,
+            1.0,
+            par,
+        )
+        .ok()?;
         // Row r of the group is position pos + r % t: it sees keys 0..=pos + r % t.
         sc.par_chunks_mut(kv_len * ROWS)
             .enumerate()
@@ -95,31 +88,10 @@ pub(crate) fn attend(q: &[f32], k: &[f32], v: &[f32], s: Shape, scale: f32) -> O
                     causal_softmax(row, s.pos + (c * ROWS + i) % s.t + 1, scale);
                 }
             });
-        // SAFETY: yj (rows × hd), sc (rows × kv_len) and vj (kv_len × hd) are row-major
-        // with exactly those sizes; yj is written without being read.
-        unsafe {
-            gemm::gemm(
-                rows,
-                hd,
-                kv_len,
-                yj.as_mut_ptr(),
-                1,
-                hd as isize,
-                false,
-                sc.as_ptr(),
-                1,
-                kv_len as isize,
-                vj.as_ptr(),
-                1,
-                hd as isize,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                par,
-            );
-        }
+        // yj (rows × hd), sc (rows × kv_len) and vj (kv_len × hd) are row-major with
+        // exactly those sizes; yj is written without being read.
+        let (sm, vm) = (Mat::rows(&sc, rows, kv_len), Mat::rows(vj, kv_len, hd));
+        gemm(yj, 0, hd, sm.ok()?, vm.ok()?, false, 0.0, 1.0, par).ok()?;
     }
     Some(y)
 }
