@@ -71,6 +71,10 @@ impl Generator {
     }
 }
 
+/// Loads a GGUF model by the value of a reader's `model`.
+#[cfg(feature = "llm")]
+pub type ModelLoader<'a> = Box<dyn FnMut(&str) -> Result<super::generative::SharedLlm> + 'a>;
+
 /// What a reader's spec is built against.
 #[cfg(feature = "llm")]
 pub struct ReaderCtx<'a> {
@@ -87,7 +91,7 @@ pub struct ReaderCtx<'a> {
     pub base_dir: &'a std::path::Path,
     /// Loads a GGUF model by the value of `model` (once per pool, shared with the judge
     /// and the query transform).
-    pub models: Box<dyn FnMut(&str) -> Result<super::generative::SharedLlm> + 'a>,
+    pub models: ModelLoader<'a>,
     /// A trained extractive reader (`trained:<recipe>`) resolved before building: its
     /// checkpoint folder and the windows it was trained with.
     pub trained_reader: Option<(std::path::PathBuf, super::extractive::WindowParams)>,
