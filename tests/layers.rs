@@ -532,9 +532,9 @@ const BUILDERS: [&str; 4] = [
     "build.rs",
 ];
 
-/// Stages whose specs build themselves (`RetrieverSpec::build`, `RerankerSpec::build`):
-/// every file under them is a builder.
-const BUILDER_DIRS: [&str; 2] = ["retrieve/", "rerank/"];
+/// Stages whose specs build themselves (`RetrieverSpec::build`, `RerankerSpec::build`,
+/// `ReaderSpec::build`): every file under them is a builder.
+const BUILDER_DIRS: [&str; 3] = ["retrieve/", "rerank/", "read/"];
 
 fn is_builder(file: &str) -> bool {
     BUILDERS.contains(&file) || BUILDER_DIRS.iter().any(|d| file.starts_with(d))
@@ -625,6 +625,11 @@ fn a_builder_that_trains_is_reported() {
             "retrieve/bm25.rs",
             "fn _planted() { let _ = crate::train::train; }",
             "retrieve/bm25.rs calls train::run::train",
+        ),
+        (
+            "read/spec.rs",
+            "fn _planted() { let _ = crate::train::train; }",
+            "read/spec.rs calls train::run::train",
         ),
     ] {
         let dir = scratch_copy(&[(file, line)]);

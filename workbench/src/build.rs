@@ -241,3 +241,62 @@ fn not_resolved(field: &'static str, what: &str) -> Error {
         ),
     )
 }
+
+/// A stage spec's table (`[[retrieval.retrievers]]`, `[rerank]`, the reader's own fields)
+/// deserialized as the internally tagged `T`: a missing `kind` is `default_kind`, and an
+/// error says which field it is about (`{table}.{field}: …`), which the tagged form alone
+/// does not. Goes through [`toml::Value`], which keeps `nan` and `inf` (for the checks to
+/// refuse).
+pub(crate) fn tagged_table<T: serde::de::DeserializeOwned>(
+    mut table: toml::Table,
+    default_kind: &str,
+    name: &str,
+) -> std::result::Result<T, String> {
+    table
+        .entry("kind")
+        .or_insert_with(|| toml::Value::String(default_kind.to_string()));
+    T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        let kind = table
+            .get("kind")
+            .cloned()
+            .unwrap_or(toml::Value::Boolean(false));
+        let alone = |fields: &[(&String, &toml::Value)]| -> bool {
+            let mut one = toml::Table::new();
+            one.insert("kind".into(), kind.clone());
+            for (k, v) in fields {
+                one.insert((*k).clone(), (*v).clone());
+            }
+            T::deserialize(toml::Value::Table(one)).is_err()
+        };
+        if alone(&[]) {
+            return format!("{name}.kind: {e}");
+        }
+        let message = e.to_string();
+        match table
+            .iter()
+            .filter(|(k, _)| *k != "kind")
+            .find(|(k, v)| alone(&[(k, v)]))
+        {
+            Some((k, _)) => format!("{name}.{k}: {message}"),
+            None => message,
+        }
+    })
+}
+
+/// [`tagged_table`] for any serde input: the value must be a table.
+pub(crate) fn deserialize_tagged<'de, D, T>(
+    d: D,
+    default_kind: &str,
+    name: &str,
+) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error as _;
+    use serde::Deserialize as _;
+    match toml::Value::deserialize(d)? {
+        toml::Value::Table(t) => tagged_table(t, default_kind, name).map_err(D::Error::custom),
+        _ => Err(D::Error::custom(format!("{name} must be a table"))),
+    }
+}

@@ -1,9 +1,10 @@
 //! The crate's unsafe SIMD kernels, each behind a safe entry point.
 //!
-//! Everything here that runs CPU-specific instructions (`#[target_feature]` functions,
-//! intrinsics, AMX assembly) or writes through raw pointers for speed lives in this module
-//! and nowhere else; the stages (`encode`, `read`, `rerank`, `machine`) keep their logic
-//! and call the entry points below. One CPU-feature detection serves them all
+//! Everything that runs CPU-specific instructions (`#[target_feature]` functions,
+//! intrinsics, AMX assembly) lives in this module; the stages (`encode`, `read`, `rerank`,
+//! `machine`) keep their logic and call the entry points below. The one unsafe entry point
+//! used outside is [`gemm::gemm_into`], from the trainable encoder's parallel backward
+//! passes (disjoint blocks of one output buffer). One CPU-feature detection serves them all
 //! ([`cpu::features`]); a kernel that needs a feature either takes its capability token
 //! (e.g. [`cpu::Avx512`], which only [`cpu::Features`] hands out) or is a checked entry
 //! point that detects and falls back to its portable path. Each kernel's tests check it

@@ -55,7 +55,8 @@
 //! kind = "generative"                 # generative | openai | extractive     default "generative"
 //! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset, path to a .gguf or hf:ORG/NAME[@REV]/FILE;
 //!                                     # openai: the server's model name;
-//!                                     # extractive: a QA folder or "trained:<recipe>"   default that
+//!                                     # extractive: a QA folder or "trained:<recipe>"
+//!                                     # default "qwen2.5-coder-1.5b-instruct-gguf" (extractive: "trained:minilm-all")
 //! prompt = "data/prompts/rag_001.txt" # the template                         default that
 //! passages = 5                        # passages given to the reader (k)     default 5
 //! passage_format = "[CHUNK {i}]\n{text}"   # one passage in {passages}      default that
@@ -936,7 +937,6 @@ impl PipelineConfig {
             return Err(Error::param("questions.path", "empty"));
         }
         self.require_file("reader.prompt", &self.reader.prompt)?;
-        self.reader.spec.check()?;
         let judge_server = self.evaluation.judge_base_url.trim();
         if !judge_server.is_empty() {
             if self.evaluation.judge_model.trim().is_empty() {

@@ -23,7 +23,6 @@ pub use super::ctx::BuildReader;
 #[cfg(feature = "llm")]
 pub use super::ctx::{BuiltReader, Generator, ReaderCtx};
 use super::{AbstentionRule, AnswerParser};
-use crate::retrieve::spec::with_default_kind;
 use crate::Result;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -211,35 +210,39 @@ impl Default for ReaderConfig {
 impl<'de> Deserialize<'de> for ReaderConfig {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         use serde::de::Error as _;
-        let value = serde_json::Value::deserialize(d)?;
-        let serde_json::Value::Object(mut table) = value else {
+        let toml::Value::Table(mut table) = toml::Value::deserialize(d)? else {
             return Err(D::Error::custom("[reader] must be a table"));
         };
-        let mut shared = serde_json::Map::new();
+        let mut shared = toml::Table::new();
         for f in SHARED_FIELDS {
             if let Some(v) = table.remove(f) {
                 shared.insert(f.to_string(), v);
             }
         }
-        let shared =
-            Shared::deserialize(serde_json::Value::Object(shared.clone())).map_err(|e| {
-                // Name the field: the first one that fails alone.
-                let field = shared.iter().find(|(k, v)| {
-                    let one = serde_json::Map::from_iter([((*k).clone(), (*v).clone())]);
-                    Shared::deserialize(serde_json::Value::Object(one)).is_err()
-                });
-                match field {
-                    Some((k, _)) => D::Error::custom(format!("reader.{k}: {e}")),
-                    None => D::Error::custom(e),
-                }
-            })?;
-        let spec = with_default_kind(serde_json::Value::Object(table), ReaderSpec::DEFAULT_KIND);
-        let spec: ReaderSpec = Tagged::deserialize(spec).map(Into::into).map_err(|e| {
-            D::Error::custom(format!(
-                "{e} (or one of the fields every reader takes: {})",
-                SHARED_FIELDS.join(", ")
-            ))
+        let shared = Shared::deserialize(toml::Value::Table(shared.clone())).map_err(|e| {
+            // Name the field: the first one that fails alone.
+            let field = shared.iter().find(|(k, v)| {
+                let one = toml::Table::from_iter([((*k).clone(), (*v).clone())]);
+                Shared::deserialize(toml::Value::Table(one)).is_err()
+            });
+            match field {
+                Some((k, _)) => D::Error::custom(format!("reader.{k}: {e}")),
+                None => D::Error::custom(e),
+            }
         })?;
+        let spec: ReaderSpec =
+            crate::build::tagged_table::<Tagged>(table, ReaderSpec::DEFAULT_KIND, "reader")
+                .map(Into::into)
+                .map_err(|e| {
+                    D::Error::custom(if e.contains("unknown field") {
+                        format!(
+                            "{e} (or one of the fields every reader takes: {})",
+                            SHARED_FIELDS.join(", ")
+                        )
+                    } else {
+                        e
+                    })
+                })?;
         Ok(ReaderConfig {
             prompt: shared.prompt,
             passages: shared.passages,
@@ -699,6 +702,74 @@ mod tests {
         );
         let c = parse("kind = \"extractive\"\nread_mode = \"best-per-passage\"").unwrap();
         assert!(c.spec.abstains_itself());
+    }
+
+    #[test]
+    fn errors_name_the_field_and_non_finite_numbers_are_refused() {
+        let e = parse("max_new_tokens = \"x\"").unwrap_err();
+        assert!(e.contains("reader.max_new_tokens: invalid type"), "{e}");
+        assert!(!e.contains("every reader takes"), "{e}");
+        let e = parse("passages = \"two\"").unwrap_err();
+        assert!(e.contains("reader.passages: invalid type"), "{e}");
+        let c = parse("kind = \"extractive\"\nnull_threshold = nan").unwrap();
+        let e = c.spec.check().unwrap_err().to_string();
+        assert!(e.contains("reader.null_threshold"), "{e}");
+        for field in ["temperature = nan", "temperature = inf", "top_p = nan"] {
+            let e = parse(field).unwrap().spec.check().unwrap_err().to_string();
+            assert!(e.contains(field.split(' ').next().unwrap()), "{field}: {e}");
+        }
+        let e = parse("kind = \"openai\"\ntimeout_secs = inf").unwrap();
+        assert!(e.spec.check().is_err());
+    }
+
+    #[test]
+    fn an_extractive_reader_defaults_to_the_trained_minilm_reader() {
+        let c = parse("kind = \"extractive\"").unwrap();
+        assert_eq!(c.spec.model(), "trained:minilm-all");
+        assert_eq!(
+            parse("").unwrap().spec.model(),
+            "qwen2.5-coder-1.5b-instruct-gguf"
+        );
+    }
+
+    #[cfg(feature = "llm")]
+    #[test]
+    fn the_generative_options_carry_every_setting() {
+        let c = parse(
+            "passage_separator = \"--\"\nsystem = \"Be brief.\"\nconcurrency = 3\n\
+             max_new_tokens = 7\nstop = [\"X\"]\ntemperature = 0.5\ntop_p = 0.9\nseed = 5\n\
+             model = \"models/m.gguf\"",
+        )
+        .unwrap();
+        let ReaderSpec::Generative(g) = &c.spec else {
+            panic!("{c:?}")
+        };
+        let ctx = ReaderCtx {
+            prompt: "P {passages}".into(),
+            passage: "[{rank}] {text}".into(),
+            passage_separator: c.passage_separator.clone(),
+            abstention: c.abstention.clone(),
+            base_dir: std::path::Path::new("."),
+            models: Box::new(|m: &str| Err(crate::Error::param("model", m.to_string()))),
+            trained_reader: None,
+        };
+        let o = g.options(&ctx);
+        assert_eq!((o.name.as_str(), o.batch), ("m", 3));
+        assert_eq!(o.system.as_deref(), Some("Be brief."));
+        assert_eq!(
+            (o.prompt.as_str(), o.passage_separator.as_str()),
+            ("P {passages}", "--")
+        );
+        assert_eq!(o.params.max_new_tokens, 7);
+        assert_eq!(o.params.stop_strings, ["X"]);
+        assert_eq!(
+            o.params.sampling,
+            super::super::generative::Sampling::TopP {
+                temperature: 0.5,
+                top_p: 0.9,
+                seed: 5
+            }
+        );
     }
 
     #[test]

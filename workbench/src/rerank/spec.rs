@@ -23,7 +23,6 @@
 use super::Reranker;
 use crate::assets::TRAINED_PREFIX;
 use crate::build::BuildCtx;
-use crate::retrieve::spec::with_default_kind;
 use crate::{Error, Result};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -167,10 +166,8 @@ impl Default for RerankerSpec {
 
 impl<'de> Deserialize<'de> for RerankerSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let value = with_default_kind(serde_json::Value::deserialize(d)?, Self::DEFAULT_KIND);
-        Tagged::deserialize(value)
+        crate::build::deserialize_tagged::<D, Tagged>(d, Self::DEFAULT_KIND, "rerank")
             .map(Into::into)
-            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -516,6 +513,12 @@ mod tests {
                 .trained(),
             None
         );
+    }
+
+    #[test]
+    fn a_wrong_type_names_the_field() {
+        let e = parse("kind = \"cross-encoder\"\ndepth = \"x\"").unwrap_err();
+        assert!(e.contains("rerank.depth: invalid type"), "{e}");
     }
 
     #[test]

@@ -192,7 +192,16 @@ impl Bm25Spec {
 
 impl super::BuildRetriever for Bm25Spec {
     fn check(&self) -> Result<()> {
-        self.params().validate()
+        self.params().validate().map_err(|e| match e {
+            Error::InvalidParam {
+                name: "k1",
+                message,
+            } => Error::param("retrieval.retrievers.k1", message),
+            Error::InvalidParam { name: "b", message } => {
+                Error::param("retrieval.retrievers.b", message)
+            }
+            e => e,
+        })
     }
 
     fn build(&self, ctx: &crate::build::BuildCtx<'_>) -> Result<Arc<dyn Retriever>> {

@@ -99,21 +99,9 @@ impl Default for RetrieverSpec {
 
 impl<'de> Deserialize<'de> for RetrieverSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let value = with_default_kind(serde_json::Value::deserialize(d)?, Self::DEFAULT_KIND);
-        Tagged::deserialize(value)
+        crate::build::deserialize_tagged::<D, Tagged>(d, Self::DEFAULT_KIND, "retrievers")
             .map(Into::into)
-            .map_err(serde::de::Error::custom)
     }
-}
-
-/// `value` with `"kind": default` added when it is a table without one.
-pub(crate) fn with_default_kind(mut value: serde_json::Value, default: &str) -> serde_json::Value {
-    if let Some(table) = value.as_object_mut() {
-        table
-            .entry("kind")
-            .or_insert_with(|| serde_json::Value::String(default.to_string()));
-    }
-    value
 }
 
 impl RetrieverSpec {
@@ -268,6 +256,20 @@ mod tests {
             assert_eq!(spec.kind(), *kind);
             let text = toml::to_string(&spec).unwrap();
             assert_eq!(parse(&text).unwrap(), spec, "{text}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_field_and_non_finite_numbers_are_refused() {
+        let e = parse("k1 = \"x\"").unwrap_err();
+        assert!(e.contains("retrievers.k1: invalid type"), "{e}");
+        let e = parse("kind = \"bm26\"\nk1 = 1.0").unwrap_err();
+        assert!(e.contains("retrievers.kind: unknown variant"), "{e}");
+        let e = parse("kind = \"dense\"\nk1 = 1.0").unwrap_err();
+        assert!(e.contains("retrievers.k1: unknown field"), "{e}");
+        for bad in ["inf", "nan"] {
+            let e = parse(&format!("k1 = {bad}")).unwrap().check().unwrap_err();
+            assert!(e.to_string().contains("k1"), "{e}");
         }
     }
 

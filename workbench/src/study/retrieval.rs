@@ -2,9 +2,9 @@
 //! with a baseline.
 //!
 //! A system is data ([`SystemSpec`]): the pipeline's retriever specs
-//! ([`crate::pipeline::config::RetrieverConfig`]), their fusion (weights, RRF's k) and an
-//! optional re-ranker ([`crate::pipeline::config::RerankConfig`]), so a study's systems are a TOML list and adding one is
-//! a TOML edit:
+//! ([`crate::retrieve::RetrieverSpec`]), their fusion (weights, RRF's k) and an optional
+//! re-ranker ([`crate::rerank::RerankerSpec`]), so a study's systems are a TOML list and
+//! adding one is a TOML edit:
 //!
 //! ```toml
 //! [[system]]
