@@ -96,6 +96,7 @@ fn parse(text: &str, allowed: &[&str], origin: &Path) -> Result<Vec<Piece>> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PromptTemplate {
     origin: PathBuf,
+    text: String,
     pieces: Vec<Piece>,
     passage: Vec<Piece>,
     separator: String,
@@ -107,10 +108,12 @@ const PASSAGE_SLOTS: [&str; 4] = ["i", "id", "title", "text"];
 impl PromptTemplate {
     /// Parse `text` (from `origin`, for messages) with the passage format and separator.
     pub fn parse(text: &str, origin: &Path, passage_format: &str, separator: &str) -> Result<Self> {
+        let raw = text;
         let text = text.strip_suffix('\n').unwrap_or(text);
         let text = text.strip_suffix('\r').unwrap_or(text);
         Ok(PromptTemplate {
             origin: origin.to_path_buf(),
+            text: raw.to_string(),
             pieces: parse(text, &TEMPLATE_SLOTS, origin)?,
             passage: parse(
                 passage_format,
@@ -125,6 +128,11 @@ impl PromptTemplate {
     pub fn load(path: &Path, passage_format: &str, separator: &str) -> Result<Self> {
         let text = crate::load::read_to_string(path)?;
         Self::parse(&text, path, passage_format, separator)
+    }
+
+    /// The template's text as it was read (trailing line break included).
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The file it came from.

@@ -148,8 +148,9 @@ fn reader_ctx<'a>(pipeline: &'a Pipeline, pool: &'a mut ModelPool) -> Result<Rea
 fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
     use crate::text::fill_placeholders_keep_escapes as fill;
     let c = &pipeline.config().reader;
-    let template = crate::load::read_to_string(&pipeline.config().resolve(&c.prompt))?;
-    let template = template.strip_suffix('\n').unwrap_or(&template);
+    // The template file as the pipeline read it when it was built (read once).
+    let template = pipeline.template().text();
+    let template = template.strip_suffix('\n').unwrap_or(template);
     let mut prompt = fill(template, &[("k", &c.passages.to_string())]);
     if !pipeline.template().uses_passages() {
         prompt.push_str("{passages}");
