@@ -300,3 +300,79 @@ where
         _ => Err(D::Error::custom(format!("{name} must be a table"))),
     }
 }
+
+/// Declares a stage's spec enum from one `Variant(Params) = "kind"` line per
+/// implementation: the enum (serialized with `kind` as its tag), `KINDS`, `DEFAULT_KIND`,
+/// `kind()`, `variant_name()`, the dispatch to the parameters' build trait (`params()`,
+/// `params_mut()`), and deserialization through [`deserialize_tagged`] (a missing `kind`
+/// is the default; errors name `{table}.{field}`).
+macro_rules! stage_specs {
+    (
+        $(#[$enum_meta:meta])*
+        pub enum $name:ident: dyn $build:ident, default $default:literal, table $table:literal;
+        $( $(#[$meta:meta])* $variant:ident($params:ty) = $kind:literal ),* $(,)?
+    ) => {
+        $(#[$enum_meta])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+        #[serde(tag = "kind")]
+        pub enum $name {
+            $( $(#[$meta])* #[serde(rename = $kind)] $variant($params), )*
+        }
+
+        /// The same enum, deserialized once a missing `kind` has been filled in.
+        #[derive(serde::Deserialize)]
+        #[serde(tag = "kind")]
+        enum Tagged {
+            $( #[serde(rename = $kind)] $variant($params), )*
+        }
+
+        impl From<Tagged> for $name {
+            fn from(t: Tagged) -> Self {
+                match t {
+                    $( Tagged::$variant(p) => $name::$variant(p), )*
+                }
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                $crate::build::deserialize_tagged::<D, Tagged>(d, Self::DEFAULT_KIND, $table)
+                    .map(Into::into)
+            }
+        }
+
+        impl $name {
+            /// Every `kind`, in declaration order.
+            pub const KINDS: &'static [&'static str] = &[$($kind),*];
+            /// The `kind` when a table gives none.
+            pub const DEFAULT_KIND: &'static str = $default;
+
+            /// This implementation's `kind`.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $( $name::$variant(_) => $kind, )*
+                }
+            }
+
+            /// The variant's name (`CrossEncoder`, …), as the studies' labels show it.
+            pub fn variant_name(&self) -> &'static str {
+                match self {
+                    $( $name::$variant(_) => stringify!($variant), )*
+                }
+            }
+
+            fn params(&self) -> &dyn $build {
+                match self {
+                    $( $name::$variant(p) => p, )*
+                }
+            }
+
+            fn params_mut(&mut self) -> &mut dyn $build {
+                match self {
+                    $( $name::$variant(p) => p, )*
+                }
+            }
+        }
+    };
+}
+pub(crate) use stage_specs;

@@ -17,7 +17,7 @@
 //!
 //! To add a reader: write its parameters with an `impl `[`BuildReader`] in
 //! `read/<name>.rs` (beside the reader), or here when the reader's module is compiled only
-//! with a feature, and add one line to the `reader_specs!` list below.
+//! with a feature, and add one line to the `stage_specs!` list below.
 
 pub use super::ctx::BuildReader;
 #[cfg(feature = "llm")]
@@ -26,61 +26,9 @@ use super::{AbstentionRule, AnswerParser};
 use crate::Result;
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// Declares [`ReaderSpec`]: one `Variant(Params) = "kind"` line per reader.
-macro_rules! reader_specs {
-    ($default:literal; $( $(#[$meta:meta])* $variant:ident($params:ty) = $kind:literal ),* $(,)?) => {
-        /// One reader's own parameters. See the [module docs](self).
-        #[derive(Debug, Clone, PartialEq, Serialize)]
-        #[serde(tag = "kind")]
-        pub enum ReaderSpec {
-            $( $(#[$meta])* #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        /// The same enum, deserialized once a missing `kind` has been filled in.
-        #[derive(Deserialize)]
-        #[serde(tag = "kind")]
-        enum Tagged {
-            $( #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        impl From<Tagged> for ReaderSpec {
-            fn from(t: Tagged) -> Self {
-                match t {
-                    $( Tagged::$variant(p) => ReaderSpec::$variant(p), )*
-                }
-            }
-        }
-
-        impl ReaderSpec {
-            /// Every `kind`, in declaration order.
-            pub const KINDS: &'static [&'static str] = &[$($kind),*];
-            /// The `kind` when the table gives none.
-            pub const DEFAULT_KIND: &'static str = $default;
-
-            /// This reader's `kind`.
-            pub fn kind(&self) -> &'static str {
-                match self {
-                    $( ReaderSpec::$variant(_) => $kind, )*
-                }
-            }
-
-            fn params(&self) -> &dyn BuildReader {
-                match self {
-                    $( ReaderSpec::$variant(p) => p, )*
-                }
-            }
-
-            fn params_mut(&mut self) -> &mut dyn BuildReader {
-                match self {
-                    $( ReaderSpec::$variant(p) => p, )*
-                }
-            }
-        }
-    };
-}
-
-reader_specs! {
-    "generative";
+crate::build::stage_specs! {
+    /// One reader's own parameters. See the [module docs](self).
+    pub enum ReaderSpec: dyn BuildReader, default "generative", table "reader";
     /// A GGUF chat model run in process.
     Generative(GenerativeSpec) = "generative",
     /// Any OpenAI-compatible chat-completions server.
@@ -294,24 +242,28 @@ impl Default for GenerativeSpec {
     }
 }
 
-impl GenerativeSpec {
-    /// Check the decoding settings; errors name the field (`reader.temperature`, …).
-    pub fn check_decoding(&self) -> Result<()> {
-        use crate::Error;
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return Err(Error::param("reader.temperature", "must be finite and ≥ 0"));
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(Error::param("reader.top_p", "must be in (0, 1]"));
-        }
-        if self.max_new_tokens == 0 {
-            return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
-        }
-        if self.concurrency == 0 {
-            return Err(Error::param("reader.concurrency", "must be at least 1"));
-        }
-        Ok(())
+/// Check a generating reader's decoding settings; errors name the field
+/// (`reader.temperature`, …).
+fn check_decoding(
+    temperature: f64,
+    top_p: f64,
+    max_new_tokens: usize,
+    concurrency: usize,
+) -> Result<()> {
+    use crate::Error;
+    if !(temperature >= 0.0 && temperature.is_finite()) {
+        return Err(Error::param("reader.temperature", "must be finite and ≥ 0"));
     }
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(Error::param("reader.top_p", "must be in (0, 1]"));
+    }
+    if max_new_tokens == 0 {
+        return Err(Error::param("reader.max_new_tokens", "must be at least 1"));
+    }
+    if concurrency == 0 {
+        return Err(Error::param("reader.concurrency", "must be at least 1"));
+    }
+    Ok(())
 }
 
 impl BuildReader for GenerativeSpec {
@@ -342,7 +294,12 @@ impl BuildReader for GenerativeSpec {
             }
             _ => {}
         }
-        self.check_decoding()
+        check_decoding(
+            self.temperature,
+            self.top_p,
+            self.max_new_tokens,
+            self.concurrency,
+        )
     }
 
     #[cfg(feature = "llm")]
@@ -486,17 +443,12 @@ impl BuildReader for OpenAiSpec {
                 "must be finite and ≥ 0",
             ));
         }
-        GenerativeSpec {
-            model: self.model.clone(),
-            max_new_tokens: self.max_new_tokens,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            seed: self.seed,
-            system: self.system.clone(),
-            stop: self.stop.clone(),
-            concurrency: self.concurrency,
-        }
-        .check_decoding()
+        check_decoding(
+            self.temperature,
+            self.top_p,
+            self.max_new_tokens,
+            self.concurrency,
+        )
     }
 
     #[cfg(feature = "llm")]

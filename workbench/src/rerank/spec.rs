@@ -18,13 +18,13 @@
 //!
 //! To add a re-ranker: write its parameters with an `impl `[`BuildReranker`] (beside the
 //! re-ranker in `rerank/<name>.rs`, or here when the re-ranker's module is compiled only
-//! with a feature) and add one line to the `reranker_specs!` list below.
+//! with a feature) and add one line to the `stage_specs!` list below.
 
 use super::Reranker;
 use crate::assets::TRAINED_PREFIX;
 use crate::build::BuildCtx;
 use crate::{Error, Result};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 /// A model a re-ranker spec names that the workbench trains.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,68 +88,9 @@ pub trait BuildReranker {
     fn build(&self, ctx: &BuildCtx<'_>) -> Result<Box<dyn Reranker>>;
 }
 
-/// Declares [`RerankerSpec`]: one `Variant(Params) = "kind"` line per re-ranker.
-macro_rules! reranker_specs {
-    ($default:literal; $( $(#[$meta:meta])* $variant:ident($params:ty) = $kind:literal ),* $(,)?) => {
-        /// One re-ranker. See the [module docs](self).
-        #[derive(Debug, Clone, PartialEq, Serialize)]
-        #[serde(tag = "kind")]
-        pub enum RerankerSpec {
-            $( $(#[$meta])* #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        /// The same enum, deserialized once a missing `kind` has been filled in.
-        #[derive(Deserialize)]
-        #[serde(tag = "kind")]
-        enum Tagged {
-            $( #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        impl From<Tagged> for RerankerSpec {
-            fn from(t: Tagged) -> Self {
-                match t {
-                    $( Tagged::$variant(p) => RerankerSpec::$variant(p), )*
-                }
-            }
-        }
-
-        impl RerankerSpec {
-            /// Every `kind`, in declaration order.
-            pub const KINDS: &'static [&'static str] = &[$($kind),*];
-            /// The `kind` when a table gives none.
-            pub const DEFAULT_KIND: &'static str = $default;
-
-            /// This re-ranker's `kind` (`cross-encoder`, …).
-            pub fn kind(&self) -> &'static str {
-                match self {
-                    $( RerankerSpec::$variant(_) => $kind, )*
-                }
-            }
-
-            /// The variant's name (`CrossEncoder`, …), as the studies' labels show it.
-            pub fn variant_name(&self) -> &'static str {
-                match self {
-                    $( RerankerSpec::$variant(_) => stringify!($variant), )*
-                }
-            }
-
-            fn params(&self) -> &dyn BuildReranker {
-                match self {
-                    $( RerankerSpec::$variant(p) => p, )*
-                }
-            }
-
-            fn params_mut(&mut self) -> &mut dyn BuildReranker {
-                match self {
-                    $( RerankerSpec::$variant(p) => p, )*
-                }
-            }
-        }
-    };
-}
-
-reranker_specs! {
-    "bi-encoder";
+crate::build::stage_specs! {
+    /// One re-ranker. See the [module docs](self).
+    pub enum RerankerSpec: dyn BuildReranker, default "bi-encoder", table "rerank";
     /// Cosine of sentence vectors.
     BiEncoder(BiEncoderSpec) = "bi-encoder",
     /// MaxSim over token vectors, raw or through a trained ColBERT projection.
@@ -161,13 +102,6 @@ reranker_specs! {
 impl Default for RerankerSpec {
     fn default() -> Self {
         RerankerSpec::BiEncoder(Default::default())
-    }
-}
-
-impl<'de> Deserialize<'de> for RerankerSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        crate::build::deserialize_tagged::<D, Tagged>(d, Self::DEFAULT_KIND, "rerank")
-            .map(Into::into)
     }
 }
 

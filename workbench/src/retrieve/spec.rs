@@ -15,70 +15,18 @@
 //! (`Serialize + Deserialize`, `#[serde(deny_unknown_fields, default)]`) and an
 //! `impl `[`BuildRetriever`] for them (the trait lives in `retrieve/mod.rs`, so a retriever's
 //! file and this list do not depend on each other both ways); declare the module in `retrieve/mod.rs` and add one
-//! line to the `retriever_specs!` list below.
+//! line to the `stage_specs!` list below.
 
 pub use super::BuildRetriever;
 use super::Retriever;
 use crate::build::BuildCtx;
 use crate::Result;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-/// Declares [`RetrieverSpec`]: one `Variant(Params) = "kind"` line per retriever.
-macro_rules! retriever_specs {
-    ($default:literal; $( $(#[$meta:meta])* $variant:ident($params:ty) = $kind:literal ),* $(,)?) => {
-        /// One first-stage retriever. See the [module docs](self).
-        #[derive(Debug, Clone, PartialEq, Serialize)]
-        #[serde(tag = "kind")]
-        pub enum RetrieverSpec {
-            $( $(#[$meta])* #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        /// The same enum, deserialized once a missing `kind` has been filled in.
-        #[derive(Deserialize)]
-        #[serde(tag = "kind")]
-        enum Tagged {
-            $( #[serde(rename = $kind)] $variant($params), )*
-        }
-
-        impl From<Tagged> for RetrieverSpec {
-            fn from(t: Tagged) -> Self {
-                match t {
-                    $( Tagged::$variant(p) => RetrieverSpec::$variant(p), )*
-                }
-            }
-        }
-
-        impl RetrieverSpec {
-            /// Every `kind`, in declaration order.
-            pub const KINDS: &'static [&'static str] = &[$($kind),*];
-            /// The `kind` when a table gives none.
-            pub const DEFAULT_KIND: &'static str = $default;
-
-            /// This retriever's `kind` (`bm25`, `dense`, …).
-            pub fn kind(&self) -> &'static str {
-                match self {
-                    $( RetrieverSpec::$variant(_) => $kind, )*
-                }
-            }
-
-            fn params(&self) -> &dyn BuildRetriever {
-                match self {
-                    $( RetrieverSpec::$variant(p) => p, )*
-                }
-            }
-
-            fn params_mut(&mut self) -> &mut dyn BuildRetriever {
-                match self {
-                    $( RetrieverSpec::$variant(p) => p, )*
-                }
-            }
-        }
-    };
-}
-
-retriever_specs! {
-    "bm25";
+crate::build::stage_specs! {
+    /// One first-stage retriever. See the [module docs](self).
+    pub enum RetrieverSpec: dyn BuildRetriever, default "bm25", table "retrievers";
     /// BM25 (Lucene variant) with the default analyzer.
     Bm25(super::bm25::Bm25Spec) = "bm25",
     /// TF-IDF cosine.
@@ -94,13 +42,6 @@ retriever_specs! {
 impl Default for RetrieverSpec {
     fn default() -> Self {
         RetrieverSpec::Bm25(Default::default())
-    }
-}
-
-impl<'de> Deserialize<'de> for RetrieverSpec {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        crate::build::deserialize_tagged::<D, Tagged>(d, Self::DEFAULT_KIND, "retrievers")
-            .map(Into::into)
     }
 }
 
