@@ -37,12 +37,10 @@ pub enum Training {
     Forbid,
 }
 
-/// The trained re-rankers of a config or of a study's systems: their training records,
-/// and the files the builders load ([`Trained::models`]).
+/// The trained re-rankers of a config or of a study's systems: the files the builders
+/// load ([`Trained::models`]).
 #[derive(Debug, Clone, Default)]
 pub struct Trained {
-    cross: BTreeMap<String, TrainedCrossEncoder>,
-    colbert: BTreeMap<(String, usize, usize), TrainedColbert>,
     models: TrainedModels,
 }
 
@@ -50,22 +48,6 @@ impl Trained {
     /// The files the builders load ([`BuildCtx::trained`](crate::build::BuildCtx)).
     pub fn models(&self) -> &TrainedModels {
         &self.models
-    }
-
-    /// The training record of the cross-encoder a spec names `model` (`trained:<recipe>`).
-    pub fn cross_encoder(&self, model: &str) -> Option<&TrainedCrossEncoder> {
-        self.cross.get(model)
-    }
-
-    /// The training record of a ColBERT projection.
-    pub fn colbert(
-        &self,
-        model: &str,
-        head_dim: usize,
-        head_groups: usize,
-    ) -> Option<&TrainedColbert> {
-        self.colbert
-            .get(&(model.to_string(), head_dim, head_groups))
     }
 
     /// Whether the trained model `spec` re-ranks with (if any) is resolved here: the
@@ -84,7 +66,7 @@ impl Trained {
         self.len() == 0
     }
 
-    fn add_cross_encoder(&mut self, model: &str, t: TrainedCrossEncoder) {
+    fn add_cross_encoder(&mut self, model: &str, t: &TrainedCrossEncoder) {
         self.models.insert_cross_encoder(
             model,
             CrossCheckpoint {
@@ -93,10 +75,15 @@ impl Trained {
                 max_length: t.recipe.max_length,
             },
         );
-        self.cross.insert(model.to_string(), t);
     }
 
-    fn add_colbert(&mut self, model: &str, head_dim: usize, head_groups: usize, t: TrainedColbert) {
+    fn add_colbert(
+        &mut self,
+        model: &str,
+        head_dim: usize,
+        head_groups: usize,
+        t: &TrainedColbert,
+    ) {
         self.models.insert_colbert(
             model,
             head_dim,
@@ -107,8 +94,6 @@ impl Trained {
                 markers: t.recipe.markers.then_some(t.recipe.n_q),
             },
         );
-        self.colbert
-            .insert((model.to_string(), head_dim, head_groups), t);
     }
 }
 
@@ -130,7 +115,7 @@ pub fn resolve<'a>(
                 }
                 let recipe = cross_recipe_at(recipe, scale)?;
                 let trained = trained_cross_encoder(env, &recipe, training)?;
-                out.add_cross_encoder(model, trained);
+                out.add_cross_encoder(model, &trained);
             }
             Some(TrainedModel::Colbert {
                 model,
@@ -142,7 +127,7 @@ pub fn resolve<'a>(
                 }
                 let recipe = colbert_recipe(model, head_dim, colbert_groups_at(head_groups, scale));
                 let trained = trained_colbert(env, &recipe, training)?;
-                out.add_colbert(model, head_dim, head_groups, trained);
+                out.add_colbert(model, head_dim, head_groups, &trained);
             }
         }
     }
