@@ -744,7 +744,7 @@ fn answers_are_parsed_before_scoring_and_raw_outputs_kept() {
 #[test]
 fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
     use workbench::pipeline::config::RetrieverSpec;
-    use workbench::pipeline::study::{significance_note, QaComparisons, StudyRun, StudyRuns};
+    use workbench::study::repro::{significance_note, QaComparisons, StudyRun, StudyRuns};
     let q = [
         "What is the capital of France?",
         "Who wrote Hamlet?",
@@ -837,7 +837,7 @@ fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
 
 #[test]
 fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
-    use workbench::pipeline::study::{
+    use workbench::study::repro::{
         intervals, significance_note, QaComparisons, StudyRun, StudyRuns,
     };
     let q = [
@@ -1606,26 +1606,26 @@ fn llm_paraphrase_and_rewrite_transforms_with_smollm2() {
 #[test]
 fn side_by_side_pairs_columns_and_marks_missing() {
     let rows = vec![
-        workbench::pipeline::study::Compared {
+        workbench::study::repro::Compared {
             system: "naive".into(),
             metric: "EM".into(),
             ours: Some(40.0),
             report: Some(43.14),
         },
-        workbench::pipeline::study::Compared {
+        workbench::study::repro::Compared {
             system: "enhanced".into(),
             metric: "EM".into(),
             ours: Some(41.5),
             report: None,
         },
-        workbench::pipeline::study::Compared {
+        workbench::study::repro::Compared {
             system: "naive".into(),
             metric: "CP".into(),
             ours: Some(0.5),
             report: Some(0.74),
         },
     ];
-    let t = workbench::pipeline::study::side_by_side(&rows, &BTreeMap::from([("CP", 3)]), "c");
+    let t = workbench::study::repro::side_by_side(&rows, &BTreeMap::from([("CP", 3)]), "c");
     let md = t.to_markdown();
     assert!(
         md.contains("| system | EM | EM (report) | CP | CP (report) |"),
@@ -1900,7 +1900,12 @@ fn a_trained_reranker_is_resolved_before_building_never_by_it() {
         let e = for_config(&env, scale, &c, Training::Forbid)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("train_reranker") && e.contains(recipe), "{e}");
+        assert!(
+            e.contains("train_reranker")
+                && e.contains(recipe)
+                && e.contains(&format!("--recipe minilm-ce --scale {scale}")),
+            "{e}"
+        );
     }
     // A ColBERT projection: refused by the builder, not trained when resolving may not.
     let colbert = config(&tiny_text().replace(
@@ -1926,4 +1931,55 @@ fn a_trained_reranker_is_resolved_before_building_never_by_it() {
     assert!(for_config(&env, Scale::Quick, &tiny(), Training::Forbid)
         .unwrap()
         .is_empty());
+}
+
+/// A trained extractive reader is resolved before building, at the scale given as a
+/// value: `Pipeline::build` refuses it unresolved, and resolving over an empty cache names
+/// the recipe at that scale and the command (with `--scale`) that trains it. A name with a
+/// scale suffix is not a recipe.
+#[test]
+fn a_trained_reader_is_resolved_at_a_scale_before_building() {
+    use workbench::env::{Env, Scale};
+    use workbench::pipeline::trained::{for_config, Training};
+    let reader = |model: &str| {
+        tiny_text()
+            .replace(
+                "model = \"smollm2-135m-instruct-gguf\"",
+                &format!("kind = \"extractive\"\nmodel = \"{model}\""),
+            )
+            .replace("max_new_tokens = 32\n", "")
+    };
+    let c = config(&reader("trained:minilm-all")).unwrap();
+    let e = Pipeline::build(c.clone()).err().unwrap().to_string();
+    assert!(
+        e.contains("reader.model") && e.contains("trained:minilm-all") && e.contains("resolve"),
+        "{e}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = Env::project().unwrap();
+    env.cache = tmp.path().join("cache");
+    for (scale, label) in [
+        (Scale::Quick, "`minilm-all-quick`"),
+        (Scale::Default, "`minilm-all`"),
+    ] {
+        let e = for_config(&env, scale, &c, Training::Allow)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(label)
+                && e.contains(&format!("--recipe minilm-all --scale {scale}"))
+                && e.contains("reader.model"),
+            "{e}"
+        );
+    }
+    let suffixed = config(&reader("trained:minilm-all-quick")).unwrap();
+    let e = for_config(&env, Scale::Quick, &suffixed, Training::Allow)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown recipe `minilm-all-quick`"), "{e}");
+    assert!(
+        !env.cache.exists(),
+        "resolving a reader wrote {}",
+        env.cache.display()
+    );
 }

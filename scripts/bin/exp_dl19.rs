@@ -47,15 +47,6 @@ fn main() -> Result<()> {
             .retain(|s| s.key == baseline || args.systems.contains(&s.key));
     }
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        dl19::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        "metrics.md",
-        || dl19::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

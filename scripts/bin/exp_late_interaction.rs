@@ -85,15 +85,6 @@ fn main() -> Result<()> {
     p.colbert_groups = a.colbert_groups.unwrap_or(p.colbert_groups);
     p.colbert_ablation = (p.colbert_ablation || a.colbert_ablation) && !a.no_colbert_ablation;
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        &valid.name(),
-        valid.scale,
-        &resolved,
-        a.study.force,
-        "metrics.md",
-        || li::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.study.force)?;
     Ok(())
 }

@@ -52,15 +52,6 @@ fn main() -> Result<()> {
     p.titles = !args.no_title;
     p.answer_match = args.answer_match.unwrap_or(p.answer_match);
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        nq::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        "answer_recall.md",
-        || nq::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

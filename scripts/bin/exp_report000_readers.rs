@@ -50,15 +50,6 @@ fn main() -> Result<()> {
     p.honest_questions = args.honest_questions.unwrap_or(p.honest_questions);
     p.partial = args.partial;
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        report000::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        "table1.md",
-        || report000::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

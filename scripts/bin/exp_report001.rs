@@ -17,7 +17,6 @@ mod cli;
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::pipeline::study::ModelPool;
 use workbench::study::{self, report001, Env};
 
 #[derive(Parser, Debug)]
@@ -34,16 +33,7 @@ fn main() -> Result<()> {
     let env = Env::project()?;
     let mut p = report001::params(args.study.scale);
     args.repro.apply(&args.study, &mut p);
-    let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        report001::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        report001::SUMMARY_FILE,
-        || report001::run(&env, &valid, &mut ModelPool::default()),
-    )?;
+    let valid = report001::study(p)?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

@@ -17,7 +17,6 @@ mod cli;
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::pipeline::study::ModelPool;
 use workbench::study::{self, report002, Env};
 
 #[derive(Parser, Debug)]
@@ -40,16 +39,7 @@ fn main() -> Result<()> {
         p = report002::with_each(p);
     }
     args.repro.apply(&args.study, &mut p);
-    let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        report002::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        report002::SUMMARY_FILE,
-        || report002::run(&env, &valid, &mut ModelPool::default()),
-    )?;
+    let valid = report002::study(p)?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

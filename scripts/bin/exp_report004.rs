@@ -17,7 +17,6 @@ mod cli;
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::pipeline::study::ModelPool;
 use workbench::study::{self, report004, Env};
 
 #[derive(Parser, Debug)]
@@ -34,16 +33,7 @@ fn main() -> Result<()> {
     let env = Env::project()?;
     let mut p = report004::params(args.study.scale);
     args.repro.apply(&args.study, &mut p);
-    let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        report004::NAME,
-        valid.scale,
-        &resolved,
-        args.study.force,
-        report004::SUMMARY_FILE,
-        || report004::run(&env, &valid, &mut ModelPool::default()),
-    )?;
+    let valid = report004::study(p)?;
+    study::execute(&env, &valid, args.study.force)?;
     Ok(())
 }

@@ -49,15 +49,6 @@ fn main() -> Result<()> {
         overflow_at: a.overflow_at,
     }
     .check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        lengths::NAME,
-        Scale::Default,
-        &resolved,
-        a.force,
-        "counts.md",
-        || lengths::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.force)?;
     Ok(())
 }

@@ -69,15 +69,6 @@ fn main() -> Result<()> {
         corpus: d.corpus,
     };
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        tsne::NAME,
-        Scale::Default,
-        &resolved,
-        a.force,
-        "clustering.md",
-        || tsne::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.force)?;
     Ok(())
 }

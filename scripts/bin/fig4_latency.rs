@@ -61,15 +61,6 @@ fn main() -> Result<()> {
     p.model = a.model.unwrap_or(p.model);
     p.bins = a.bins.unwrap_or(p.bins);
     let valid = p.check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        latency::NAME,
-        valid.scale,
-        &resolved,
-        a.force,
-        "latency_summary.md",
-        || latency::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.force)?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Run pipeline configs headlessly, and compare them.
 //!
 //! ```text
-//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N] [--set SECTION.KEY=VALUE …]
+//! cargo run --release --bin rag -- configs/tiny.toml [--force] [--max-questions N] [--set SECTION.KEY=VALUE …] [--scale quick]
 //! cargo run --release --bin rag -- --compare A.toml B.toml [C.toml …] [--max-questions N]
 //! ```
 //!
@@ -32,6 +32,8 @@
 //! detectable difference, 95% intervals (and the LLM judge's verdicts when the configs name
 //! one: `evaluation.judge_model`).
 //! `--max-questions N` overrides `questions.limit` (a seeded sample) in every config;
+//! `--scale quick` reads with the quick recipes of the trained models a config names
+//! (`trained:minilm-ce`, `trained:minilm-all`; part of the run key);
 //! `--results DIR` puts the result folders in `DIR` instead of `data/results`.
 
 use anyhow::{bail, Context, Result};
@@ -42,11 +44,11 @@ use workbench::evaluate::groups;
 use workbench::load::question_set::QuestionSet;
 use workbench::pipeline::reader::{build, ModelPool};
 use workbench::pipeline::run_key::{check_comparable, Comparand};
-use workbench::pipeline::study::{self, QaComparisons, StudyRun, StudyRuns};
 use workbench::pipeline::trace::Journal;
 use workbench::pipeline::trained::{for_config, Training};
 use workbench::pipeline::{Pipeline, PipelineConfig, PipelineRun, QueryTransform, RunKey};
 use workbench::results::{executable_sha256, Experiment, ResultDir};
+use workbench::study::repro::{self as study, QaComparisons, StudyRun, StudyRuns};
 
 #[derive(Parser)]
 #[command(about = "Run RAG pipeline configs (TOML) headlessly, or compare them")]
@@ -76,6 +78,11 @@ struct Args {
     /// Folder of the result folders (default: `data/results` of the project).
     #[arg(long)]
     results: Option<PathBuf>,
+    /// The size of the trained models a config names (`trained:minilm-ce`,
+    /// `trained:minilm-all`): quick (the short recipes) or default (the published ones;
+    /// paper is the same).
+    #[arg(long, default_value = "default")]
+    scale: Scale,
 }
 
 /// The config of `path` with the command line's overrides.
@@ -88,16 +95,22 @@ fn read_config(path: &Path, args: &Args) -> Result<PipelineConfig> {
     Ok(config)
 }
 
-/// The run key of `config` (the program's sha256 and the contents of its inputs).
-fn run_key(config: &PipelineConfig, path: &Path) -> Result<RunKey> {
-    RunKey::new(config, &executable_sha256()?)
-        .with_context(|| format!("hashing the inputs of {}", path.display()))
+/// The run key of `config` (the program's sha256 and the contents of its inputs), with
+/// the scale of its trained models when it names any (they differ by scale).
+fn run_key(config: &PipelineConfig, path: &Path, scale: Scale) -> Result<RunKey> {
+    let mut key = RunKey::new(config, &executable_sha256()?)
+        .with_context(|| format!("hashing the inputs of {}", path.display()))?;
+    if key.inputs.values().any(|v| v.starts_with("trained:")) {
+        key.inputs
+            .insert("trained models' scale".into(), scale.to_string());
+    }
+    Ok(key)
 }
 
 /// Run `path` (or reuse its fresh result); returns the run.
 fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun> {
     let config = read_config(path, args)?;
-    let key = run_key(&config, path)?;
+    let key = run_key(&config, path, args.scale)?;
     let resolved = key.resolved(&config)?;
     let out = match &args.results {
         Some(dir) => ResultDir::at(dir.join(&config.name), &config.name, &resolved)?,
@@ -140,10 +153,11 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
         );
     }
     // A trained re-ranker the config names is found in the cache, or trained there first, at
-    // the published recipe sizes; the pipeline is then built from what was resolved.
+    // the scale's recipe sizes (a trained reader must be in the cache); the pipeline is then
+    // built from what was resolved.
     let env = workbench::env::Env::project()?;
-    let trained = for_config(&env, Scale::Default, &config, Training::Allow)
-        .context("resolving the trained re-ranker")?;
+    let trained = for_config(&env, args.scale, &config, Training::Allow)
+        .context("resolving the trained models")?;
     let pipeline =
         Pipeline::build_resolved(config.clone(), &trained).context("building the pipeline")?;
     let (mut reader, mut transform) = build(&pipeline, pool)
@@ -195,7 +209,7 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
         let config = read_config(path, args)?;
         let questions = Pipeline::load_questions_of(&config)
             .with_context(|| format!("loading the questions of {}", path.display()))?;
-        let key = run_key(&config, path)?;
+        let key = run_key(&config, path, args.scale)?;
         // Compared under the rule each run uses: the config's, else its question set's.
         let mut config = config;
         config

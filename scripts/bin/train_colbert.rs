@@ -46,15 +46,6 @@ fn main() -> Result<()> {
         markers: a.markers,
     }
     .check()?;
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        &valid.name(),
-        Scale::Default,
-        &resolved,
-        a.force,
-        "metrics.json",
-        || colbert::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.force)?;
     Ok(())
 }

@@ -69,18 +69,8 @@ fn main() -> Result<()> {
     if let Some(plan) = args.bench.plan(&env.root)? {
         return bench(&env.assets, &valid.recipe, &plan);
     }
-    let prepared = study::reader::prepare(&env, &valid)?;
-    let name = study::reader::result_name(&valid, &prepared);
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        &name,
-        Scale::Default,
-        &resolved,
-        args.force,
-        "metrics.md",
-        || study::reader::run(&env, &valid, prepared),
-    )?;
+    let run = study::reader::ReaderTrainingRun::new(&env, valid)?;
+    study::execute(&env, &run, args.force)?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@
 //! NQ-open distant supervision (`workbench::train::groups`). Never DL19. A trained recipe
 //! is cached under `data/cache/cross-encoders/<key>/` (key = sha256 of the recipe and of
 //! every input file's sha256) and reused; `--force` redoes the results, not the training.
-//! Quick: the recipe's quick size (`minilm-ce-quick`, 400 groups) and a seeded sample of
+//! `--scale quick`: the recipe's quick size (labelled `minilm-ce-quick`, 400 groups) and a seeded sample of
 //! 200 held-out questions.
 //!
 //! Writes `data/results/reranker-<recipe>/` (`-q<N>` for a sample of N questions other
@@ -40,7 +40,7 @@ use workbench::train::{Stop, TrainData};
 struct Args {
     #[command(flatten)]
     study: cli::StudyFlags,
-    /// Recipe: minilm-ce (`minilm-ce-quick`: its quick size, 400 groups).
+    /// Recipe: minilm-ce (its quick size, 400 groups, with `--scale quick`).
     #[arg(long, default_value = "minilm-ce")]
     recipe: String,
     /// Build and count the training groups, then stop (no training, no results folder).
@@ -115,16 +115,7 @@ fn main() -> Result<()> {
         }
         return Ok(());
     }
-    let resolved = valid.resolved(&env)?;
-    study::execute(
-        &env,
-        &valid.name(),
-        Scale::Default,
-        &resolved,
-        a.study.force,
-        "metrics.md",
-        || reranker::run(&env, &valid),
-    )?;
+    study::execute(&env, &valid, a.study.force)?;
     Ok(())
 }
 

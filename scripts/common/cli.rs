@@ -49,7 +49,7 @@ pub struct ReproFlags {
 impl ReproFlags {
     /// Apply these flags and `study`'s test options to `params`.
     #[allow(dead_code)] // compiled into every binary that includes this file, used by some
-    pub fn apply(&self, study: &StudyFlags, params: &mut workbench::pipeline::study::ReproParams) {
+    pub fn apply(&self, study: &StudyFlags, params: &mut workbench::study::repro::ReproParams) {
         if let Some(q) = self.questions {
             params.questions = Some(q);
         }

@@ -687,25 +687,24 @@ fn fill_headline(text: &str, all: &[Condition]) -> std::result::Result<String, S
     )
 }
 
-/// `template` with each `{inner}` replaced by `value(inner)`; `unclosed` is the error for a
-/// `{` without its `}`. The one placeholder scanner of the generated blocks.
+/// `template` with each `{inner}` replaced by `value(inner)` and `{{` / `}}` by a literal
+/// brace ([`crate::text::template_pieces`]); `unclosed` is the error for a `{` without its
+/// `}`. A lone `}` is copied.
 fn fill_placeholders<E>(
     template: &str,
     unclosed: impl FnOnce() -> E,
     mut value: impl FnMut(&str) -> std::result::Result<String, E>,
 ) -> std::result::Result<String, E> {
+    use crate::text::TemplatePiece as T;
     let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else {
-            return Err(unclosed());
-        };
-        out.push_str(&value(&after[..close])?);
-        rest = &after[close + 1..];
+    for piece in crate::text::template_pieces(template) {
+        match piece {
+            T::Slot(inner) => out.push_str(&value(inner)?),
+            T::Escape(e) => out.push_str(&e[..1]),
+            T::Unclosed(_) => return Err(unclosed()),
+            other => out.push_str(&other.source()),
+        }
     }
-    out.push_str(rest);
     Ok(out)
 }
 

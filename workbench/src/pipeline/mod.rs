@@ -8,7 +8,7 @@
 //! | [`prompt`] | prompt templates as data files (`data/prompts/*.txt`) |
 //! | [`transform`] | [`QueryTransform`] (rewrite, paraphrase-and-fuse), lenient parsing of LLM output, RRF over the variants' runs |
 //! | `llm_transform` (feature `llm`) | the LLM rewrite / paraphrase transform on the reader's shared model |
-//! | `study` (feature `llm`) | several configs on one loaded model each; our numbers beside a report's |
+//! | `study` (feature `llm`) | runs configs on one pool of loaded models ([`study::run_config`], at a scale with [`study::run_config_at`]); the reproductions built on it are [`crate::study::repro`] |
 //! | [`system_spec`] | a retrieval system as data ([`SystemSpec`]): retrievers, fusion, re-ranker; a TOML list of them |
 //! | [`trace`] | per-question trace records (JSONL), SQuAD-format predictions, the summary |
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
@@ -118,6 +118,9 @@ pub struct Pipeline {
     template: PromptTemplate,
     /// The answer-matching rule: the config's, else the question set's.
     rule: crate::evaluate::answer_match::AnswerMatch,
+    /// The trained extractive reader resolved before building (`trained:<recipe>`).
+    #[cfg(feature = "dense")]
+    trained_reader: Option<trained::ReaderCheckpoint>,
 }
 
 /// A pipeline's first stages, its re-ranker, its passages and their id → text lookup.
@@ -244,6 +247,20 @@ impl Pipeline {
         if let Some(r) = &config.rerank {
             trained.check(r)?;
         }
+        #[cfg(feature = "dense")]
+        if let crate::read::ReaderSpec::Extractive(e) = &config.reader.spec {
+            if e.model.starts_with(crate::assets::TRAINED_PREFIX) && trained.reader().is_none() {
+                return Err(Error::param(
+                    "reader.model",
+                    format!(
+                        "`{}` is a reader the workbench trains: resolve it first with \
+                         `pipeline::trained::for_config` (at a scale) and build with \
+                         `Pipeline::build_resolved` (the `rag` binary and the studies do)",
+                        e.model
+                    ),
+                ));
+            }
+        }
         let template = PromptTemplate::load(
             &config.resolve(&config.reader.prompt),
             &config.reader.passage_format,
@@ -316,6 +333,8 @@ impl Pipeline {
             questions,
             template,
             rule,
+            #[cfg(feature = "dense")]
+            trained_reader: trained.reader().cloned(),
         })
     }
 
@@ -327,6 +346,13 @@ impl Pipeline {
     /// The configuration.
     pub fn config(&self) -> &PipelineConfig {
         &self.config
+    }
+
+    /// The trained extractive reader resolved before building, if the config reads with
+    /// one (its checkpoint folder and windows).
+    #[cfg(feature = "dense")]
+    pub fn trained_reader(&self) -> Option<&trained::ReaderCheckpoint> {
+        self.trained_reader.as_ref()
     }
 
     /// The passages (empty for closed-book).

@@ -32,58 +32,44 @@ enum Piece {
 }
 
 fn parse(text: &str, allowed: &[&str], origin: &Path) -> Result<Vec<Piece>> {
+    use crate::text::TemplatePiece as T;
     let mut out = Vec::new();
     let mut buf = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '{' if chars.peek() == Some(&'{') => {
-                chars.next();
-                buf.push('{');
-            }
-            '}' if chars.peek() == Some(&'}') => {
-                chars.next();
-                buf.push('}');
-            }
-            '{' => {
-                let mut name = String::new();
-                loop {
-                    match chars.next() {
-                        Some('}') => break,
-                        Some(ch) => name.push(ch),
-                        None => {
-                            return Err(Error::bad_input(
-                                origin,
-                                format!("unclosed placeholder `{{{name}`"),
-                            ))
-                        }
-                    }
-                }
-                if !allowed.contains(&name.as_str()) {
-                    return Err(Error::bad_input(
-                        origin,
-                        format!(
-                            "unknown placeholder `{{{name}}}`; known: {} (write `{{{{` for a literal brace)",
-                            allowed
-                                .iter()
-                                .map(|a| format!("{{{a}}}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
+    for piece in crate::text::template_pieces(text) {
+        match piece {
+            T::Text(t) => buf.push_str(t),
+            T::Escape(e) => buf.push_str(&e[..1]),
+            T::Slot(name) if allowed.contains(&name) => {
                 if !buf.is_empty() {
                     out.push(Piece::Text(std::mem::take(&mut buf)));
                 }
-                out.push(Piece::Slot(name));
+                out.push(Piece::Slot(name.to_string()));
             }
-            '}' => {
+            T::Slot(name) => {
+                return Err(Error::bad_input(
+                    origin,
+                    format!(
+                        "unknown placeholder `{{{name}}}`; known: {} (write `{{{{` for a literal brace)",
+                        allowed
+                            .iter()
+                            .map(|a| format!("{{{a}}}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
+            }
+            T::Unclosed(open) => {
+                return Err(Error::bad_input(
+                    origin,
+                    format!("unclosed placeholder `{open}`"),
+                ))
+            }
+            T::LoneClose => {
                 return Err(Error::bad_input(
                     origin,
                     "a lone `}` (write `}}` for a literal brace)",
                 ))
             }
-            c => buf.push(c),
         }
     }
     if !buf.is_empty() {

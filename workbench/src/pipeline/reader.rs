@@ -23,15 +23,12 @@
 
 use super::llm_transform::transform_for;
 use super::{Pipeline, QueryTransform};
-use crate::assets::ModelRef;
-use crate::read::extractive::WindowParams;
 use crate::read::generative::{Llm, LoadOptions, SharedLlm};
 use crate::read::openai::OpenAiReader;
 use crate::read::spec::{ReaderCtx, ReaderSpec};
 use crate::read::Reader;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 pub use crate::read::generative::configured::ConfiguredReader;
 
@@ -121,13 +118,10 @@ pub fn build(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderAndTrans
 }
 
 /// What `pipeline`'s reader is built against: the prompt parts of its `[reader]`, its
-/// folder, `pool`'s models, and a trained extractive reader read from the cache.
+/// folder, `pool`'s models, and the trained extractive reader resolved before building
+/// ([`super::trained::for_config`]).
 fn reader_ctx<'a>(pipeline: &'a Pipeline, pool: &'a mut ModelPool) -> Result<ReaderCtx<'a>> {
     let (prompt, passage) = prompt_parts(pipeline)?;
-    let trained_reader = match &pipeline.config().reader.spec {
-        ReaderSpec::Extractive(e) => trained_reader(&e.model)?,
-        _ => None,
-    };
     let c = &pipeline.config().reader;
     Ok(ReaderCtx {
         prompt,
@@ -136,7 +130,7 @@ fn reader_ctx<'a>(pipeline: &'a Pipeline, pool: &'a mut ModelPool) -> Result<Rea
         abstention: c.abstention.clone(),
         base_dir: &pipeline.config().base_dir,
         models: Box::new(move |m: &str| pool.get_for(pipeline, m)),
-        trained_reader,
+        trained_reader: pipeline.trained_reader().cloned(),
     })
 }
 
@@ -156,40 +150,6 @@ fn prompt_parts(pipeline: &Pipeline) -> Result<(String, String)> {
         prompt.push_str("{passages}");
     }
     Ok((prompt, fill(&c.passage_format, &[("i", "{rank}")])))
-}
-
-/// The folder and windows of the trained extractive reader `model` names
-/// (`trained:<recipe>`, the recipe at the default scale or its `-quick` variant), read
-/// from the cache; `None` for a model that is not a trained reader.
-///
-/// Errors: a trained reader that is not in the cache ([`Error::InvalidParam`] naming
-/// `reader.model` and the command that trains it).
-fn trained_reader(model: &str) -> Result<Option<(PathBuf, WindowParams)>> {
-    use crate::train::reader::{ReaderRecipe, TrainedReader};
-    let ModelRef::Trained(name) = ModelRef::parse(model) else {
-        return Ok(None);
-    };
-    let env = crate::env::Env::project()?;
-    let recipe = ReaderRecipe::at_scale(name, crate::env::Scale::Default)?;
-    let dir = env.cache_dir("readers").join(recipe.key(&env.assets)?);
-    match crate::train::checkpoint::read_done::<TrainedReader>(&dir)? {
-        Some((t, _)) => Ok(Some((t.model_dir, t.recipe.windows))),
-        None => Err(Error::param(
-            "reader.model",
-            format!(
-                "`{}` is not trained yet ({} has no finished run): train it with \
-                 `cargo run --release --bin train_reader -- --recipe {}{}`",
-                model,
-                dir.display(),
-                name.trim_end_matches("-quick"),
-                if name.ends_with("-quick") {
-                    " --scale quick"
-                } else {
-                    ""
-                }
-            ),
-        )),
-    }
 }
 
 /// The extractive reader of `pipeline`'s `[reader]` (`kind = "extractive"`).

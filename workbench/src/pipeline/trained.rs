@@ -42,7 +42,12 @@ pub enum Training {
 #[derive(Debug, Clone, Default)]
 pub struct Trained {
     models: TrainedModels,
+    reader: Option<ReaderCheckpoint>,
 }
+
+/// A trained extractive reader: its checkpoint folder and the windows it was trained
+/// with (the reader reads with the same windows).
+pub type ReaderCheckpoint = (std::path::PathBuf, crate::read::extractive::WindowParams);
 
 impl Trained {
     /// The files the builders load ([`BuildCtx::trained`](crate::build::BuildCtx)).
@@ -56,9 +61,14 @@ impl Trained {
         spec.check_resolved(&self.models)
     }
 
+    /// The trained extractive reader a config reads with (`trained:<recipe>`), if any.
+    pub fn reader(&self) -> Option<&ReaderCheckpoint> {
+        self.reader.as_ref()
+    }
+
     /// How many trained models this holds.
     pub fn len(&self) -> usize {
-        self.models.len()
+        self.models.len() + usize::from(self.reader.is_some())
     }
 
     /// Whether this holds no trained model.
@@ -113,8 +123,8 @@ pub fn resolve<'a>(
                 if out.models.has_cross_encoder(model) {
                     continue;
                 }
-                let recipe = cross_recipe_at(recipe, scale)?;
-                let trained = trained_cross_encoder(env, &recipe, training)?;
+                let at_scale = cross_recipe_at(recipe, scale)?;
+                let trained = trained_cross_encoder(env, recipe, &at_scale, scale, training)?;
                 out.add_cross_encoder(model, &trained);
             }
             Some(TrainedModel::Colbert {
@@ -149,19 +159,55 @@ pub fn for_systems(
     )
 }
 
-/// [`resolve`] for a pipeline config's re-ranker.
+/// [`resolve`] for a pipeline config's re-ranker, and its extractive reader when that is
+/// one the workbench trains (`trained:<recipe>`, at `scale`'s recipe size). Readers are
+/// never trained here (hours at the default scale): one that is not in the cache is an
+/// error naming the command that trains it.
 pub fn for_config(
     env: &Env,
     scale: Scale,
     config: &PipelineConfig,
     training: Training,
 ) -> Result<Trained> {
-    resolve(env, scale, config.rerank.iter(), training)
+    let mut out = resolve(env, scale, config.rerank.iter(), training)?;
+    if let crate::read::ReaderSpec::Extractive(e) = &config.reader.spec {
+        if let crate::assets::ModelRef::Trained(name) = crate::assets::ModelRef::parse(&e.model) {
+            out.reader = Some(trained_reader(env, &e.model, name, scale)?);
+        }
+    }
+    Ok(out)
 }
 
+/// The folder and windows of the trained extractive reader `recipe` at `scale`, read from
+/// the cache.
+///
+/// Errors: a reader that is not in the cache ([`Error::InvalidParam`] naming
+/// `reader.model` and the command that trains it).
+fn trained_reader(env: &Env, model: &str, recipe: &str, scale: Scale) -> Result<ReaderCheckpoint> {
+    use crate::train::reader::{ReaderRecipe, TrainedReader};
+    let r = ReaderRecipe::at_scale(recipe, scale)?;
+    let dir = env.cache_dir("readers").join(r.key(&env.assets)?);
+    match crate::train::checkpoint::read_done::<TrainedReader>(&dir)? {
+        Some((t, _)) => Ok((t.model_dir, t.recipe.windows)),
+        None => Err(Error::param(
+            "reader.model",
+            format!(
+                "`{model}` at the {scale} scale (`{}`) is not trained yet ({} has no finished \
+                 run): train it with `cargo run --release --bin train_reader -- --recipe \
+                 {recipe} --scale {scale}`",
+                r.name,
+                dir.display(),
+            ),
+        )),
+    }
+}
+
+/// The cross-encoder of recipe `name` (`recipe`, at `scale`).
 fn trained_cross_encoder(
     env: &Env,
+    name: &str,
     recipe: &CrossRecipe,
+    scale: Scale,
     training: Training,
 ) -> Result<TrainedCrossEncoder> {
     let root = env.cache_dir("cross-encoders");
@@ -172,9 +218,10 @@ fn trained_cross_encoder(
         return Err(Error::param(
             "rerank.model",
             format!(
-                "cross-encoder `{}` is not in {}; train it with `cargo run --release --bin train_reranker`",
+                "cross-encoder `{}` is not in {}; train it with `cargo run --release --bin \
+                 train_reranker -- --recipe {name} --scale {scale}`",
                 recipe.name,
-                root.display()
+                root.display(),
             ),
         ));
     }

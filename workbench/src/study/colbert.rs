@@ -9,7 +9,7 @@
 //! `<cache>/colbert/`, shared by every `d`) and only the `d × 384` projection trains; it is
 //! cached under `<cache>/colbert/<key>/` and reused.
 
-use super::Env;
+use super::{Env, Scale};
 use crate::results::ResultDir;
 use crate::train::colbert::{self, ColbertRecipe, TrainedColbert};
 use crate::train::TrainLog;
@@ -101,6 +101,30 @@ pub struct ColbertTraining {
     pub log: Option<TrainLog>,
     /// Wall seconds of this run.
     pub wall_seconds: f64,
+}
+
+impl super::Study for ColbertTrainingValid {
+    type Output = ColbertTraining;
+
+    fn name(&self) -> String {
+        ColbertTrainingValid::name(self)
+    }
+
+    fn scale(&self) -> Scale {
+        Scale::Default
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "metrics.json"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        ColbertTrainingValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<ColbertTraining> {
+        run(env, self)
+    }
 }
 
 /// Train the recipe (or load it from the cache).

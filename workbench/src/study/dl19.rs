@@ -159,6 +159,30 @@ pub struct Dl19Study {
     pub comparisons: Vec<ComparisonRow>,
 }
 
+impl super::Study for Dl19Valid {
+    type Output = Dl19Study;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "metrics.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        Dl19Valid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<Dl19Study> {
+        run(env, self)
+    }
+}
+
 /// Build every system, run the judged queries, score and compare.
 pub fn run(env: &Env, params: &Dl19Valid) -> Result<Dl19Study> {
     let p = &params.0;

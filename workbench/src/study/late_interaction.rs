@@ -316,6 +316,30 @@ fn store_for(li: &LateInteraction, passages: &[Passage], dir: &Path) -> Result<T
     li.load_or_build_store(passages, &dir.join(format!("{DATA}-{}.tok", li.label())))
 }
 
+impl super::Study for LateValid {
+    type Output = LateStudy;
+
+    fn name(&self) -> String {
+        LateValid::name(self)
+    }
+
+    fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "metrics.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        LateValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<LateStudy> {
+        run(env, self)
+    }
+}
+
 /// Run every system over the questions, score, and draw the token-relevance views.
 pub fn run(env: &Env, params: &LateValid) -> Result<LateStudy> {
     let p = &params.0;

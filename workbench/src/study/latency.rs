@@ -213,6 +213,30 @@ fn nice_ceil(x: f64) -> f64 {
     10.0 * base
 }
 
+impl super::Study for LatencyValid {
+    type Output = LatencyStudy;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "latency_summary.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        LatencyValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<LatencyStudy> {
+        run(env, self)
+    }
+}
+
 /// Build the indexes and time every retriever, one query at a time.
 pub fn run(env: &Env, params: &LatencyValid) -> Result<LatencyStudy> {
     let p = &params.0;

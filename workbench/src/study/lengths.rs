@@ -2,7 +2,7 @@
 //! length filter (paragraphs of 21–199 words kept), with the counts behind it. The study is
 //! the same at every scale (counting takes seconds).
 
-use super::Env;
+use super::{Env, Scale};
 use crate::chunk::ParagraphParams;
 use crate::display::Table;
 use crate::load::{wikipedia_corpus, WIKIPEDIA_CORPORA};
@@ -94,6 +94,30 @@ pub struct LengthsStudy {
     pub params: LengthsValid,
     /// Per corpus, in order: lengths and what the filter kept.
     pub corpora: Vec<ParagraphLengths>,
+}
+
+impl super::Study for LengthsValid {
+    type Output = LengthsStudy;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        Scale::Default
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "counts.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        LengthsValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<LengthsStudy> {
+        run(env, self)
+    }
 }
 
 /// Count every corpus' paragraph lengths and what the filter keeps.

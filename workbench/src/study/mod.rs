@@ -1,15 +1,16 @@
 //! Studies: the reports' experiments as library code.
 //!
 //! A study is parameters with defaults ([`serde`], one set per [`Scale`]), a `check()`
-//! that validates them once, and a `run(&Env, &Valid)` that returns numbers (runs,
-//! metric results, comparisons). Tables, figures and files are made from the returned
-//! value at the edge (`table()`, `figure()`, `write(dir)`), so a notebook can run a
-//! study in one call, change a parameter and run it again, and a binary is a few lines
-//! of flag parsing around the same calls.
+//! that validates them once into a checked value implementing [`Study`], whose `run(&Env)`
+//! returns numbers (runs, metric results, comparisons). Tables, figures and files are made
+//! from the returned value at the edge (`table()`, `figure()`, `write(dir)`), so a notebook
+//! can run a study in one call, change a parameter and run it again, and a binary is a few
+//! lines of flag parsing around [`execute`].
 //!
 //! | module | what |
 //! |---|---|
 //! | (this module) | re-exports [`Scale`] (quick / default / paper) and [`Env`] (where the project's assets, caches and results live) from [`crate::env`] |
+//! | [`repro`] (feature `llm`) | what the LLM-read reproductions (reports 001, 002, 004) share: parameters, configs at a scale, the runs of every config on one model pool, paired tests, tables |
 //! | [`retrieval`] | the shared retrieval study: systems as data ([`retrieval::SystemSpec`], a TOML list), scored runs, comparisons against a baseline, tables |
 //! | `pipeline::systems` (feature `dense`) | builds a [`retrieval::SystemSpec`] into a retriever (shared first stages, encoders and trained re-rankers) |
 //! | `colbert` (feature `dense`) | a ColBERT projection trained on frozen MiniLM token vectors: its groups, loss and speed |
@@ -29,10 +30,10 @@
 //! ```no_run
 //! # #[cfg(all(feature = "dense", feature = "faiss"))]
 //! # fn main() -> workbench::Result<()> {
-//! use workbench::study::{dl19, Env, Scale};
+//! use workbench::study::{dl19, Env, Scale, Study};
 //! let env = Env::project()?;
 //! let params = dl19::Dl19Params::at_scale(&env, Scale::Quick)?.check()?;
-//! let study = dl19::run(&env, &params)?;
+//! let study = params.run(&env)?; // or study::execute(&env, &params, false) into its folder
 //! println!("{}", study.table().to_markdown());
 //! # Ok(()) }
 //! # #[cfg(not(all(feature = "dense", feature = "faiss")))] fn main() {}
@@ -60,13 +61,69 @@ pub mod report001;
 pub mod report002;
 #[cfg(feature = "llm")]
 pub mod report004;
+#[cfg(feature = "llm")]
+pub mod repro;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod reranker;
 pub mod retrieval;
 #[cfg(all(feature = "dense", feature = "tsne"))]
 pub mod tsne;
 
-pub use crate::env::{execute, start, Env, Outputs, Resolved, Scale};
+pub use crate::env::{start, Env, Outputs, Resolved, Scale};
+use crate::Result;
+
+/// A study, checked: what its result folder is called, what decides its numbers, and how
+/// it runs. Every study implements it on its checked parameters (`Dl19Valid`, …), so one
+/// runner ([`execute`]) serves every binary and notebook:
+///
+/// ```text
+/// params (serde, per-scale defaults) → check() → impl Study → execute(&env, &study, force)
+///                                                              → Output (tables, figures, write)
+/// ```
+///
+/// To add a study: a module here with its parameters (`Serialize + Deserialize`, an
+/// `at_scale` constructor), a `check()` returning the checked type, an `Output` that
+/// implements [`Outputs`], and this trait on the checked type; its binary is flag parsing
+/// around [`execute`] (see `scripts/bin/exp_dl19.rs`).
+pub trait Study {
+    /// What a run returns: the numbers, which write their own tables, figures and files.
+    type Output: Outputs;
+
+    /// The result folder's name at the default scale (`data/results/<name>/`); the scale
+    /// adds its suffix ([`Scale::result_name`]).
+    fn name(&self) -> String;
+
+    /// The scale the result folder is named for.
+    fn scale(&self) -> Scale;
+
+    /// The file printed when a fresh result is reused instead of run again.
+    fn summary_file(&self) -> &'static str;
+
+    /// What `config.json` records: the parameters and every input that decides the
+    /// numbers (asset checksums, trained-model keys, the program's sha256). A result whose
+    /// record differs is stale.
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_>;
+
+    /// Run the study.
+    fn run(&self, env: &Env) -> Result<Self::Output>;
+}
+
+/// Run `study` into its result folder, the one runner of every study binary: when the
+/// folder of [`Study::name`] at [`Study::scale`] is fresh for [`Study::resolved`] and
+/// `force` is false, print its [`Study::summary_file`] and return `None`; otherwise run
+/// it, write its outputs, print its Markdown, finish the folder and return the result.
+pub fn execute<S: Study>(env: &Env, study: &S, force: bool) -> Result<Option<S::Output>> {
+    let resolved = study.resolved(env)?;
+    crate::env::execute(
+        env,
+        &study.name(),
+        study.scale(),
+        &resolved,
+        force,
+        study.summary_file(),
+        || study.run(env),
+    )
+}
 
 /// The loss curve of `log` (per-update loss and its running mean over `window` updates)
 /// as a line plot.
@@ -119,4 +176,93 @@ pub(crate) fn write_loss(
     #[cfg(not(feature = "plot"))]
     let _ = (title, window);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A study that counts its runs and writes one file.
+    struct Counting {
+        runs: Cell<usize>,
+        value: u32,
+        scale: Scale,
+    }
+
+    struct Counted(u32);
+
+    impl Outputs for Counted {
+        fn write(&self, out: &crate::results::ResultDir) -> Result<()> {
+            let p = out.path("value.txt");
+            std::fs::write(&p, self.0.to_string()).map_err(|e| crate::Error::io(&p, e))
+        }
+        fn markdown(&self) -> Result<String> {
+            Ok(format!("value {}", self.0))
+        }
+        fn summary(&self) -> Result<serde_json::Value> {
+            Ok(serde_json::json!({ "value": self.0 }))
+        }
+    }
+
+    impl Study for Counting {
+        type Output = Counted;
+        fn name(&self) -> String {
+            "counting".into()
+        }
+        fn scale(&self) -> Scale {
+            self.scale
+        }
+        fn summary_file(&self) -> &'static str {
+            "value.txt"
+        }
+        fn resolved(&self, _env: &Env) -> Result<impl serde::Serialize + '_> {
+            Ok(serde_json::json!({ "value": self.value }))
+        }
+        fn run(&self, _env: &Env) -> Result<Counted> {
+            self.runs.set(self.runs.get() + 1);
+            Ok(Counted(self.value))
+        }
+    }
+
+    /// The runner writes the study's folder at its scale, reuses it while its record is
+    /// the same, runs again when forced or when the record changes.
+    #[test]
+    fn execute_runs_writes_and_reuses_a_fresh_result() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("data")).unwrap();
+        std::fs::write(tmp.path().join("data/assets.toml"), "[asset]\n").unwrap();
+        let env = Env::at(tmp.path()).unwrap();
+        let s = Counting {
+            runs: Cell::new(0),
+            value: 7,
+            scale: Scale::Quick,
+        };
+        let out = execute(&env, &s, false).unwrap();
+        assert_eq!(out.map(|o| o.0), Some(7));
+        let file = tmp.path().join("data/results/counting-quick/value.txt");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "7");
+        assert!(
+            execute(&env, &s, false).unwrap().is_none(),
+            "fresh: not run"
+        );
+        assert_eq!(s.runs.get(), 1);
+        assert!(execute(&env, &s, true).unwrap().is_some(), "forced");
+        assert_eq!(s.runs.get(), 2);
+        let changed = Counting {
+            runs: Cell::new(0),
+            value: 8,
+            scale: Scale::Quick,
+        };
+        assert!(execute(&env, &changed, false).unwrap().is_some(), "stale");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "8");
+        // Another scale is another folder.
+        let default = Counting {
+            runs: Cell::new(0),
+            value: 8,
+            scale: Scale::Default,
+        };
+        assert!(execute(&env, &default, false).unwrap().is_some());
+        assert!(tmp.path().join("data/results/counting/value.txt").exists());
+    }
 }

@@ -179,6 +179,30 @@ pub struct NqStudy {
     pub comparisons: Vec<ComparisonRow>,
 }
 
+impl super::Study for NqValid {
+    type Output = NqStudy;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "answer_recall.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        NqValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<NqStudy> {
+        run(env, self)
+    }
+}
+
 /// Load the corpora and questions, build and run every system, score and compare.
 pub fn run(env: &Env, params: &NqValid) -> Result<NqStudy> {
     let p = &params.0;

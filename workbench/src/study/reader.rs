@@ -128,6 +128,49 @@ pub fn result_name(params: &ReaderTrainingValid, prepared: &Prepared) -> String 
     }
 }
 
+/// A reader recipe ready to train and evaluate: checked parameters and what [`prepare`]
+/// found (the supervision, a partial checkpoint). The [`Study`](super::Study) of
+/// `train_reader`.
+pub struct ReaderTrainingRun {
+    /// The checked parameters.
+    pub valid: ReaderTrainingValid,
+    /// The supervision and the partial checkpoint to evaluate, if any.
+    pub prepared: Prepared,
+}
+
+impl ReaderTrainingRun {
+    /// [`prepare`] `valid`.
+    pub fn new(env: &Env, valid: ReaderTrainingValid) -> Result<Self> {
+        let prepared = prepare(env, &valid)?;
+        Ok(ReaderTrainingRun { valid, prepared })
+    }
+}
+
+impl super::Study for ReaderTrainingRun {
+    type Output = ReaderTraining;
+
+    fn name(&self) -> String {
+        result_name(&self.valid, &self.prepared)
+    }
+
+    fn scale(&self) -> Scale {
+        // The recipe's name says its size (`-quick`): one folder name per recipe.
+        Scale::Default
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "metrics.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl Serialize + '_> {
+        self.valid.resolved(env)
+    }
+
+    fn run(&self, env: &Env) -> Result<ReaderTraining> {
+        run(env, &self.valid, &self.prepared)
+    }
+}
+
 /// The sanity probes: (question, a passage that states the answer, gold answers). Written for
 /// the workbench, none taken from a training or test set (the penicillin passage is also
 /// notebook 05's live example).
@@ -200,13 +243,13 @@ pub struct ReaderTraining {
 }
 
 /// Train (or load) the recipe and read the held-out questions with it.
-pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Result<ReaderTraining> {
+pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: &Prepared) -> Result<ReaderTraining> {
     let recipe = &params.recipe;
     let (data, partial) = prepared;
     let t0 = Instant::now();
     let (trained, log) = match partial {
-        Some((t, l)) => (t, Some(l)),
-        None => reader::train_or_load(&env.assets, recipe, &env.cache_dir("readers"), &data)?,
+        Some((t, l)) => (t.clone(), Some(l.clone())),
+        None => reader::train_or_load(&env.assets, recipe, &env.cache_dir("readers"), data)?,
     };
     let train_wall_seconds = t0.elapsed().as_secs_f64();
     // Read through the hub path: the saved folder loads like any QA checkpoint.
@@ -233,8 +276,8 @@ pub fn run(env: &Env, params: &ReaderTrainingValid, prepared: Prepared) -> Resul
         recipe: recipe.clone(),
         trained,
         log,
-        counts: data.counts,
-        nq_used: data.nq_used,
+        counts: data.counts.clone(),
+        nq_used: data.nq_used.clone(),
         train_wall_seconds,
         held_out: held.into_iter().zip(preds).collect(),
         em_f1,

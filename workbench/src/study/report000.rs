@@ -365,6 +365,30 @@ fn windows(env: &Env, corpora: &[String]) -> Result<Vec<Passage>> {
     Ok(out)
 }
 
+impl super::Study for Report000Valid {
+    type Output = Report000Study;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "table1.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        Report000Valid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<Report000Study> {
+        run(env, self)
+    }
+}
+
 /// Train (or load) the readers, choose the null threshold, score the honest sets and
 /// read the ten questions.
 pub fn run(env: &Env, params: &Report000Valid) -> Result<Report000Study> {

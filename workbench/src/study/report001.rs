@@ -19,15 +19,16 @@
 //! # Ok(()) }
 //! ```
 
+use super::repro::{
+    answered_cells, intervals, load_average, manifest_summary, run_study, short_name, side_by_side,
+    significance_note, write_outputs, Compared, ConfigSystem, QaComparisons, ReproParams,
+    ReproStudy, ReproValid, StudyRuns, ANSWERED_COLUMNS,
+};
 use super::Env;
 use crate::display::Table;
 use crate::env::{Outputs, Scale};
 use crate::evaluate::groups;
-use crate::pipeline::study::{
-    answered_cells, intervals, load_average, manifest_summary, run_study, short_name, side_by_side,
-    significance_note, write_outputs, Compared, ConfigSystem, ModelPool, QaComparisons,
-    ReproParams, ReproValid, StudyRuns, ANSWERED_COLUMNS,
-};
+use crate::pipeline::study::ModelPool;
 use crate::results::ResultDir;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -179,6 +180,12 @@ pub struct Report001 {
     pub per_question: Table,
     /// What differs from the report.
     pub substitutions: String,
+}
+
+/// `params` checked, as the [`Study`](super::Study) `scripts/bin/exp_report001` runs
+/// ([`super::execute`]).
+pub fn study(params: ReproParams) -> Result<ReproStudy<Report001>> {
+    Ok(ReproStudy::new(params.check()?, NAME, SUMMARY_FILE, run))
 }
 
 /// Run every system for every reader on `pool`'s models and build the tables.

@@ -11,14 +11,15 @@
 //! 5 calls sampled at temperature 0.5, as the report sampled T5). Default scale: a
 //! seeded sample of 24 of the 100 questions the report used; paper: the configs' 100.
 
+use super::repro::{
+    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
+    significance_note, Compared, ConfigSystem, ReproParams, ReproResult, ReproStudy, ReproValid,
+    StudyRuns, ANSWERED_COLUMNS,
+};
 use super::Env;
 use crate::display::Table;
 use crate::env::Scale;
-use crate::pipeline::study::{
-    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
-    significance_note, Compared, ConfigSystem, ModelPool, ReproParams, ReproResult, ReproValid,
-    StudyRuns, ANSWERED_COLUMNS,
-};
+use crate::pipeline::study::ModelPool;
 use crate::pipeline::{PipelineConfig, PipelineRun};
 use crate::Result;
 use std::collections::BTreeMap;
@@ -88,6 +89,12 @@ pub fn with_each(mut params: ReproParams) -> ReproParams {
 
 /// What the study found: the table beside the report's, details, paired tests.
 pub type Report002 = ReproResult;
+
+/// `params` checked, as the [`Study`](super::Study) `scripts/bin/exp_report002` runs
+/// ([`super::execute`]).
+pub fn study(params: ReproParams) -> Result<ReproStudy<Report002>> {
+    Ok(ReproStudy::new(params.check()?, NAME, SUMMARY_FILE, run))
+}
 
 /// Run every system for every reader on `pool`'s models and build the tables.
 pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<Report002> {

@@ -8,14 +8,15 @@
 //! all of them at the paper scale. The context-precision figures are the seed report's
 //! (naive 0.74, enhanced 0.87).
 
+use super::repro::{
+    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
+    significance_note, Compared, ConfigSystem, ReproParams, ReproResult, ReproStudy, ReproValid,
+    StudyRuns, ANSWERED_COLUMNS,
+};
 use super::Env;
 use crate::display::Table;
 use crate::env::Scale;
-use crate::pipeline::study::{
-    answered_cells, intervals, load_average, run_study, short_name, side_by_side,
-    significance_note, Compared, ConfigSystem, ModelPool, ReproParams, ReproResult, ReproValid,
-    StudyRuns, ANSWERED_COLUMNS,
-};
+use crate::pipeline::study::ModelPool;
 use crate::Result;
 use std::collections::BTreeMap;
 
@@ -59,6 +60,12 @@ pub fn params(scale: Scale) -> ReproParams {
 
 /// What the study found: the table beside the report's, details, paired tests.
 pub type Report004 = ReproResult;
+
+/// `params` checked, as the [`Study`](super::Study) `scripts/bin/exp_report004` runs
+/// ([`super::execute`]).
+pub fn study(params: ReproParams) -> Result<ReproStudy<Report004>> {
+    Ok(ReproStudy::new(params.check()?, NAME, SUMMARY_FILE, run))
+}
 
 /// Run both systems for every reader on `pool`'s models and build the tables.
 pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<Report004> {

@@ -182,6 +182,30 @@ pub struct RerankerStudy {
     pub systems: Vec<EvaluatedSystem>,
 }
 
+impl super::Study for RerankerValid {
+    type Output = RerankerStudy;
+
+    fn name(&self) -> String {
+        RerankerValid::name(self)
+    }
+
+    fn scale(&self) -> Scale {
+        Scale::Default
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "metrics.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        RerankerValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<RerankerStudy> {
+        run(env, self)
+    }
+}
+
 /// Build the groups, train (or load) the recipe and evaluate it on the held-out articles.
 pub fn run(env: &Env, params: &RerankerValid) -> Result<RerankerStudy> {
     let p = &params.params;

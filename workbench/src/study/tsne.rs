@@ -11,7 +11,7 @@
 //! of the topic labels. The study is the same at every scale (500 points embed and project
 //! in well under a minute).
 
-use super::Env;
+use super::{Env, Scale};
 use crate::analysis::clustering::{agreement, chance_agreement, knn, silhouette};
 use crate::analysis::{tsne_2d, TsneParams};
 use crate::chunk::{Chunker, ParagraphParams};
@@ -187,6 +187,30 @@ pub struct TsneStudy {
     pub silhouette_per_topic: Vec<InBothSpaces>,
     /// Seconds to embed (or read from the cache), the cache status, seconds of t-SNE.
     pub seconds: (f64, CacheStatus, f64),
+}
+
+impl super::Study for TsneValid {
+    type Output = TsneStudy;
+
+    fn name(&self) -> String {
+        NAME.to_string()
+    }
+
+    fn scale(&self) -> Scale {
+        Scale::Default
+    }
+
+    fn summary_file(&self) -> &'static str {
+        "clustering.md"
+    }
+
+    fn resolved(&self, env: &Env) -> Result<impl serde::Serialize + '_> {
+        TsneValid::resolved(self, env)
+    }
+
+    fn run(&self, env: &Env) -> Result<TsneStudy> {
+        run(env, self)
+    }
 }
 
 /// Sample the paragraphs, embed, project and measure the clustering.

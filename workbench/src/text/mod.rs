@@ -44,6 +44,82 @@ pub fn paragraph_spans(s: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// One piece of a template with `{name}` placeholders and `{{` / `}}` escapes
+/// ([`template_pieces`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplatePiece<'a> {
+    /// Text without braces, copied as it is.
+    Text(&'a str),
+    /// `{{` or `}}` as written: one literal brace.
+    Escape(&'a str),
+    /// `{name}`: the name between the braces (it holds no brace).
+    Slot(&'a str),
+    /// A `{` with no `}` before the next `{` or the end: the `{` and the text after it up
+    /// to that point.
+    Unclosed(&'a str),
+    /// A `}` that closes nothing.
+    LoneClose,
+}
+
+impl TemplatePiece<'_> {
+    /// The piece as it was written.
+    pub fn source(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            TemplatePiece::Text(t) | TemplatePiece::Escape(t) | TemplatePiece::Unclosed(t) => {
+                std::borrow::Cow::Borrowed(t)
+            }
+            TemplatePiece::Slot(name) => std::borrow::Cow::Owned(format!("{{{name}}}")),
+            TemplatePiece::LoneClose => std::borrow::Cow::Borrowed("}"),
+        }
+    }
+}
+
+/// The pieces of `template`, left to right: the one placeholder scanner of the crate.
+/// Concatenating every piece's [`TemplatePiece::source`] gives `template` back. Each user
+/// decides what an unknown name, an unclosed `{` or a lone `}` means: the prompt loader
+/// rejects them, [`fill_placeholders`] copies them, the grader's blocks reject an
+/// unclosed `{`.
+pub fn template_pieces(template: &str) -> impl Iterator<Item = TemplatePiece<'_>> {
+    let mut rest = template;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(at) = rest.find(['{', '}']) else {
+            return Some(TemplatePiece::Text(std::mem::take(&mut rest)));
+        };
+        if at > 0 {
+            let (text, tail) = rest.split_at(at);
+            rest = tail;
+            return Some(TemplatePiece::Text(text));
+        }
+        let brace = &rest[..1];
+        let after = &rest[1..];
+        if after.starts_with(brace) {
+            let (escape, tail) = rest.split_at(2);
+            rest = tail;
+            return Some(TemplatePiece::Escape(escape));
+        }
+        if brace == "}" {
+            rest = after;
+            return Some(TemplatePiece::LoneClose);
+        }
+        match after.find(['{', '}']) {
+            Some(close) if after[close..].starts_with('}') => {
+                let name = &after[..close];
+                rest = &after[close + 1..];
+                Some(TemplatePiece::Slot(name))
+            }
+            other => {
+                let end = 1 + other.unwrap_or(after.len());
+                let (open, tail) = rest.split_at(end);
+                rest = tail;
+                Some(TemplatePiece::Unclosed(open))
+            }
+        }
+    })
+}
+
 /// `template` with each `{name}` whose `name` is a key of `values` replaced by its value,
 /// and each `{{` / `}}` replaced by a literal `{` / `}`, in one left-to-right pass: text
 /// inserted for a placeholder is never scanned again, so a passage or question that
@@ -64,41 +140,16 @@ pub fn fill_placeholders_keep_escapes(template: &str, values: &[(&str, &str)]) -
 
 fn fill(template: &str, values: &[(&str, &str)], keep_escapes: bool) -> String {
     let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find(['{', '}']) {
-        out.push_str(&rest[..open]);
-        let brace = &rest[open..open + 1];
-        let after = &rest[open + 1..];
-        // An escaped brace: `{{` or `}}`.
-        if after.starts_with(brace) {
-            out.push_str(if keep_escapes {
-                &rest[open..open + 2]
-            } else {
-                brace
-            });
-            rest = &after[1..];
-            continue;
-        }
-        if brace == "}" {
-            out.push('}');
-            rest = after;
-            continue;
-        }
-        let hit = values
-            .iter()
-            .find(|(name, _)| after.starts_with(name) && after[name.len()..].starts_with('}'));
-        match hit {
-            Some((name, value)) => {
-                out.push_str(value);
-                rest = &after[name.len() + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
+    for piece in template_pieces(template) {
+        match piece {
+            TemplatePiece::Escape(e) if !keep_escapes => out.push_str(&e[..1]),
+            TemplatePiece::Slot(name) => match values.iter().find(|(n, _)| *n == name) {
+                Some((_, value)) => out.push_str(value),
+                None => out.push_str(&piece.source()),
+            },
+            other => out.push_str(&other.source()),
         }
     }
-    out.push_str(rest);
     out
 }
 
@@ -136,6 +187,36 @@ mod tests {
             "11{a}"
         );
         assert_eq!(fill_placeholders("", &[("a", "1")]), "");
+    }
+
+    #[test]
+    fn template_pieces_cover_the_template_and_split_where_they_should() {
+        use TemplatePiece::*;
+        let t = "a {x} {{y}} }b {open {z}} {";
+        let pieces: Vec<TemplatePiece> = template_pieces(t).collect();
+        assert_eq!(
+            pieces,
+            vec![
+                Text("a "),
+                Slot("x"),
+                Text(" "),
+                Escape("{{"),
+                Text("y"),
+                Escape("}}"),
+                Text(" "),
+                LoneClose,
+                Text("b "),
+                Unclosed("{open "),
+                Slot("z"),
+                LoneClose,
+                Text(" "),
+                Unclosed("{"),
+            ]
+        );
+        let back: String = pieces.iter().map(|p| p.source()).collect();
+        assert_eq!(back, t);
+        assert_eq!(template_pieces("").count(), 0);
+        assert_eq!(template_pieces("{}").collect::<Vec<_>>(), vec![Slot("")]);
     }
 
     #[test]

@@ -86,33 +86,26 @@ impl CrossRecipe {
         }
     }
 
-    /// The recipe called `name`: `minilm-ce`, or `minilm-ce-quick`, its quick size
-    /// ([`CrossRecipe::at_scale`]).
+    /// The recipe called `name` (`minilm-ce`) at the default scale; its quick size is
+    /// [`CrossRecipe::at_scale`] with [`Scale::Quick`](crate::env::Scale::Quick).
     pub fn named(name: &str) -> Result<Self> {
-        if let Some(base) = name.strip_suffix("-quick") {
-            return Self::at_scale(base, crate::env::Scale::Quick);
-        }
         match name {
             "minilm-ce" => Ok(Self::default_minilm()),
             other => Err(Error::param(
                 "recipe",
                 format!(
-                    "unknown cross-encoder recipe `{other}` (known: minilm-ce, minilm-ce-quick)"
+                    "unknown cross-encoder recipe `{other}` (known: minilm-ce; the scale is \
+                     set apart, e.g. `--scale quick`)"
                 ),
             )),
         }
     }
 
     /// The recipe `name` at `scale`: at the quick scale it trains on the first
-    /// [`QUICK_CROSS_GROUPS`] groups at peak learning rate [`QUICK_CROSS_LR`] and says so in
-    /// its name (`<name>-quick`); default and
-    /// paper use the recipe as it is. A name ending in `-quick` is the quick recipe at any
-    /// scale.
+    /// [`QUICK_CROSS_GROUPS`] groups at peak learning rate [`QUICK_CROSS_LR`] and is labelled
+    /// `<name>-quick` in records and folders; default and paper use the recipe as it is.
+    /// The scale is this argument only: a name never carries it.
     pub fn at_scale(name: &str, scale: crate::env::Scale) -> Result<Self> {
-        let (name, scale) = match name.strip_suffix("-quick") {
-            Some(base) => (base, crate::env::Scale::Quick),
-            None => (name, scale),
-        };
         let mut recipe = Self::named(name)?;
         if scale == crate::env::Scale::Quick {
             recipe.max_groups = Some(QUICK_CROSS_GROUPS);
@@ -416,14 +409,17 @@ mod tests {
         assert!(r.check().unwrap_err().to_string().contains("group_size"));
         r.group_size = 1;
         assert!(r.check().is_err());
-        let quick = CrossRecipe::named("minilm-ce-quick").unwrap();
+        let quick = CrossRecipe::at_scale("minilm-ce", crate::env::Scale::Quick).unwrap();
         assert_eq!(quick.name, "minilm-ce-quick");
+        let e = CrossRecipe::named("minilm-ce-quick")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown cross-encoder recipe `minilm-ce-quick`"),
+            "{e}"
+        );
         assert_eq!(quick.max_groups, Some(QUICK_CROSS_GROUPS));
         assert_eq!(quick.train.lr, QUICK_CROSS_LR);
-        assert_eq!(
-            quick,
-            CrossRecipe::at_scale("minilm-ce", crate::env::Scale::Quick).unwrap()
-        );
         assert_eq!(
             CrossRecipe::at_scale("minilm-ce", crate::env::Scale::Default).unwrap(),
             CrossRecipe::default_minilm()

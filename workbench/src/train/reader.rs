@@ -165,14 +165,10 @@ impl ReaderRecipe {
 
     /// The recipe `name` ([`ReaderRecipe::named`]) at `scale`: quick trains one epoch on a
     /// seeded sample of [`QUICK_READER_FEATURES`] windows (200 updates of 16) at peak learning
-    /// rate [`QUICK_READER_LR`], `minilm-squad2` [`QUICK_SQUAD2_EPOCHS`] epochs (named
-    /// `<name>-quick`); default and paper are the published recipe. A name ending in
-    /// `-quick` is the quick recipe at any scale.
+    /// rate [`QUICK_READER_LR`], `minilm-squad2` [`QUICK_SQUAD2_EPOCHS`] epochs (labelled
+    /// `<name>-quick` in records and folders); default and paper are the published recipe.
+    /// The scale is this argument only: a name never carries it.
     pub fn at_scale(name: &str, scale: crate::env::Scale) -> Result<Self> {
-        let (name, scale) = match name.strip_suffix("-quick") {
-            Some(base) => (base, crate::env::Scale::Quick),
-            None => (name, scale),
-        };
         let mut r = Self::named(name, false)?;
         if scale == crate::env::Scale::Quick {
             r.name = format!("{name}-quick");
@@ -554,12 +550,7 @@ mod tests {
 
     #[test]
     fn quick_recipes_train_one_epoch_but_squad2_two() {
-        for name in [
-            "minilm-all",
-            "minilm-squad",
-            "minilm-squad2-quick",
-            "minilm-squad2",
-        ] {
+        for name in ["minilm-all", "minilm-squad", "minilm-squad2"] {
             let r = ReaderRecipe::at_scale(name, Scale::Quick).unwrap();
             let squad2 = name.starts_with("minilm-squad2");
             assert_eq!(
@@ -578,6 +569,11 @@ mod tests {
             ReaderRecipe::at_scale("minilm-squad2", Scale::Default).unwrap(),
             ReaderRecipe::named("minilm-squad2", false).unwrap()
         );
+        // The scale is a value, never a name suffix.
+        let e = ReaderRecipe::at_scale("minilm-all-quick", Scale::Quick)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown recipe `minilm-all-quick`"), "{e}");
     }
 
     #[test]
