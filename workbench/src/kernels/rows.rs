@@ -583,6 +583,39 @@ mod tests {
         }
     }
 
+    /// LayerNorm: the dispatched entry (the AVX2 + FMA build on a CPU that has them), the
+    /// baseline build and a float64 reference agree, at lengths around the 8-lane chunks.
+    #[test]
+    fn layer_norm_builds_match_a_float64_reference() {
+        for n in [1usize, 7, 8, 9, 100, 384, 385] {
+            let v: Vec<f32> = (0..n)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0 + 3.0)
+                .collect();
+            let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
+            let b: Vec<f32> = (0..n).map(|i| (i % 3) as f32 * 0.1 - 0.1).collect();
+            let eps = 1e-12f32;
+            let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+            let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+            let want: Vec<f64> = (0..n)
+                .map(|i| {
+                    (v[i] as f64 - mean) / (var + eps as f64).sqrt() * w[i] as f64 + b[i] as f64
+                })
+                .collect();
+            let (mut dispatched, mut scalar) = (v.clone(), v.clone());
+            super::layer_norm_in_place(&mut dispatched, &w, &b, eps);
+            super::norm_impl::<false>(&mut scalar, &w, &b, eps);
+            for i in 0..n {
+                for (build, got) in [("dispatched", dispatched[i]), ("scalar", scalar[i])] {
+                    assert!(
+                        (got as f64 - want[i]).abs() <= 1e-5 * (1.0 + want[i].abs()),
+                        "layer norm ({build}, n = {n}) at {i}: {got} vs {}",
+                        want[i]
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn exp_and_erf_are_accurate() {
         // Far below the smallest normal result: exactly 0 (a masked key's weight).
