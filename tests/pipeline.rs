@@ -1983,3 +1983,70 @@ fn a_trained_reader_is_resolved_at_a_scale_before_building() {
         env.cache.display()
     );
 }
+
+/// A trained extractive reader in the cache resolves to the folder and windows its record
+/// names, at the scale asked (the quick record is not the default's), and the built
+/// pipeline hands exactly that to its reader; another `reader.model` gets nothing.
+#[test]
+fn a_resolved_trained_reader_reaches_the_pipeline_from_its_record() {
+    use workbench::env::{Env, Scale};
+    use workbench::pipeline::trained::{for_config, Training};
+    use workbench::read::extractive::WindowParams;
+    use workbench::train::reader::{ReaderRecipe, TrainedReader};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut env = Env::project().unwrap();
+    env.cache = tmp.path().join("cache");
+    let mut recipe = ReaderRecipe::at_scale("minilm-all", Scale::Quick).unwrap();
+    let key = recipe.key(&env.assets).unwrap();
+    let run = env.cache_dir("readers").join(&key);
+    std::fs::create_dir_all(&run).unwrap();
+    // Windows unlike any recipe's: they must come from the record.
+    recipe.windows = WindowParams {
+        max_seq_len: 123,
+        doc_stride: 45,
+    };
+    let record = TrainedReader {
+        recipe,
+        key: key.clone(),
+        model_dir: run.join("model"),
+        features: 0,
+        train_seconds: 0.0,
+        examples_per_second: 0.0,
+        counts: vec![],
+        nq_used: vec![],
+        load: String::new(),
+    };
+    std::fs::write(
+        run.join("done.json"),
+        serde_json::to_string(&record).unwrap(),
+    )
+    .unwrap();
+    let text = tiny_text()
+        .replace(
+            "model = \"smollm2-135m-instruct-gguf\"",
+            "kind = \"extractive\"\nmodel = \"trained:minilm-all\"",
+        )
+        .replace("max_new_tokens = 32\n", "");
+    let c = config(&text).unwrap();
+    let trained = for_config(&env, Scale::Quick, &c, Training::Forbid).unwrap();
+    let want = (run.join("model"), record.recipe.windows);
+    assert_eq!(trained.reader_for("trained:minilm-all"), Some(&want));
+    assert_eq!(trained.reader_for("trained:minilm-squad"), None);
+    let p = Pipeline::build_resolved(c.clone(), &trained).unwrap();
+    assert_eq!(p.trained_reader(), Some(&want));
+    // The default scale's recipe is another key: not in this cache.
+    let e = for_config(&env, Scale::Default, &c, Training::Forbid)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not trained yet"), "{e}");
+    // Resolved for one model, built for another: refused.
+    let other = config(&text.replace("trained:minilm-all", "trained:minilm-squad")).unwrap();
+    let e = Pipeline::build_resolved(other, &trained)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("trained:minilm-squad") && e.contains("resolve"),
+        "{e}"
+    );
+}

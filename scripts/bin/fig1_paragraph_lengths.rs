@@ -10,7 +10,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::study::{self, lengths, Env, Scale};
+use workbench::study::{self, lengths, Env};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -14,7 +14,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::study::{self, tsne, Env, Scale};
+use workbench::study::{self, tsne, Env};
 
 #[derive(Parser, Debug)]
 #[command(about = "Report 000 Figure 2: t-SNE of paragraph embeddings coloured by topic")]

@@ -33,7 +33,8 @@
 //! one: `evaluation.judge_model`).
 //! `--max-questions N` overrides `questions.limit` (a seeded sample) in every config;
 //! `--scale quick` reads with the quick recipes of the trained models a config names
-//! (`trained:minilm-ce`, `trained:minilm-all`; part of the run key);
+//! (`trained:minilm-ce`, `trained:minilm-all`, a ColBERT projection; part of the run key,
+//! so a result of the other scale is run again, in the same folder);
 //! `--results DIR` puts the result folders in `DIR` instead of `data/results`.
 
 use anyhow::{bail, Context, Result};
@@ -47,6 +48,7 @@ use workbench::pipeline::run_key::{check_comparable, Comparand};
 use workbench::pipeline::trace::Journal;
 use workbench::pipeline::trained::{for_config, Training};
 use workbench::pipeline::{Pipeline, PipelineConfig, PipelineRun, QueryTransform, RunKey};
+use workbench::read::ReaderSpec;
 use workbench::results::{executable_sha256, Experiment, ResultDir};
 use workbench::study::repro::{self as study, QaComparisons, StudyRun, StudyRuns};
 
@@ -96,13 +98,25 @@ fn read_config(path: &Path, args: &Args) -> Result<PipelineConfig> {
 }
 
 /// The run key of `config` (the program's sha256 and the contents of its inputs), with
-/// the scale of its trained models when it names any (they differ by scale).
+/// the scale of its trained models when it names any (a `trained:` re-ranker or reader, a
+/// ColBERT projection): their size differs by scale (paper's recipes are the default's).
 fn run_key(config: &PipelineConfig, path: &Path, scale: Scale) -> Result<RunKey> {
     let mut key = RunKey::new(config, &executable_sha256()?)
         .with_context(|| format!("hashing the inputs of {}", path.display()))?;
-    if key.inputs.values().any(|v| v.starts_with("trained:")) {
+    let trained_reranker = config
+        .rerank
+        .as_ref()
+        .is_some_and(|r| r.trained().is_some());
+    let trained_reader = matches!(&config.reader.spec, ReaderSpec::Extractive(e)
+        if e.model.starts_with(workbench::assets::TRAINED_PREFIX));
+    if trained_reranker || trained_reader {
+        let sized = if scale == Scale::Quick {
+            Scale::Quick
+        } else {
+            Scale::Default
+        };
         key.inputs
-            .insert("trained models' scale".into(), scale.to_string());
+            .insert("trained models' scale".into(), sized.to_string());
     }
     Ok(key)
 }

@@ -13,7 +13,7 @@
 
 use anyhow::Result;
 use clap::Parser;
-use workbench::study::{self, colbert, Env, Scale};
+use workbench::study::{self, colbert, Env};
 
 #[derive(Parser, Debug)]
 #[command(about = "Train a ColBERT projection head on frozen MiniLM token vectors")]

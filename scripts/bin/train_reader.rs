@@ -26,7 +26,7 @@ use anyhow::Result;
 use clap::Parser;
 use workbench::assets::Assets;
 use workbench::bench::BenchRun;
-use workbench::study::{self, Env, Scale};
+use workbench::study::{self, Env};
 use workbench::train::qa::{QaFeatures, QaTrainModel};
 use workbench::train::reader::{self, ReaderRecipe};
 use workbench::train::Stop;

@@ -31,7 +31,7 @@ use anyhow::Result;
 use clap::Parser;
 use std::time::Instant;
 use workbench::bench::BenchRun;
-use workbench::study::{self, reranker, Env, Scale};
+use workbench::study::{self, reranker, Env};
 use workbench::train::cross_recipe::{self, CrossRecipe};
 use workbench::train::{Stop, TrainData};
 

@@ -2074,6 +2074,25 @@ mod tests {
     use super::*;
     use crate::results::ResultDir;
 
+    /// The generated blocks' placeholders: `{inner}` filled, `{{` / `}}` literal braces, an
+    /// unclosed `{` an error, a lone `}` copied.
+    #[test]
+    fn generated_block_placeholders_fill_escape_and_refuse_unclosed() {
+        let fill = |t: &str| {
+            fill_placeholders(
+                t,
+                || "unclosed".to_string(),
+                |inner| Ok(format!("<{inner}>")),
+            )
+        };
+        assert_eq!(fill("a {x|y} b").unwrap(), "a <x|y> b");
+        assert_eq!(fill("{{x}} {y}").unwrap(), "{x} <y>");
+        assert_eq!(fill("} {z}").unwrap(), "} <z>");
+        assert_eq!(fill("é{ß}").unwrap(), "é<ß>");
+        assert_eq!(fill("{open").unwrap_err(), "unclosed");
+        assert_eq!(fill("{a{b}").unwrap_err(), "unclosed");
+    }
+
     /// A finished result folder `root/name` with these files and `config`.
     fn result(root: &Path, name: &str, config: Value, files: &[(&str, &str)]) -> ResultDir {
         let r = ResultDir::at(root.join(name), name, &config).unwrap();

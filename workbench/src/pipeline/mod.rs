@@ -14,7 +14,7 @@
 //! | [`cache`] | the retrieval-results cache (keyed like the embedding cache) |
 //! | [`run_key`] | what a run's answers depend on, hashed: when a stored result or a journal may be reused; whether two runs can be compared |
 //! | `systems` (feature `dense`) | builds retriever / fusion / re-rank specs into stages, sharing first stages and encoders; loads the trained re-rankers `trained` resolved |
-//! | `trained` (feature `dense`) | resolves trained re-rankers (cache, or training when allowed) before anything is built |
+//! | `trained` (feature `dense`) | resolves trained models at a scale (re-rankers from the cache or trained when allowed; a `trained:` extractive reader from the cache) before anything is built |
 //! | `reader` (feature `llm`) | the generative reader a config names, with its prompt in the traces |
 //! | (this module) | [`Pipeline`]: build from a config, [`Pipeline::run`] with any [`Reader`] |
 //!
@@ -223,15 +223,16 @@ fn asset_file(asset: &str, file: &str) -> Result<std::path::PathBuf> {
 }
 
 impl Pipeline {
-    /// Validate `config` and build everything a run needs. A re-ranker the workbench
-    /// trains (`trained:<recipe>`, a ColBERT projection) must be resolved first
-    /// ([`trained::for_config`], then [`Pipeline::build_resolved`]); here it is an error.
+    /// Validate `config` and build everything a run needs. A model the workbench trains (a
+    /// `trained:<recipe>` re-ranker or extractive reader, a ColBERT projection) must be
+    /// resolved first ([`trained::for_config`], then [`Pipeline::build_resolved`]); here it
+    /// is an error.
     pub fn build(config: PipelineConfig) -> Result<Self> {
         Self::build_with(config, &Trained::default())
     }
 
-    /// [`Pipeline::build`] with the trained re-rankers `trained` resolved: they are
-    /// loaded, never trained.
+    /// [`Pipeline::build`] with the trained models `trained` resolved: they are loaded,
+    /// never trained.
     #[cfg(feature = "dense")]
     pub fn build_resolved(config: PipelineConfig, trained: &Trained) -> Result<Self> {
         Self::build_with(config, trained)
@@ -242,14 +243,16 @@ impl Pipeline {
         #[cfg(feature = "dense")]
         let _loads_only = crate::train::no_training();
         config.validate()?;
-        // A trained re-ranker that was not resolved fails before anything is loaded.
+        // A trained model that was not resolved fails before anything is loaded.
         #[cfg(feature = "dense")]
         if let Some(r) = &config.rerank {
             trained.check(r)?;
         }
         #[cfg(feature = "dense")]
         if let crate::read::ReaderSpec::Extractive(e) = &config.reader.spec {
-            if e.model.starts_with(crate::assets::TRAINED_PREFIX) && trained.reader().is_none() {
+            if e.model.starts_with(crate::assets::TRAINED_PREFIX)
+                && trained.reader_for(&e.model).is_none()
+            {
                 return Err(Error::param(
                     "reader.model",
                     format!(
@@ -322,6 +325,11 @@ impl Pipeline {
         } else {
             None
         };
+        #[cfg(feature = "dense")]
+        let trained_reader = match &config.reader.spec {
+            crate::read::ReaderSpec::Extractive(e) => trained.reader_for(&e.model).cloned(),
+            _ => None,
+        };
         Ok(Pipeline {
             config,
             passages,
@@ -334,7 +342,7 @@ impl Pipeline {
             template,
             rule,
             #[cfg(feature = "dense")]
-            trained_reader: trained.reader().cloned(),
+            trained_reader,
         })
     }
 

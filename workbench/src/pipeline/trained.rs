@@ -1,10 +1,12 @@
-//! Trained re-rankers, resolved before anything is built (feature `dense`).
+//! Trained models, resolved before anything is built (feature `dense`).
 //!
 //! A pipeline config or a retrieval study's systems may re-rank with models the workbench
 //! trains: cross-encoders named `trained:<recipe>` and ColBERT projections
-//! (late interaction with `head_dim > 0`). [`resolve`] (for re-rank specs), [`for_systems`]
-//! and [`for_config`] find each one in the cache ([`Env::cache`]) at a scale's recipe
-//! size, and train the missing ones first when given [`Training::Allow`]. The builders
+//! (late interaction with `head_dim > 0`); a config may read with an extractive reader it
+//! trains (`trained:<recipe>`). [`resolve`] (for re-rank specs), [`for_systems`] and
+//! [`for_config`] find each one in the cache ([`Env::cache`]) at a scale's recipe size, a
+//! value apart from the name, and train a missing re-ranker first when given
+//! [`Training::Allow`] (a missing reader is an error naming `train_reader`). The builders
 //! ([`super::systems`], [`super::Pipeline::build_resolved`]) then only load what a
 //! [`Trained`] holds, and a trained model that was not resolved is an error there:
 //!
@@ -12,6 +14,7 @@
 //! |---|---|---|
 //! | cross-encoder `trained:minilm-ce` | [`cross_recipe_at`]: 400 groups (100 updates, lr 1e-4) | 1,500 groups (375 updates) |
 //! | ColBERT projection | [`QUICK_COLBERT_GROUPS`] groups | `head_groups` of the spec (800 in the studies) |
+//! | extractive reader `trained:minilm-all` (and the other reader recipes) | one epoch on 3,200 windows (`minilm-squad2`: two) | the published recipe |
 
 use super::config::PipelineConfig;
 use super::system_spec::SystemSpec;
@@ -37,12 +40,13 @@ pub enum Training {
     Forbid,
 }
 
-/// The trained re-rankers of a config or of a study's systems: the files the builders
-/// load ([`Trained::models`]).
+/// The trained models of a config or of a study's systems: the files the builders load
+/// ([`Trained::models`], [`Trained::reader_for`]).
 #[derive(Debug, Clone, Default)]
 pub struct Trained {
     models: TrainedModels,
-    reader: Option<ReaderCheckpoint>,
+    /// The trained extractive reader: its `model` value and its checkpoint.
+    reader: Option<(String, ReaderCheckpoint)>,
 }
 
 /// A trained extractive reader: its checkpoint folder and the windows it was trained
@@ -61,9 +65,13 @@ impl Trained {
         spec.check_resolved(&self.models)
     }
 
-    /// The trained extractive reader a config reads with (`trained:<recipe>`), if any.
-    pub fn reader(&self) -> Option<&ReaderCheckpoint> {
-        self.reader.as_ref()
+    /// The trained extractive reader resolved for the `reader.model` value `model`
+    /// (`trained:<recipe>`), if this holds it.
+    pub fn reader_for(&self, model: &str) -> Option<&ReaderCheckpoint> {
+        self.reader
+            .as_ref()
+            .filter(|(m, _)| m == model)
+            .map(|(_, c)| c)
     }
 
     /// How many trained models this holds.
@@ -172,7 +180,7 @@ pub fn for_config(
     let mut out = resolve(env, scale, config.rerank.iter(), training)?;
     if let crate::read::ReaderSpec::Extractive(e) = &config.reader.spec {
         if let crate::assets::ModelRef::Trained(name) = crate::assets::ModelRef::parse(&e.model) {
-            out.reader = Some(trained_reader(env, &e.model, name, scale)?);
+            out.reader = Some((e.model.clone(), trained_reader(env, &e.model, name, scale)?));
         }
     }
     Ok(out)
@@ -286,24 +294,59 @@ pub fn cross_recipe_at(name: &str, scale: Scale) -> Result<CrossRecipe> {
 pub fn keys(env: &Env, scale: Scale, systems: &[SystemSpec]) -> Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     for s in systems {
-        let Some(r) = &s.rerank else { continue };
-        match r.trained() {
-            None => {}
-            Some(TrainedModel::CrossEncoder { recipe, .. }) => {
-                out.insert(
-                    s.key.clone(),
-                    cross_recipe_at(recipe, scale)?.key(&env.assets)?,
-                );
-            }
-            Some(TrainedModel::Colbert {
-                model,
-                head_dim,
-                head_groups,
-            }) => {
-                let recipe = colbert_recipe(model, head_dim, colbert_groups_at(head_groups, scale));
-                out.insert(s.key.clone(), recipe.key(&env.assets)?);
-            }
+        if let Some(key) = s
+            .rerank
+            .as_ref()
+            .map(|r| reranker_key(env, scale, r))
+            .transpose()?
+            .flatten()
+        {
+            out.insert(s.key.clone(), key);
         }
     }
     Ok(out)
+}
+
+/// The cache keys of the trained models `config` names at `scale` (`rerank.model` /
+/// `reader.model` → recipe key), computed without training or loading.
+pub fn config_keys(
+    env: &Env,
+    scale: Scale,
+    config: &PipelineConfig,
+) -> Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    if let Some(key) = config
+        .rerank
+        .as_ref()
+        .map(|r| reranker_key(env, scale, r))
+        .transpose()?
+        .flatten()
+    {
+        out.insert("rerank.model".to_string(), key);
+    }
+    if let crate::read::ReaderSpec::Extractive(e) = &config.reader.spec {
+        if let crate::assets::ModelRef::Trained(name) = crate::assets::ModelRef::parse(&e.model) {
+            let recipe = crate::train::reader::ReaderRecipe::at_scale(name, scale)?;
+            out.insert("reader.model".to_string(), recipe.key(&env.assets)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The recipe key of the trained model `spec` re-ranks with at `scale`, if any.
+fn reranker_key(env: &Env, scale: Scale, spec: &RerankerSpec) -> Result<Option<String>> {
+    Ok(match spec.trained() {
+        None => None,
+        Some(TrainedModel::CrossEncoder { recipe, .. }) => {
+            Some(cross_recipe_at(recipe, scale)?.key(&env.assets)?)
+        }
+        Some(TrainedModel::Colbert {
+            model,
+            head_dim,
+            head_groups,
+        }) => {
+            let recipe = colbert_recipe(model, head_dim, colbert_groups_at(head_groups, scale));
+            Some(recipe.key(&env.assets)?)
+        }
+    })
 }

@@ -505,8 +505,8 @@ pub enum ReadMode {
 #[serde(deny_unknown_fields, default)]
 pub struct ExtractiveSpec {
     /// A Hugging Face `*ForQuestionAnswering` folder (or asset), or `trained:<recipe>` (a
-    /// reader the workbench trained: `minilm-all`, `minilm-squad`, `minilm-squad2`,
-    /// `-quick`). Default `trained:minilm-all`.
+    /// reader the workbench trained: `minilm-all`, `minilm-squad`, `minilm-squad2`, at the
+    /// size of the scale it is resolved at). Default `trained:minilm-all`.
     pub model: String,
     /// How the passages are read. Default `concatenate`.
     pub read_mode: ReadMode,

@@ -320,7 +320,7 @@ impl super::Study for LateValid {
     type Output = LateStudy;
 
     fn name(&self) -> String {
-        LateValid::name(self)
+        LateParams::name(self)
     }
 
     fn scale(&self) -> Scale {

@@ -225,6 +225,62 @@ mod tests {
         }
     }
 
+    /// Every study names its result folder, scale and summary file as its binary did
+    /// before the trait (the graded results are found by these names).
+    #[cfg(all(
+        feature = "dense",
+        feature = "faiss",
+        feature = "llm",
+        feature = "plot"
+    ))]
+    #[test]
+    fn studies_name_their_folders_scales_and_summaries() {
+        fn of(s: &impl Study) -> (String, Scale, &'static str) {
+            (s.name(), s.scale(), s.summary_file())
+        }
+        let q = Scale::Quick;
+        let li = late_interaction::LateParams::at_scale(q, true)
+            .check()
+            .unwrap();
+        assert_eq!(
+            of(&li),
+            ("late-interaction-heldout".into(), q, "metrics.md")
+        );
+        let li = late_interaction::LateParams::at_scale(q, false)
+            .check()
+            .unwrap();
+        assert_eq!(of(&li), ("late-interaction".into(), q, "metrics.md"));
+        let lat = latency::LatencyParams::at_scale(q).check().unwrap();
+        assert_eq!(of(&lat), ("fig4-latency".into(), q, "latency_summary.md"));
+        let r0 = report000::Report000Params::at_scale(q).check().unwrap();
+        assert_eq!(of(&r0), ("report000_readers".into(), q, "table1.md"));
+        let len = lengths::LengthsParams::default().check().unwrap();
+        assert_eq!(
+            of(&len),
+            ("fig1-paragraph-lengths".into(), Scale::Default, "counts.md")
+        );
+        let ts = tsne::TsneStudyParams::default().check().unwrap();
+        assert_eq!(
+            of(&ts),
+            ("fig2-tsne".into(), Scale::Default, "clustering.md")
+        );
+        let rr = reranker::RerankerParams::at_scale("minilm-ce", q)
+            .check()
+            .unwrap();
+        assert_eq!(
+            of(&rr),
+            (
+                "reranker-minilm-ce-quick".into(),
+                Scale::Default,
+                "metrics.md"
+            )
+        );
+        let r4 = report004::study(report004::params(q)).unwrap();
+        assert_eq!(of(&r4), ("report004".into(), q, "table.md"));
+        let r2 = report002::study(report002::params(Scale::Default)).unwrap();
+        assert_eq!(of(&r2), ("report002".into(), Scale::Default, "table.md"));
+    }
+
     /// The runner writes the study's folder at its scale, reuses it while its record is
     /// the same, runs again when forced or when the record changes.
     #[test]
@@ -240,8 +296,14 @@ mod tests {
         };
         let out = execute(&env, &s, false).unwrap();
         assert_eq!(out.map(|o| o.0), Some(7));
-        let file = tmp.path().join("data/results/counting-quick/value.txt");
+        let dir = tmp.path().join("data/results/counting-quick");
+        let file = dir.join("value.txt");
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "7");
+        // config.json records what `resolved` gave; manifest.json the summary.
+        let config = std::fs::read_to_string(dir.join("config.json")).unwrap();
+        assert!(config.contains("\"value\": 7"), "{config}");
+        let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+        assert!(manifest.contains("\"value\": 7"), "{manifest}");
         assert!(
             execute(&env, &s, false).unwrap().is_none(),
             "fresh: not run"

@@ -145,14 +145,14 @@ pub fn tables(params: &ReproValid, runs: StudyRuns) -> Result<Report004> {
 
 fn substitutions(n: usize, readers: &[String], scale: Scale) -> String {
     let recipe = if scale == Scale::Quick {
-        "minilm-ce-quick"
+        "`trained:minilm-ce` at the quick scale (the `minilm-ce-quick` recipe, 400 groups)"
     } else {
-        "minilm-ce"
+        "`trained:minilm-ce`"
     };
     format!(
         "Substitutions against report 004:\n\
          - generator and query rewriter: Flan-T5-base → {} (GGUF, candle), one loaded copy shared by the rewrite and the reader; greedy decoding (the report: beam search 3 / 4, no sampling);\n\
-         - re-ranker: cross-encoder ms-marco-MiniLM-L-6-v2 → the workbench's cross-encoder `trained:{recipe}` (all-MiniLM-L6-v2 fine-tuned on this CPU by `train_reranker` on SQuAD training-article, RAG Mini training-side and NQ distant-supervision groups; never on these questions), over the 10 candidates;\n\
+         - re-ranker: cross-encoder ms-marco-MiniLM-L-6-v2 → the workbench's cross-encoder {recipe} (all-MiniLM-L6-v2 fine-tuned on this CPU by `train_reranker` on SQuAD training-article, RAG Mini training-side and NQ distant-supervision groups; never on these questions), over the 10 candidates;\n\
          - vector search: Milvus cosine → FAISS flat inner product over normalised all-MiniLM-L6-v2 vectors (the same model as the report);\n\
          - generation prompt: not printed in the report → report 001's RAG prompt (`data/prompts/rag_001.txt`); rewrite prompt: report 004's, byte for byte (`data/prompts/rewrite_004.txt`), sent as the chat user message;\n\
          - questions: {n} of the test side of RAG Mini's seeded id-hash split (~30 % of 918, the questions the cross-encoder never trained on; seeded sample, seed 42, unless all are run);\n\

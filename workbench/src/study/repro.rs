@@ -157,23 +157,30 @@ impl ReproValid {
     }
 
     /// What `config.json` records: the parameters, every resolved pipeline config by
-    /// `<reader>/<system>`, the contents of the files each reads
+    /// `<reader>/<system>`, the cache keys of the trained models each reads with at the
+    /// study's scale ([`config_keys`](crate::pipeline::trained::config_keys)), the contents
+    /// of the files each reads
     /// ([`run_key::inputs`](crate::pipeline::run_key::inputs): prompts, questions, corpus, models,
     /// the judge's calibration), and the program's sha256. A result whose record differs
     /// is not reused.
     pub fn resolved(&self, env: &Env) -> Result<Resolved<'_, ReproParams>> {
         let mut configs = BTreeMap::new();
         let mut inputs = BTreeMap::new();
+        let mut trained = BTreeMap::new();
         for c in self.configs(env)? {
             let key = format!("{}/{}", short_name(&c.reader), c.system);
             inputs.insert(key.clone(), crate::pipeline::run_key::inputs(&c.config)?);
+            let models = crate::pipeline::trained::config_keys(env, c.scale, &c.config)?;
+            if !models.is_empty() {
+                trained.insert(key.clone(), models);
+            }
             configs.insert(key, c.config);
         }
         Resolved::new(
             env,
             &self.0,
             [],
-            serde_json::json!({ "configs": configs, "inputs": inputs }),
+            serde_json::json!({ "configs": configs, "inputs": inputs, "trained": trained }),
         )
     }
 }
@@ -844,6 +851,30 @@ mod tests {
                 .is_some(),
             "{j}"
         );
+        // The trained cross-encoder's cache key at the study's scale: the quick and
+        // default records name different models; the naive system has none.
+        let key_at = |scale: Scale| {
+            let r = params(scale, &["smollm2-135m-instruct-gguf"])
+                .check()
+                .unwrap()
+                .resolved(&env)
+                .map(|r| serde_json::to_value(&r).unwrap())
+                .unwrap();
+            assert!(
+                r["extra"]["trained"].get("smollm2-135m/naive").is_none(),
+                "{r}"
+            );
+            r["extra"]["trained"]["smollm2-135m/enhanced"]["rerank.model"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let quick = crate::train::cross_recipe::CrossRecipe::at_scale("minilm-ce", Scale::Quick)
+            .unwrap()
+            .key(&env.assets)
+            .unwrap();
+        assert_eq!(key_at(Scale::Quick), quick);
+        assert_ne!(key_at(Scale::Default), quick);
         // A missing config file is an error naming it.
         let mut bad = params(Scale::Default, &["r"]);
         bad.systems = vec![ConfigSystem::new("x", "configs/nope.toml")];

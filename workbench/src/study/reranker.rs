@@ -46,7 +46,8 @@ pub const METRICS: [Metric; 3] = [Metric::Mrr(10), Metric::Recall(1), Metric::Re
 pub struct RerankerParams {
     /// Sizes: the recipe's size and the held-out sample.
     pub scale: Scale,
-    /// Recipe name (`minilm-ce`; `minilm-ce-quick` is its quick size at any scale).
+    /// Recipe name (`minilm-ce`; its size is the scale's, labelled `minilm-ce-quick` at the
+    /// quick scale).
     pub recipe: String,
     /// Evaluate the latest checkpoint of the recipe's unfinished run instead of training.
     pub partial: bool,

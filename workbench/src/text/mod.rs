@@ -215,6 +215,15 @@ mod tests {
         );
         let back: String = pieces.iter().map(|p| p.source()).collect();
         assert_eq!(back, t);
+        // Multi-byte text around the braces.
+        assert_eq!(
+            template_pieces("é{ß}ü}").collect::<Vec<_>>(),
+            vec![Text("é"), Slot("ß"), Text("ü"), LoneClose]
+        );
+        assert_eq!(fill_placeholders("é{q}ü", &[("q", "ß")]), "éßü");
+        // An unknown placeholder is copied as written, and a lone `}` after it too.
+        assert_eq!(fill_placeholders("{x}}", &[]), "{x}}");
+        assert_eq!(fill_placeholders("{a {q}", &[("q", "1")]), "{a 1");
         assert_eq!(template_pieces("").count(), 0);
         assert_eq!(template_pieces("{}").collect::<Vec<_>>(), vec![Slot("")]);
     }
