@@ -1756,8 +1756,22 @@ fn extractive_reader_in_a_pipeline() {
 
     let unknown = text.replace(&qa.display().to_string(), "trained:no-such-recipe");
     std::fs::write(&cfg, &unknown).unwrap();
-    let p3 = Pipeline::build(PipelineConfig::from_file(&cfg).unwrap()).unwrap();
-    let e = extractive_reader(&p3).unwrap_err().to_string();
+    // A trained reader is resolved before building: building refuses it unresolved, and
+    // resolving names the unknown recipe.
+    let c3 = PipelineConfig::from_file(&cfg).unwrap();
+    let e = Pipeline::build(c3.clone()).err().unwrap().to_string();
+    assert!(
+        e.contains("reader.model") && e.contains("no-such-recipe"),
+        "{e}"
+    );
+    let e = workbench::pipeline::trained::for_config(
+        &workbench::env::Env::project().unwrap(),
+        workbench::env::Scale::Quick,
+        &c3,
+        workbench::pipeline::trained::Training::Forbid,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("no-such-recipe"), "{e}");
 
     let with_transform = text.replace(
