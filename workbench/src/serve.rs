@@ -499,6 +499,13 @@ impl Server {
                 let _ = stream.set_nodelay(true);
                 let service = hyper_util::service::TowerToHyperService::new(app.clone());
                 tokio::spawn(async move {
+                    // hyper's header timeout starts with the first byte: a client that
+                    // connects and sends nothing is dropped here.
+                    let mut first = [0u8; 1];
+                    match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => return,
+                    }
                     let mut http = hyper::server::conn::http1::Builder::new();
                     http.timer(hyper_util::rt::TokioTimer::new())
                         .header_read_timeout(header_timeout)
