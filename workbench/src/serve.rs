@@ -499,14 +499,10 @@ impl Server {
                 let _ = stream.set_nodelay(true);
                 let service = hyper_util::service::TowerToHyperService::new(app.clone());
                 tokio::spawn(async move {
-                    // hyper's header timeout starts with the first byte: a client that
-                    // connects and sends nothing is dropped here.
-                    let mut first = [0u8; 1];
-                    match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                        Ok(Ok(n)) if n > 0 => {}
-                        _ => return,
-                    }
                     let mut http = hyper::server::conn::http1::Builder::new();
+                    // The header timeout runs from the connection's start (and from the end
+                    // of each request on a kept-alive one): a client that connects and sends
+                    // nothing is closed when it passes.
                     http.timer(hyper_util::rt::TokioTimer::new())
                         .header_read_timeout(header_timeout)
                         .keep_alive(true);
