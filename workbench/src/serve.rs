@@ -500,9 +500,8 @@ impl Server {
                 let service = hyper_util::service::TowerToHyperService::new(app.clone());
                 tokio::spawn(async move {
                     let mut http = hyper::server::conn::http1::Builder::new();
-                    // The header timeout runs from the connection's start (and from the end
-                    // of each request on a kept-alive one): a client that connects and sends
-                    // nothing is closed when it passes.
+                    // The header timeout runs from the connection's start: a client that
+                    // connects and sends nothing is closed when it passes.
                     http.timer(hyper_util::rt::TokioTimer::new())
                         .header_read_timeout(header_timeout)
                         .keep_alive(true);
