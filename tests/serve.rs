@@ -472,11 +472,14 @@ impl Reader for FirstTitle {
 
 #[test]
 fn the_http_retriever_in_a_pipeline_gives_the_in_process_run() {
-    for retrieval in [BM25, BM25_TFIDF_RRF] {
+    // Depth 3: every fixture question has at least 3 candidates, so each list is full.
+    let bm25 = BM25.replace("depth = 5", "depth = 3");
+    let fused = BM25_TFIDF_RRF.replace("depth = 5", "depth = 3");
+    for retrieval in [bm25.as_str(), fused.as_str()] {
         let local = config(retrieval);
         let server = serve(&local, params());
         let remote = config(&format!(
-            "[retrieval]\ndepth = 5\n[[retrieval.retrievers]]\nkind = \"http\"\nurl = \"{}\"\ntimeout_secs = 30\n",
+            "[retrieval]\ndepth = 3\n[[retrieval.retrievers]]\nkind = \"http\"\nurl = \"{}\"\ntimeout_secs = 30\n",
             server.url()
         ));
         let run = |c: PipelineConfig| {
@@ -487,6 +490,7 @@ fn the_http_retriever_in_a_pipeline_gives_the_in_process_run() {
         let (a, b) = (run(local), run(remote));
         assert!(b.retrieval.starts_with("http-"), "{}", b.retrieval);
         assert_eq!(a.records.len(), 5);
+        assert!(a.records.iter().all(|r| r.retrieved.len() == 3));
         for (x, y) in a.records.iter().zip(&b.records) {
             assert_eq!(x.id, y.id);
             assert_eq!(x.retrieved, y.retrieved, "{retrieval}: {}", x.id);
