@@ -446,6 +446,13 @@ fn a_search_r1_request_gets_search_r1_s_response() {
     );
     assert_eq!(v["result"][0].as_array().unwrap().len(), 3, "{v}");
     assert_eq!(keys(&v["result"][0][0]), ["contents", "id"]);
+    // A topk beyond the corpus: every passage that scores, sized by the corpus, not the request.
+    let (code, v) = post(
+        &server.url(),
+        &json!({"queries": ["capital"], "topk": 1_000_000_000_000u64}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"][0].as_array().unwrap().len(), 3, "{v}");
     // No queries: no lists.
     let (code, v) = post(&server.url(), &json!({"queries": []}));
     assert_eq!((code, v), (200, json!({"result": []})));

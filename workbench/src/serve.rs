@@ -229,10 +229,13 @@ impl Served {
                 text: q.clone(),
             })
             .collect();
+        // No list is longer than the corpus; a `topk` beyond it asks for every passage
+        // (the retriever contract) without sizing anything by the request's number.
+        let k = request.topk.min(self.passages.len().max(1));
         let mut run = if queries.is_empty() {
             Default::default()
         } else {
-            self.retriever.retrieve_all(&queries, request.topk)?
+            self.retriever.retrieve_all(&queries, k)?
         };
         let mut result = Vec::with_capacity(queries.len());
         for q in &queries {
