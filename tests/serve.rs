@@ -149,12 +149,20 @@ fn local_hits(r: &dyn Retriever, queries: &[String], k: usize) -> Vec<Vec<(Strin
 }
 
 /// Over HTTP, one batch and one query at a time, through the raw API and through the
-/// `http` retriever, at several k: the in-process retriever's ids and score bits.
+/// `http` retriever, at several k: the in-process retriever's ids and score bits. A `topk`
+/// far beyond the corpus is answered with at most every passage.
 fn check_same_as_in_process(retrieval: &str) {
     let config = config(retrieval);
     let local = first_stage(&config).unwrap_or_else(|e| panic!("{e}"));
     let server = serve(&config, params());
     let qs = queries();
+    let (code, v) = post(
+        &server.url(),
+        &json!({"queries": qs, "topk": 1u64 << 40, "return_scores": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let lists = wire_hits(&v);
+    assert_eq!(lists, local_hits(local.retriever.as_ref(), &qs, 8), "{retrieval}");
     for k in [1, 3, 5] {
         let want = local_hits(local.retriever.as_ref(), &qs, k);
         assert!(
@@ -479,7 +487,7 @@ impl Reader for FirstTitle {
 
 #[test]
 fn the_http_retriever_in_a_pipeline_gives_the_in_process_run() {
-    // Depth 3: every fixture question has at least 3 candidates, so each list is full.
+    // Depth 3: some fixture questions fill it, so a list cut short shows.
     let bm25 = BM25.replace("depth = 5", "depth = 3");
     let fused = BM25_TFIDF_RRF.replace("depth = 5", "depth = 3");
     for retrieval in [bm25.as_str(), fused.as_str()] {
@@ -497,7 +505,7 @@ fn the_http_retriever_in_a_pipeline_gives_the_in_process_run() {
         let (a, b) = (run(local), run(remote));
         assert!(b.retrieval.starts_with("http-"), "{}", b.retrieval);
         assert_eq!(a.records.len(), 5);
-        assert!(a.records.iter().all(|r| r.retrieved.len() == 3));
+        assert!(a.records.iter().any(|r| r.retrieved.len() == 3));
         for (x, y) in a.records.iter().zip(&b.records) {
             assert_eq!(x.id, y.id);
             assert_eq!(x.retrieved, y.retrieved, "{retrieval}: {}", x.id);
