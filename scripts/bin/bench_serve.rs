@@ -215,6 +215,18 @@ fn main() -> Result<()> {
         args.queries,
         ServeParams::default().worker_threads,
     ));
+    // The same rows with plain numbers, for the records (`data/benchmarks.toml` reads them).
+    let mut csv = Table::new([
+        "config",
+        "retriever",
+        "passages",
+        "system",
+        "batch",
+        "median qps",
+        "min qps",
+        "max qps",
+        "HTTP / in-process",
+    ]);
     let mut notes = Vec::new();
     let mut summary = serde_json::Map::new();
     for path in &args.configs {
@@ -373,6 +385,17 @@ fn main() -> Result<()> {
                 } else {
                     format!("{:.2}", med / base)
                 };
+                csv.push([
+                    config.name.clone(),
+                    name.clone(),
+                    n_passages.to_string(),
+                    s.label.clone(),
+                    batch.to_string(),
+                    format!("{med:.1}"),
+                    format!("{lo:.1}"),
+                    format!("{hi:.1}"),
+                    ratio.clone(),
+                ])?;
                 table.push([
                     config.name.clone(),
                     name.clone(),
@@ -401,7 +424,7 @@ fn main() -> Result<()> {
         );
     }
     let load_end = load_average();
-    table.write_csv(&out.path("bench.csv"))?;
+    csv.write_csv(&out.path("bench.csv"))?;
     let md = format!(
         "{}\n{}\n\n{}\n{}\nLoad average (1/5/15 min): start {load_start}, end {load_end}.\n",
         machine.summary(),
