@@ -162,7 +162,11 @@ fn check_same_as_in_process(retrieval: &str) {
     );
     assert_eq!(code, 200, "{v}");
     let lists = wire_hits(&v);
-    assert_eq!(lists, local_hits(local.retriever.as_ref(), &qs, 8), "{retrieval}");
+    assert_eq!(
+        lists,
+        local_hits(local.retriever.as_ref(), &qs, 8),
+        "{retrieval}"
+    );
     for k in [1, 3, 5] {
         let want = local_hits(local.retriever.as_ref(), &qs, k);
         assert!(

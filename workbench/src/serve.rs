@@ -24,7 +24,7 @@
 //! a body is answered 408 after the body timeout, and neither holds up anyone else.
 
 use crate::pipeline::{first_stage, PipelineConfig};
-use crate::retrieve::http::{contents, ScoredDocument, WireDocument};
+use crate::retrieve::http::contents;
 use crate::retrieve::Retriever;
 use crate::{Error, Passage, Query, Result};
 use axum::extract::{Request, State};
@@ -216,10 +216,10 @@ impl Served {
         self.passages.is_empty()
     }
 
-    /// The response body of `request`: `{"result": [...]}`, Search-R1's shape.
+    /// The response body of `request`, JSON: `{"result": [...]}`, Search-R1's shape.
     ///
     /// Errors: the retriever's; a hit whose id is no passage ([`Error::InvalidParam`]).
-    pub fn answer(&self, request: &SearchRequest) -> Result<Value> {
+    pub fn answer(&self, request: &SearchRequest) -> Result<Vec<u8>> {
         let queries: Vec<Query> = request
             .queries
             .iter()
@@ -253,24 +253,45 @@ impl Served {
                                 format!("the retriever returned `{}`, which is no passage", h.id),
                             )
                         })?;
-                    let document = WireDocument {
-                        id: p.id.clone(),
+                    let document = Doc {
+                        id: &p.id,
                         contents: contents(&p.title, &p.text),
                     };
                     Ok(if request.return_scores {
-                        serde_json::to_value(ScoredDocument {
+                        Item::Scored {
                             document,
                             score: h.score,
-                        })?
+                        }
                     } else {
-                        serde_json::to_value(document)?
+                        Item::Plain(document)
                     })
                 })
-                .collect::<Result<Vec<Value>>>()?;
-            result.push(Value::Array(docs));
+                .collect::<Result<Vec<Item<'_>>>>()?;
+            result.push(docs);
         }
-        Ok(json!({ "result": result }))
+        Ok(serde_json::to_vec(&Body { result })?)
     }
+}
+
+/// A document of a response (borrowing the passage's id): `{"id", "contents"}`.
+#[derive(serde::Serialize)]
+struct Doc<'a> {
+    id: &'a str,
+    contents: String,
+}
+
+/// One item of a hit list: with its score, or the document alone.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Item<'a> {
+    Scored { document: Doc<'a>, score: f32 },
+    Plain(Doc<'a>),
+}
+
+/// A response body.
+#[derive(serde::Serialize)]
+struct Body<'a> {
+    result: Vec<Vec<Item<'a>>>,
 }
 
 struct AppState {
@@ -343,7 +364,10 @@ async fn retrieve(State(state): State<Arc<AppState>>, request: Request) -> Respo
     })
     .await;
     let (parsed, response) = match answer {
-        Ok((parsed, Ok(body))) => (parsed, axum::Json(body).into_response()),
+        Ok((parsed, Ok(body))) => (
+            parsed,
+            ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        ),
         Ok((parsed, Err(e))) => (
             parsed,
             error(
