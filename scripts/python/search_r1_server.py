@@ -87,7 +87,13 @@ def main():
     endpoint_globals = mod["retrieve_endpoint"].__globals__
     endpoint_globals["config"] = config
     endpoint_globals["retriever"] = mod["get_retriever"](config)
-    print(f"search-r1 server: {index.ntotal} passages, http://127.0.0.1:{args.port}/retrieve", flush=True)
+    print(
+        f"search-r1 server: {index.ntotal} passages, http://127.0.0.1:{args.port}/retrieve, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), faiss {faiss.__version__} "
+        f"({faiss.omp_get_max_threads()} threads)",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(mod["app"], host="127.0.0.1", port=args.port, log_level="warning")
 
 
