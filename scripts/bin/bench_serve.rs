@@ -289,6 +289,9 @@ fn main() -> Result<()> {
             )?),
             _ => None,
         };
+        if let Some(p) = &peer {
+            notes.push(format!("{}: {}.", config.name, p.describe()));
+        }
         let mut systems = Vec::new();
         for batch in [1, args.queries] {
             systems.push(System {

@@ -20,6 +20,7 @@ use workbench::Passage;
 pub struct Peer {
     child: Child,
     port: u16,
+    log: PathBuf,
 }
 
 impl Peer {
@@ -102,7 +103,11 @@ impl Peer {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", python.display()))?;
-        let mut peer = Peer { child, port };
+        let mut peer = Peer {
+            child,
+            port,
+            log: log_path.clone(),
+        };
         let t0 = Instant::now();
         let agent = ureq::AgentBuilder::new()
             .timeout(Duration::from_secs(60))
@@ -133,6 +138,16 @@ impl Peer {
             peer.url()
         );
         Ok(peer)
+    }
+
+    /// The runner's line naming its versions and threads.
+    pub fn describe(&self) -> String {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("search-r1 server:"))
+            .unwrap_or("search-r1 server: (no description in its log)")
+            .to_string()
     }
 
     /// Its `/retrieve` endpoint.
