@@ -300,16 +300,29 @@ struct AppState {
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, axum::Json(json!({ "error": message.into() }))).into_response()
+    json_response(status, &json!({ "error": message.into() }))
+}
+
+/// `value` as a JSON response (axum's `json` feature is left out: it turns on serde_json's
+/// `raw_value`, which would rebuild every crate above serde_json).
+fn json_response(status: StatusCode, value: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
 }
 
 async fn info(State(state): State<Arc<AppState>>) -> Response {
-    axum::Json(json!({
-        "retriever": state.served.name(),
-        "passages": state.served.len(),
-        "topk": state.params.default_topk,
-    }))
-    .into_response()
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "retriever": state.served.name(),
+            "passages": state.served.len(),
+            "topk": state.params.default_topk,
+        }),
+    )
 }
 
 async fn retrieve(State(state): State<Arc<AppState>>, request: Request) -> Response {
