@@ -315,12 +315,18 @@ fn main() -> Result<()> {
                 });
             }
         }
-        // Warm-up, and the HTTP answers checked against the in-process ones.
-        let want = systems[0].pass(&queries, args.topk)?;
+        // Warm-up, and the HTTP answers checked against the in-process ones at the same batch
+        // (a dense retriever's scores depend in their last bits on the batch a query is
+        // encoded in, in process as over HTTP).
+        let mut wants = std::collections::HashMap::new();
+        for s in systems.iter().filter(|s| matches!(s.side, Side::InProcess(_))) {
+            wants.insert(s.batch, s.pass(&queries, args.topk)?);
+        }
         for s in &systems {
+            let want = &wants[&s.batch];
             let got = s.pass(&queries, args.topk)?;
             if s.label.contains("Search-R1") {
-                let overlap = overlap(&want, &got);
+                let overlap = overlap(want, &got);
                 println!(
                     "  {} batch {}: top-{} overlap with ours {overlap:.3}",
                     s.label, s.batch, args.topk
