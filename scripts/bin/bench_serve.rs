@@ -319,7 +319,10 @@ fn main() -> Result<()> {
         // (a dense retriever's scores depend in their last bits on the batch a query is
         // encoded in, in process as over HTTP).
         let mut wants = std::collections::HashMap::new();
-        for s in systems.iter().filter(|s| matches!(s.side, Side::InProcess(_))) {
+        for s in systems
+            .iter()
+            .filter(|s| matches!(s.side, Side::InProcess(_)))
+        {
             wants.insert(s.batch, s.pass(&queries, args.topk)?);
         }
         for s in &systems {
@@ -339,8 +342,8 @@ fn main() -> Result<()> {
                     overlap.into(),
                 );
                 notes.push(format!(
-                    "{}: Search-R1's server ranks with its own encoder call (PyTorch, fp16 as its `__main__` sets) over the \
-                     same MiniLM passage vectors; its top {} overlap ours on {:.1} % of the hits (batch {}).",
+                    "{}: Search-R1's server encodes the queries with its own code (PyTorch, float32: the runner turns \
+                     off the fp16 its `__main__` sets for GPUs) and searches the same MiniLM passage vectors; its top {} overlap ours on {:.1} % of the hits (batch {}).",
                     config.name,
                     args.topk,
                     overlap * 100.0,
