@@ -45,7 +45,7 @@
 //! | `dense` | candle BERT encoders, rerankers (implies `tokenizers`) | ~4 min cold build |
 //! | `faiss` | FAISS indexes (flat, IVF, HNSW), built from vendored source (cmake, openblas) | ~3–15 min cold build |
 //! | `tsne` | t-SNE with linfa-tsne | light |
-//! | `serve` | the retrieval server (axum on tokio) | light alone; beside `parquet`, its hyper features rebuild polars' HTTP stack once |
+//! | `serve` | the retrieval server (axum on tokio) | light alone; beside `parquet`, hyper's `server` feature rebuilds polars and its HTTP client once |
 #![deny(missing_docs)]
 // Every unsafe block and impl says why it is sound (`// SAFETY:` above it), and an unsafe
 // fn's body is no unsafe block: each unsafe operation in it has its own.
