@@ -213,6 +213,29 @@ build() {
   cargo build --release --workspace --bins "$@"
 }
 
+# Search-R1's retrieval server, bench_serve's peer: a checkout of PeterGriffinJin/Search-R1 at
+# the commit its API was read at, and the packages its server imports that the peers venv lacks,
+# in a folder of their own (scripts/python/search_r1_server.py appends it to sys.path after
+# the venv's packages). Returns non-zero, saying why, when either cannot be had.
+SEARCH_R1_COMMIT=a14dc3a4ffc6fe88c1e95038d9738e21ba3f7a06
+export SEARCH_R1_DIR="${SEARCH_R1_DIR:-$WORKBENCH_HOME/search-r1}"
+export SEARCH_R1_EXTRA_PACKAGES="${SEARCH_R1_EXTRA_PACKAGES:-$WORKBENCH_HOME/search-r1-packages}"
+ensure_search_r1() {
+  if [ ! -f "$SEARCH_R1_DIR/search_r1/search/retrieval_server.py" ]; then
+    step "Search-R1 at $SEARCH_R1_COMMIT ($SEARCH_R1_DIR, one-off)"
+    if ! { git clone -q https://github.com/PeterGriffinJin/Search-R1 "$SEARCH_R1_DIR" &&
+           git -C "$SEARCH_R1_DIR" checkout -q "$SEARCH_R1_COMMIT"; }; then
+      echo "Search-R1 could not be cloned; set SEARCH_R1_DIR to a checkout of it" >&2
+      return 1
+    fi
+  fi
+  if ! "$PEERS_VENV/bin/python" -c "import sys; sys.path.append('$SEARCH_R1_EXTRA_PACKAGES'); import faiss, datasets, fastapi, uvicorn" >/dev/null 2>&1; then
+    step "Search-R1's server packages ($SEARCH_R1_EXTRA_PACKAGES, one-off)"
+    "$PEERS_VENV/bin/pip" install -q --disable-pip-version-check --target "$SEARCH_R1_EXTRA_PACKAGES" \
+      faiss-cpu==1.15.1 datasets==5.2.0 fastapi==0.165.0 uvicorn==0.54.0 || return 1
+  fi
+}
+
 fetch_assets() {
   step "assets: fetch and verify $*"
   "$CARGO_TARGET_DIR/release/assets" fetch "$@"

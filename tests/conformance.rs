@@ -78,6 +78,42 @@ fn fused(p: &[Passage], method: FusionMethod) -> Result<Fused> {
     Fused::new(bm25_and_tfidf(p)?, Fusion::new(method, None)?, 100)
 }
 
+/// `inner` served by the retrieval server on a free loopback port, asked through the
+/// `http` retriever (the server stops when it is dropped).
+struct OverHttp {
+    client: workbench::retrieve::http::HttpRetriever,
+    _server: workbench::serve::ServerHandle,
+}
+
+impl Retriever for OverHttp {
+    fn name(&self) -> String {
+        self.client.name()
+    }
+    fn retrieve(&self, query: &str, k: usize) -> Result<Vec<Hit>> {
+        self.client.retrieve(query, k)
+    }
+}
+
+fn over_http(p: &[Passage], inner: Box<dyn Retriever>) -> Result<OverHttp> {
+    use workbench::serve::{ServeParams, Served, Server};
+    let served = Served::new(Arc::from(inner), p.to_vec())?;
+    let params = ServeParams {
+        log: false,
+        ..ServeParams::default()
+    };
+    let server = Server::bind("127.0.0.1:0", served, params)?.spawn()?;
+    let client = workbench::retrieve::http::HttpRetriever::new(
+        &server.url(),
+        std::time::Duration::from_secs(30),
+        64,
+        p,
+    )?;
+    Ok(OverHttp {
+        client,
+        _server: server,
+    })
+}
+
 /// Every retriever under test: one line each.
 #[rustfmt::skip]
 fn cases() -> Vec<Case> {
@@ -94,6 +130,7 @@ fn cases() -> Vec<Case> {
         Case::lexical("zscore(bm25,tfidf)", |p| boxed(fused(p, FusionMethod::ZScore))),
         Case::lexical("combsum(bm25,tfidf)", |p| boxed(fused(p, FusionMethod::CombSum))),
         Case::lexical("combmnz(bm25,tfidf)", |p| boxed(fused(p, FusionMethod::CombMnz))),
+        Case::lexical("http(bm25-lucene)", |p| boxed(over_http(p, boxed(bm25(p, Bm25Variant::Lucene))?))),
         // Case::dense("dense-minilm", |p| boxed(Dense::build(p, ...))),
     ]
 }

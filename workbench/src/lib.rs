@@ -20,6 +20,7 @@
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
 //! | [`pipeline`] | TOML-configured RAG pipelines (retrieve → rerank → read → evaluate), query transforms, traces, SQuAD predictions, retrieval cache |
+//! | `serve` (feature `serve`) | a pipeline config's first stage served over HTTP in Search-R1's `/retrieve` API |
 //! | `train` (feature `dense`) | a generic candle training loop (AdamW, warm-up + decay, clipping, length-grouped batches, resumable checkpoints) and extractive-QA supervision |
 //! | [`env`] | where the project lives ([`env::Env`]: assets, caches, results, passed in) and how much of a study runs ([`env::Scale`]) |
 //! | [`study`] | the reports' experiments as library code: parameters per scale (quick / default / paper) → checked → run → typed results, tables, figures, result folders |
@@ -44,6 +45,7 @@
 //! | `dense` | candle BERT encoders, rerankers (implies `tokenizers`) | ~4 min cold build |
 //! | `faiss` | FAISS indexes (flat, IVF, HNSW), built from vendored source (cmake, openblas) | ~3–15 min cold build |
 //! | `tsne` | t-SNE with linfa-tsne | light |
+//! | `serve` | the retrieval server (axum on tokio) | light alone; beside `parquet`, hyper's `server` feature rebuilds polars and its HTTP client once |
 #![deny(missing_docs)]
 // Every unsafe block and impl says why it is sound (`// SAFETY:` above it), and an unsafe
 // fn's body is no unsafe block: each unsafe operation in it has its own.
@@ -74,6 +76,8 @@ pub mod read;
 pub mod rerank;
 pub mod results;
 pub mod retrieve;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod study;
 pub mod text;
 #[cfg(feature = "dense")]

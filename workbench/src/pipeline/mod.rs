@@ -222,6 +222,73 @@ fn asset_file(asset: &str, file: &str) -> Result<std::path::PathBuf> {
     crate::assets::Assets::load()?.resolve(asset, file)
 }
 
+/// A config's first stage alone: its passages and the retriever that ranks them.
+pub struct FirstStage {
+    /// The corpus, chunked as the config says.
+    pub passages: Vec<Passage>,
+    /// The config's retriever or, with several, their fusion.
+    pub retriever: std::sync::Arc<dyn Retriever>,
+}
+
+/// The first stage of `config` as [`Pipeline::build`] builds it, without questions, prompt
+/// or reader: the corpus loaded and chunked, each `[[retrieval.retrievers]]` built, and with
+/// several, their lists fused with `retrieval.fusion` (`rank_constant`, `weights`) over
+/// `retrieval.depth` candidates each ([`crate::retrieve::fusion::Fused`]). For a `k` up to
+/// `retrieval.depth`, the retriever's top `k` of a query is the top `k` of what the pipeline
+/// retrieves for it (`retrieved` in its traces). What `retrieve-server` serves.
+///
+/// Errors: those of [`PipelineConfig::validate`] and of loading, chunking and building; no
+/// retriever, or a `[rerank]` section ([`Error::InvalidParam`] naming it: the first stage
+/// has no re-ranker); `kind = "oracle"` (it needs the questions).
+pub fn first_stage(config: &PipelineConfig) -> Result<FirstStage> {
+    config.validate()?;
+    if config.retrieval.retrievers.is_empty() {
+        return Err(Error::param(
+            "retrieval.retrievers",
+            "no retriever to serve: add a [[retrieval.retrievers]] entry",
+        ));
+    }
+    if config.rerank.is_some() {
+        return Err(Error::param(
+            "rerank",
+            "the first stage is served without a re-ranker: remove the [rerank] section",
+        ));
+    }
+    let docs = Pipeline::load_corpus(config)?;
+    let passages = Pipeline::chunk(config, &docs)?;
+    let env = crate::env::Env::project()?;
+    let nothing_trained = crate::build::TrainedModels::default();
+    #[cfg(feature = "dense")]
+    let encoders = crate::build::EncoderPool::default();
+    #[cfg(feature = "dense")]
+    let ctx = crate::build::BuildCtx::new(&env, &passages, &nothing_trained, &encoders);
+    #[cfg(not(feature = "dense"))]
+    let ctx = crate::build::BuildCtx::new(&env, &passages, &nothing_trained);
+    let ctx = ctx.with_base_dir(&config.base_dir);
+    let mut built = config
+        .retrieval
+        .retrievers
+        .iter()
+        .map(|r| r.build(&ctx))
+        .collect::<Result<Vec<_>>>()?;
+    let retriever: std::sync::Arc<dyn Retriever> = if built.len() == 1 {
+        built.remove(0)
+    } else {
+        let r = &config.retrieval;
+        let weights = (!r.weights.is_empty()).then(|| r.weights.clone());
+        let fusion = Fusion::new(r.fusion.method(r.rank_constant), weights)?;
+        let inner = built
+            .into_iter()
+            .map(|b| Box::new(b) as Box<dyn Retriever>)
+            .collect();
+        std::sync::Arc::new(crate::retrieve::fusion::Fused::new(inner, fusion, r.depth)?)
+    };
+    Ok(FirstStage {
+        passages,
+        retriever,
+    })
+}
+
 impl Pipeline {
     /// Validate `config` and build everything a run needs. A model the workbench trains (a
     /// `trained:<recipe>` re-ranker or extractive reader, a ColBERT projection) must be

@@ -14,6 +14,7 @@
 //! | [`bm25`] | BM25: Robertson, ATIRE (report 002 as printed), Lucene |
 //! | [`fusion`] | min-max / z-score hybrid (report 001), RRF (report 002), CombSUM / CombMNZ, [`fusion::Fused`] |
 //! | [`control`] | controls: the gold passage ([`control::OracleRetriever`]) and seeded random passages |
+//! | [`http`] | a server speaking Search-R1's `/retrieve` API (`kind = "http"`) |
 //! | [`conformance`] | the data-driven conformance suite read by `tests/conformance.rs` |
 //! | [`spec`] | [`RetrieverSpec`]: a retriever as configured, checked and built |
 
@@ -26,6 +27,7 @@ pub mod dense;
 #[cfg(feature = "faiss")]
 pub mod faiss;
 pub mod fusion;
+pub mod http;
 pub mod impact;
 pub mod index;
 pub mod spec;

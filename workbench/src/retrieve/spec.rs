@@ -37,6 +37,8 @@ crate::build::stage_specs! {
     Oracle(super::control::OracleSpec) = "oracle",
     /// Control: seeded random passages.
     Random(super::control::RandomSpec) = "random",
+    /// A server speaking Search-R1's `/retrieve` API (the workbench's `retrieve-server`).
+    Http(super::http::HttpSpec) = "http",
 }
 
 impl Default for RetrieverSpec {
