@@ -179,15 +179,7 @@ impl Served {
     ///
     /// Errors: a passage id given twice ([`Error::InvalidParam`] naming it).
     pub fn new(retriever: Arc<dyn Retriever>, passages: Vec<Passage>) -> Result<Self> {
-        let mut position = HashMap::with_capacity(passages.len());
-        for (i, p) in passages.iter().enumerate() {
-            if position.insert(p.id.clone(), i).is_some() {
-                return Err(Error::param(
-                    "corpus",
-                    format!("passage id `{}` appears twice", p.id),
-                ));
-            }
-        }
+        let position = crate::pipeline::passage_positions(&passages)?;
         Ok(Served {
             retriever,
             passages,

@@ -289,6 +289,22 @@ pub fn first_stage(config: &PipelineConfig) -> Result<FirstStage> {
     })
 }
 
+/// Each passage's position in `passages`, by id.
+///
+/// Errors: a passage id given twice ([`Error::InvalidParam`] naming `corpus` and the id).
+pub fn passage_positions(passages: &[Passage]) -> Result<HashMap<String, usize>> {
+    let mut position = HashMap::with_capacity(passages.len());
+    for (i, p) in passages.iter().enumerate() {
+        if position.insert(p.id.clone(), i).is_some() {
+            return Err(Error::param(
+                "corpus",
+                format!("passage id `{}` appears twice", p.id),
+            ));
+        }
+    }
+    Ok(position)
+}
+
 impl Pipeline {
     /// Validate `config` and build everything a run needs. A model the workbench trains (a
     /// `trained:<recipe>` re-ranker or extractive reader, a ColBERT projection) must be
@@ -361,15 +377,7 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        let mut position = HashMap::with_capacity(passages.len());
-        for (i, p) in passages.iter().enumerate() {
-            if position.insert(p.id.clone(), i).is_some() {
-                return Err(Error::param(
-                    "corpus",
-                    format!("passage id `{}` appears twice", p.id),
-                ));
-            }
-        }
+        let position = passage_positions(&passages)?;
         let questions = Self::load_questions(&config)?;
         // The data set's own rule unless the config names one; the resolved config (and so
         // `config.toml` beside every result) records the rule used.
