@@ -19,6 +19,7 @@
 //! | [`retrieve`] | the [`retrieve::Retriever`] trait; TF-IDF, BM25, fusion, dense FAISS retrievers, one file each |
 //! | [`rerank`] | the [`rerank::Reranker`] trait; bi-encoder, late-interaction (MaxSim) and cross-encoder rerankers |
 //! | [`read`] | the [`read::Reader`] trait: question + ranked passages → answer with abstention flag, evidence, token counts and timings |
+//! | [`method`] | RAG methods as control flows over retrieval, the reader and its model: adaptive retrieval, Iter-RetGen, IRCoT, Self-Ask, FLARE, a Search-R1-style agentic loop; every call traced |
 //! | [`pipeline`] | TOML-configured RAG pipelines (retrieve → rerank → read → evaluate), query transforms, traces, SQuAD predictions, retrieval cache |
 //! | `serve` (feature `serve`) | a pipeline config's first stage served over HTTP in Search-R1's `/retrieve` API |
 //! | `train` (feature `dense`) | a generic candle training loop (AdamW, warm-up + decay, clipping, length-grouped batches, resumable checkpoints) and extractive-QA supervision |
@@ -67,6 +68,7 @@ pub mod grade;
 pub mod kernels;
 pub mod load;
 pub mod machine;
+pub mod method;
 pub mod paths;
 pub mod pipeline;
 #[cfg(feature = "plot")]

@@ -281,12 +281,7 @@ mod tests {
             if ratio_checks(&all).is_ok() {
                 break;
             }
-            for (k, again) in all.iter_mut().zip(measure_kernels(1)) {
-                k.macs_per_s = match (k.macs_per_s, again.macs_per_s) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
-            }
+            measure_again(&mut all);
         }
         let names: Vec<&str> = all.iter().map(|k| k.kernel.as_str()).collect();
         if cfg!(target_arch = "x86_64") {
@@ -312,8 +307,10 @@ mod tests {
         if let Err(e) = ratio_checks(&all) {
             panic!("{e}: {all:?}");
         }
-        // The same widest kernels as measure_peak, at about its rate (its best of up to four
-        // measurements too).
+        // The same widest kernels as measure_peak, at about its rate. A test on the other
+        // vCPU (a hyperthread sibling shares the vector units) can halve either side, so
+        // while they disagree both are measured again, each keeping its best (up to four
+        // measurements each).
         let mut peak = measure_peak(1);
         for _ in 0..3 {
             let near = rate(&all, &peak.f32_kernel)
@@ -321,6 +318,7 @@ mod tests {
             if near {
                 break;
             }
+            measure_again(&mut all);
             let again = measure_peak(1);
             peak.f32_fmas_per_s = peak.f32_fmas_per_s.max(again.f32_fmas_per_s);
         }
@@ -343,6 +341,16 @@ mod tests {
 
     /// The rates against each other, as the instructions' widths allow: a wrong count of
     /// multiply-adds per instruction moves a ratio out of its bounds.
+    /// Measure every kernel again, each keeping the best of its rates.
+    fn measure_again(all: &mut [KernelPeak]) {
+        for (k, again) in all.iter_mut().zip(measure_kernels(1)) {
+            k.macs_per_s = match (k.macs_per_s, again.macs_per_s) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
+
     fn ratio_checks(all: &[KernelPeak]) -> std::result::Result<(), String> {
         let rate = |name: &str| rate(all, name);
         let check = |ok: bool, what: &str| if ok { Ok(()) } else { Err(what.to_string()) };

@@ -170,6 +170,10 @@ pub struct Completion {
     /// probability), as the server lists them in `choices[0].logprobs.content[0]
     /// .top_logprobs`; empty when not asked for or not sent.
     pub first_top_logprobs: Vec<(String, f64)>,
+    /// Each generated token's text and natural-log probability
+    /// (`choices[0].logprobs.content[i].token` / `.logprob`); empty when not asked for or
+    /// not sent.
+    pub token_logprobs: Vec<(String, f64)>,
 }
 
 /// A [`Reader`] over an OpenAI-compatible chat-completions endpoint. See the
@@ -558,6 +562,21 @@ fn parse_completion(body: &str) -> std::result::Result<Completion, String> {
                         Some((
                             a.get("token")?.as_str()?.to_string(),
                             a.get("logprob")?.as_f64()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        token_logprobs: choice
+            .get("logprobs")
+            .and_then(|l| l.get("content"))
+            .and_then(Value::as_array)
+            .map(|c| {
+                c.iter()
+                    .filter_map(|t| {
+                        Some((
+                            t.get("token")?.as_str()?.to_string(),
+                            t.get("logprob")?.as_f64()?,
                         ))
                     })
                     .collect()

@@ -237,6 +237,11 @@ pub struct Generation {
     pub decode_secs: f64,
     /// Why it stopped.
     pub stop: StopReason,
+    /// The natural-log probability of each generated token under the model's own
+    /// distribution (softmax of its logits at temperature 1, whatever the sampler), in the
+    /// order of `token_ids`.
+    #[serde(default)]
+    pub token_logprobs: Vec<f32>,
 }
 
 impl Generation {
@@ -728,6 +733,7 @@ impl Llm {
                 cache,
                 logits,
                 out: Vec::new(),
+                logprobs: Vec::new(),
                 rng: match params.sampling {
                     Sampling::TopP { seed, .. } => rand_chacha::ChaCha8Rng::seed_from_u64(seed),
                     Sampling::Greedy => rand_chacha::ChaCha8Rng::seed_from_u64(0),
@@ -792,6 +798,7 @@ impl Llm {
                     prefill_secs: s.prefill_secs,
                     decode_secs: s.decode_secs,
                     stop: s.stop.unwrap_or(StopReason::MaxTokens),
+                    token_logprobs: s.logprobs,
                 })
             })
             .collect()
@@ -804,6 +811,8 @@ struct Seq {
     /// Logits of the position after the last token run.
     logits: Vec<f32>,
     out: Vec<u32>,
+    /// Log-probability of each token of `out`.
+    logprobs: Vec<f32>,
     rng: rand_chacha::ChaCha8Rng,
     /// The text cut before a stop string, once one appeared.
     cut: Option<String>,
@@ -833,6 +842,7 @@ impl Seq {
             return Ok(None);
         }
         self.out.push(next);
+        self.logprobs.push(sample::log_prob(&self.logits, next));
         if !params.stop_strings.is_empty() {
             let text = tok.decode(&self.out)?;
             let first = params

@@ -16,6 +16,18 @@ pub(crate) fn argmax(logits: &[f32]) -> u32 {
     best as u32
 }
 
+/// The natural-log probability of token `id` under `softmax(logits)` (temperature 1: the
+/// model's own distribution, whatever the sampler), computed in f64.
+pub(crate) fn log_prob(logits: &[f32], id: u32) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = logits.iter().map(|&l| (l as f64 - max).exp()).sum();
+    let l = logits
+        .get(id as usize)
+        .copied()
+        .unwrap_or(f32::NEG_INFINITY) as f64;
+    (l - max - sum.ln()) as f32
+}
+
 /// Sample from `softmax(logits / temperature)` restricted to the smallest set of most
 /// probable tokens whose probability reaches `top_p`.
 pub(crate) fn top_p(logits: &[f32], temperature: f32, top_p: f32, rng: &mut ChaCha8Rng) -> u32 {

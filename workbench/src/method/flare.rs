@@ -1,0 +1,204 @@
+//! FLARE (Jiang et al., 2023), the direct variant: generate the answer a sentence at a
+//! time; when a sentence holds a token the model was unsure of, retrieve with that
+//! sentence's confident words and generate the sentence again over the new passages.
+//!
+//! 1. Retrieve with the question.
+//! 2. The model writes the next sentence ([`PROMPT`]: the passages, the question, the
+//!    answer so far as the start of its turn).
+//! 3. When a token of that sentence has probability below `threshold`, the query is the
+//!    sentence without its unsure tokens (the question when nothing is left, or when the
+//!    sentence is the first); the passages are replaced by what it retrieves and the
+//!    sentence is generated again.
+//! 4. The sentence is added; the loop ends when the model stops or after `max_steps`
+//!    sentences. The sentences are the answer.
+
+use super::spec::{at_least_one, probability};
+use super::{first_sentence, format_docs, Completion, LmRequest, Recorder};
+use crate::text::fill_placeholders;
+use crate::Result;
+use serde::{Deserialize, Serialize};
+
+/// The built-in prompt.
+pub const PROMPT: &str = "Answer the question using the documents. Give a short answer (a \
+name, a date, a number) first.\n\n{passages}\n\nQuestion: {question}";
+
+/// Parameters of `kind = "flare"`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Flare {
+    /// A token below this probability makes its sentence retrieved for (0–1). Default 0.4.
+    pub threshold: f64,
+    /// Most sentences. Default 3.
+    pub max_steps: usize,
+    /// The prompt file (`{passages}`, `{question}`); empty = the built-in one.
+    pub prompt: String,
+    /// Most tokens per sentence (the look-ahead). Default 48.
+    pub max_new_tokens: usize,
+}
+
+impl Default for Flare {
+    fn default() -> Self {
+        Flare {
+            threshold: 0.4,
+            max_steps: 3,
+            prompt: String::new(),
+            max_new_tokens: 48,
+        }
+    }
+}
+
+impl Flare {
+    pub(crate) fn check(&self) -> Result<()> {
+        probability("method.threshold", self.threshold)?;
+        at_least_one("method.max_steps", self.max_steps)?;
+        at_least_one("method.max_new_tokens", self.max_new_tokens)
+    }
+}
+
+/// The first sentence of `c` and its tokens (token text, log-probability), the tokens
+/// taken while their joined text does not yet cover the sentence.
+fn sentence_tokens(c: &Completion) -> (String, Vec<(String, f64)>) {
+    let sentence = first_sentence(&c.text).to_string();
+    let lead = c.text.len() - c.text.trim_start().len();
+    let need = lead + sentence.len();
+    let mut len = 0;
+    let mut toks = Vec::new();
+    for t in &c.tokens {
+        if len >= need {
+            break;
+        }
+        len += t.0.len();
+        toks.push(t.clone());
+    }
+    (sentence, toks)
+}
+
+/// Run the method (see the [module docs](self)); returns the answer and its abstention.
+pub(crate) fn run(
+    p: &Flare,
+    template: &str,
+    question: &str,
+    rec: &mut Recorder<'_>,
+) -> Result<(String, bool)> {
+    let ln_threshold = p.threshold.ln();
+    let mut passages = rec.search(question, "question")?;
+    let mut answer: Vec<String> = Vec::new();
+    for _ in 0..p.max_steps {
+        let request = |passages: &[crate::read::Context], answer: &[String]| LmRequest {
+            user: fill_placeholders(
+                template,
+                &[("passages", &format_docs(passages)), ("question", question)],
+            ),
+            assistant_prefix: if answer.is_empty() {
+                String::new()
+            } else {
+                format!("{} ", answer.join(" "))
+            },
+            max_new_tokens: p.max_new_tokens,
+            stop: vec![],
+        };
+        let mut last = rec.generate("flare", &request(&passages, &answer), "look ahead")?;
+        let (mut sentence, toks) = sentence_tokens(&last);
+        if sentence.is_empty() {
+            break;
+        }
+        let unsure = toks.iter().any(|(_, lp)| *lp < ln_threshold);
+        if unsure {
+            let confident: Vec<&str> = toks
+                .iter()
+                .filter(|(_, lp)| *lp >= ln_threshold)
+                .map(|(t, _)| t.as_str())
+                .collect();
+            let masked = confident.concat().trim().to_string();
+            let query = if answer.is_empty() || masked.is_empty() {
+                if masked.is_empty() {
+                    question.to_string()
+                } else {
+                    format!("{question} {masked}")
+                }
+            } else {
+                masked
+            };
+            passages = rec.search(&query, "unsure sentence")?;
+            last = rec.generate("flare", &request(&passages, &answer), "regenerate")?;
+            sentence = first_sentence(&last.text).to_string();
+            if sentence.is_empty() {
+                break;
+            }
+        }
+        // The model wrote nothing after this sentence: the answer is complete.
+        let done = first_sentence(&last.text).len() + 1 >= last.text.trim().len();
+        answer.push(sentence);
+        if done {
+            break;
+        }
+    }
+    let text = answer.join(" ");
+    let abstained = text.trim().is_empty() || rec.abstains_text(&text);
+    Ok((text, abstained))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lm::scripted;
+    use super::super::testing::*;
+    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
+    use super::*;
+
+    #[test]
+    fn an_unsure_sentence_is_retrieved_for_with_its_confident_words_and_regenerated() {
+        let mut search = corpus_search(&[
+            ("austria", "capital of austria = Vienna"),
+            ("vienna", "river of vienna = Danube"),
+        ]);
+        let mut reader = FirstFact;
+        // "Salzburg" is unsure (p = 0.1): the query drops it.
+        let mut unsure = scripted("Vienna lies on the Salzburg.", 0.9);
+        unsure.tokens[4].1 = 0.1f64.ln();
+        let mut lm =
+            ScriptedLm::from_completions(vec![unsure, scripted("Vienna lies on the Danube.", 0.9)]);
+        let out = run_method(
+            &MethodSpec::Flare(Flare::default()),
+            None,
+            "Which river flows through the capital of Austria?",
+            Tools {
+                search: &mut search,
+                reader: &mut reader,
+                lm: Some(&mut lm),
+                abstains: &not_found,
+            },
+        )
+        .unwrap();
+        use StepKind::*;
+        let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, [Retrieve, Generate, Retrieve, Generate]);
+        // First sentence: the question plus the confident words.
+        assert_eq!(
+            out.steps[2].query.as_deref(),
+            Some("Which river flows through the capital of Austria? Vienna lies on the")
+        );
+        assert!(lm.requests[1].user.contains("river of vienna = Danube"));
+        assert_eq!(out.answer.text, "Vienna lies on the Danube.");
+    }
+
+    #[test]
+    fn a_confident_answer_is_kept_without_retrieving_again() {
+        let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
+        let mut reader = FirstFact;
+        let mut lm = ScriptedLm::new(&["Vienna."], 0.95);
+        let out = run_method(
+            &MethodSpec::Flare(Flare::default()),
+            None,
+            "What is the capital of Austria?",
+            Tools {
+                search: &mut search,
+                reader: &mut reader,
+                lm: Some(&mut lm),
+                abstains: &not_found,
+            },
+        )
+        .unwrap();
+        assert_eq!(out.retrieval_calls(), 1);
+        assert_eq!(out.answer.text, "Vienna.");
+    }
+}
