@@ -22,6 +22,7 @@ number, so you can check them by hand. It follows the reports the workbench repr
 | 5 | MaxSim late interaction and token relevance | 003 |
 | 6 | the prompt the reader sees and its answer (SmolLM2-135M-Instruct) | 001, 004 |
 | 7 | EM and F1 worked out on that answer | 001, 002, 004 |
+| 8 | deciding when to retrieve: one question's loop with the adaptive method, step by step | FLARE / SKR family |
 
 Everything runs on the CPU. The first code cell warms the kernel up (it compiles the
 workbench the first time, then evcxr's first compile against it); the last cell prints how
@@ -499,6 +500,49 @@ for pred in ["France", "the France.", "in France", "Normandy, France", "northern
             format!("{:.3}", s.recall), format!("{:.3}", f1(pred, &golds)), format!("{:.0}", exact_match(pred, &golds))])?;
 }
 t.evcxr_display();
+"""),
+    ("markdown", """
+## 8 · Deciding when to retrieve: a method's loop
+
+So far every question was retrieved for once and read once. A **method** changes that
+control flow (`[method]` in a pipeline config, docs/pipelines.md). The **adaptive** method
+first lets the model answer closed-book; it keeps that answer when the model was sure of it
+(the geometric mean of its token probabilities is at least `threshold` = 0.5) and it is not
+"Not found"; otherwise it retrieves and reads; and when the read over the passages says
+"Not found", it falls back to the closed-book answer.
+
+The next cell runs `configs/examples/adaptive.toml` (BM25 over twelve example passages,
+SmolLM2 as reader and model) on four of its questions:
+"""),
+    ("code", """
+use workbench::pipeline::{study::{run_config, scaled, ModelPool}, PipelineConfig};
+let config = PipelineConfig::from_file("../configs/examples/adaptive.toml".as_ref())?;
+let run = run_config(&mut ModelPool::default(), scaled(config, Some(4), None))?;
+run.summary().to_table()
+"""),
+    ("markdown", """
+Every call the method made is a **step** of the question's trace: the closed-book
+generation with its confidence, then (when it was unsure) the retrieval with the passages it
+found and the read. The questions answered without a retrieval have one step:
+"""),
+    ("code", """
+let mut t = Table::new(["question", "step", "purpose", "query", "passages", "text", "confidence", "tokens in / out", "s"])
+    .caption("adaptive method: every call, per question");
+for r in &run.records {
+    for (i, s) in r.steps.iter().enumerate() {
+        t.push([if i == 0 { r.question.clone() } else { String::new() }, format!("{:?}", s.kind), s.purpose.clone(),
+                s.query.clone().unwrap_or_default(), s.passage_ids.join(", "), s.text.clone(),
+                s.confidence.map_or(String::new(), |c| format!("{c:.3}")),
+                format!("{} / {}", s.prompt_tokens, s.generated_tokens), format!("{:.2}", s.secs)])?;
+    }
+}
+let mut scores = Table::new(["question", "gold", "prediction", "retrieval calls", "EM", "F1", "outcome"]);
+for r in &run.records {
+    scores.push([r.question.clone(), r.gold_answers.join(" | "), r.prediction.clone(), r.retrieval_calls().to_string(),
+                 format!("{:.0}", r.em), format!("{:.2}", r.f1), format!("{:?}", r.outcome)])?;
+}
+t.evcxr_display();
+scores.evcxr_display();
 println!("notebook cells ran in {:.1} s (wall clock since the first code cell after :dep, evcxr's per-cell compilation included)",
          started.elapsed().as_secs_f64());
 """),

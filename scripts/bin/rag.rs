@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use workbench::env::Scale;
 use workbench::evaluate::groups;
 use workbench::load::question_set::QuestionSet;
-use workbench::pipeline::reader::{build, ModelPool};
+use workbench::pipeline::reader::{build_parts, ModelPool};
 use workbench::pipeline::run_key::{check_comparable, Comparand};
 use workbench::pipeline::trace::Journal;
 use workbench::pipeline::trained::{for_config, Training};
@@ -174,17 +174,26 @@ fn run_one(path: &Path, args: &Args, pool: &mut ModelPool) -> Result<PipelineRun
         .context("resolving the trained models")?;
     let pipeline =
         Pipeline::build_resolved(config.clone(), &trained).context("building the pipeline")?;
-    let (mut reader, mut transform) = build(&pipeline, pool)
+    let mut parts = build_parts(&pipeline, pool)
         .with_context(|| format!("building the reader `{}`", config.reader.spec.model()))?;
     let Some(exp) = Experiment::start_in(out, true, "summary.md")? else {
         bail!("the result folder could not be started");
     };
-    let transform = transform
-        .as_mut()
-        .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
     // Built before reading: a judge that cannot be built stops the run before it reads.
     let judge = workbench::pipeline::reader::judge(&pipeline, pool)?;
-    let mut run = pipeline.run_journaled(reader.as_mut(), transform, &mut journal)?;
+    let mut run = if pipeline.config().method.is_some() {
+        let lm = parts
+            .lm
+            .as_mut()
+            .map(|g| -> &mut dyn workbench::method::Lm { g });
+        pipeline.run_method(parts.reader.as_mut(), lm, Some(&mut journal))?
+    } else {
+        let transform = parts
+            .transform
+            .as_mut()
+            .map(|t| -> &mut dyn QueryTransform { t.as_mut() });
+        pipeline.run_journaled(parts.reader.as_mut(), transform, &mut journal)?
+    };
     if let Some(judge) = judge {
         run.judge_with(judge.as_ref())?;
     }

@@ -14,8 +14,9 @@
 //! always retrieves, which with `fallback` is "RAG, and the closed-book answer where RAG
 //! finds nothing".
 
-use super::spec::{at_least_one, probability};
-use super::{LmRequest, Recorder};
+use super::lm::LmRequest;
+use super::recorder::Recorder;
+use super::recorder::{at_least_one, probability};
 use crate::text::fill_placeholders;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -108,8 +109,9 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::lm::ScriptedLm;
+    use super::super::recorder::{StepKind, Tools};
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
     use super::*;
 
     fn adaptive(
@@ -117,39 +119,37 @@ mod tests {
         fallback: bool,
         closed: &str,
         p: f64,
-    ) -> (super::super::MethodAnswer, ScriptedLm) {
+    ) -> (super::super::recorder::MethodAnswer, ScriptedLm) {
         let mut search = corpus_search(&[
             ("austria", "capital of austria = Vienna"),
             ("atlantis", "a legend with no capital"),
         ]);
         let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&[closed], p);
-        let spec = MethodSpec::Adaptive(Adaptive {
+        let params = Adaptive {
             threshold,
             fallback,
             ..Adaptive::default()
-        });
+        };
         let q = if closed.contains("Atlantis") || closed == "Poseidonia" {
             "What is the capital of Atlantis?"
         } else {
             "What is the capital of Austria?"
         };
-        let out = run_method(
-            &spec,
-            None,
-            q,
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
             },
+            |rec| run(&params, PROMPT, q, rec),
         )
         .unwrap();
         (out, lm)
     }
 
-    fn kinds(out: &super::super::MethodAnswer) -> Vec<StepKind> {
+    fn kinds(out: &super::super::recorder::MethodAnswer) -> Vec<StepKind> {
         out.steps.iter().map(|s| s.kind).collect()
     }
 

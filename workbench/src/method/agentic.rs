@@ -10,8 +10,9 @@
 //! layout). A turn with `<answer>` ends the loop; so does a turn with neither. When the
 //! loop ends without an answer, `<answer>` is appended and the model completes it.
 
-use super::spec::at_least_one;
-use super::{LmRequest, Recorder};
+use super::lm::LmRequest;
+use super::recorder::at_least_one;
+use super::recorder::Recorder;
 use crate::read::Context;
 use crate::text::fill_placeholders;
 use crate::Result;
@@ -139,25 +140,31 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::lm::ScriptedLm;
+    use super::super::recorder::{StepKind, Tools};
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
     use super::*;
 
-    fn run_with(lm: &mut ScriptedLm, p: Agentic) -> super::super::MethodAnswer {
+    fn agentic(lm: &mut ScriptedLm, p: Agentic) -> super::super::recorder::MethodAnswer {
         let mut search = corpus_search(&[
             ("austria", "capital of austria = Vienna"),
             ("vienna", "river of vienna = Danube"),
         ]);
         let mut reader = FirstFact;
-        run_method(
-            &MethodSpec::Agentic(p),
-            None,
-            "Which river flows through the capital of Austria?",
+        run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &p,
+                    PROMPT,
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap()
@@ -173,7 +180,7 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_with(&mut lm, Agentic::default());
+        let out = agentic(&mut lm, Agentic::default());
         assert_eq!(out.answer.text, "Danube");
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
@@ -200,7 +207,7 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_with(
+        let out = agentic(
             &mut lm,
             Agentic {
                 max_searches: 2,

@@ -12,8 +12,9 @@
 //! 4. The sentence is added; the loop ends when the model stops or after `max_steps`
 //!    sentences. The sentences are the answer.
 
-use super::spec::{at_least_one, probability};
-use super::{first_sentence, format_docs, Completion, LmRequest, Recorder};
+use super::lm::{Completion, LmRequest};
+use super::recorder::{at_least_one, probability};
+use super::recorder::{first_sentence, format_docs, Recorder};
 use crate::text::fill_placeholders;
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -141,8 +142,9 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::super::lm::scripted;
+    use super::super::lm::ScriptedLm;
+    use super::super::recorder::{StepKind, Tools};
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
     use super::*;
 
     #[test]
@@ -157,15 +159,20 @@ mod tests {
         unsure.tokens[4].1 = 0.1f64.ln();
         let mut lm =
             ScriptedLm::from_completions(vec![unsure, scripted("Vienna lies on the Danube.", 0.9)]);
-        let out = run_method(
-            &MethodSpec::Flare(Flare::default()),
-            None,
-            "Which river flows through the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &Flare::default(),
+                    PROMPT,
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();
@@ -186,15 +193,20 @@ mod tests {
         let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
         let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&["Vienna."], 0.95);
-        let out = run_method(
-            &MethodSpec::Flare(Flare::default()),
-            None,
-            "What is the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &Flare::default(),
+                    PROMPT,
+                    "What is the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();

@@ -11,8 +11,9 @@
 //!    most `max_passages` in all), and the loop goes on, for at most `max_steps` sentences.
 //! 4. Without a stated answer, the reader answers over every passage found.
 
-use super::spec::at_least_one;
-use super::{after_marker, first_sentence, format_docs, LmRequest, Recorder};
+use super::lm::LmRequest;
+use super::recorder::at_least_one;
+use super::recorder::{after_marker, first_sentence, format_docs, Recorder};
 use crate::read::Context;
 use crate::text::fill_placeholders;
 use crate::Result;
@@ -115,8 +116,9 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::lm::ScriptedLm;
+    use super::super::recorder::{StepKind, Tools};
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
     use super::*;
 
     fn docs() -> impl FnMut(&str) -> Result<Vec<Context>> {
@@ -138,15 +140,20 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_method(
-            &MethodSpec::Ircot(Ircot::default()),
-            None,
-            "Which river flows through the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &Ircot::default(),
+                    PROMPT,
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();
@@ -177,18 +184,23 @@ mod tests {
         let mut search = docs();
         let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&["Austria is in Europe.", "Vienna is old."], 0.9);
-        let out = run_method(
-            &MethodSpec::Ircot(Ircot {
-                max_steps: 2,
-                ..Ircot::default()
-            }),
-            None,
-            "Which river flows through the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &Ircot {
+                        max_steps: 2,
+                        ..Ircot::default()
+                    },
+                    PROMPT,
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();

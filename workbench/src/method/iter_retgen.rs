@@ -6,8 +6,8 @@
 //! t-1}"` (an abstention adds nothing). The reader answers over each turn's passages; the
 //! last turn's answer is the answer.
 
-use super::spec::at_least_one;
-use super::Recorder;
+use super::recorder::at_least_one;
+use super::recorder::Recorder;
 use crate::Result;
 use serde::{Deserialize, Serialize};
 
@@ -60,8 +60,8 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::recorder::Tools;
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, Tools};
     use super::*;
 
     #[test]
@@ -72,15 +72,19 @@ mod tests {
             ("vienna", "river of vienna = Danube"),
         ]);
         let mut reader = FirstFact;
-        let out = run_method(
-            &MethodSpec::IterRetgen(IterRetgen { iterations: 2 }),
-            None,
-            "Which river flows through the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: None,
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &IterRetgen { iterations: 2 },
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();

@@ -9,8 +9,9 @@
 //! loop. After `max_steps` follow-ups, or when the model writes neither, the model is
 //! asked for the final answer directly.
 
-use super::spec::at_least_one;
-use super::{after_marker, LmRequest, Recorder};
+use super::lm::LmRequest;
+use super::recorder::at_least_one;
+use super::recorder::{after_marker, Recorder};
 use crate::text::fill_placeholders;
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -124,8 +125,9 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
+    use super::super::lm::ScriptedLm;
+    use super::super::recorder::{StepKind, Tools};
     use super::super::testing::*;
-    use super::super::{run as run_method, MethodSpec, ScriptedLm, StepKind, Tools};
     use super::*;
 
     #[test]
@@ -143,15 +145,20 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_method(
-            &MethodSpec::SelfAsk(SelfAsk::default()),
-            None,
-            "Which river flows through the capital of Austria?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &SelfAsk::default(),
+                    PROMPT,
+                    "Which river flows through the capital of Austria?",
+                    rec,
+                )
             },
         )
         .unwrap();
@@ -187,18 +194,23 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_method(
-            &MethodSpec::SelfAsk(SelfAsk {
-                max_steps: 1,
-                ..SelfAsk::default()
-            }),
-            None,
-            "Who?",
+        let out = run_with(
             Tools {
                 search: &mut search,
                 reader: &mut reader,
                 lm: Some(&mut lm),
                 abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &SelfAsk {
+                        max_steps: 1,
+                        ..SelfAsk::default()
+                    },
+                    PROMPT,
+                    "Who?",
+                    rec,
+                )
             },
         )
         .unwrap();

@@ -78,6 +78,12 @@ impl MethodSpec {
         }
     }
 
+    /// Whether the method prompts the reader's model directly (it then needs a reader that
+    /// generates).
+    pub fn generates(&self) -> bool {
+        self.default_prompt().is_some()
+    }
+
     /// The built-in prompt (`None` for methods without one).
     pub fn default_prompt(&self) -> Option<&'static str> {
         match self {
@@ -151,25 +157,6 @@ fn slots(s: &[&str]) -> String {
         .map(|n| format!("{{{n}}}"))
         .collect::<Vec<_>>()
         .join(" and ")
-}
-
-/// `value` ≥ 1, else an error naming `field`.
-pub(crate) fn at_least_one(field: &'static str, value: usize) -> Result<()> {
-    if value == 0 {
-        return Err(Error::param(field, "must be at least 1"));
-    }
-    Ok(())
-}
-
-/// `value` in [0, 1], else an error naming `field`.
-pub(crate) fn probability(field: &'static str, value: f64) -> Result<()> {
-    if !(0.0..=1.0).contains(&value) {
-        return Err(Error::param(
-            field,
-            format!("{value} is not a probability in [0, 1]"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -51,6 +51,16 @@
 //! head_dim = 0                        # late-interaction: trained ColBERT projection d (0 = raw)   default 0
 //! head_groups = 800                   # late-interaction: its training groups  default 800
 //!
+//! [method]                            # optional: how retrieval and reading interleave   default: none (retrieve once, read once)
+//! kind = "adaptive"                   # naive | adaptive | iter-retgen | ircot | self-ask | flare | agentic
+//!                                     # each kind takes only its own fields (workbench::method::*)
+//! threshold = 0.5                     # adaptive: retrieve below this closed-book confidence; flare: token probability
+//! fallback = true                     # adaptive: the closed-book answer when the read abstains
+//! iterations = 3                      # iter-retgen: retrieve-and-read turns
+//! max_steps = 4                       # ircot: sentences; self-ask: follow-ups; flare: sentences
+//! max_searches = 4                    # agentic: searches per question
+//! prompt = ""                         # the method's own prompt file (empty: built in)
+//!
 //! [reader]
 //! kind = "generative"                 # generative | openai | extractive     default "generative"
 //! model = "qwen2.5-coder-1.5b-instruct-gguf"  # generative: asset, path to a .gguf or hf:ORG/NAME[@REV]/FILE;
@@ -145,6 +155,11 @@ pub struct PipelineConfig {
     pub query_transform: Option<QueryTransformConfig>,
     /// Optional re-ranker.
     pub rerank: Option<RerankerSpec>,
+    /// Optional method: how retrieval and reading interleave for each question
+    /// ([`crate::method`]); without it, retrieve once and read once. Left out of the
+    /// resolved config's JSON when absent, so the keys of runs without it are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<MethodSpec>,
     /// The reader and its prompt.
     pub reader: ReaderConfig,
     /// The question set.
@@ -167,6 +182,7 @@ impl Default for PipelineConfig {
             retrieval: RetrievalConfig::default(),
             query_transform: None,
             rerank: None,
+            method: None,
             reader: ReaderConfig::default(),
             questions: QuestionsConfig::default(),
             evaluation: EvaluationConfig::default(),
@@ -246,6 +262,7 @@ impl Default for ChunkerConfig {
     }
 }
 
+pub use crate::method::MethodSpec;
 pub use crate::rerank::spec::RerankerSpec;
 pub use crate::retrieve::spec::RetrieverSpec;
 
@@ -674,6 +691,14 @@ impl PipelineConfig {
         {
             rebase(&mut t.prompt);
         }
+        if let Some(f) = self
+            .method
+            .as_mut()
+            .filter(|_| has("method", "prompt"))
+            .and_then(|m| m.prompt_file_mut())
+        {
+            rebase(f);
+        }
         // An openai reader's model is the server's name for it, not a file.
         if has("reader", "model") && self.reader.spec.model_is_local() {
             model(self.reader.spec.model_mut());
@@ -868,6 +893,39 @@ impl PipelineConfig {
                 ));
             }
             self.require_file("query_transform.prompt", &t.prompt)?;
+        }
+        if let Some(m) = &self.method {
+            m.check()?;
+            if !has_retriever {
+                return Err(Error::param(
+                    "method",
+                    format!(
+                        "`{}` retrieves: add a [[retrieval.retrievers]] entry",
+                        m.kind()
+                    ),
+                ));
+            }
+            if self.query_transform.is_some() {
+                return Err(Error::param(
+                    "method",
+                    "a method forms its own queries: drop [query_transform] or [method]",
+                ));
+            }
+            if m.generates() && !self.reader.spec.generates() {
+                {
+                    return Err(Error::param(
+                        "method.kind",
+                        format!(
+                            "`{}` prompts the reader's model directly: the `{}` reader has                              none (use a generative or openai reader)",
+                            m.kind(),
+                            self.reader.spec.kind()
+                        ),
+                    ));
+                }
+            }
+            if let Some(f) = m.prompt_file() {
+                self.require_file("method.prompt", f)?;
+            }
         }
         if !self.retrieval.weights.is_empty()
             && self.retrieval.weights.len() != self.retrieval.retrievers.len()

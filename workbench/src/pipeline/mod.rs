@@ -60,6 +60,7 @@ pub mod cache;
 pub mod config;
 #[cfg(feature = "llm")]
 pub mod llm_transform;
+mod method_run;
 pub mod prompt;
 #[cfg(feature = "llm")]
 pub mod reader;
@@ -118,6 +119,8 @@ pub struct Pipeline {
     template: PromptTemplate,
     /// The answer-matching rule: the config's, else the question set's.
     rule: crate::evaluate::answer_match::AnswerMatch,
+    /// The `[method]`'s own prompt, read once (`None`: no method, or its built-in prompt).
+    method_prompt: Option<String>,
     /// The trained extractive reader resolved before building (`trained:<recipe>`).
     #[cfg(feature = "dense")]
     trained_reader: Option<trained::ReaderCheckpoint>,
@@ -371,6 +374,18 @@ impl Pipeline {
                 ),
             ));
         }
+        let method_prompt = match config.method.as_ref() {
+            Some(m) => match m.prompt_file() {
+                Some(f) => {
+                    let path = config.resolve(f);
+                    let text = crate::load::read_to_string(&path)?;
+                    m.check_prompt(&text, &path.display().to_string())?;
+                    Some(text)
+                }
+                None => None,
+            },
+            None => None,
+        };
         let passages = if has_retriever {
             let docs = Self::load_corpus(&config)?;
             Self::chunk(&config, &docs)?
@@ -416,6 +431,7 @@ impl Pipeline {
             questions,
             template,
             rule,
+            method_prompt,
             #[cfg(feature = "dense")]
             trained_reader,
         })
@@ -776,12 +792,43 @@ impl Pipeline {
         self.run_inner(reader, transform, Some(journal))
     }
 
+    /// The questions a journal already holds, checked to be this run's first questions.
+    fn journal_done(&self, journal: Option<&trace::Journal>) -> Result<Vec<TraceRecord>> {
+        let qs = &self.questions.questions;
+        let Some(j) = journal else {
+            return Ok(Vec::new());
+        };
+        let done = j.done().to_vec();
+        let fits = done.len() <= qs.len() && done.iter().zip(qs).all(|(r, q)| r.id == q.id);
+        if !fits {
+            return Err(Error::bad_input(
+                j.path(),
+                format!(
+                    "the journal's {} questions are not this run's first questions; \
+                     delete it to start over",
+                    done.len()
+                ),
+            ));
+        }
+        Ok(done)
+    }
+
     fn run_inner(
         &self,
         reader: &mut dyn Reader,
         mut transform: Option<&mut dyn QueryTransform>,
         mut journal: Option<&mut trace::Journal>,
     ) -> Result<PipelineRun> {
+        if let Some(m) = &self.config.method {
+            return Err(Error::param(
+                "method",
+                format!(
+                    "the config names the `{}` method: run it with `Pipeline::run_method` \
+                     (the `rag` binary and `pipeline::study::run_config` do)",
+                    m.kind()
+                ),
+            ));
+        }
         let tcfg = self.config.query_transform.clone();
         match (&tcfg, transform.is_some()) {
             (Some(t), false) => {
@@ -807,20 +854,7 @@ impl Pipeline {
             source: Box::new(e),
         };
         let qs = &self.questions.questions;
-        let done: Vec<TraceRecord> = journal.as_ref().map_or(Vec::new(), |j| j.done().to_vec());
-        if let Some(j) = &journal {
-            let fits = done.len() <= qs.len() && done.iter().zip(qs).all(|(r, q)| r.id == q.id);
-            if !fits {
-                return Err(Error::bad_input(
-                    j.path(),
-                    format!(
-                        "the journal's {} questions are not this run's first questions; \
-                         delete it to start over",
-                        done.len()
-                    ),
-                ));
-            }
-        }
+        let done = self.journal_done(journal.as_deref())?;
         // 1. Transform (questions done in a journaled run: as recorded).
         let mut queries: Vec<Vec<String>> = Vec::with_capacity(qs.len());
         let mut t_usage = Vec::with_capacity(qs.len());
@@ -914,24 +948,8 @@ impl Pipeline {
         // 4–5. Read and score, in batches of the reader's concurrency.
         let rule = self.rule;
         let n_pass = self.config.reader.passages;
-        let contexts: Vec<Vec<Context>> = retrieved
-            .iter()
-            .map(|r| {
-                let top: &[Hit] = r.reranked.as_deref().unwrap_or(&r.retrieved);
-                top.iter()
-                    .take(n_pass)
-                    .map(|h| {
-                        let p = &self.passages[self.position[&h.id]];
-                        Context {
-                            id: p.id.clone(),
-                            title: p.title.clone(),
-                            text: p.text.clone(),
-                            score: h.score,
-                        }
-                    })
-                    .collect()
-            })
-            .collect();
+        let contexts: Vec<Vec<Context>> =
+            retrieved.iter().map(|r| self.contexts(r, n_pass)).collect();
         let mut records = done;
         let mut bar = crate::progress::bar(qs.len(), &format!("read ({})", reader.name()));
         crate::progress::tick(&mut bar, records.len());
@@ -963,7 +981,7 @@ impl Pipeline {
                 let answer = answer.map_err(|e| at(i, e))?;
                 let record = self
                     .score(
-                        reader,
+                        Some(&*reader),
                         i,
                         &contexts[i],
                         &retrieved[i],
@@ -1016,10 +1034,26 @@ struct ReadMeta {
 }
 
 impl Pipeline {
+    /// Whether `answer` is an abstention, and its text parsed by the reader's `parse`
+    /// rules. Abstention is decided on the parsed answer (`Final answer: Not found.` is an
+    /// abstention); the extractive reader abstains on its null score.
+    fn abstention(&self, answer: &crate::read::Answer) -> (bool, String) {
+        let parser = &self.config.reader.parse;
+        let parsed = parser.parse(&answer.text);
+        let rule_of = &self.config.reader.abstention;
+        let abstained = if self.config.reader.spec.abstains_itself() {
+            answer.abstained
+        } else {
+            rule_of.is_abstention(&parsed)
+                || rule_of.is_abstention(&parser.before_lead_ins(&answer.text))
+        };
+        (abstained, parsed)
+    }
+
     /// Score question `i`'s answer into its trace record.
     fn score(
         &self,
-        reader: &dyn Reader,
+        reader: Option<&dyn Reader>,
         i: usize,
         contexts: &[Context],
         r: &cache::Retrieved,
@@ -1033,18 +1067,11 @@ impl Pipeline {
             .filter(|c| answer.passage_ids.contains(&c.id))
             .cloned()
             .collect();
-        let prompt = reader.prompt(&q.question, &kept)?;
-        // Abstention is decided on the parsed answer (`Final answer: Not found.` is an
-        // abstention); the extractive reader abstains on its null score.
-        let parser = &self.config.reader.parse;
-        let parsed = parser.parse(&answer.text);
-        let rule_of = &self.config.reader.abstention;
-        let abstained = if self.config.reader.spec.abstains_itself() {
-            answer.abstained
-        } else {
-            rule_of.is_abstention(&parsed)
-                || rule_of.is_abstention(&parser.before_lead_ins(&answer.text))
+        let prompt = match reader {
+            Some(r) => r.prompt(&q.question, &kept)?,
+            None => None,
         };
+        let (abstained, parsed) = self.abstention(&answer);
         let prediction = if abstained { String::new() } else { parsed };
         // Yes / no golds are not spans of a passage: context precision looks for the other
         // golds only, and a question with none gets no value and its misses are attributed
@@ -1112,6 +1139,7 @@ impl Pipeline {
                 decode: answer.usage.decode_secs,
             },
             retrieval_cached: meta.cached,
+            steps: Vec::new(),
         })
     }
 }

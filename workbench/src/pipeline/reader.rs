@@ -101,20 +101,41 @@ pub fn judge(
 /// A reader and the query transform on its model.
 pub type ReaderAndTransform = (Box<dyn Reader>, Option<Box<dyn QueryTransform>>);
 
+/// What a config's reader brings to a run.
+pub struct ReaderParts {
+    /// The reader.
+    pub reader: Box<dyn Reader>,
+    /// The query transform on its model, when the config has a `[query_transform]`.
+    pub transform: Option<Box<dyn QueryTransform>>,
+    /// Its model prompted directly, for a `[method]` that does (`None` for a reader that
+    /// does not generate).
+    pub lm: Option<crate::read::ctx::Generator>,
+}
+
 /// The reader `pipeline`'s `[reader]` names ([`ReaderSpec::build`]) and, when the
 /// config has a `[query_transform]`, the transform on the same model (the loaded GGUF of
 /// `pool`, or the same server).
 pub fn build(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderAndTransform> {
+    let parts = build_parts(pipeline, pool)?;
+    Ok((parts.reader, parts.transform))
+}
+
+/// [`build`], with the reader's model as a method's [`crate::method::Lm`] too.
+pub fn build_parts(pipeline: &Pipeline, pool: &mut ModelPool) -> Result<ReaderParts> {
     let c = &pipeline.config().reader;
     let built = {
         let mut ctx = reader_ctx(pipeline, pool)?;
         c.spec.build(&mut ctx)?
     };
-    let transform = match built.generator {
+    let transform = match built.generator.clone() {
         Some(g) => transform_for(pipeline, g)?.map(|t| Box::new(t) as Box<dyn QueryTransform>),
         None => None,
     };
-    Ok((built.reader, transform))
+    Ok(ReaderParts {
+        reader: built.reader,
+        transform,
+        lm: built.generator,
+    })
 }
 
 /// What `pipeline`'s reader is built against: the prompt parts of its `[reader]`, its

@@ -7,7 +7,7 @@
 //!
 //! | input | keyed by |
 //! |---|---|
-//! | `reader.prompt`, `query_transform.prompt`, `evaluation.judge_prompt` | the file's contents (sha256) |
+//! | `reader.prompt`, `query_transform.prompt`, `method.prompt`, `evaluation.judge_prompt` | the file's contents (sha256) |
 //! | `evaluation.judge_calibration` (a judge without `judge_cut`) | the cut the calibration record ([`calibration::RECORD`](crate::evaluate::calibration::RECORD)) gives this judge and prompt, 0.5 without a row |
 //! | `evaluation.judge_model` on a server (`judge_base_url`) | the server's address and the model's name |
 //! | `questions`, `corpus` named by `path` | the contents of every file read (a folder: each file's relative path and contents) |
@@ -127,6 +127,9 @@ pub fn inputs(config: &PipelineConfig) -> Result<BTreeMap<String, String>> {
         out: BTreeMap::new(),
     };
     k.file("reader.prompt", &config.reader.prompt)?;
+    if let Some(f) = config.method.as_ref().and_then(|m| m.prompt_file()) {
+        k.file("method.prompt", f)?;
+    }
     if let Some(t) = &config.query_transform {
         k.file("query_transform.prompt", &t.prompt)?;
     }

@@ -68,16 +68,25 @@ pub fn run_config_at(
 /// the in-process GGUF from `pool`, or a server) and query transform, then the LLM judge
 /// when the config names one.
 pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<PipelineRun> {
-    let (mut reader, mut transform) = super::reader::build(pipeline, pool)?;
+    let mut parts = super::reader::build_parts(pipeline, pool)?;
     // The judge is built before reading, so a judge that cannot be built (a missing key, a
     // missing model) stops the run before its reading is spent.
     let judge = super::reader::judge(pipeline, pool)?;
-    let mut run = pipeline.run(
-        reader.as_mut(),
-        transform
-            .as_mut()
-            .map(|t| t.as_mut() as &mut dyn QueryTransform),
-    )?;
+    let mut run = if pipeline.config().method.is_some() {
+        pipeline.run_method(
+            parts.reader.as_mut(),
+            parts.lm.as_mut().map(|g| g as &mut dyn crate::method::Lm),
+            None,
+        )?
+    } else {
+        pipeline.run(
+            parts.reader.as_mut(),
+            parts
+                .transform
+                .as_mut()
+                .map(|t| t.as_mut() as &mut dyn QueryTransform),
+        )?
+    };
     if let Some(j) = judge {
         run.judge_with(j.as_ref())?;
     }

@@ -376,6 +376,25 @@ pub struct TraceRecord {
     pub times: StageTimes,
     /// Whether retrieval came from the cache.
     pub retrieval_cached: bool,
+    /// A `[method]` run's calls, in order (retrievals, model generations, reads); empty for
+    /// a run without a method. The token counts above are then summed over every call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<crate::method::Step>,
+}
+
+impl TraceRecord {
+    /// Retrieval calls made for the question: a `[method]` run's retrieve steps, else 1
+    /// with a retriever and 0 closed-book.
+    pub fn retrieval_calls(&self) -> usize {
+        if self.steps.is_empty() {
+            usize::from(!self.retrieved.is_empty())
+        } else {
+            self.steps
+                .iter()
+                .filter(|s| s.kind == crate::method::StepKind::Retrieve)
+                .count()
+        }
+    }
 }
 
 /// A whole run: every question's trace and what produced it.
@@ -484,6 +503,10 @@ pub struct Summary {
     pub mean_generated_tokens: f64,
     /// `hit`, `miss`, `rebuilt: …` or `off`.
     pub retrieval_cache: String,
+    /// Mean retrieval calls per question of a `[method]` run (`None` without a method:
+    /// one call with a retriever, none closed-book).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_retrieval_calls: Option<f64>,
 }
 
 fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
@@ -566,6 +589,10 @@ impl Summary {
             ),
             ("retrieval cache", self.retrieval_cache.clone()),
         ];
+        let mut rows = rows;
+        if let Some(c) = self.mean_retrieval_calls {
+            rows.push(("mean retrieval calls", f(Some(c), 2)));
+        }
         for (k, v) in rows {
             t.push([k.to_string(), v]).expect("two cells");
         }
@@ -624,6 +651,11 @@ impl PipelineRun {
             mean_prompt_tokens: r.iter().map(|x| x.prompt_tokens as f64).sum::<f64>() / n,
             mean_generated_tokens: r.iter().map(|x| x.generated_tokens as f64).sum::<f64>() / n,
             retrieval_cache: self.retrieval_cache.to_string(),
+            mean_retrieval_calls: self
+                .config
+                .method
+                .is_some()
+                .then(|| r.iter().map(|x| x.retrieval_calls() as f64).sum::<f64>() / n),
         }
     }
 

@@ -1,0 +1,296 @@
+//! RAG methods (`[method]`, `workbench::method`) run through a real pipeline: the tiny
+//! fixture's BM25 (`configs/tiny.toml`), a deterministic reader, and a scripted model
+//! (control flow pinned) or the SmolLM2-135M GGUF (the real generator end to end).
+
+use std::path::PathBuf;
+use workbench::method::lm::scripted;
+use workbench::method::{Completion, ScriptedLm, StepKind};
+use workbench::pipeline::trace::{Journal, Outcome};
+use workbench::pipeline::{Pipeline, PipelineConfig};
+use workbench::read::{Answer, Context, Reader};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `configs/tiny.toml` (paths made absolute) with `extra` appended, read and checked as
+/// a config file is.
+fn tiny_checked(extra: &str, edit: impl Fn(String) -> String) -> workbench::Result<PipelineConfig> {
+    let text = std::fs::read_to_string(root().join("configs/tiny.toml"))
+        .unwrap()
+        .replace("\"../", &format!("\"{}/", root().display()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tiny.toml");
+    std::fs::write(&path, format!("{}\n{extra}\n", edit(text))).unwrap();
+    let mut c = PipelineConfig::from_file(&path)?;
+    c.cache.retrieval = false;
+    Ok(c)
+}
+
+/// `configs/tiny.toml` with `extra` (a `[method]` section) appended.
+fn tiny_with(extra: &str) -> PipelineConfig {
+    tiny_checked(extra, |t| t).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Answers with the first sentence of passage 1 when that passage shares a word of more
+/// than three letters with the question, else "Not found".
+struct FirstSentence;
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 3)
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl Reader for FirstSentence {
+    fn name(&self) -> &str {
+        "first-sentence"
+    }
+    fn read(&mut self, q: &str, passages: &[Context]) -> workbench::Result<Answer> {
+        let qw = words(q);
+        let text = passages
+            .first()
+            .filter(|p| words(&p.text).iter().any(|w| qw.contains(w)))
+            .map_or("Not found".to_string(), |p| {
+                p.text.split('.').next().unwrap_or("").trim().to_string()
+            });
+        Ok(Answer {
+            text,
+            passage_ids: passages.iter().map(|p| p.id.clone()).collect(),
+            ..Answer::default()
+        })
+    }
+}
+
+fn questions(p: &Pipeline) -> Vec<String> {
+    p.questions()
+        .questions
+        .iter()
+        .map(|q| q.question.clone())
+        .collect()
+}
+
+#[test]
+fn adaptive_retrieves_only_for_unsure_answers_and_counts_the_calls() {
+    let p = Pipeline::build(tiny_with(
+        "[method]\nkind = \"adaptive\"\nthreshold = 0.5\n",
+    ))
+    .unwrap();
+    let n = questions(&p).len();
+    assert_eq!(n, 5);
+    // Question 1 is answered closed-book with confidence 0.9; the others at 0.2.
+    let mut outputs = vec![scripted("Paris", 0.9)];
+    outputs.extend((1..n).map(|_| scripted("Lyon", 0.2)));
+    let mut lm = ScriptedLm::from_completions(outputs);
+    let run = p
+        .run_method(&mut FirstSentence, Some(&mut lm), None)
+        .unwrap();
+    let calls: Vec<usize> = run.records.iter().map(|r| r.retrieval_calls()).collect();
+    assert_eq!(calls, [0, 1, 1, 1, 1]);
+    assert_eq!(run.records[0].prediction, "Paris");
+    assert_eq!(run.records[0].em, 1.0);
+    assert!(run.records[0].passage_ids.is_empty());
+    // Question 2 (Hamlet) is read over BM25's passages.
+    let q2 = &run.records[1];
+    assert_eq!(q2.passage_ids[0], "hamlet");
+    assert_eq!(q2.prediction, "Hamlet was written by William Shakespeare");
+    let kinds: Vec<StepKind> = q2.steps.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [StepKind::Generate, StepKind::Retrieve, StepKind::Read]
+    );
+    // Question 5 (Neptune) is in no passage: the read finds nothing → the closed-book
+    // answer stands (fallback), and it is wrong.
+    let q5 = &run.records[4];
+    assert!(!q5.abstained);
+    assert_eq!(q5.prediction, "Lyon");
+    let s = run.summary();
+    assert_eq!(s.mean_retrieval_calls, Some(0.8));
+    assert!(s.to_table().to_markdown().contains("mean retrieval calls"));
+    assert!(run.retrieval.ends_with("__adaptive"), "{}", run.retrieval);
+}
+
+#[test]
+fn a_passage_retrieved_at_any_step_makes_a_wrong_answer_a_reader_miss() {
+    let p = Pipeline::build(tiny_with(
+        "[method]\nkind = \"agentic\"\nmax_searches = 2\n",
+    ))
+    .unwrap();
+    let n = questions(&p).len();
+    // Every question: search "capital of France", then answer "Berlin".
+    let mut outputs: Vec<Completion> = Vec::new();
+    for _ in 0..n {
+        outputs.push(scripted("<search> capital of France", 0.9));
+        outputs.push(scripted("<answer> Berlin", 0.9));
+    }
+    let mut lm = ScriptedLm::from_completions(outputs);
+    let run = p
+        .run_method(&mut FirstSentence, Some(&mut lm), None)
+        .unwrap();
+    let q1 = &run.records[0];
+    assert_eq!(q1.prediction, "Berlin");
+    assert!(q1.passage_ids.contains(&"paris".to_string()));
+    assert_eq!(q1.outcome, Outcome::ReaderMiss);
+    // The information block holds BM25's passages for the query.
+    let second = &lm.requests[1].assistant_prefix;
+    assert!(
+        second.contains("<information>Doc 1(Title: Paris) Paris is the capital of France"),
+        "{second}"
+    );
+    // Hamlet's gold is in no passage the searches found: a retrieval miss.
+    assert_eq!(run.records[1].outcome, Outcome::RetrievalMiss);
+    // Tokens are summed over the model's calls.
+    assert_eq!(q1.generated_tokens, 4 + 2);
+}
+
+#[test]
+fn a_journaled_method_run_continues_without_asking_the_model_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let jp = dir.path().join("run.journal.jsonl");
+    let p = Pipeline::build(tiny_with(
+        "[method]\nkind = \"iter-retgen\"\niterations = 2\n",
+    ))
+    .unwrap();
+    let mut j = Journal::open(&jp, "k").unwrap();
+    let first = p
+        .run_method(&mut FirstSentence, None, Some(&mut j))
+        .unwrap();
+    assert!(first.records.iter().all(|r| r.retrieval_calls() == 2));
+    let mut j = Journal::open(&jp, "k").unwrap();
+    assert_eq!(j.done().len(), 5);
+    // A reader that fails if asked: nothing is read again.
+    struct Refuses;
+    impl Reader for Refuses {
+        fn name(&self) -> &str {
+            "refuses"
+        }
+        fn read(&mut self, _: &str, _: &[Context]) -> workbench::Result<Answer> {
+            Err(workbench::Error::param("reader", "asked again"))
+        }
+    }
+    let again = p.run_method(&mut Refuses, None, Some(&mut j)).unwrap();
+    let strip = |r: &workbench::pipeline::trace::TraceRecord| {
+        (r.id.clone(), r.prediction.clone(), r.steps.len())
+    };
+    assert_eq!(
+        first.records.iter().map(strip).collect::<Vec<_>>(),
+        again.records.iter().map(strip).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn method_configs_are_checked_before_any_work() {
+    let err = |extra: &str| -> String {
+        tiny_checked(extra, |t| t)
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    };
+    let e = err("[method]\nkind = \"agentic\"\nthreshold = 0.3\n");
+    assert!(e.contains("threshold"), "{e}");
+    let e = err("[method]\nkind = \"adaptive\"\nthreshold = 2.0\n");
+    assert!(e.contains("method.threshold"), "{e}");
+    let e = err("[method]\nkind = \"ircot\"\nprompt = \"no/such/file.txt\"\n");
+    assert!(e.contains("method.prompt"), "{e}");
+    let e = err("[query_transform]\nkind = \"rewrite\"\n[method]\nkind = \"naive\"\n");
+    assert!(e.contains("method") && e.contains("query_transform"), "{e}");
+    // A method that prompts the model needs a reader that has one.
+    let e = tiny_checked("[method]\nkind = \"self-ask\"\n", |t| {
+        t.replace(
+            "model = \"smollm2-135m-instruct-gguf\"",
+            "kind = \"extractive\"\nmodel = \"all-minilm-l6-v2\"",
+        )
+        .replace("max_new_tokens = 32\n", "")
+    })
+    .map(|_| String::new())
+    .unwrap_or_else(|e| e.to_string());
+    assert!(e.contains("method.kind") && e.contains("self-ask"), "{e}");
+    // A prompt file without the method's placeholders is refused at build, naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ircot.txt");
+    std::fs::write(&f, "Question: {question}").unwrap();
+    let c = tiny_with(&format!(
+        "[method]\nkind = \"ircot\"\nprompt = {:?}\n",
+        f.display().to_string()
+    ));
+    let e = Pipeline::build(c).err().unwrap().to_string();
+    assert!(e.contains("{passages}") && e.contains("ircot.txt"), "{e}");
+    // `run` refuses a method config; `run_method` a config without one.
+    let p = Pipeline::build(tiny_with("[method]\nkind = \"naive\"\n")).unwrap();
+    let e = p.run(&mut FirstSentence, None).unwrap_err().to_string();
+    assert!(e.contains("run_method"), "{e}");
+    let p = Pipeline::build(tiny_with("")).unwrap();
+    let e = p
+        .run_method(&mut FirstSentence, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no [method]"), "{e}");
+}
+
+#[test]
+fn naive_method_equals_the_plain_pipeline() {
+    let plain = Pipeline::build(tiny_with("")).unwrap();
+    let a = plain.run(&mut FirstSentence, None).unwrap();
+    let m = Pipeline::build(tiny_with("[method]\nkind = \"naive\"\n")).unwrap();
+    let b = m.run_method(&mut FirstSentence, None, None).unwrap();
+    for (x, y) in a.records.iter().zip(&b.records) {
+        assert_eq!(
+            (&x.prediction, x.em, x.f1, x.outcome, &x.passage_ids),
+            (&y.prediction, y.em, y.f1, y.outcome, &y.passage_ids)
+        );
+        assert_eq!(y.retrieval_calls(), 1);
+    }
+}
+
+/// Every method with the SmolLM2-135M GGUF as reader and model: the loop runs end to end,
+/// the model's calls carry token log-probabilities (a confidence), and the tokens counted
+/// in the trace are the steps' sums.
+#[test]
+fn every_method_runs_with_a_real_gguf_model() {
+    use workbench::pipeline::reader::{build_parts, ModelPool};
+    let mut pool = ModelPool::default();
+    for kind in [
+        "adaptive",
+        "iter-retgen",
+        "ircot",
+        "self-ask",
+        "flare",
+        "agentic",
+    ] {
+        let extra = if kind == "iter-retgen" {
+            "[method]\nkind = \"iter-retgen\"\niterations = 2\n".to_string()
+        } else {
+            format!("[method]\nkind = \"{kind}\"\nmax_new_tokens = 24\n")
+        };
+        let mut c = tiny_with(&extra);
+        c.questions.limit = 2;
+        let p = Pipeline::build(c).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let mut parts = build_parts(&p, &mut pool).unwrap();
+        let run = p
+            .run_method(
+                parts.reader.as_mut(),
+                parts
+                    .lm
+                    .as_mut()
+                    .map(|g| g as &mut dyn workbench::method::Lm),
+                None,
+            )
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        assert_eq!(run.records.len(), 2, "{kind}");
+        for r in &run.records {
+            assert!(!r.steps.is_empty(), "{kind}");
+            let generated: usize = r.steps.iter().map(|s| s.generated_tokens).sum();
+            assert_eq!(generated, r.generated_tokens, "{kind}");
+            assert!(generated > 0, "{kind}");
+            for s in r.steps.iter().filter(|s| s.kind == StepKind::Generate) {
+                // A turn cut at a stop string on its first token has no text to score.
+                if !s.text.is_empty() {
+                    let c = s
+                        .confidence
+                        .unwrap_or_else(|| panic!("{kind}: no confidence"));
+                    assert!(c > 0.0 && c <= 1.0, "{kind}: {c}");
+                }
+            }
+        }
+    }
+}
