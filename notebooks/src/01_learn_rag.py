@@ -536,12 +536,20 @@ for r in &run.records {
                 format!("{} / {}", s.prompt_tokens, s.generated_tokens), format!("{:.2}", s.secs)])?;
     }
 }
+t
+"""),
+    ("markdown", """
+Each question is then scored as any run's is. The passages retrieved at any step count for
+context precision and for the outcome: a wrong answer is a retrieval miss only when no
+step found a passage holding a gold answer; a question answered closed-book has no passage
+to judge, so a wrong answer there counts as the reader's miss.
+"""),
+    ("code", """
 let mut scores = Table::new(["question", "gold", "prediction", "retrieval calls", "EM", "F1", "outcome"]);
 for r in &run.records {
     scores.push([r.question.clone(), r.gold_answers.join(" | "), r.prediction.clone(), r.retrieval_calls().to_string(),
                  format!("{:.0}", r.em), format!("{:.2}", r.f1), format!("{:?}", r.outcome)])?;
 }
-t.evcxr_display();
 scores.evcxr_display();
 println!("notebook cells ran in {:.1} s (wall clock since the first code cell after :dep, evcxr's per-cell compilation included)",
          started.elapsed().as_secs_f64());
