@@ -8,7 +8,8 @@
 //! `<search>` is retrieved for while searches remain (`max_searches`), and the
 //! transcript goes on with the passages as `Doc i(Title: …) text` lines (Search-R1's
 //! layout). A turn with `<answer>` ends the loop; so does a turn with neither. When the
-//! loop ends without an answer, `<answer>` is appended and the model completes it.
+//! loop ends without an answer, `<answer>` is appended and the model completes it (its
+//! first line with text is the answer).
 
 use super::lm::LmRequest;
 use super::recorder::at_least_one;
@@ -129,11 +130,18 @@ pub(crate) fn run(
             user,
             assistant_prefix: transcript,
             max_new_tokens: p.max_new_tokens.min(64),
-            stop: vec!["</answer>".into(), "\n".into()],
+            stop: vec!["</answer>".into()],
         },
         "forced answer",
     )?;
-    let answer = c.text.trim().to_string();
+    // The first line with text (a model may start its answer on a new line).
+    let answer = c
+        .text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string();
     let abstained = answer.is_empty() || rec.abstains_text(&answer);
     Ok((answer, abstained))
 }

@@ -73,12 +73,12 @@ impl Pipeline {
             )
             .map_err(|e| at(i, e))?;
             let total = t0.elapsed().as_secs_f64();
-            let retrieve: f64 = out
+            // A fold from +0.0: an empty f64 sum is -0.0, printed as "-0.000".
+            let retrieve = out
                 .steps
                 .iter()
                 .filter(|s| s.kind == StepKind::Retrieve)
-                .map(|s| s.secs)
-                .sum();
+                .fold(0.0, |a, s| a + s.secs);
             let retrieved: Vec<Hit> = out
                 .passages
                 .iter()
