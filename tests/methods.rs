@@ -228,6 +228,26 @@ fn method_configs_are_checked_before_any_work() {
 }
 
 #[test]
+fn a_config_without_a_method_keys_as_before_and_a_method_prompt_is_keyed() {
+    let plain = serde_json::to_value(tiny_with("")).unwrap();
+    assert!(plain.get("method").is_none(), "{plain}");
+    let with = serde_json::to_value(tiny_with("[method]\nkind = \"naive\"\n")).unwrap();
+    assert_eq!(with["method"]["kind"], "naive");
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("adaptive.txt");
+    std::fs::write(&f, "Q: {question}").unwrap();
+    let c = tiny_with(&format!(
+        "[method]\nkind = \"adaptive\"\nprompt = {:?}\n",
+        f.display().to_string()
+    ));
+    let a = workbench::pipeline::run_key::inputs(&c).unwrap();
+    std::fs::write(&f, "Question: {question}").unwrap();
+    let b = workbench::pipeline::run_key::inputs(&c).unwrap();
+    assert!(a.contains_key("method.prompt"));
+    assert_ne!(a["method.prompt"], b["method.prompt"]);
+}
+
+#[test]
 fn naive_method_equals_the_plain_pipeline() {
     let plain = Pipeline::build(tiny_with("")).unwrap();
     let a = plain.run(&mut FirstSentence, None).unwrap();

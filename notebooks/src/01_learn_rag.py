@@ -22,7 +22,7 @@ number, so you can check them by hand. It follows the reports the workbench repr
 | 5 | MaxSim late interaction and token relevance | 003 |
 | 6 | the prompt the reader sees and its answer (SmolLM2-135M-Instruct) | 001, 004 |
 | 7 | EM and F1 worked out on that answer | 001, 002, 004 |
-| 8 | deciding when to retrieve: one question's loop with the adaptive method, step by step | FLARE / SKR family |
+| 8 | deciding when to retrieve: each question's loop with the adaptive method, step by step | adaptive retrieval (a confidence trigger, as FLARE's) |
 
 Everything runs on the CPU. The first code cell warms the kernel up (it compiles the
 workbench the first time, then evcxr's first compile against it); the last cell prints how

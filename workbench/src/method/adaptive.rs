@@ -77,13 +77,12 @@ pub(crate) fn run(
     )?;
     let closed_text = closed.text.trim().to_string();
     let closed_abstains = rec.abstains_text(&closed_text);
-    let sure = if p.threshold >= 1.0 {
+    let sure = if p.threshold >= 1.0 || closed_text.is_empty() {
+        // Always retrieve; or nothing was answered (a turn cut at its first token).
         false
     } else {
         match closed.confidence() {
             Some(c) => c >= p.threshold,
-            // Nothing generated: nothing to be sure of.
-            None if closed.tokens.is_empty() && closed_text.is_empty() => false,
             None => {
                 return Err(Error::param(
                     "method.threshold",
@@ -178,6 +177,40 @@ mod tests {
     fn a_closed_book_abstention_is_retrieved_for_however_sure() {
         let (out, _) = adaptive(0.0, true, "Not found", 1.0);
         assert_eq!(out.answer.text, "Vienna");
+        assert_eq!(out.retrieval_calls(), 1);
+    }
+
+    #[test]
+    fn an_empty_closed_book_turn_is_retrieved_for_and_never_a_fallback() {
+        // The stop string came first: no text, one token.
+        let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
+        let mut reader = FirstFact;
+        let empty = crate::method::Completion {
+            text: String::new(),
+            tokens: vec![("\n".into(), -0.1)],
+            usage: Default::default(),
+        };
+        let mut lm = ScriptedLm::from_completions(vec![empty]);
+        let out = run_with(
+            Tools {
+                search: &mut search,
+                reader: &mut reader,
+                lm: Some(&mut lm),
+                abstains: &not_found,
+            },
+            |rec| run(&Adaptive::default(), PROMPT, "Capital of Austria?", rec),
+        )
+        .unwrap();
+        assert_eq!(out.answer.text, "Vienna");
+        assert_eq!(out.retrieval_calls(), 1);
+    }
+
+    #[test]
+    fn a_confidence_equal_to_the_threshold_is_sure() {
+        let (out, _) = adaptive(0.5, true, "Salzburg", 0.5);
+        assert_eq!(out.retrieval_calls(), 0);
+        // threshold = 1 always retrieves, even at probability 1.
+        let (out, _) = adaptive(1.0, true, "Salzburg", 1.0);
         assert_eq!(out.retrieval_calls(), 1);
     }
 

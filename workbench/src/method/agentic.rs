@@ -118,6 +118,7 @@ pub(crate) fn run(
                 transcript.push_str("</search>");
                 let mut found = rec.search(&query, "search")?;
                 found.truncate(p.topk);
+                rec.show(&found);
                 transcript.push_str(&information(&found));
             }
             _ => break,
@@ -188,8 +189,17 @@ mod tests {
             ],
             0.9,
         );
-        let out = agentic(&mut lm, Agentic::default());
+        let out = agentic(
+            &mut lm,
+            Agentic {
+                topk: 1,
+                ..Agentic::default()
+            },
+        );
         assert_eq!(out.answer.text, "Danube");
+        // Search 2 ("river of Vienna") found both passages; topk = 1 shows the model one.
+        assert_eq!(out.steps[3].passage_ids.len(), 1);
+        assert_eq!(out.answer.passage_ids, ["austria", "vienna"]);
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, [Generate, Retrieve, Generate, Retrieve, Generate]);

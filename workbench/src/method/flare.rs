@@ -3,12 +3,15 @@
 //! sentence's confident words and generate the sentence again over the new passages.
 //!
 //! 1. Retrieve with the question.
-//! 2. The model writes the next sentence ([`PROMPT`]: the passages, the question, the
-//!    answer so far as the start of its turn).
-//! 3. When a token of that sentence has probability below `threshold`, the query is the
-//!    sentence without its unsure tokens (the question when nothing is left, or when the
-//!    sentence is the first); the passages are replaced by what it retrieves and the
-//!    sentence is generated again.
+//! 2. The model writes the next sentence ([`PROMPT`]: the current passages, the question,
+//!    the answer so far as the start of its turn). Unlike the paper, whose look-ahead is
+//!    generated without documents, the look-ahead here sees the current passages (the
+//!    question's at first).
+//! 3. When a token of that sentence has probability below `threshold` (the paper's θ; the
+//!    same value masks the query's tokens, its β), the query is the sentence without its
+//!    unsure tokens, with the question in front for the first sentence (the question alone
+//!    when no token is left); the passages are replaced by what it retrieves and the
+//!    sentence is generated again. A model that gives no token probabilities is an error.
 //! 4. The sentence is added; the loop ends when the model stops or after `max_steps`
 //!    sentences. The sentences are the answer.
 
@@ -16,7 +19,7 @@ use super::lm::{Completion, LmRequest};
 use super::recorder::{at_least_one, probability};
 use super::recorder::{first_sentence, format_docs, Recorder};
 use crate::text::fill_placeholders;
-use crate::Result;
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// The built-in prompt.
@@ -90,18 +93,23 @@ pub(crate) fn run(
                 template,
                 &[("passages", &format_docs(passages)), ("question", question)],
             ),
-            assistant_prefix: if answer.is_empty() {
-                String::new()
-            } else {
-                format!("{} ", answer.join(" "))
-            },
+            // No trailing space: the model's next word brings its own.
+            assistant_prefix: answer.join(" "),
             max_new_tokens: p.max_new_tokens,
             stop: vec![],
         };
+        rec.show(&passages);
         let mut last = rec.generate("flare", &request(&passages, &answer), "look ahead")?;
         let (mut sentence, toks) = sentence_tokens(&last);
         if sentence.is_empty() {
             break;
+        }
+        if toks.is_empty() {
+            return Err(Error::param(
+                "method.threshold",
+                "the model gave no token log-probabilities to judge a sentence by (a server \
+                 that does not send `logprobs`)",
+            ));
         }
         let unsure = toks.iter().any(|(_, lp)| *lp < ln_threshold);
         if unsure {
@@ -121,6 +129,7 @@ pub(crate) fn run(
                 masked
             };
             passages = rec.search(&query, "unsure sentence")?;
+            rec.show(&passages);
             last = rec.generate("flare", &request(&passages, &answer), "regenerate")?;
             sentence = first_sentence(&last.text).to_string();
             if sentence.is_empty() {
@@ -186,6 +195,50 @@ mod tests {
         );
         assert!(lm.requests[1].user.contains("river of vienna = Danube"));
         assert_eq!(out.answer.text, "Vienna lies on the Danube.");
+    }
+
+    #[test]
+    fn a_later_unsure_sentence_is_retrieved_for_with_its_own_words_only() {
+        let mut search = corpus_search(&[
+            ("austria", "capital of austria = Vienna"),
+            ("lies", "vienna lies on = Danube"),
+        ]);
+        let mut reader = FirstFact;
+        let mut second = scripted(" It lies on the Salzburg.", 0.9);
+        second.tokens[4].1 = 0.1f64.ln();
+        let mut lm = ScriptedLm::from_completions(vec![
+            scripted("Vienna is the capital. It lies on", 0.9),
+            second,
+            scripted(" It lies on the Danube.", 0.9),
+        ]);
+        let out = run_with(
+            Tools {
+                search: &mut search,
+                reader: &mut reader,
+                lm: Some(&mut lm),
+                abstains: &not_found,
+            },
+            |rec| {
+                run(
+                    &Flare::default(),
+                    PROMPT,
+                    "What is the capital of Austria?",
+                    rec,
+                )
+            },
+        )
+        .unwrap();
+        use StepKind::*;
+        let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, [Retrieve, Generate, Generate, Retrieve, Generate]);
+        // The second sentence's query is its confident words, without the question.
+        assert_eq!(out.steps[3].query.as_deref(), Some("It lies on the"));
+        assert_eq!(lm.requests[1].assistant_prefix, "Vienna is the capital.");
+        assert_eq!(
+            out.answer.text,
+            "Vienna is the capital. It lies on the Danube."
+        );
+        assert_eq!(out.answer.passage_ids, ["austria", "lies"]);
     }
 
     #[test]

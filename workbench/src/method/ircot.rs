@@ -6,8 +6,9 @@
 //! 2. The model continues its reasoning ([`PROMPT`]: the passages, the question, the
 //!    sentences so far as the start of its turn); the first sentence of what it writes is
 //!    kept.
-//! 3. A sentence holding `answer is` ends the loop; its answer (the text after the marker)
-//!    is the answer. Otherwise the sentence is retrieved for, new passages are added (at
+//! 3. A sentence holding `So the answer is` ends the loop; the text after it is the answer
+//!    (FlashRAG's reading of IRCoT; the paper's own variant reads the collected passages
+//!    with a separate reader). Otherwise the sentence is retrieved for, new passages are added (at
 //!    most `max_passages` in all), and the loop goes on, for at most `max_steps` sentences.
 //! 4. Without a stated answer, the reader answers over every passage found.
 
@@ -28,7 +29,7 @@ is: <short answer>.\"\n\n{passages}\n\nQuestion: {question}";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Ircot {
-    /// Most reasoning sentences (each after the first is a retrieval). Default 4.
+    /// Most reasoning sentences (each but the last is followed by a retrieval). Default 4.
     pub max_steps: usize,
     /// Most passages shown to the model (first found first). Default 10.
     pub max_passages: usize,
@@ -76,11 +77,9 @@ pub(crate) fn run(
     add(found, &mut shown);
     let mut chain: Vec<String> = Vec::new();
     for step in 0..p.max_steps {
-        let prefix = if chain.is_empty() {
-            String::new()
-        } else {
-            format!("{} ", chain.join(" "))
-        };
+        // No trailing space: the model's next word brings its own.
+        let prefix = chain.join(" ");
+        rec.show(&shown);
         let c = rec.generate(
             "ircot",
             &LmRequest {
@@ -99,7 +98,7 @@ pub(crate) fn run(
             break;
         }
         chain.push(sentence.clone());
-        if let Some(answer) = after_marker(&sentence, "answer is") {
+        if let Some(answer) = after_marker(&sentence, "so the answer is") {
             let answer = answer.trim_start_matches(':').trim().to_string();
             let abstained = rec.abstains_text(&answer);
             return Ok((answer, abstained));
@@ -174,7 +173,7 @@ mod tests {
             .contains("Doc 2 river of vienna = Danube"));
         assert_eq!(
             lm.requests[1].assistant_prefix,
-            "The capital of Austria is Vienna. "
+            "The capital of Austria is Vienna."
         );
         assert_eq!(out.answer.passage_ids, ["austria", "vienna"]);
     }

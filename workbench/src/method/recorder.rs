@@ -75,10 +75,13 @@ pub struct Step {
 /// A method's answer to one question.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MethodAnswer {
-    /// The final answer: its text and abstention, `passage_ids` every passage retrieved at
-    /// any step (first-seen order), usage summed over every model and reader call.
+    /// The final answer: its text and abstention, `passage_ids` every passage the model
+    /// was shown or the reader kept at any step (first-seen order), usage summed over every
+    /// model and reader call.
     pub answer: Answer,
-    /// Every passage retrieved at any step, in the order first seen.
+    /// Every passage the model was shown or the reader kept at any step, in the order
+    /// first seen (a retrieved passage cut by `topk` or `max_passages`, or dropped by the
+    /// reader to fit its window, is not among them).
     pub passages: Vec<Context>,
     /// Every call, in order.
     pub steps: Vec<Step>,
@@ -98,6 +101,7 @@ impl MethodAnswer {
 pub struct Recorder<'a> {
     tools: Tools<'a>,
     steps: Vec<Step>,
+    /// Passages given to the model or kept by the reader at any step, first-seen order.
     seen: Vec<Context>,
     seen_ids: HashSet<String>,
     usage: Usage,
@@ -118,11 +122,6 @@ impl<'a> Recorder<'a> {
     pub fn search(&mut self, query: &str, purpose: &str) -> Result<Vec<Context>> {
         let t0 = Instant::now();
         let found = self.tools.search.search(query)?;
-        for c in &found {
-            if self.seen_ids.insert(c.id.clone()) {
-                self.seen.push(c.clone());
-            }
-        }
         self.steps.push(Step {
             kind: StepKind::Retrieve,
             purpose: purpose.into(),
@@ -137,11 +136,27 @@ impl<'a> Recorder<'a> {
         Ok(found)
     }
 
+    /// Mark `passages` as given to the model (they count for the answer's
+    /// [`MethodAnswer::passages`]); a read marks the passages the reader kept itself.
+    pub fn show(&mut self, passages: &[Context]) {
+        for c in passages {
+            if self.seen_ids.insert(c.id.clone()) {
+                self.seen.push(c.clone());
+            }
+        }
+    }
+
     /// Ask the reader `question` over `passages`.
     pub fn read(&mut self, question: &str, passages: &[Context], purpose: &str) -> Result<Answer> {
         let t0 = Instant::now();
         let a = self.tools.reader.read(question, passages)?;
         add(&mut self.usage, &a.usage);
+        let kept: Vec<Context> = passages
+            .iter()
+            .filter(|c| a.passage_ids.contains(&c.id))
+            .cloned()
+            .collect();
+        self.show(&kept);
         self.steps.push(Step {
             kind: StepKind::Read,
             purpose: purpose.into(),
@@ -203,7 +218,7 @@ impl<'a> Recorder<'a> {
         Ok(c)
     }
 
-    /// Passages seen so far (every retrieval's, first-seen order).
+    /// Passages given to the model or kept by the reader so far, first-seen order.
     pub fn seen(&self) -> &[Context] {
         &self.seen
     }
@@ -233,8 +248,8 @@ fn add(total: &mut Usage, u: &Usage) {
     total.decode_steps += u.decode_steps;
 }
 
-/// Passages as a method's own prompts show them: `Doc {i} (Title: {title}) {text}`, one per
-/// line (Search-R1's and FlashRAG's layout).
+/// Passages as the ircot and flare prompts show them: `Doc {i} (Title: {title}) {text}`,
+/// one per line (`Doc {i} {text}` without a title).
 pub fn format_docs(passages: &[Context]) -> String {
     passages
         .iter()
@@ -250,8 +265,15 @@ pub fn format_docs(passages: &[Context]) -> String {
         .join("\n")
 }
 
+/// Words whose final `.` does not end a sentence.
+const ABBREVIATIONS: [&str; 12] = [
+    "mr", "mrs", "ms", "dr", "st", "jr", "sr", "prof", "gen", "mt", "no", "vs",
+];
+
 /// The first sentence of `text` (trimmed): up to and including the first `.`, `?` or `!`
-/// followed by whitespace or the end, or up to a line break; the whole text without one.
+/// followed by whitespace or the end, or up to a line break; the whole text without one. A
+/// `.` after an initial (`John F. Kennedy`), a dotted abbreviation (`U.S.`) or a title
+/// (`Dr.`, `St.`, …) does not end a sentence.
 pub fn first_sentence(text: &str) -> &str {
     let t = text.trim_start();
     let mut end = t.len();
@@ -262,6 +284,15 @@ pub fn first_sentence(text: &str) -> &str {
             break;
         }
         if matches!(c, '.' | '?' | '!') && it.peek().is_none_or(|&(_, n)| n.is_whitespace()) {
+            let word = t[..i].rsplit(char::is_whitespace).next().unwrap_or("");
+            let initial = word.chars().count() == 1 && word.chars().all(char::is_uppercase);
+            let abbreviation = c == '.'
+                && (initial
+                    || word.contains('.')
+                    || ABBREVIATIONS.contains(&word.to_lowercase().as_str()));
+            if abbreviation && it.peek().is_some() {
+                continue;
+            }
             end = i + c.len_utf8();
             break;
         }
@@ -273,15 +304,22 @@ pub fn first_sentence(text: &str) -> &str {
 /// of its line, trimmed of spaces and a final `.`; `None` when `marker` is absent or nothing
 /// follows it.
 pub fn after_marker(text: &str, marker: &str) -> Option<String> {
-    let lower = text.to_lowercase();
-    let m = marker.to_lowercase();
-    // Lower-casing can change byte lengths outside ASCII: search the original when it does.
-    let at = if lower.len() == text.len() {
-        lower.rfind(&m)?
-    } else {
-        text.rfind(marker)?
+    // Compared character by character (lower-casing a whole text can change its byte
+    // offsets outside ASCII).
+    let m: Vec<char> = marker.chars().flat_map(char::to_lowercase).collect();
+    let matches_at = |i: usize| -> Option<usize> {
+        let mut chars = text[i..].char_indices();
+        for want in &m {
+            let (_, c) = chars.next()?;
+            let mut low = c.to_lowercase();
+            if low.next() != Some(*want) || low.next().is_some() {
+                return None;
+            }
+        }
+        Some(chars.next().map_or(text.len(), |(j, _)| i + j))
     };
-    let rest = &text[at + marker.len()..];
+    let after = text.char_indices().rev().find_map(|(i, _)| matches_at(i))?;
+    let rest = &text[after..];
     let line = rest.lines().next().unwrap_or("").trim();
     let line = line.trim_end_matches('.').trim();
     (!line.is_empty()).then(|| line.to_string())
@@ -329,5 +367,27 @@ mod tests {
         );
         assert_eq!(after_marker("no marker", "answer is:"), None);
         assert_eq!(after_marker("answer is: .", "answer is:"), None);
+        // Non-ASCII text before the marker, whose lower case is longer or shorter in bytes.
+        assert_eq!(
+            after_marker("Ⱥẞ Answer is: Straße.", "answer is:").as_deref(),
+            Some("Straße")
+        );
+        assert_eq!(
+            first_sentence("So the answer is: John F. Kennedy. Next"),
+            "So the answer is: John F. Kennedy."
+        );
+        assert_eq!(
+            first_sentence("It is in the U.S. state of Ohio. Next"),
+            "It is in the U.S. state of Ohio."
+        );
+        assert_eq!(
+            first_sentence("Dr. Who lives in St. Louis. Next"),
+            "Dr. Who lives in St. Louis."
+        );
+        assert_eq!(
+            first_sentence("He was born in 1917. He died."),
+            "He was born in 1917."
+        );
+        assert_eq!(first_sentence("Vitamin C."), "Vitamin C.");
     }
 }

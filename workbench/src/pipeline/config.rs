@@ -916,7 +916,7 @@ impl PipelineConfig {
                     return Err(Error::param(
                         "method.kind",
                         format!(
-                            "`{}` prompts the reader's model directly: the `{}` reader has                              none (use a generative or openai reader)",
+                            "`{}` prompts the reader's model directly: the `{}` reader has none (use a generative or openai reader)",
                             m.kind(),
                             self.reader.spec.kind()
                         ),

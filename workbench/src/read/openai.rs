@@ -616,11 +616,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn token_log_probabilities_are_read_from_logprobs_content() {
+        let body = r#"{"choices":[{"message":{"content":"Paris."},"finish_reason":"stop",
+            "logprobs":{"content":[{"token":"Paris","logprob":-0.25,"top_logprobs":[]},
+                                   {"token":".","logprob":-1.5,"top_logprobs":[]}]}}]}"#;
+        let c = parse_completion(body).unwrap();
+        assert_eq!(
+            c.token_logprobs,
+            [("Paris".to_string(), -0.25), (".".to_string(), -1.5)]
+        );
+    }
+
+    #[test]
     fn completion_bodies_parse_or_say_why() {
         let ok = r#"{"choices":[{"message":{"role":"assistant","content":" Paris \n"},"finish_reason":"stop"}],
                      "usage":{"prompt_tokens":37,"completion_tokens":2},
                      "timings":{"prompt_ms":250.0,"predicted_ms":20.0}}"#;
         let c = parse_completion(ok).unwrap();
+        assert!(c.token_logprobs.is_empty());
         assert_eq!(c.text, "Paris");
         assert_eq!(c.finish_reason, "stop");
         assert_eq!((c.usage.prompt_tokens, c.usage.generated_tokens), (37, 2));

@@ -68,6 +68,17 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn log_prob_is_the_log_softmax_of_the_token() {
+        let l = [1.0f32, 2.0, 3.0];
+        let z = (1f64.exp() + 2f64.exp() + 3f64.exp()).ln();
+        assert!((log_prob(&l, 2) as f64 - (3.0 - z)).abs() < 1e-6);
+        assert!((log_prob(&l, 0) as f64 - (1.0 - z)).abs() < 1e-6);
+        // Shifting every logit changes nothing.
+        let shifted = [101.0f32, 102.0, 103.0];
+        assert!((log_prob(&shifted, 2) - log_prob(&l, 2)).abs() < 1e-5);
+    }
+
+    #[test]
     fn greedy_and_nucleus() {
         let l = [0.1, 3.0, 2.9, -1.0];
         assert_eq!(argmax(&l), 1);
