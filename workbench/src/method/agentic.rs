@@ -184,7 +184,7 @@ mod tests {
         let mut lm = ScriptedLm::new(
             &[
                 "<think>I need the capital.</think> <search> capital of Austria ",
-                "<search>river of Vienna",
+                "<search>river of Vienna in Austria",
                 "<think>The Danube.</think> <answer> Danube ",
             ],
             0.9,
@@ -197,9 +197,11 @@ mod tests {
             },
         );
         assert_eq!(out.answer.text, "Danube");
-        // Search 2 ("river of Vienna") found both passages; topk = 1 shows the model one.
-        assert_eq!(out.steps[3].passage_ids.len(), 1);
-        assert_eq!(out.answer.passage_ids, ["austria", "vienna"]);
+        // Search 2 found both passages; topk = 1 shows the model the first, and only
+        // passages the model saw are the answer's.
+        assert_eq!(out.steps[3].passage_ids, ["austria", "vienna"]);
+        assert!(!lm.requests[2].assistant_prefix.contains("Doc 2"));
+        assert_eq!(out.answer.passage_ids, ["austria"]);
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, [Generate, Retrieve, Generate, Retrieve, Generate]);
