@@ -2,6 +2,9 @@
 //! fixture's BM25 (`configs/tiny.toml`), a deterministic reader, and a scripted model
 //! (control flow pinned) or the SmolLM2-135M GGUF (the real generator end to end).
 
+mod common;
+
+use common::words;
 use std::path::PathBuf;
 use workbench::method::lm::scripted;
 use workbench::method::{Completion, ScriptedLm, StepKind};
@@ -35,13 +38,6 @@ fn tiny_with(extra: &str) -> PipelineConfig {
 /// Answers with the first sentence of passage 1 when that passage shares a word of more
 /// than three letters with the question, else "Not found".
 struct FirstSentence;
-
-fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 3)
-        .map(str::to_lowercase)
-        .collect()
-}
 
 impl Reader for FirstSentence {
     fn name(&self) -> &str {

@@ -3,6 +3,9 @@
 //! traces, SQuAD predictions, the retrieval cache, query transforms, question-set bad
 //! input, closed-book, per-group tables.
 
+mod common;
+
+use common::words;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use workbench::evaluate::{context, groups, qa};
@@ -39,13 +42,6 @@ impl FirstSentence {
             seen: Vec::new(),
         }
     }
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.len() > 3)
-        .map(str::to_lowercase)
-        .collect()
 }
 
 impl Reader for FirstSentence {

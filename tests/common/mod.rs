@@ -86,3 +86,12 @@ pub fn venv_python(needs: &str) -> PathBuf {
     );
     py
 }
+
+/// The lower-cased words of more than three letters of `s` (the fake readers' test of
+/// whether a passage is about the question).
+pub fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 3)
+        .map(str::to_lowercase)
+        .collect()
+}

@@ -109,7 +109,7 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::super::lm::ScriptedLm;
-    use super::super::recorder::{StepKind, Tools};
+    use super::super::recorder::StepKind;
     use super::super::testing::*;
     use super::*;
 
@@ -123,7 +123,6 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("atlantis", "a legend with no capital"),
         ]);
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&[closed], p);
         let params = Adaptive {
             threshold,
@@ -135,15 +134,9 @@ mod tests {
         } else {
             "What is the capital of Austria?"
         };
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| run(&params, PROMPT, q, rec),
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(&params, PROMPT, q, rec)
+        })
         .unwrap();
         (out, lm)
     }
@@ -184,22 +177,15 @@ mod tests {
     fn an_empty_closed_book_turn_is_retrieved_for_and_never_a_fallback() {
         // The stop string came first: no text, one token.
         let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
-        let mut reader = FirstFact;
         let empty = crate::method::Completion {
             text: String::new(),
             tokens: vec![("\n".into(), -0.1)],
             usage: Default::default(),
         };
         let mut lm = ScriptedLm::from_completions(vec![empty]);
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| run(&Adaptive::default(), PROMPT, "Capital of Austria?", rec),
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(&Adaptive::default(), PROMPT, "Capital of Austria?", rec)
+        })
         .unwrap();
         assert_eq!(out.answer.text, "Vienna");
         assert_eq!(out.retrieval_calls(), 1);

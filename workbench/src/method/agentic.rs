@@ -150,7 +150,7 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::super::lm::ScriptedLm;
-    use super::super::recorder::{StepKind, Tools};
+    use super::super::recorder::StepKind;
     use super::super::testing::*;
     use super::*;
 
@@ -159,23 +159,14 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("vienna", "river of vienna = Danube"),
         ]);
-        let mut reader = FirstFact;
-        run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &p,
-                    PROMPT,
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        run_scripted(&mut search, Some(lm), |rec| {
+            run(
+                &p,
+                PROMPT,
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap()
     }
 

@@ -152,7 +152,7 @@ pub(crate) fn run(
 mod tests {
     use super::super::lm::scripted;
     use super::super::lm::ScriptedLm;
-    use super::super::recorder::{StepKind, Tools};
+    use super::super::recorder::StepKind;
     use super::super::testing::*;
     use super::*;
 
@@ -162,28 +162,19 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("vienna", "river of vienna = Danube"),
         ]);
-        let mut reader = FirstFact;
         // "Salzburg" is unsure (p = 0.1): the query drops it.
         let mut unsure = scripted("Vienna lies on the Salzburg.", 0.9);
         unsure.tokens[4].1 = 0.1f64.ln();
         let mut lm =
             ScriptedLm::from_completions(vec![unsure, scripted("Vienna lies on the Danube.", 0.9)]);
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &Flare::default(),
-                    PROMPT,
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &Flare::default(),
+                PROMPT,
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
@@ -203,7 +194,6 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("lies", "vienna lies on = Danube"),
         ]);
-        let mut reader = FirstFact;
         let mut second = scripted(" It lies on the Salzburg.", 0.9);
         second.tokens[4].1 = 0.1f64.ln();
         let mut lm = ScriptedLm::from_completions(vec![
@@ -211,22 +201,14 @@ mod tests {
             second,
             scripted(" It lies on the Danube.", 0.9),
         ]);
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &Flare::default(),
-                    PROMPT,
-                    "What is the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &Flare::default(),
+                PROMPT,
+                "What is the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
@@ -244,24 +226,15 @@ mod tests {
     #[test]
     fn a_confident_answer_is_kept_without_retrieving_again() {
         let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&["Vienna."], 0.95);
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &Flare::default(),
-                    PROMPT,
-                    "What is the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &Flare::default(),
+                PROMPT,
+                "What is the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         assert_eq!(out.retrieval_calls(), 1);
         assert_eq!(out.answer.text, "Vienna.");

@@ -116,7 +116,7 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::super::lm::ScriptedLm;
-    use super::super::recorder::{StepKind, Tools};
+    use super::super::recorder::StepKind;
     use super::super::testing::*;
     use super::*;
 
@@ -130,7 +130,6 @@ mod tests {
     #[test]
     fn each_sentence_is_the_next_query_until_the_answer_is_stated() {
         let mut search = docs();
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(
             &[
                 "The capital of Austria is Vienna. Extra text",
@@ -139,22 +138,14 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &Ircot::default(),
-                    PROMPT,
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &Ircot::default(),
+                PROMPT,
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         assert_eq!(out.answer.text, "the Danube");
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
@@ -181,27 +172,18 @@ mod tests {
     #[test]
     fn without_a_stated_answer_the_reader_answers_over_every_passage() {
         let mut search = docs();
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(&["Austria is in Europe.", "Vienna is old."], 0.9);
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &Ircot {
-                        max_steps: 2,
-                        ..Ircot::default()
-                    },
-                    PROMPT,
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &Ircot {
+                    max_steps: 2,
+                    ..Ircot::default()
+                },
+                PROMPT,
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         // Two sentences, one retrieval between them (none after the last), then the read.
         assert_eq!(out.retrieval_calls(), 2);

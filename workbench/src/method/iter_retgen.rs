@@ -60,7 +60,6 @@ pub(crate) fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::super::recorder::Tools;
     use super::super::testing::*;
     use super::*;
 
@@ -71,22 +70,13 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("vienna", "river of vienna = Danube"),
         ]);
-        let mut reader = FirstFact;
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: None,
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &IterRetgen { iterations: 2 },
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, None, |rec| {
+            run(
+                &IterRetgen { iterations: 2 },
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         let queries: Vec<&str> = out
             .steps

@@ -153,7 +153,6 @@ mod generator {
     use crate::read::ctx::Generator;
     use crate::read::generative::{ChatMessage, GenerateParams, Sampling};
     use crate::read::openai::{ChatParams, Message};
-    use crate::read::Usage;
     use crate::Result;
 
     impl Lm for Generator {
@@ -188,15 +187,9 @@ mod generator {
                         .map(|(&id, &lp)| Ok((llm.detokenize(&[id])?, lp as f64)))
                         .collect::<Result<Vec<_>>>()?;
                     Ok(Completion {
+                        usage: g.usage(),
                         text: g.text,
                         tokens,
-                        usage: Usage {
-                            prompt_tokens: g.prompt_tokens,
-                            generated_tokens: g.generated_tokens,
-                            prefill_secs: g.prefill_secs,
-                            decode_secs: g.decode_secs,
-                            decode_steps: g.decode_steps,
-                        },
                     })
                 }
                 Generator::Remote(server) => {

@@ -150,7 +150,7 @@ impl<'a> Recorder<'a> {
     pub fn read(&mut self, question: &str, passages: &[Context], purpose: &str) -> Result<Answer> {
         let t0 = Instant::now();
         let a = self.tools.reader.read(question, passages)?;
-        add(&mut self.usage, &a.usage);
+        self.usage += &a.usage;
         let kept: Vec<Context> = passages
             .iter()
             .filter(|c| a.passage_ids.contains(&c.id))
@@ -203,7 +203,7 @@ impl<'a> Recorder<'a> {
         };
         let t0 = Instant::now();
         let c = lm.complete(request)?;
-        add(&mut self.usage, &c.usage);
+        self.usage += &c.usage;
         self.steps.push(Step {
             kind: StepKind::Generate,
             purpose: purpose.into(),
@@ -238,14 +238,6 @@ impl<'a> Recorder<'a> {
             steps: self.steps,
         }
     }
-}
-
-fn add(total: &mut Usage, u: &Usage) {
-    total.prompt_tokens += u.prompt_tokens;
-    total.generated_tokens += u.generated_tokens;
-    total.prefill_secs += u.prefill_secs;
-    total.decode_secs += u.decode_secs;
-    total.decode_steps += u.decode_steps;
 }
 
 /// Passages as the ircot and flare prompts show them: `Doc {i} (Title: {title}) {text}`,

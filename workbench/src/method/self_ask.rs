@@ -126,7 +126,7 @@ pub(crate) fn run(
 #[cfg(test)]
 mod tests {
     use super::super::lm::ScriptedLm;
-    use super::super::recorder::{StepKind, Tools};
+    use super::super::recorder::StepKind;
     use super::super::testing::*;
     use super::*;
 
@@ -136,7 +136,6 @@ mod tests {
             ("austria", "capital of austria = Vienna"),
             ("vienna", "river of vienna = Danube"),
         ]);
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(
             &[
                 " Yes.\nFollow up: What is the capital of Austria?\n",
@@ -145,22 +144,14 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &SelfAsk::default(),
-                    PROMPT,
-                    "Which river flows through the capital of Austria?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &SelfAsk::default(),
+                PROMPT,
+                "Which river flows through the capital of Austria?",
+                rec,
+            )
+        })
         .unwrap();
         assert_eq!(out.answer.text, "the Danube");
         use StepKind::*;
@@ -185,7 +176,6 @@ mod tests {
     #[test]
     fn the_budget_ends_in_a_direct_final_answer() {
         let mut search = corpus_search(&[]);
-        let mut reader = FirstFact;
         let mut lm = ScriptedLm::new(
             &[
                 " Yes.\nFollow up: Who?\n",
@@ -194,25 +184,17 @@ mod tests {
             ],
             0.9,
         );
-        let out = run_with(
-            Tools {
-                search: &mut search,
-                reader: &mut reader,
-                lm: Some(&mut lm),
-                abstains: &not_found,
-            },
-            |rec| {
-                run(
-                    &SelfAsk {
-                        max_steps: 1,
-                        ..SelfAsk::default()
-                    },
-                    PROMPT,
-                    "Who?",
-                    rec,
-                )
-            },
-        )
+        let out = run_scripted(&mut search, Some(&mut lm), |rec| {
+            run(
+                &SelfAsk {
+                    max_steps: 1,
+                    ..SelfAsk::default()
+                },
+                PROMPT,
+                "Who?",
+                rec,
+            )
+        })
         .unwrap();
         assert_eq!(out.retrieval_calls(), 1);
         assert_eq!(out.answer.text, "Nobody");

@@ -1,5 +1,6 @@
 //! A toy corpus, reader and runner for the methods' control-flow tests.
-use super::recorder::{MethodAnswer, Recorder, Tools};
+use super::lm::{Lm, ScriptedLm};
+use super::recorder::{MethodAnswer, Recorder, Search, Tools};
 use crate::read::{Answer, Context, Reader, Usage};
 use crate::Result;
 
@@ -11,6 +12,25 @@ pub fn run_with(
     let mut rec = Recorder::new(tools);
     let (text, abstained) = f(&mut rec)?;
     Ok(rec.finish(text, abstained))
+}
+
+/// Run one method's loop `f` over `search` with [`FirstFact`] reading, `lm` (if any)
+/// generating and [`not_found`] deciding abstentions.
+pub fn run_scripted(
+    search: &mut dyn Search,
+    lm: Option<&mut ScriptedLm>,
+    f: impl FnOnce(&mut Recorder<'_>) -> Result<(String, bool)>,
+) -> Result<MethodAnswer> {
+    let mut reader = FirstFact;
+    run_with(
+        Tools {
+            search,
+            reader: &mut reader,
+            lm: lm.map(|l| l as &mut dyn Lm),
+            abstains: &not_found,
+        },
+        f,
+    )
 }
 
 /// Passages found by any query containing their key word (`id` = the word).

@@ -168,16 +168,7 @@ impl LlmTransform {
                     ..GenerateParams::default()
                 };
                 let g = llm.generate(&chat, &params)?;
-                Ok((
-                    g.text.trim().to_string(),
-                    Usage {
-                        prompt_tokens: g.prompt_tokens,
-                        generated_tokens: g.generated_tokens,
-                        prefill_secs: g.prefill_secs,
-                        decode_secs: g.decode_secs,
-                        decode_steps: g.decode_steps,
-                    },
-                ))
+                Ok((g.text.trim().to_string(), g.usage()))
             }
             Generator::Remote(server) => {
                 let (temperature, top_p, seed) = match sampling {
@@ -219,14 +210,6 @@ impl LlmTransform {
     }
 }
 
-fn add(total: &mut Usage, u: &Usage) {
-    total.prompt_tokens += u.prompt_tokens;
-    total.generated_tokens += u.generated_tokens;
-    total.prefill_secs += u.prefill_secs;
-    total.decode_secs += u.decode_secs;
-    total.decode_steps += u.decode_steps;
-}
-
 impl QueryTransform for LlmTransform {
     fn name(&self) -> String {
         self.name.clone()
@@ -252,7 +235,7 @@ impl QueryTransform for LlmTransform {
                 let mut raw = Vec::new();
                 let mut queries = if self.list_mode() {
                     let (text, u) = self.generate(question, self.sampling(0))?;
-                    add(&mut usage, &u);
+                    usage += &u;
                     let q = parse_list(&text, n);
                     raw.push(text);
                     q
@@ -260,7 +243,7 @@ impl QueryTransform for LlmTransform {
                     let mut out: Vec<String> = Vec::new();
                     for i in 0..n {
                         let (text, u) = self.generate(question, self.sampling(i))?;
-                        add(&mut usage, &u);
+                        usage += &u;
                         // One paraphrase per call: its first usable line.
                         if let Some(q) = parse_list(&text, 1).into_iter().next() {
                             push_unique(&mut out, q);

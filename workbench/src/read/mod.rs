@@ -101,6 +101,17 @@ pub struct Usage {
     pub decode_steps: usize,
 }
 
+impl std::ops::AddAssign<&Usage> for Usage {
+    /// Add another call's counts and times (a multi-call answer's totals).
+    fn add_assign(&mut self, u: &Usage) {
+        self.prompt_tokens += u.prompt_tokens;
+        self.generated_tokens += u.generated_tokens;
+        self.prefill_secs += u.prefill_secs;
+        self.decode_secs += u.decode_secs;
+        self.decode_steps += u.decode_steps;
+    }
+}
+
 impl Usage {
     /// Prefill plus decode time.
     pub fn total(&self) -> Duration {

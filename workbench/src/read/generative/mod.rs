@@ -245,6 +245,17 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// Its token counts and times as a reader call's [`Usage`].
+    pub fn usage(&self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            generated_tokens: self.generated_tokens,
+            prefill_secs: self.prefill_secs,
+            decode_secs: self.decode_secs,
+            decode_steps: self.decode_steps,
+        }
+    }
+
     /// Prompt tokens per second of prefill.
     pub fn prefill_tokens_per_sec(&self) -> f64 {
         if self.prefill_secs > 0.0 {
@@ -1124,13 +1135,7 @@ impl GenerativeReader {
             dropped: built.dropped,
             evidence: None,
             score: None,
-            usage: Usage {
-                prompt_tokens: g.prompt_tokens,
-                generated_tokens: g.generated_tokens,
-                prefill_secs: g.prefill_secs,
-                decode_secs: g.decode_secs,
-                decode_steps: g.decode_steps,
-            },
+            usage: g.usage(),
         }
     }
 
