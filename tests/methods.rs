@@ -266,6 +266,7 @@ fn every_method_runs_with_a_real_gguf_model() {
     use workbench::pipeline::reader::{build_parts, ModelPool};
     let mut pool = ModelPool::default();
     for kind in [
+        "closed-book",
         "adaptive",
         "iter-retgen",
         "ircot",
@@ -309,4 +310,102 @@ fn every_method_runs_with_a_real_gguf_model() {
             }
         }
     }
+}
+
+#[test]
+fn flashrag_files_run_through_a_method_hop_by_hop() {
+    // FlashRAG's corpus layout ("contents" = quoted title, newline, text) and its HotpotQA
+    // question layout (metadata kept out of the way), searched one hop at a time.
+    let c = tiny_checked("[method]\nkind = \"agentic\"\nmax_searches = 3\n", |t| {
+        t.replace(
+            "tests/data/pipeline/corpus.jsonl",
+            "tests/data/flashrag/multihop_corpus.jsonl",
+        )
+        .replace(
+            "tests/data/pipeline/questions.jsonl",
+            "tests/data/flashrag/multihop_questions.jsonl",
+        )
+        .replace("passages = 2", "passages = 1")
+    })
+    .unwrap();
+    let p = Pipeline::build(c).unwrap();
+    assert_eq!(questions(&p).len(), 3);
+    let mut outputs = vec![
+        scripted("<search> designer of the Harbour Bridge of Velmora", 0.9),
+        scripted("<search> Ilse Marrow born town", 0.9),
+        scripted("<answer> Quillsby", 0.9),
+    ];
+    outputs.extend((0..2).map(|_| scripted("<answer> Arden", 0.9)));
+    let mut lm = ScriptedLm::from_completions(outputs);
+    let run = p
+        .run_method(&mut FirstSentence, Some(&mut lm), None)
+        .unwrap();
+    let q = &run.records[0];
+    assert_eq!((q.id.as_str(), q.em), ("dev_0", 1.0));
+    assert_eq!(q.retrieval_calls(), 2);
+    // Each hop's information block opens with that hop's passage, titled from "contents".
+    assert!(
+        lm.requests[1].assistant_prefix.contains(
+            "Doc 1(Title: Harbour Bridge of Velmora) The Harbour Bridge of Velmora was designed by"
+        ),
+        "{}",
+        lm.requests[1].assistant_prefix
+    );
+    assert!(
+        lm.requests[2].assistant_prefix.contains(
+            "Doc 1(Title: Ilse Marrow) Ilse Marrow was an engineer born in the town of Quillsby"
+        ),
+        "{}",
+        lm.requests[2].assistant_prefix
+    );
+    // Both hops' passages were shown: the record's passages hold the two supporting facts.
+    assert!(q.passage_ids.contains(&"0".to_string()) && q.passage_ids.contains(&"1".to_string()));
+    // "the river Tamsel" / "Tamsel": every gold of a multi-answer line is kept.
+    assert_eq!(p.questions().questions[1].answers.len(), 2);
+}
+
+#[test]
+fn the_committed_nq_head_is_flashrag_jsonl() {
+    let set = workbench::load::question_set::load(
+        &root().join("tests/data/flashrag/nq_test_head.jsonl"),
+        workbench::load::question_set::BadRecords::Error,
+    )
+    .unwrap();
+    assert_eq!(set.questions.len(), 17);
+    assert_eq!(set.questions[0].id, "test_0");
+    assert_eq!(
+        set.questions[14].answers,
+        [
+            "planner Raymond Unwin",
+            "architect Barry Parker",
+            "Raymond Unwin"
+        ]
+    );
+}
+
+#[test]
+fn closed_book_needs_no_retriever_and_answers_without_one() {
+    let c = tiny_checked("[method]\nkind = \"closed-book\"\n", |t| {
+        t.replace("[[retrieval.retrievers]]\nkind = \"bm25\"\n", "")
+    })
+    .unwrap();
+    assert!(c.retrieval.retrievers.is_empty());
+    let p = Pipeline::build(c).unwrap();
+    let n = questions(&p).len();
+    let mut lm = ScriptedLm::new(&vec!["Paris"; n], 0.9);
+    let run = p
+        .run_method(&mut FirstSentence, Some(&mut lm), None)
+        .unwrap();
+    assert!(run
+        .records
+        .iter()
+        .all(|r| r.retrieval_calls() == 0 && r.passage_ids.is_empty()));
+    assert_eq!(run.records[0].em, 1.0);
+    // Every other method still needs one.
+    let e = tiny_checked("[method]\nkind = \"adaptive\"\n", |t| {
+        t.replace("[[retrieval.retrievers]]\nkind = \"bm25\"\n", "")
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("retrievers"), "{e}");
 }

@@ -493,6 +493,7 @@ pub fn render_assets(assets: &Assets) -> Result<String> {
             Some(Source::Pypi { .. }) => "PyPI wheel",
             Some(Source::PypiSplitZip { .. }) => "PyPI, split zip",
             Some(Source::PypiSplitFile { .. }) => "PyPI, split file",
+            Some(Source::PypiRebuild { .. }) => "rebuilt from a PyPI wheel",
             Some(Source::Mirror { .. }) => "mirror folder",
             None => "none (online only)",
         };
@@ -521,6 +522,12 @@ pub fn render_assets_detail(assets: &Assets) -> Result<String> {
             Some(Source::PypiSplitFile { packages, .. }) => {
                 format!("PyPI, one file split over {} wheels", packages.len())
             }
+            Some(Source::PypiRebuild {
+                package, answers, ..
+            }) => match answers {
+                None => format!("rebuilt from PyPI `{package}`"),
+                Some(a) => format!("rebuilt from PyPI `{package}` and `{}`", a.asset),
+            },
             Some(Source::Mirror { folder }) => format!("mirror folder `{folder}`"),
             None => "none (online only)".to_string(),
         };

@@ -14,16 +14,13 @@
 //! always retrieves, which with `fallback` is "RAG, and the closed-book answer where RAG
 //! finds nothing".
 
-use super::lm::LmRequest;
 use super::recorder::Recorder;
 use super::recorder::{at_least_one, probability};
-use crate::text::fill_placeholders;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-/// The built-in closed-book prompt.
-pub const PROMPT: &str = "Answer the question with a short phrase (a name, a date, a number), \
-not a sentence. If you do not know, answer \"Not found\".\n\nQuestion: {question}";
+/// The built-in closed-book prompt: [`closed_book::PROMPT`](super::closed_book::PROMPT).
+pub use super::closed_book::PROMPT;
 
 /// Parameters of `kind = "adaptive"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,16 +62,7 @@ pub(crate) fn run(
     question: &str,
     rec: &mut Recorder<'_>,
 ) -> Result<(String, bool)> {
-    let closed = rec.generate(
-        "adaptive",
-        &LmRequest {
-            user: fill_placeholders(template, &[("question", question)]),
-            assistant_prefix: String::new(),
-            max_new_tokens: p.max_new_tokens,
-            stop: vec!["\n".into()],
-        },
-        "closed-book",
-    )?;
+    let closed = super::closed_book::turn("adaptive", p.max_new_tokens, template, question, rec)?;
     let closed_text = closed.text.trim().to_string();
     let closed_abstains = rec.abstains_text(&closed_text);
     let sure = if p.threshold >= 1.0 || closed_text.is_empty() {

@@ -5,6 +5,7 @@
 //! | `kind` | what it does | model calls |
 //! |---|---|---|
 //! | `naive` | retrieve with the question, read once | reader |
+//! | `closed-book` | no retrieval: the model answers from what it knows (adaptive's first turn alone) | model |
 //! | `adaptive` | answer closed-book first; retrieve and read only when that answer's confidence is low or it abstains; fall back to the closed-book answer when the read abstains | model, reader |
 //! | `iter-retgen` | retrieve with the question and the previous answer, read; repeat | reader |
 //! | `ircot` | reason one sentence at a time over the passages, retrieving with each sentence | model (reader when no answer is stated) |
@@ -23,6 +24,7 @@
 
 pub mod adaptive;
 pub mod agentic;
+pub mod closed_book;
 pub mod flare;
 pub mod ircot;
 pub mod iter_retgen;
@@ -60,6 +62,7 @@ pub fn run(
             let abstained = rec.abstains(&a);
             (a.text, abstained)
         }
+        MethodSpec::ClosedBook(p) => closed_book::run(p, template, question, &mut rec)?,
         MethodSpec::Adaptive(p) => adaptive::run(p, template, question, &mut rec)?,
         MethodSpec::IterRetgen(p) => iter_retgen::run(p, question, &mut rec)?,
         MethodSpec::Ircot(p) => ircot::run(p, template, question, &mut rec)?,

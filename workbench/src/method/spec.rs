@@ -2,7 +2,7 @@
 //! fields (a field of another method is an error naming it). Adding a method is one file
 //! in `method/` with its parameters and its loop, and one variant here.
 
-use super::{adaptive, agentic, flare, ircot, iter_retgen, self_ask};
+use super::{adaptive, agentic, closed_book, flare, ircot, iter_retgen, self_ask};
 use crate::text::{template_pieces, TemplatePiece};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub enum MethodSpec {
     /// Retrieve with the question, read once.
     Naive,
+    /// No retrieval: the model answers from what it knows (adaptive's first turn alone).
+    ClosedBook(closed_book::ClosedBook),
     /// Closed-book first, retrieval when unsure, closed-book fallback on abstention.
     Adaptive(adaptive::Adaptive),
     /// Retrieval with the question and the previous answer, repeated.
@@ -32,6 +34,7 @@ impl MethodSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             MethodSpec::Naive => "naive",
+            MethodSpec::ClosedBook(_) => "closed-book",
             MethodSpec::Adaptive(_) => "adaptive",
             MethodSpec::IterRetgen(_) => "iter-retgen",
             MethodSpec::Ircot(_) => "ircot",
@@ -45,6 +48,7 @@ impl MethodSpec {
     pub fn prompt_file(&self) -> Option<&str> {
         let p = match self {
             MethodSpec::Naive | MethodSpec::IterRetgen(_) => return None,
+            MethodSpec::ClosedBook(p) => &p.prompt,
             MethodSpec::Adaptive(p) => &p.prompt,
             MethodSpec::Ircot(p) => &p.prompt,
             MethodSpec::SelfAsk(p) => &p.prompt,
@@ -59,6 +63,7 @@ impl MethodSpec {
     pub fn prompt_file_mut(&mut self) -> Option<&mut String> {
         match self {
             MethodSpec::Naive | MethodSpec::IterRetgen(_) => None,
+            MethodSpec::ClosedBook(p) => Some(&mut p.prompt),
             MethodSpec::Adaptive(p) => Some(&mut p.prompt),
             MethodSpec::Ircot(p) => Some(&mut p.prompt),
             MethodSpec::SelfAsk(p) => Some(&mut p.prompt),
@@ -71,9 +76,10 @@ impl MethodSpec {
     pub fn prompt_slots(&self) -> &'static [&'static str] {
         match self {
             MethodSpec::Naive | MethodSpec::IterRetgen(_) => &[],
-            MethodSpec::Adaptive(_) | MethodSpec::SelfAsk(_) | MethodSpec::Agentic(_) => {
-                &["question"]
-            }
+            MethodSpec::ClosedBook(_)
+            | MethodSpec::Adaptive(_)
+            | MethodSpec::SelfAsk(_)
+            | MethodSpec::Agentic(_) => &["question"],
             MethodSpec::Ircot(_) | MethodSpec::Flare(_) => &["question", "passages"],
         }
     }
@@ -88,6 +94,7 @@ impl MethodSpec {
     pub fn default_prompt(&self) -> Option<&'static str> {
         match self {
             MethodSpec::Naive | MethodSpec::IterRetgen(_) => None,
+            MethodSpec::ClosedBook(_) => Some(closed_book::PROMPT),
             MethodSpec::Adaptive(_) => Some(adaptive::PROMPT),
             MethodSpec::Ircot(_) => Some(ircot::PROMPT),
             MethodSpec::SelfAsk(_) => Some(self_ask::PROMPT),
@@ -96,10 +103,16 @@ impl MethodSpec {
         }
     }
 
+    /// Whether the method retrieves (every one but `closed-book`).
+    pub fn retrieves(&self) -> bool {
+        !matches!(self, MethodSpec::ClosedBook(_))
+    }
+
     /// Check the parameters; errors name the field (`method.<field>`).
     pub fn check(&self) -> Result<()> {
         match self {
             MethodSpec::Naive => Ok(()),
+            MethodSpec::ClosedBook(p) => p.check(),
             MethodSpec::Adaptive(p) => p.check(),
             MethodSpec::IterRetgen(p) => p.check(),
             MethodSpec::Ircot(p) => p.check(),
@@ -178,6 +191,7 @@ mod tests {
     fn each_kind_parses_with_its_defaults_and_refuses_other_fields() {
         for kind in [
             "naive",
+            "closed-book",
             "adaptive",
             "iter-retgen",
             "ircot",

@@ -52,7 +52,7 @@
 //! head_groups = 800                   # late-interaction: its training groups  default 800
 //!
 //! [method]                            # optional: how retrieval and reading interleave   default: none (retrieve once, read once)
-//! kind = "adaptive"                   # naive | adaptive | iter-retgen | ircot | self-ask | flare | agentic
+//! kind = "adaptive"                   # naive | closed-book | adaptive | iter-retgen | ircot | self-ask | flare | agentic
 //!                                     # each kind takes only its own fields (workbench::method::*)
 //! threshold = 0.5                     # adaptive: retrieve below this closed-book confidence; flare: token probability
 //! fallback = true                     # adaptive: the closed-book answer when the read abstains
@@ -896,7 +896,7 @@ impl PipelineConfig {
         }
         if let Some(m) = &self.method {
             m.check()?;
-            if !has_retriever {
+            if m.retrieves() && !has_retriever {
                 return Err(Error::param(
                     "method",
                     format!(

