@@ -387,6 +387,7 @@ fn the_committed_nq_head_is_flashrag_jsonl() {
 fn closed_book_needs_no_retriever_and_answers_without_one() {
     let c = tiny_checked("[method]\nkind = \"closed-book\"\n", |t| {
         t.replace("[[retrieval.retrievers]]\nkind = \"bm25\"\n", "")
+            .replace("rag_001.txt", "closed_book_001.txt")
     })
     .unwrap();
     assert!(c.retrieval.retrievers.is_empty());
