@@ -410,3 +410,83 @@ fn closed_book_needs_no_retriever_and_answers_without_one() {
     .to_string();
     assert!(e.contains("retrievers"), "{e}");
 }
+
+/// The methods study's tables on three real runs of the tiny pipeline: closed-book (the
+/// model says "16" to everything: right only on q5, whose gold no passage holds), naive
+/// and adaptive (unsure → retrieves; the read abstains on q5 → the closed-book "16").
+#[test]
+fn the_methods_study_splits_by_what_the_corpus_holds_and_tests_each_pair_once() {
+    use workbench::study::methods;
+    use workbench::study::repro::{ConfigSystem, ReproParams, StudyRun, StudyRuns};
+    let mut runs = StudyRuns::default();
+    for (system, extra) in [
+        ("closed-book", "[method]\nkind = \"closed-book\"\n"),
+        ("naive", "[method]\nkind = \"naive\"\n"),
+        (
+            "adaptive",
+            "[method]\nkind = \"adaptive\"\nthreshold = 0.5\n",
+        ),
+    ] {
+        let p = Pipeline::build(tiny_with(extra)).unwrap();
+        let mut lm = ScriptedLm::new(&["16"; 5], 0.2);
+        let run = p
+            .run_method(&mut FirstSentence, Some(&mut lm), None)
+            .unwrap();
+        runs.0.push(StudyRun {
+            reader: "r".into(),
+            system: system.into(),
+            run,
+        });
+    }
+    let held = methods::corpus_holds(&runs.0[0].run).unwrap();
+    let held_ids: Vec<&str> = held
+        .iter()
+        .filter(|(_, h)| **h)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(held_ids, ["q1", "q2", "q3", "q4"]);
+    let params = ReproParams {
+        scale: workbench::env::Scale::Quick,
+        questions: Some(0),
+        readers: vec!["r".into()],
+        systems: ["closed-book", "naive", "adaptive"]
+            .iter()
+            .map(|s| ConfigSystem::new(s, "configs/tiny.toml"))
+            .collect(),
+        trials: 200,
+        seed: 1,
+    }
+    .check()
+    .unwrap();
+    let out = methods::tables(&params, runs, &held).unwrap();
+    let row = |t: &workbench::display::Table, s: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[0] == format!("{s} (r)"))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(out.details.header[1], "Match, corpus holds a gold (4)");
+    assert_eq!(out.details.header[2], "Match, corpus holds none (1)");
+    assert_eq!(row(&out.details, "closed-book")[1..3], ["0.00", "100.00"]);
+    assert_eq!(row(&out.details, "naive")[2], "0.00");
+    // Adaptive: naive's answers where the corpus helps, closed-book's where it cannot.
+    assert_eq!(
+        row(&out.details, "adaptive")[1],
+        row(&out.details, "naive")[1]
+    );
+    assert_eq!(row(&out.details, "adaptive")[2], "100.00");
+    assert_eq!(row(&out.details, "adaptive")[3], "1.00");
+    assert_eq!(row(&out.table, "closed-book")[6], "0.00");
+    // Pairs: closed-book and adaptive against naive, adaptive against closed-book; four
+    // metrics each; naive against closed-book only once.
+    let pairs: Vec<(String, String)> = out
+        .significance
+        .rows
+        .iter()
+        .map(|r| (r[2].clone(), r[3].clone()))
+        .collect();
+    assert_eq!(pairs.len(), 12, "{pairs:?}");
+    assert!(!pairs.contains(&("naive".into(), "closed-book".into())));
+    assert!(pairs.contains(&("adaptive".into(), "closed-book".into())));
+}

@@ -497,7 +497,7 @@ impl Pipeline {
         s
     }
 
-    fn load_corpus(c: &PipelineConfig) -> Result<Vec<Document>> {
+    pub(crate) fn load_corpus(c: &PipelineConfig) -> Result<Vec<Document>> {
         let cc = &c.corpus;
         let path = |default_asset: &str, file: &str| -> Result<std::path::PathBuf> {
             if !cc.path.is_empty() {
@@ -530,7 +530,7 @@ impl Pipeline {
         }
     }
 
-    fn chunk(c: &PipelineConfig, docs: &[Document]) -> Result<Vec<Passage>> {
+    pub(crate) fn chunk(c: &PipelineConfig, docs: &[Document]) -> Result<Vec<Passage>> {
         let ch = &c.chunker;
         match ch.kind {
             ChunkerKind::Whole => WholeDocument.chunk_all(docs),

@@ -20,6 +20,7 @@
 //! | `reranker` (features `dense` + `faiss`) | the trained cross-encoder: its recipe trained (cached) and evaluated on the held-out SQuAD articles against TF-IDF and dense retrieval |
 //! | `tsne` (features `dense` + `tsne`) | report 000's Figure 2: t-SNE of paragraph embeddings by topic, with the clustering measured against chance |
 //! | `lengths` (feature `plot`) | report 000's Figure 1: paragraph lengths before and after its length filter |
+//! | `methods` (feature `llm`) | every RAG method (closed-book, naive, adaptive, iterative, agentic) on the same questions, against naive and closed-book, split by whether the corpus holds the answer |
 //! | `nq` (features `dense` + `faiss`) | NQ-open dev answer recall@k over the Wikipedia corpora, DPR's table shape |
 //! | `reader` (feature `dense`) | an extractive reader recipe trained (cached) and scored on the held-out SQuAD articles |
 //! | `report001` (features `llm` + `parquet`) | report 001's Tables 2–4 and paired tests: dense, sparse, hybrid and closed-book RAG with an LLM reader on RAG Mini Wikipedia |
@@ -49,6 +50,8 @@ pub mod late_interaction;
 pub mod latency;
 #[cfg(feature = "plot")]
 pub mod lengths;
+#[cfg(feature = "llm")]
+pub mod methods;
 #[cfg(all(feature = "dense", feature = "faiss"))]
 pub mod nq;
 #[cfg(feature = "dense")]

@@ -34,13 +34,17 @@ pub const QUICK_QUESTIONS: usize = 5;
 
 /// One system of a reproduction: a row of the report's table and the pipeline config
 /// that runs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigSystem {
     /// The row's name (`dense`, `fusion`, …).
     pub name: String,
     /// Its pipeline config (TOML), relative to the project root.
     pub config: String,
+    /// A `[method]` that replaces the config's (`None`: the config as written). The
+    /// config's `name` then gets `-<system name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<crate::method::MethodSpec>,
 }
 
 impl ConfigSystem {
@@ -49,6 +53,7 @@ impl ConfigSystem {
         ConfigSystem {
             name: name.into(),
             config: config.into(),
+            method: None,
         }
     }
 }
@@ -140,11 +145,16 @@ impl ReproValid {
         let mut out = Vec::new();
         for reader in &self.readers {
             for s in &self.systems {
-                let config = scaled(
+                let mut config = scaled(
                     PipelineConfig::from_file(&env.resolve(&s.config))?,
                     self.questions,
                     Some(reader),
                 );
+                if let Some(m) = &s.method {
+                    config.method = Some(m.clone());
+                    config.name = format!("{}-{}", config.name, s.name);
+                    config.validate()?;
+                }
                 out.push(StudyConfig {
                     reader: reader.clone(),
                     system: s.name.clone(),
@@ -191,7 +201,7 @@ impl ReproValid {
 pub struct ReproStudy<O> {
     /// The checked parameters.
     pub valid: ReproValid,
-    name: &'static str,
+    name: String,
     summary_file: &'static str,
     run: fn(&Env, &ReproValid, &mut ModelPool) -> Result<O>,
 }
@@ -201,13 +211,13 @@ impl<O: Outputs> ReproStudy<O> {
     /// `run` on a fresh model pool.
     pub fn new(
         valid: ReproValid,
-        name: &'static str,
+        name: impl Into<String>,
         summary_file: &'static str,
         run: fn(&Env, &ReproValid, &mut ModelPool) -> Result<O>,
     ) -> Self {
         ReproStudy {
             valid,
-            name,
+            name: name.into(),
             summary_file,
             run,
         }
@@ -223,7 +233,7 @@ impl<O: Outputs> super::Study for ReproStudy<O> {
     type Output = O;
 
     fn name(&self) -> String {
-        self.name.to_string()
+        self.name.clone()
     }
 
     fn scale(&self) -> Scale {
