@@ -478,6 +478,8 @@ fn the_methods_study_splits_by_what_the_corpus_holds_and_tests_each_pair_once() 
     assert_eq!(row(&out.details, "adaptive")[2], "100.00");
     assert_eq!(row(&out.details, "adaptive")[3], "1.00");
     assert_eq!(row(&out.table, "closed-book")[6], "0.00");
+    // EM and Match in %: closed-book is right on one question of five.
+    assert_eq!(row(&out.table, "closed-book")[1..4], ["20.00", "20.00", "20.00"]);
     // Pairs: closed-book and adaptive against naive, adaptive against closed-book; four
     // metrics each; naive against closed-book only once.
     let pairs: Vec<(String, String)> = out

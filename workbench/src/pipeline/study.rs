@@ -20,6 +20,7 @@
 //! ```
 
 pub use super::reader::ModelPool;
+use super::trace::Journal;
 use super::{Pipeline, PipelineConfig, PipelineRun, QueryTransform};
 use crate::env::Scale;
 use crate::Result;
@@ -57,17 +58,38 @@ pub fn run_config_at(
     config: PipelineConfig,
     scale: Scale,
 ) -> Result<PipelineRun> {
+    run_config_journaled(pool, config, scale, None)
+}
+
+/// [`run_config_at`], appending each question's trace to `journal` as it is scored and
+/// taking the questions it already holds as done (a killed run continues; see
+/// [`Pipeline::run_journaled`]).
+pub fn run_config_journaled(
+    pool: &mut ModelPool,
+    config: PipelineConfig,
+    scale: Scale,
+    journal: Option<&mut Journal>,
+) -> Result<PipelineRun> {
     let env = crate::env::Env::project()?;
     let trained =
         super::trained::for_config(&env, scale, &config, super::trained::Training::Allow)?;
     let pipeline = Pipeline::build_resolved(config, &trained)?;
-    run_pipeline(pool, &pipeline)
+    run_pipeline_journaled(pool, &pipeline, journal)
 }
 
 /// [`run_config`] for an already built pipeline: its reader ([`super::reader::build`]:
 /// the in-process GGUF from `pool`, or a server) and query transform, then the LLM judge
 /// when the config names one.
 pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<PipelineRun> {
+    run_pipeline_journaled(pool, pipeline, None)
+}
+
+/// [`run_pipeline`] with an optional journal ([`run_config_journaled`]).
+pub fn run_pipeline_journaled(
+    pool: &mut ModelPool,
+    pipeline: &Pipeline,
+    journal: Option<&mut Journal>,
+) -> Result<PipelineRun> {
     let mut parts = super::reader::build_parts(pipeline, pool)?;
     // The judge is built before reading, so a judge that cannot be built (a missing key, a
     // missing model) stops the run before its reading is spent.
@@ -76,16 +98,17 @@ pub fn run_pipeline(pool: &mut ModelPool, pipeline: &Pipeline) -> Result<Pipelin
         pipeline.run_method(
             parts.reader.as_mut(),
             parts.lm.as_mut().map(|g| g as &mut dyn crate::method::Lm),
-            None,
+            journal,
         )?
     } else {
-        pipeline.run(
-            parts.reader.as_mut(),
-            parts
-                .transform
-                .as_mut()
-                .map(|t| t.as_mut() as &mut dyn QueryTransform),
-        )?
+        let transform = parts
+            .transform
+            .as_mut()
+            .map(|t| t.as_mut() as &mut dyn QueryTransform);
+        match journal {
+            Some(j) => pipeline.run_journaled(parts.reader.as_mut(), transform, j)?,
+            None => pipeline.run(parts.reader.as_mut(), transform)?,
+        }
     };
     if let Some(j) = judge {
         run.judge_with(j.as_ref())?;

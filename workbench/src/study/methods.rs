@@ -37,7 +37,7 @@ pub const STUDY_FILE: &str = "configs/studies/methods.toml";
 pub const SUMMARY_FILE: &str = "table.md";
 
 /// Questions per data set at the default scale (a seeded sample, seed 42).
-pub const DEFAULT_QUESTIONS: usize = 50;
+pub const DEFAULT_QUESTIONS: usize = 30;
 
 /// The systems every other one is tested against.
 pub const BASELINES: [&str; 2] = ["naive", "closed-book"];
@@ -233,10 +233,10 @@ pub fn tables(
         };
         table.push([
             label.clone(),
-            format!("{:.2}", 100.0 * s.em),
-            format!("{:.2}", 100.0 * s.f1),
-            format!("{:.2}", 100.0 * s.answer_found),
-            s.judge.map_or("–".into(), |v| format!("{:.2}", 100.0 * v)),
+            format!("{:.2}", s.em),
+            format!("{:.2}", s.f1),
+            format!("{:.2}", s.answer_found),
+            s.judge.map_or("–".into(), |v| format!("{v:.2}")),
             s.abstained.to_string(),
             format!("{:.2}", sum(&|t| t.retrieval_calls() as f64)),
             format!("{:.0}", sum(&|t| t.prompt_tokens as f64)),

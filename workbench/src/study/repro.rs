@@ -18,7 +18,7 @@ use crate::display::Table;
 use crate::env::{Env, Outputs, Resolved, Scale};
 use crate::evaluate::answer_match::AnswerMatch;
 use crate::evaluate::significance;
-use crate::pipeline::study::{run_config_at, scaled, ModelPool};
+use crate::pipeline::study::{run_config_journaled, scaled, ModelPool};
 use crate::pipeline::trace::Summary;
 use crate::pipeline::{PipelineConfig, PipelineRun};
 use crate::results::ResultDir;
@@ -373,7 +373,14 @@ pub fn short_name(reader: &str) -> String {
 }
 
 /// Run every config on `pool`'s models, printing each run's summary as it finishes.
+///
+/// Each run keeps a journal, `data/results/.journals/<reader>-<config name>.journal.jsonl`,
+/// keyed by the config, the program's sha256, the contents of its inputs and the scale: a
+/// study that is killed continues where it stopped when started again (a journal of another
+/// key is started over), and the journal is removed once its run is complete.
 pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<StudyRuns> {
+    let env = Env::project()?;
+    let program = crate::results::executable_sha256()?;
     let mut runs = StudyRuns::default();
     for c in configs {
         println!(
@@ -383,7 +390,23 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
             c.config.questions.limit,
             load_average()
         );
-        let run = run_config_at(pool, c.config, c.scale)?;
+        let mut key = crate::pipeline::RunKey::new(&c.config, &program)?;
+        key.inputs.insert("scale".into(), c.scale.to_string());
+        let path = env.results.join(".journals").join(format!(
+            "{}-{}.journal.jsonl",
+            short_name(&c.reader),
+            c.config.name
+        ));
+        let mut journal = crate::pipeline::trace::Journal::open_for(&path, &key)?;
+        if !journal.done().is_empty() {
+            println!(
+                "continuing after {} finished questions ({})",
+                journal.done().len(),
+                path.display()
+            );
+        }
+        let run = run_config_journaled(pool, c.config, c.scale, Some(&mut journal))?;
+        journal.remove()?;
         println!("{}", run.summary().to_table().to_markdown());
         runs.0.push(StudyRun {
             reader: c.reader,
