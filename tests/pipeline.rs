@@ -781,6 +781,7 @@ fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
             reader: "scripted-gguf".into(),
             system: name.to_string(),
             run,
+            journal: None,
         });
     }
     let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();
@@ -864,6 +865,7 @@ fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
             reader: "scripted-gguf".into(),
             system: name.to_string(),
             run: p.run(&mut Scripted(script), None).unwrap(),
+            journal: None,
         });
     }
     let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();

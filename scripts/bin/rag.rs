@@ -292,6 +292,7 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
                 reader: run.reader.clone(),
                 system: run.name.clone(),
                 run,
+                journal: None,
             })
             .collect(),
     );

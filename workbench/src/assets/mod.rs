@@ -473,6 +473,24 @@ impl Assets {
             validate_spec(spec)
                 .map_err(|m| Error::bad_input(manifest, format!("asset `{name}`: {m}")))?;
         }
+        // A rebuild's answers come from another asset's file, listed in this manifest.
+        for (name, spec) in &parsed.asset {
+            if let Some(Source::PypiRebuild {
+                answers: Some(a), ..
+            }) = &spec.source
+            {
+                let other = parsed.asset.get(&a.asset).filter(|_| &a.asset != name);
+                if !other.is_some_and(|o| o.files.contains_key(&a.file)) {
+                    return Err(Error::bad_input(
+                        manifest,
+                        format!(
+                            "asset `{name}`: source `answers` names `{}` / `{}`, which is not another asset's file in this manifest",
+                            a.asset, a.file
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Assets {
             manifest_path: manifest.to_path_buf(),
             specs: parsed.asset,

@@ -4,7 +4,9 @@
 //!
 //! Turn 1 retrieves with the question; turn `t > 1` with `"{question} {answer of turn
 //! t-1}"` (an abstention adds nothing). The reader answers over each turn's passages; the
-//! last turn's answer is the answer.
+//! last turn's answer is the answer. A turn whose query would repeat the previous turn's
+//! (after an abstention) is not run: the same passages would give the same read, so the
+//! turns stop there and the trace and the counts hold only the work done.
 
 use super::recorder::at_least_one;
 use super::recorder::Recorder;
@@ -38,11 +40,16 @@ pub(crate) fn run(
     rec: &mut Recorder<'_>,
 ) -> Result<(String, bool)> {
     let mut last: Option<(String, bool)> = None;
+    let mut previous_query: Option<String> = None;
     for t in 0..p.iterations {
         let query = match &last {
             Some((text, false)) if !text.trim().is_empty() => format!("{question} {}", text.trim()),
             _ => question.to_string(),
         };
+        if previous_query.as_deref() == Some(query.as_str()) {
+            break;
+        }
+        previous_query = Some(query.clone());
         let passages = rec.search(
             &query,
             if t == 0 {
@@ -97,5 +104,22 @@ mod tests {
         assert_eq!(out.answer.text, "Vienna");
         assert_eq!(out.answer.passage_ids, ["austria", "vienna"]);
         assert_eq!(out.answer.usage.prompt_tokens, 20);
+    }
+
+    #[test]
+    fn a_turn_that_would_repeat_the_previous_query_is_not_run() {
+        // Nothing answers the question: turn 1 abstains, turn 2 would search the same
+        // query again and read the same passages.
+        let mut search = corpus_search(&[("austria", "capital of austria = Vienna")]);
+        let out = run_scripted(&mut search, None, |rec| {
+            run(
+                &IterRetgen { iterations: 3 },
+                "Who painted the Mona Lisa?",
+                rec,
+            )
+        })
+        .unwrap();
+        assert_eq!(out.retrieval_calls(), 1);
+        assert!(out.answer.abstained);
     }
 }

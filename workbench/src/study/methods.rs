@@ -22,10 +22,11 @@ use super::repro::{
 };
 use super::Env;
 use crate::display::Table;
-use crate::env::Scale;
+use crate::env::{Outputs, Scale};
 use crate::method::MethodSpec;
 use crate::pipeline::study::ModelPool;
 use crate::pipeline::{Pipeline, PipelineRun};
+use crate::results::ResultDir;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,7 +37,7 @@ pub const STUDY_FILE: &str = "configs/studies/methods.toml";
 /// The file printed when a fresh result is skipped.
 pub const SUMMARY_FILE: &str = "table.md";
 
-/// Questions per data set at the default scale (a seeded sample, seed 42).
+/// Questions per data set at the default scale (a seeded sample, with the config's seed).
 pub const DEFAULT_QUESTIONS: usize = 30;
 
 /// The systems every other one is tested against.
@@ -98,11 +99,35 @@ impl StudyFile {
                 .map_err(|e| Error::bad_input(path, format!("system `{}`: {e}", s.name)))?;
         }
         for b in BASELINES {
-            if !f.system.iter().any(|s| s.name == b) {
-                return bad(format!(
-                    "no system `{b}`: every system is tested against {}",
-                    BASELINES.join(" and ")
-                ));
+            match f.system.iter().find(|s| s.name == b) {
+                None => {
+                    return bad(format!(
+                        "no system `{b}`: every system is tested against {}",
+                        BASELINES.join(" and ")
+                    ))
+                }
+                Some(s) if s.method.kind() != b => {
+                    return bad(format!(
+                        "system `{b}` runs `kind = \"{}\"`: the baseline `{b}` must run `kind = \"{b}\"`",
+                        s.method.kind()
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        // Closed-book is adaptive's first turn: same prompt, same length.
+        let closed = f.system.iter().find_map(|s| match &s.method {
+            MethodSpec::ClosedBook(c) => Some(c),
+            _ => None,
+        });
+        for s in &f.system {
+            if let (MethodSpec::Adaptive(a), Some(c)) = (&s.method, closed) {
+                if a.prompt != c.prompt || a.max_new_tokens != c.max_new_tokens {
+                    return bad(format!(
+                        "system `{}`: its closed-book turn (prompt {:?}, max_new_tokens {}) differs from `closed-book`'s ({:?}, {}); make them equal so the two compare like for like",
+                        s.name, a.prompt, a.max_new_tokens, c.prompt, c.max_new_tokens
+                    ));
+                }
             }
         }
         Ok(f)
@@ -128,7 +153,8 @@ impl StudyFile {
 
 /// The study's parameters for `dataset` at `scale`: every system of the study file on its
 /// config, read by the main reader; 5 questions at the quick scale, [`DEFAULT_QUESTIONS`]
-/// at the default scale, 200 at the paper scale; 10,000 test trials, seed 42.
+/// at the default scale, 200 at the paper scale; 10,000 test trials, seed 42 (the tests';
+/// the question sample's seed is the config's).
 pub fn params(env: &Env, scale: Scale, dataset: &str) -> Result<ReproParams> {
     let f = StudyFile::load(&env.resolve(STUDY_FILE))?;
     let d = f.dataset(dataset)?;
@@ -148,9 +174,114 @@ pub fn params(env: &Env, scale: Scale, dataset: &str) -> Result<ReproParams> {
     ))
 }
 
+/// What the study found: the tables of [`ReproResult`] (`table`: the comparison, `details`:
+/// Match split by what the corpus holds) and every system's differences from both
+/// baselines.
+#[derive(Debug, Clone)]
+pub struct MethodsResult {
+    /// The runs and their tables.
+    pub repro: ReproResult,
+    /// One row per system: its difference from `naive` and from `closed-book` on Match,
+    /// EM and the judge, in percentage points, with the Holm-adjusted mark
+    /// ([`vs_baselines`]).
+    pub vs_baselines: Table,
+}
+
+impl Outputs for MethodsResult {
+    /// [`ReproResult`]'s files and `vs_baselines.csv`.
+    fn write(&self, out: &ResultDir) -> Result<()> {
+        self.repro.write(out)?;
+        self.vs_baselines.write_csv(&out.path("vs_baselines.csv"))?;
+        let p = out.path(SUMMARY_FILE);
+        std::fs::write(&p, self.markdown()?).map_err(|e| Error::io(&p, e))
+    }
+
+    fn markdown(&self) -> Result<String> {
+        Ok(format!(
+            "{}\n{}",
+            self.vs_baselines.to_markdown(),
+            self.repro.markdown()?
+        ))
+    }
+
+    fn summary(&self) -> Result<serde_json::Value> {
+        self.repro.summary()
+    }
+}
+
+/// One row per system of `significance` (a [`QaComparisons::table`]): its mean minus each
+/// baseline's on Match, EM and the judge, in percentage points, each followed by its
+/// Holm-adjusted mark (`†` p̃ < 0.05, `††` p̃ < 0.01); `–` for a pair not tested (a
+/// baseline against itself).
+pub fn vs_baselines(significance: &Table) -> Result<Table> {
+    let col = |name: &str| {
+        significance
+            .header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| Error::param("significance", format!("no column `{name}`")))
+    };
+    let (reader, sys, base, metric, diff, mark) = (
+        col("reader")?,
+        col("system")?,
+        col("baseline")?,
+        col("metric")?,
+        col("diff")?,
+        col("mark_holm")?,
+    );
+    let metrics = [("match", "Match"), ("em", "EM"), ("judge", "judge")];
+    let present: Vec<(&str, &str)> = metrics
+        .into_iter()
+        .filter(|(m, _)| significance.rows.iter().any(|r| r[metric] == *m))
+        .collect();
+    let mut header = vec!["reader".to_string(), "system".to_string()];
+    for (_, label) in &present {
+        for b in BASELINES {
+            header.push(format!("{label} − {b} (pp)"));
+        }
+    }
+    let mut systems: Vec<(&str, &str)> = Vec::new();
+    for r in &significance.rows {
+        for name in [r[sys].as_str(), r[base].as_str()] {
+            if !systems.contains(&(r[reader].as_str(), name)) {
+                systems.push((r[reader].as_str(), name));
+            }
+        }
+    }
+    let mut t = Table::new(header).caption(
+        "Each system's mean minus the baseline's, in percentage points, on the same questions; † / †† the paired randomisation test's p < 0.05 / 0.01 after Holm's correction over every comparison of that metric (significance.csv)",
+    );
+    for (rd, s) in systems {
+        let mut row = vec![rd.to_string(), s.to_string()];
+        for (m, _) in &present {
+            for b in BASELINES {
+                // naive against closed-book is tested once; read it either way round.
+                let found = significance.rows.iter().find_map(|r| {
+                    if r[metric] != *m || r[reader] != rd {
+                        return None;
+                    }
+                    let d: f64 = r[diff].parse().ok()?;
+                    if r[sys] == s && r[base] == b {
+                        Some((d, &r[mark]))
+                    } else if r[sys] == b && r[base] == s {
+                        Some((-d, &r[mark]))
+                    } else {
+                        None
+                    }
+                });
+                row.push(found.map_or("–".to_string(), |(d, mk)| {
+                    format!("{:+.1}{mk}", 100.0 * d)
+                }));
+            }
+        }
+        t.push(row)?;
+    }
+    Ok(t)
+}
+
 /// `params` checked, as the [`Study`](super::Study) `exp_methods` runs: its result folder
 /// is `methods-<dataset>`.
-pub fn study(params: ReproParams, dataset: &str) -> Result<ReproStudy<ReproResult>> {
+pub fn study(params: ReproParams, dataset: &str) -> Result<ReproStudy<MethodsResult>> {
     Ok(ReproStudy::new(
         params.check()?,
         format!("methods-{dataset}"),
@@ -160,25 +291,36 @@ pub fn study(params: ReproParams, dataset: &str) -> Result<ReproStudy<ReproResul
 }
 
 /// Run every system on `pool`'s models, then the tables.
-pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<ReproResult> {
+pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<MethodsResult> {
     let runs = run_study(pool, params.configs(env)?)?;
     let held = match runs.0.first() {
         Some(r) => corpus_holds(&r.run)?,
         None => BTreeMap::new(),
     };
-    tables(params, runs, &held)
+    let out = tables(params, runs, &held)?;
+    out.repro.runs.remove_journals()?;
+    Ok(out)
 }
 
-/// For every question of `run`: whether some passage of its corpus holds one of its gold
-/// answers (under the run's answer rule).
-pub fn corpus_holds(run: &PipelineRun) -> Result<BTreeMap<String, bool>> {
+/// For every question of `run`: whether some passage of its corpus (chunked as the run's
+/// retriever indexes it) contains one of its gold answers as a string (the run's answer
+/// rule: the gold's normalised tokens as a contiguous run of the passage's), or `None` when
+/// every gold is yes / no (a word any passage may hold, [`crate::evaluate::qa::span_golds`]).
+/// A contained gold is an upper bound on what the corpus answers: a year or a count may
+/// appear in an unrelated passage.
+pub fn corpus_holds(run: &PipelineRun) -> Result<BTreeMap<String, Option<bool>>> {
     let docs = Pipeline::load_corpus(&run.config)?;
     let passages = Pipeline::chunk(&run.config, &docs)?;
     let rule = run.answer_match;
     let prepared: Vec<_> = passages.iter().map(|p| rule.prepare(&p.text)).collect();
     let mut out = BTreeMap::new();
     for r in &run.records {
-        let golds = rule.golds(&r.gold_answers)?;
+        let spans = crate::evaluate::qa::span_golds(&r.gold_answers);
+        if spans.is_empty() {
+            out.insert(r.id.clone(), None);
+            continue;
+        }
+        let golds = rule.golds(&spans)?;
         let mut held = false;
         for p in &prepared {
             if golds.found_in(p)? {
@@ -186,7 +328,7 @@ pub fn corpus_holds(run: &PipelineRun) -> Result<BTreeMap<String, bool>> {
                 break;
             }
         }
-        out.insert(r.id.clone(), held);
+        out.insert(r.id.clone(), Some(held));
     }
     Ok(out)
 }
@@ -196,34 +338,39 @@ pub fn corpus_holds(run: &PipelineRun) -> Result<BTreeMap<String, bool>> {
 pub fn tables(
     params: &ReproValid,
     runs: StudyRuns,
-    held: &BTreeMap<String, bool>,
-) -> Result<ReproResult> {
+    held: &BTreeMap<String, Option<bool>>,
+) -> Result<MethodsResult> {
     let n = runs.question_count();
+    let first = runs.0.first().map(|r| &r.run);
+    let seed = first.map_or(0, |r| r.config.questions.seed);
+    let skipped = first.map_or(0, |r| r.skipped.len());
+    let dropped = first.map_or(0, |r| r.dropped_golds.len());
     let mut table = Table::new([
         "system",
         "EM",
         "F1",
         "Match",
         "judge",
-        "abstained",
+        "abstained (n)",
         "retrieval calls/q",
         "prompt tokens/q",
         "generated tokens/q",
         "s/q",
     ])
     .caption(format!(
-        "{n} questions (seeded sample, seed 42), every system on the same questions, corpus, retriever and model; EM, F1, Match (a gold answer inside the prediction) and the LLM judge in %; tokens and retrieval calls summed over each question's steps; seconds at load {}",
+        "{n} questions (a seeded sample, seed {seed}, of the set's questions; {skipped} question(s) of the file left out because no gold answer survives normalisation, {dropped} such gold(s) dropped from kept questions: skipped.json, dropped_golds.json), every system on the same questions, corpus, retriever and model. EM and F1: SQuAD normalisation (NQ-open's official rule); Match, the primary metric: a gold's normalised tokens as a contiguous run of the prediction's (stricter than FlashRAG's substring acc); judge: the reader model asked whether the answer is right, its P(Yes) cut calibrated on report 001's RAG Mini labels. All in %. Tokens and retrieval calls summed over each question's steps; seconds at load {}",
         load_average()
     ));
-    let held_n = held.values().filter(|h| **h).count();
+    let count = |want: Option<bool>| held.values().filter(|h| **h == want).count();
     let mut details = Table::new([
         "system".to_string(),
-        format!("Match, corpus holds a gold ({held_n})"),
-        format!("Match, corpus holds none ({})", held.len() - held_n),
-        "retrieval calls/q, holds".to_string(),
-        "retrieval calls/q, holds none".to_string(),
+        format!("Match, a passage contains a gold ({})", count(Some(true))),
+        format!("Match, no passage contains one ({})", count(Some(false))),
+        format!("Match, yes / no golds only ({})", count(None)),
+        "retrieval calls/q, contains".to_string(),
+        "retrieval calls/q, contains none".to_string(),
     ])
-    .caption("Match (%) split by whether any passage of the corpus holds a gold answer (under the set's answer rule): where none does, retrieval can only distract");
+    .caption("Match (%) split by whether some passage of the corpus contains a gold answer (the answer rule of Match; yes / no golds apart, since any passage may hold the word). Where none does, retrieval cannot supply the answer; where one does, it could (an upper bound: a year or a count may sit in an unrelated passage)");
     for r in &runs.0 {
         let s = r.run.summary();
         let label = format!("{} ({})", r.system, short_name(&r.reader));
@@ -243,12 +390,12 @@ pub fn tables(
             format!("{:.1}", sum(&|t| t.generated_tokens as f64)),
             format!("{:.2}", s.seconds_per_question),
         ])?;
-        let part = |want: bool, f: &dyn Fn(&crate::pipeline::trace::TraceRecord) -> f64| {
+        let part = |want: Option<bool>, f: &dyn Fn(&crate::pipeline::trace::TraceRecord) -> f64| {
             let sel: Vec<f64> = r
                 .run
                 .records
                 .iter()
-                .filter(|t| held.get(&t.id).copied() == Some(want))
+                .filter(|t| held.get(&t.id) == Some(&want))
                 .map(f)
                 .collect();
             if sel.is_empty() {
@@ -267,11 +414,23 @@ pub fn tables(
         let calls = |t: &crate::pipeline::trace::TraceRecord| t.retrieval_calls() as f64;
         details.push([
             label,
-            part(true, &found),
-            part(false, &found),
-            part(true, &calls),
-            part(false, &calls),
+            part(Some(true), &found),
+            part(Some(false), &found),
+            part(None, &found),
+            part(Some(true), &calls),
+            part(Some(false), &calls),
         ])?;
+    }
+    for r in &runs.0 {
+        if let Some(t) = r.run.records.iter().find(|t| !held.contains_key(&t.id)) {
+            return Err(Error::param(
+                "held",
+                format!(
+                    "question `{}` of `{}` is not in the corpus check",
+                    t.id, r.system
+                ),
+            ));
+        }
     }
     let mut compared = QaComparisons::default();
     for reader in runs.readers() {
@@ -297,15 +456,19 @@ pub fn tables(
     let significance = compared.table()?.caption(significance_note(&compared));
     let intervals = intervals(&runs, params.trials, params.seed)?;
     let outcomes = runs.outcomes()?;
-    Ok(ReproResult {
-        params: (**params).clone(),
-        substitutions: notes(params),
-        runs,
-        table,
-        details,
-        significance,
-        intervals,
-        outcomes,
+    let vs_baselines = vs_baselines(&significance)?;
+    Ok(MethodsResult {
+        repro: ReproResult {
+            params: (**params).clone(),
+            substitutions: notes(params),
+            runs,
+            table,
+            details,
+            significance,
+            intervals,
+            outcomes,
+        },
+        vs_baselines,
     })
 }
 
@@ -322,7 +485,7 @@ fn notes(params: &ReproValid) -> String {
         })
         .collect();
     format!(
-        "Systems: {}. Reader and model: {} (greedy; one loaded copy reads, writes the methods' own text and judges). Every method uses its built-in prompt (`workbench/src/method/<kind>.rs`) and the config's RAG prompt for reads. A system's passages are every passage shown to the model or kept by the reader at any step; the miss attribution and context precision use them.\n",
+        "Systems: {}. Reader and model: {} (greedy; one loaded copy reads, writes the methods' own text and judges). Every method uses its built-in prompt (`workbench/src/method/<kind>.rs`) and the config's RAG prompt for reads. Differences by design: the methods that prompt the model with passages (ircot, flare, agentic) show them as `Doc i(Title: …)`, the reads of naive, adaptive, iter-retgen and self-ask as the RAG prompt's chunks; ircot's final read may take up to its `max_passages` passages, the others `reader.passages`. A system's passages are every passage shown to the model or kept by the reader at any step; the miss attribution and context precision use them (a retrieval miss there includes questions whose answer no passage of the corpus contains: details.csv counts them). Holm's correction runs over the comparisons of one metric; Match is the primary metric, the others are secondary.\n",
         systems.join(", "),
         params.readers.join(", ")
     )

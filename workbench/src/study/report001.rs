@@ -191,7 +191,9 @@ pub fn study(params: ReproParams) -> Result<ReproStudy<Report001>> {
 /// Run every system for every reader on `pool`'s models and build the tables.
 pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<Report001> {
     let runs = run_study(pool, params.configs(env)?)?;
-    tables(params, runs)
+    let out = tables(params, runs)?;
+    out.runs.remove_journals()?;
+    Ok(out)
 }
 
 /// The tables of `runs`.

@@ -104,7 +104,9 @@ pub fn run(env: &Env, params: &ReproValid, pool: &mut ModelPool) -> Result<Repor
         gold.insert(c.system.clone(), gold_paragraphs(env, &c.config)?);
     }
     let runs = run_study(pool, configs)?;
-    tables(params, runs, &gold)
+    let out = tables(params, runs, &gold)?;
+    out.runs.remove_journals()?;
+    Ok(out)
 }
 
 /// The tables of `runs`; `gold`: per system, question id → its own paragraph id.

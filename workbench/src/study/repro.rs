@@ -275,6 +275,9 @@ pub struct StudyRun {
     pub system: String,
     /// The run.
     pub run: PipelineRun,
+    /// Its journal, kept until the study's tables are made
+    /// ([`StudyRuns::remove_journals`]).
+    pub journal: Option<std::path::PathBuf>,
 }
 
 /// Every run of a study, in config order (reader, then system).
@@ -354,6 +357,19 @@ impl StudyRuns {
         Ok(t)
     }
 
+    /// Remove every run's journal: call once the study's tables are made (until then a
+    /// killed or failed study continues from its journals).
+    pub fn remove_journals(&self) -> Result<()> {
+        for p in self.0.iter().filter_map(|r| r.journal.as_ref()) {
+            match std::fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(p, e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Write every run to `out`'s `<reader>/<system>/`.
     pub fn write(&self, out: &ResultDir) -> Result<()> {
         for r in &self.0 {
@@ -374,10 +390,12 @@ pub fn short_name(reader: &str) -> String {
 
 /// Run every config on `pool`'s models, printing each run's summary as it finishes.
 ///
-/// Each run keeps a journal, `data/results/.journals/<reader>-<config name>.journal.jsonl`,
-/// keyed by the config, the program's sha256, the contents of its inputs and the scale: a
-/// study that is killed continues where it stopped when started again (a journal of another
-/// key is started over), and the journal is removed once its run is complete.
+/// Each run keeps a journal,
+/// `data/results/.journals/<reader>-<config name>-<key>.journal.jsonl`, keyed (and named, by
+/// the first 12 hex digits of the key) by the config (question count included), the
+/// program's sha256, the contents of its inputs and the scale: a study that is killed or
+/// fails continues where it stopped when started again. The journals stay until the caller
+/// has made its tables ([`StudyRuns::remove_journals`]).
 pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<StudyRuns> {
     let env = Env::project()?;
     let program = crate::results::executable_sha256()?;
@@ -392,13 +410,17 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
         );
         let mut key = crate::pipeline::RunKey::new(&c.config, &program)?;
         key.inputs.insert("scale".into(), c.scale.to_string());
+        let digest = key.digest();
         let path = env.results.join(".journals").join(format!(
-            "{}-{}.journal.jsonl",
+            "{}-{}-{}.journal.jsonl",
             short_name(&c.reader),
-            c.config.name
+            c.config.name,
+            &digest[..12]
         ));
         let mut journal = crate::pipeline::trace::Journal::open_for(&path, &key)?;
-        if !journal.done().is_empty() {
+        if let Some(why) = journal.discarded() {
+            println!("not continuing {} ({why}): starting over", path.display());
+        } else if !journal.done().is_empty() {
             println!(
                 "continuing after {} finished questions ({})",
                 journal.done().len(),
@@ -406,12 +428,12 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
             );
         }
         let run = run_config_journaled(pool, c.config, c.scale, Some(&mut journal))?;
-        journal.remove()?;
         println!("{}", run.summary().to_table().to_markdown());
         runs.0.push(StudyRun {
             reader: c.reader,
             system: c.system,
             run,
+            journal: Some(path),
         });
     }
     Ok(runs)
