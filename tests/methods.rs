@@ -416,12 +416,23 @@ fn closed_book_needs_no_retriever_and_answers_without_one() {
         .all(|r| r.retrieval_calls() == 0 && r.passage_ids.is_empty()));
     assert_eq!(run.records[0].em, 1.0);
     // Every other method still needs one.
-    let e = tiny_checked("[method]\nkind = \"adaptive\"\n", |t| {
-        t.replace("[[retrieval.retrievers]]\nkind = \"bm25\"\n", "")
-    })
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains("retrievers"), "{e}");
+    for kind in [
+        "naive",
+        "adaptive",
+        "iter-retgen",
+        "ircot",
+        "self-ask",
+        "flare",
+        "agentic",
+    ] {
+        let e = tiny_checked(&format!("[method]\nkind = \"{kind}\"\n"), |t| {
+            t.replace("[[retrieval.retrievers]]\nkind = \"bm25\"\n", "")
+                .replace("rag_001.txt", "closed_book_001.txt")
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("retrievers"), "{kind}: {e}");
+    }
 }
 
 /// The methods study's tables on three real runs of the tiny pipeline: closed-book (the
