@@ -291,6 +291,16 @@ fn bad_requests_are_answered_400_naming_the_field() {
     let (code, v) = post(&url, &big);
     assert_eq!(code, 413, "{v}");
     assert!(v["error"].as_str().unwrap().contains("4096"), "{v}");
+    // The same body sent in chunks (no Content-Length to refuse it by) is 413 too.
+    let e = ureq::post(&url)
+        .set("Content-Type", "application/json")
+        .send(std::io::Cursor::new(big.to_string().into_bytes()))
+        .unwrap_err();
+    let ureq::Error::Status(code, r) = e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(code, 413);
+    assert!(r.into_string().unwrap().contains("4096"));
     // Wrong method, wrong path: JSON errors too.
     let e = ureq::get(&url).call().unwrap_err();
     let ureq::Error::Status(405, r) = e else {
@@ -458,13 +468,20 @@ fn a_search_r1_request_gets_search_r1_s_response() {
     );
     assert_eq!(v["result"][0].as_array().unwrap().len(), 3, "{v}");
     assert_eq!(keys(&v["result"][0][0]), ["contents", "id"]);
-    // A topk beyond the corpus: every passage that scores, sized by the corpus, not the request.
+    // A topk beyond the corpus (within the server's limit): every passage that scores.
+    let (code, v) = post(
+        &server.url(),
+        &json!({"queries": ["capital"], "topk": 1000}),
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"][0].as_array().unwrap().len(), 3, "{v}");
+    // Above the limit: refused before any work, naming it.
     let (code, v) = post(
         &server.url(),
         &json!({"queries": ["capital"], "topk": 1_000_000_000_000u64}),
     );
-    assert_eq!(code, 200, "{v}");
-    assert_eq!(v["result"][0].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(code, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("limit of 1000"), "{v}");
     // No queries: no lists.
     let (code, v) = post(&server.url(), &json!({"queries": []}));
     assert_eq!((code, v), (200, json!({"result": []})));
@@ -595,4 +612,97 @@ fn first_stage_refuses_what_it_cannot_serve() {
     .unwrap()
     .to_string();
     assert!(e.contains("topk"), "{e}");
+}
+
+/// A server on the loopback interface that answers its connections, one each, with
+/// `answers` (status, body) in order, then closes.
+fn canned_server(answers: Vec<(u16, String)>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/retrieve", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for (status, body) in answers {
+            let Ok((mut s, _)) = listener.accept() else {
+                return;
+            };
+            // Read the request (headers, then the declared body) before answering.
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = s.read(&mut chunk).unwrap_or(0);
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let reply = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    url
+}
+
+fn local(ids: &[&str]) -> Vec<Passage> {
+    ids.iter()
+        .map(|id| Passage {
+            id: id.to_string(),
+            doc_id: id.to_string(),
+            title: format!("T{id}"),
+            text: format!("text {id}"),
+            start: 0,
+            end: 0,
+        })
+        .collect()
+}
+
+fn doc(id: &str, score: f64) -> String {
+    format!("{{\"document\": {{\"id\": {id}, \"contents\": \"\\\"T\\\"\\ntext {}\"}}, \"score\": {score}}}", id.trim_matches('"'))
+}
+
+#[test]
+fn the_http_retriever_reads_numeric_ids_keeps_the_order_and_refuses_what_is_no_ranking() {
+    let passages = local(&["1", "2", "3"]);
+    let ask = |answers: Vec<(u16, String)>| {
+        let url = canned_server(answers);
+        HttpRetriever::new(&url, Duration::from_secs(10), 8, &passages)
+            .unwrap()
+            .retrieve("q", 3)
+    };
+    // Numeric ids (Search-R1's dense server over a corpus with numeric ids), equal scores
+    // kept in the server's order (not re-sorted by id).
+    let ok = format!("{{\"result\": [[{}, {}, {}]]}}", doc("3", 2.0), doc("\"1\"", 2.0), doc("2", 1.5));
+    let hits = ask(vec![(200, ok.clone())]).unwrap();
+    let ids: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(ids, ["3", "1", "2"]);
+    // A passage twice, or a score above the one before: refused, naming it.
+    let twice = format!("{{\"result\": [[{}, {}]]}}", doc("1", 2.0), doc("1", 1.0));
+    let e = ask(vec![(200, twice)]).unwrap_err().to_string();
+    assert!(e.contains("`1` twice"), "{e}");
+    let unranked = format!("{{\"result\": [[{}, {}]]}}", doc("1", 1.0), doc("2", 2.0));
+    let e = ask(vec![(200, unranked)]).unwrap_err().to_string();
+    assert!(e.contains("not ranked"), "{e}");
+    // Documents without `id` (Search-R1's BM25 server): the error says why.
+    let no_id = "{\"result\": [[{\"document\": {\"title\": \"T\", \"text\": \"t\", \"contents\": \"\\\"T\\\"\\nt\"}, \"score\": 1.0}]]}";
+    let e = ask(vec![(200, no_id.to_string())]).unwrap_err().to_string();
+    assert!(e.contains("no `id`"), "{e}");
+    // A 503 (a full queue, a restart) is tried again.
+    let hits = ask(vec![(503, "{\"error\": \"busy\"}".into()), (200, ok)]).unwrap();
+    assert_eq!(hits.len(), 3);
+    // A 400 is not: its message comes back.
+    let e = ask(vec![(400, "{\"error\": \"`topk` is wrong\"}".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("HTTP 400") && e.contains("`topk` is wrong"), "{e}");
 }

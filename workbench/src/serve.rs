@@ -8,20 +8,26 @@
 //! | `POST /retrieve` | `{"queries": [...], "topk": k, "return_scores": bool}` → `{"result": [...]}`, the shape of Search-R1's `search_r1/search/retrieval_server.py` ([`crate::retrieve::http`] shows it) |
 //! | `GET /` | `{"retriever": name, "passages": n, "topk": default}` |
 //!
-//! The request is read as Search-R1's FastAPI model reads it: `queries` a list of strings
-//! (required), `topk` an integer (missing or null: the server's default), `return_scores` a
-//! boolean (missing: false), other fields ignored (the log line names them). Unlike Search-R1,
-//! whose server replaces `topk: 0` by its default, `topk` 0 or negative is refused. A refused
-//! request is answered `400` with `{"error": "..."}` naming the field (`queries[3]`, `topk`,
-//! …); a body larger than the limit `413`; a body that does not arrive in time `408`; a
-//! retrieval error `500`. Nothing a client sends makes the server panic.
+//! The request takes the fields of Search-R1's `QueryRequest`, more strictly than its
+//! FastAPI (pydantic) model: `queries` a list of strings (required), `topk` a JSON integer
+//! (missing or null: the server's default; pydantic would also take `"3"` or `2.0`),
+//! `return_scores` a JSON boolean (missing: false; pydantic would also take `1` or
+//! `"yes"`), other fields ignored (the log line names them). Unlike Search-R1, whose server
+//! replaces `topk: 0` by its default, `topk` 0 or negative is refused, and so are a `topk`
+//! above [`ServeParams::max_topk`] and more queries than [`ServeParams::max_queries`]. A
+//! refused request is answered `400` with `{"error": "..."}` naming the field
+//! (`queries[3]`, `topk`, …); a body larger than the limit `413`; a body that does not arrive
+//! in time `408`; a retrieval error `500`. Without scores the answer lists the documents
+//! alone: the workbench's shape (Search-R1's own server fails on `return_scores: false`).
 //!
 //! A request's queries are retrieved together, with the retriever's batch path
 //! ([`Retriever::retrieve_all`]: rayon across queries for the lexical retrievers and fusion,
-//! one encoder batch and one FAISS search for dense), on tokio's blocking pool, so requests
-//! in flight do not wait for each other. Every connection is a task of its own: a client
-//! that connects and sends nothing is dropped after the header timeout, one that sends half
-//! a body is answered 408 after the body timeout, and neither holds up anyone else.
+//! one encoder batch and one FAISS search for dense), on tokio's blocking pool, at most
+//! [`ServeParams::max_in_flight`] requests at once (the others wait their turn; the
+//! retrievers already use every core). The HTTP layer itself does not block: every
+//! connection is a task of its own, a client that connects and sends nothing is dropped
+//! after the header timeout, one that sends half a body is answered 408 after the body
+//! timeout. A retrieval that has started runs to its end even if its client has gone.
 
 use crate::pipeline::{first_stage, PipelineConfig};
 use crate::retrieve::http::contents;
@@ -49,6 +55,13 @@ pub struct ServeParams {
     pub body_timeout: Duration,
     /// Largest request body in bytes (413 above). Default 64 MiB.
     pub max_body_bytes: usize,
+    /// Largest `topk` a request may ask for (400 above). Default 1,000.
+    pub max_topk: usize,
+    /// Most queries in one request (400 above). Default 4,096.
+    pub max_queries: usize,
+    /// Most requests retrieved at once; the others wait their turn (the retrievers already
+    /// use every core: more at once only adds memory and contention). Default 2.
+    pub max_in_flight: usize,
     /// Tokio worker threads (HTTP parsing; retrieval runs on the blocking pool and rayon's
     /// threads). Default 2.
     pub worker_threads: usize,
@@ -63,6 +76,9 @@ impl Default for ServeParams {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_body_bytes: 64 << 20,
+            max_topk: 1000,
+            max_queries: 4096,
+            max_in_flight: 2,
             worker_threads: 2,
             log: true,
         }
@@ -82,12 +98,14 @@ pub struct SearchRequest {
     pub ignored: Vec<String>,
 }
 
-/// Read a request body as Search-R1's `QueryRequest`. The error is the message a `400`
+/// Read a request body as Search-R1's `QueryRequest`, within `params`' limits (`topk` at
+/// most `max_topk`, at most `max_queries` queries). The error is the message a `400`
 /// carries, naming the field.
 pub fn parse_request(
     body: &[u8],
-    default_topk: usize,
+    params: &ServeParams,
 ) -> std::result::Result<SearchRequest, String> {
+    let default_topk = params.default_topk;
     let v: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
     let Value::Object(mut obj) = v else {
@@ -116,10 +134,23 @@ pub fn parse_request(
             ))
         }
     };
+    if queries.len() > params.max_queries {
+        return Err(format!(
+            "`queries` has {} queries, more than this server's limit of {} per request",
+            queries.len(),
+            params.max_queries
+        ));
+    }
     let topk = match obj.remove("topk") {
         None | Some(Value::Null) => default_topk,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(0) => return Err("`topk` must be at least 1, got 0".into()),
+            Some(k) if k > params.max_topk as u64 => {
+                return Err(format!(
+                    "`topk` {k} is above this server's limit of {}",
+                    params.max_topk
+                ))
+            }
             Some(k) => usize::try_from(k).map_err(|_| format!("`topk` {k} is too large"))?,
             None => return Err(format!("`topk` must be a positive integer, got {n}")),
         },
@@ -245,6 +276,12 @@ impl Served {
                                 format!("the retriever returned `{}`, which is no passage", h.id),
                             )
                         })?;
+                    if !h.score.is_finite() {
+                        return Err(Error::param(
+                            "hits",
+                            format!("the retriever scored `{}` {}, which JSON cannot carry", h.id, h.score),
+                        ));
+                    }
                     let document = Doc {
                         id: &p.id,
                         contents: contents(&p.title, &p.text),
@@ -289,6 +326,8 @@ struct Body<'a> {
 struct AppState {
     served: Arc<Served>,
     params: ServeParams,
+    /// One permit per retrieval allowed at once ([`ServeParams::max_in_flight`]).
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -351,19 +390,42 @@ async fn retrieve(State(state): State<Arc<AppState>>, request: Request) -> Respo
             );
         }
         Ok(Err(e)) => {
-            let message = format!("could not read the request body: {e}");
-            return logged(params, t0, None, error(StatusCode::BAD_REQUEST, message));
+            // A body sent in chunks has no Content-Length to refuse it by: its limit shows here.
+            // (axum wraps http-body-util's LengthLimitError; its message names the limit.)
+            let too_large = std::iter::successors(
+                Some(&e as &(dyn std::error::Error + 'static)),
+                |x| x.source(),
+            )
+            .any(|x| x.to_string().contains("length limit"));
+            let (status, message) = if too_large {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is larger than {} bytes", params.max_body_bytes),
+                )
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("could not read the request body: {e}"),
+                )
+            };
+            return logged(params, t0, None, error(status, message));
         }
         Ok(Ok(b)) => b,
     };
-    let parsed = match parse_request(&body, params.default_topk) {
+    let parsed = match parse_request(&body, params) {
         Ok(p) => p,
         Err(message) => {
             return logged(params, t0, None, error(StatusCode::BAD_REQUEST, message));
         }
     };
     let served = state.served.clone();
+    // Wait for a turn: at most `max_in_flight` retrievals run at once.
+    let Ok(permit) = state.in_flight.clone().acquire_owned().await else {
+        let response = error(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down");
+        return logged(params, t0, Some(&parsed), response);
+    };
     let answer = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
         let out = served.answer(&parsed);
         (parsed, out)
     })
@@ -420,7 +482,12 @@ fn logged(
 
 /// The routes, over `served`.
 fn router(served: Arc<Served>, params: ServeParams) -> Router {
-    let state = Arc::new(AppState { served, params });
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(params.max_in_flight.max(1)));
+    let state = Arc::new(AppState {
+        served,
+        params,
+        in_flight,
+    });
     Router::new()
         .route(
             "/retrieve",
@@ -581,16 +648,25 @@ impl Drop for ServerHandle {
 mod tests {
     use super::*;
 
+    fn p3() -> ServeParams {
+        ServeParams {
+            default_topk: 3,
+            max_topk: 100,
+            max_queries: 4,
+            ..ServeParams::default()
+        }
+    }
+
     #[test]
     fn requests_are_read_as_search_r1_reads_them() {
         let r = parse_request(
             br#"{"queries": ["a", "b"], "topk": 5, "return_scores": true}"#,
-            3,
+            &p3(),
         )
         .unwrap();
         assert_eq!(r.queries, ["a", "b"]);
         assert_eq!((r.topk, r.return_scores), (5, true));
-        let r = parse_request(br#"{"queries": [], "topk": null, "extra": 1}"#, 3).unwrap();
+        let r = parse_request(br#"{"queries": [], "topk": null, "extra": 1}"#, &p3()).unwrap();
         assert_eq!((r.topk, r.return_scores), (3, false));
         assert_eq!(r.ignored, ["extra"]);
     }
@@ -614,8 +690,16 @@ mod tests {
                 br#"{"queries": ["a"], "return_scores": 1}"#,
                 "`return_scores`",
             ),
+            (
+                br#"{"queries": ["a"], "topk": 101}"#,
+                "`topk` 101 is above this server's limit of 100",
+            ),
+            (
+                br#"{"queries": ["a", "b", "c", "d", "e"]}"#,
+                "5 queries, more than this server's limit of 4",
+            ),
         ] {
-            let e = parse_request(body, 3).unwrap_err();
+            let e = parse_request(body, &p3()).unwrap_err();
             assert!(e.contains(field), "{}: {e}", String::from_utf8_lossy(body));
         }
     }

@@ -23,13 +23,20 @@
 //! line as the title and the rest as the text.
 //!
 //! The retriever asks with `return_scores: true` and turns each document into a [`Hit`]: the
-//! passage id is `document.id`, the score `score`. A pipeline reads each hit's text from its
+//! passage id is `document.id` (a string, or a number read as its text), the score `score`,
+//! in the server's order (a list with a passage twice, or a score above the one before, is
+//! refused). A request the server cannot take (no connection, 502, 503, 504) is tried again
+//! twice, after 0.5 s and 1 s. Search-R1's BM25 server returns documents without `id`: the
+//! retriever cannot check those against its corpus and says so. A pipeline reads each hit's text from its
 //! own corpus, so every id the server returns must be a passage of the corpus the retriever
 //! was built over, with the same text: an unknown id, or a passage whose text differs from
 //! the server's `contents`, is an error naming the passage (serve the same corpus, chunked the
 //! same way, on both sides).
 
-use super::{check_k, top_k, BuildRetriever, Retriever};
+use super::{check_k, BuildRetriever, Retriever};
+
+/// Tries after the first when the server cannot be reached or answers 502–504.
+const RETRIES: usize = 2;
 use crate::{Error, Hit, Passage, Query, Result, Run};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -52,10 +59,22 @@ pub fn contents_text(contents: &str) -> &str {
 /// A document as the server returns it: `{"id", "contents"}` (other fields kept out).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireDocument {
-    /// The passage id.
+    /// The passage id (a JSON string, or a number read as its decimal text, as the corpus
+    /// loader reads a numeric id).
+    #[serde(deserialize_with = "string_or_number")]
     pub id: String,
     /// `"{title}"\n{text}` ([`contents`]).
     pub contents: String,
+}
+
+fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(s) => Ok(s),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+        other => Err(serde::de::Error::custom(format!(
+            "`id` must be a string or a number, got {other}"
+        ))),
+    }
 }
 
 /// One retrieved document with its score (`return_scores: true`).
@@ -63,8 +82,8 @@ pub struct WireDocument {
 pub struct ScoredDocument {
     /// The document.
     pub document: WireDocument,
-    /// Its retrieval score (higher = more relevant).
-    pub score: f32,
+    /// Its retrieval score (higher = more relevant), as the server wrote it.
+    pub score: f64,
 }
 
 /// The response body with scores: one list per query.
@@ -133,15 +152,33 @@ impl HttpRetriever {
         }
     }
 
+    /// POST `body`, trying again after 0.5 s and 1 s when the server cannot be reached or
+    /// answers 502, 503 or 504 (a restart, a proxy, a full queue).
+    fn post(&self, body: &Request<'_>) -> std::result::Result<ureq::Response, ureq::Error> {
+        let mut wait = Duration::from_millis(500);
+        for _ in 0..RETRIES {
+            match self.agent.post(&self.url).send_json(body) {
+                Err(ureq::Error::Transport(_)) | Err(ureq::Error::Status(502..=504, _)) => {
+                    std::thread::sleep(wait);
+                    wait *= 2;
+                }
+                other => return other,
+            }
+        }
+        self.agent.post(&self.url).send_json(body)
+    }
+
     /// One request: the top `k` hits of each of `queries`, in order.
     fn ask(&self, queries: &[&str], k: usize) -> Result<Vec<Vec<Hit>>> {
         check_k(k)?;
         let body = Request {
             queries: queries.to_vec(),
-            topk: k,
+            // No list can be longer than the local corpus (Search-R1's dense server pads a
+            // larger `topk` with repeats of its last passage).
+            topk: k.min(self.texts.len().max(1)),
             return_scores: true,
         };
-        let response = match self.agent.post(&self.url).send_json(&body) {
+        let response = match self.post(&body) {
             Ok(r) => r,
             Err(ureq::Error::Status(code, r)) => {
                 let text = r.into_string().unwrap_or_default();
@@ -162,8 +199,13 @@ impl HttpRetriever {
         };
         let parsed: ScoredResponse = serde_json::from_reader(response.into_reader())
             .map_err(|e| {
+                let hint = if e.to_string().contains("missing field `id`") {
+                    " (a server whose documents carry no `id`, such as Search-R1's BM25 server, cannot be checked against the local corpus: serve it with the workbench's retrieve-server)"
+                } else {
+                    ""
+                };
                 self.server_error(format!(
-                    "the response is not Search-R1's {{\"result\": [[{{\"document\": {{\"id\", \"contents\"}}, \"score\"}}, …], …]}}: {e}"
+                    "the response is not Search-R1's {{\"result\": [[{{\"document\": {{\"id\", \"contents\"}}, \"score\"}}, …], …]}}: {e}{hint}"
                 ))
             })?;
         if parsed.result.len() != queries.len() {
@@ -181,9 +223,34 @@ impl HttpRetriever {
                     .into_iter()
                     .map(|d| self.hit(d))
                     .collect::<Result<Vec<_>>>()?;
-                top_k(hits, k)
+                self.ranked(hits, k)
             })
             .collect()
+    }
+
+    /// The server's list as it ranked it, cut to `k`: refused when a passage comes twice
+    /// or a score is above the one before (the list is not a ranking).
+    fn ranked(&self, mut hits: Vec<Hit>, k: usize) -> Result<Vec<Hit>> {
+        let mut seen = std::collections::HashSet::new();
+        for (i, h) in hits.iter().enumerate() {
+            if !seen.insert(h.id.as_str()) {
+                return Err(self.server_error(format!(
+                    "returned passage `{}` twice in one list",
+                    h.id
+                )));
+            }
+            if i > 0 && h.score > hits[i - 1].score {
+                return Err(self.server_error(format!(
+                    "the list is not ranked: `{}` ({}) comes after `{}` ({})",
+                    h.id,
+                    h.score,
+                    hits[i - 1].id,
+                    hits[i - 1].score
+                )));
+            }
+        }
+        hits.truncate(k);
+        Ok(hits)
     }
 
     /// A returned document as a hit, after checking it is the local corpus' passage.
@@ -207,7 +274,7 @@ impl HttpRetriever {
                     .collect::<String>()
             )));
         }
-        Ok(Hit::new(d.document.id, d.score))
+        Ok(Hit::new(d.document.id, d.score as f32))
     }
 }
 
