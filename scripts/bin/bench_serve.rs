@@ -133,7 +133,11 @@ impl Side {
                 Ok(parsed
                     .result
                     .into_iter()
-                    .map(|l| l.into_iter().map(|d| (d.document.id, d.score)).collect())
+                    .map(|l| {
+                        l.into_iter()
+                            .map(|d| (d.document.id, d.score as f32))
+                            .collect()
+                    })
                     .collect())
             }
         }

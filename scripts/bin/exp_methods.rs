@@ -1,5 +1,5 @@
 //! The methods study (`workbench::study::methods`): every system of
-//! `configs/studies/methods.toml` (closed-book, naive, adaptive, Iter-RetGen, IRCoT,
+//! `configs/methods/study.toml` (closed-book, naive, adaptive, Iter-RetGen, IRCoT,
 //! Self-Ask, FLARE, agentic) on one data set's questions, corpus, retriever and model, with
 //! paired tests against naive and closed-book.
 //!
@@ -20,9 +20,9 @@ use clap::Parser;
 use workbench::study::{self, methods, Env};
 
 #[derive(Parser, Debug)]
-#[command(about = "Compare the RAG methods on one data set of configs/studies/methods.toml")]
+#[command(about = "Compare the RAG methods on one data set of configs/methods/study.toml")]
 struct Args {
-    /// The data set (a `[[dataset]]` name of configs/studies/methods.toml).
+    /// The data set (a `[[dataset]]` name of configs/methods/study.toml).
     #[arg(long)]
     set: String,
     #[command(flatten)]

@@ -279,7 +279,10 @@ impl Served {
                     if !h.score.is_finite() {
                         return Err(Error::param(
                             "hits",
-                            format!("the retriever scored `{}` {}, which JSON cannot carry", h.id, h.score),
+                            format!(
+                                "the retriever scored `{}` {}, which JSON cannot carry",
+                                h.id, h.score
+                            ),
                         ));
                     }
                     let document = Doc {
@@ -392,11 +395,11 @@ async fn retrieve(State(state): State<Arc<AppState>>, request: Request) -> Respo
         Ok(Err(e)) => {
             // A body sent in chunks has no Content-Length to refuse it by: its limit shows here.
             // (axum wraps http-body-util's LengthLimitError; its message names the limit.)
-            let too_large = std::iter::successors(
-                Some(&e as &(dyn std::error::Error + 'static)),
-                |x| x.source(),
-            )
-            .any(|x| x.to_string().contains("length limit"));
+            let too_large =
+                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |x| {
+                    x.source()
+                })
+                .any(|x| x.to_string().contains("length limit"));
             let (status, message) = if too_large {
                 (
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -421,7 +424,10 @@ async fn retrieve(State(state): State<Arc<AppState>>, request: Request) -> Respo
     let served = state.served.clone();
     // Wait for a turn: at most `max_in_flight` retrievals run at once.
     let Ok(permit) = state.in_flight.clone().acquire_owned().await else {
-        let response = error(StatusCode::SERVICE_UNAVAILABLE, "the server is shutting down");
+        let response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+        );
         return logged(params, t0, Some(&parsed), response);
     };
     let answer = tokio::task::spawn_blocking(move || {

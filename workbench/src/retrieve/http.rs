@@ -67,7 +67,9 @@ pub struct WireDocument {
     pub contents: String,
 }
 
-fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+fn string_or_number<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<String, D::Error> {
     match serde_json::Value::deserialize(d)? {
         serde_json::Value::String(s) => Ok(s),
         serde_json::Value::Number(n) => Ok(n.to_string()),
@@ -154,7 +156,7 @@ impl HttpRetriever {
 
     /// POST `body`, trying again after 0.5 s and 1 s when the server cannot be reached or
     /// answers 502, 503 or 504 (a restart, a proxy, a full queue).
-    fn post(&self, body: &Request<'_>) -> std::result::Result<ureq::Response, ureq::Error> {
+    fn post(&self, body: &Request<'_>) -> std::result::Result<ureq::Response, Box<ureq::Error>> {
         let mut wait = Duration::from_millis(500);
         for _ in 0..RETRIES {
             match self.agent.post(&self.url).send_json(body) {
@@ -162,10 +164,10 @@ impl HttpRetriever {
                     std::thread::sleep(wait);
                     wait *= 2;
                 }
-                other => return other,
+                other => return other.map_err(Box::new),
             }
         }
-        self.agent.post(&self.url).send_json(body)
+        self.agent.post(&self.url).send_json(body).map_err(Box::new)
     }
 
     /// One request: the top `k` hits of each of `queries`, in order.
@@ -178,7 +180,7 @@ impl HttpRetriever {
             topk: k.min(self.texts.len().max(1)),
             return_scores: true,
         };
-        let response = match self.post(&body) {
+        let response = match self.post(&body).map_err(|e| *e) {
             Ok(r) => r,
             Err(ureq::Error::Status(code, r)) => {
                 let text = r.into_string().unwrap_or_default();
@@ -234,10 +236,9 @@ impl HttpRetriever {
         let mut seen = std::collections::HashSet::new();
         for (i, h) in hits.iter().enumerate() {
             if !seen.insert(h.id.as_str()) {
-                return Err(self.server_error(format!(
-                    "returned passage `{}` twice in one list",
-                    h.id
-                )));
+                return Err(
+                    self.server_error(format!("returned passage `{}` twice in one list", h.id))
+                );
             }
             if i > 0 && h.score > hits[i - 1].score {
                 return Err(self.server_error(format!(

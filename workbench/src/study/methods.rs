@@ -1,7 +1,7 @@
 //! The methods study (feature `llm`): every RAG method of [`crate::method`] on the same
 //! questions, corpus, retriever and model, against naive RAG and against closed-book.
 //!
-//! `configs/studies/methods.toml` lists the data sets (a pipeline config each) and the
+//! `configs/methods/study.toml` lists the data sets (a pipeline config each) and the
 //! systems (a `[method]` each). For each data set the study runs every system and writes
 //! `data/results/methods-<set>/` (`-quick` at the quick scale):
 //!
@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The study file, relative to the project root.
-pub const STUDY_FILE: &str = "configs/studies/methods.toml";
+pub const STUDY_FILE: &str = "configs/methods/study.toml";
 
 /// The file printed when a fresh result is skipped.
 pub const SUMMARY_FILE: &str = "table.md";
@@ -63,7 +63,7 @@ pub struct System {
     pub method: MethodSpec,
 }
 
-/// `configs/studies/methods.toml`.
+/// `configs/methods/study.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StudyFile {
