@@ -1,7 +1,9 @@
 //! Benchmark: queries per second of the retrieval server (`workbench::serve`, Search-R1's
 //! `/retrieve` API over HTTP on the loopback interface) against the in-process call of the
 //! same retriever, at batch 1 (one query per call or request) and at batch `--queries` (all
-//! queries in one call or request), for each pipeline config given; and, with
+//! queries in one call or request), for each pipeline config given; the in-process call with
+//! the server's JSON work added (the request parsed, the answer serialised and decoded, no
+//! HTTP), which splits the server's cost into JSON and transport; and, with
 //! `--search-r1 DIR`, Search-R1's own server (`search_r1/search/retrieval_server.py` of a
 //! checkout of PeterGriffinJin/Search-R1) on the dense configs, over the same passages, the
 //! same MiniLM vectors and the same queries.
@@ -19,7 +21,9 @@
 //! answers are checked to be the in-process ones (ids and score bits). Then `--rounds`
 //! rounds: in each, every system in turn (the order rotated from round to round) runs passes
 //! over the queries until `--min-secs` have passed; its rate in the round is queries / time.
-//! The table gives the median over rounds and the range (min–max).
+//! The table gives the median over rounds and the range (min–max), and for each system its
+//! ratio to the in-process call at the same batch within each round (both measured minutes
+//! apart at most), as the median and range of those per-round ratios.
 //!
 //! Writes `data/results/bench-serve/`: `bench.md`, `bench.csv`, `config.json` (arguments, the
 //! machine), `manifest.json`.
@@ -65,7 +69,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     topk: usize,
     /// Rounds; the table gives the median and range over them.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 9)]
     rounds: usize,
     /// Seconds each system runs in each round (whole passes, at least one).
     #[arg(long, default_value_t = 1.0)]
@@ -86,7 +90,16 @@ struct Args {
 /// One way of asking: the in-process call or a server.
 enum Side {
     InProcess(Arc<dyn Retriever>),
-    Http { url: String, agent: ureq::Agent },
+    /// The server's work without HTTP: the request body parsed, answered and serialised by
+    /// [`Served::answer`], the answer decoded as the HTTP client decodes it.
+    Json {
+        served: Arc<Served>,
+        params: ServeParams,
+    },
+    Http {
+        url: String,
+        agent: ureq::Agent,
+    },
 }
 
 impl Side {
@@ -115,33 +128,50 @@ impl Side {
                     })
                     .collect())
             }
+            Side::Json { served, params } => {
+                let body = serde_json::to_vec(&request_body(queries, k))?;
+                let request = workbench::serve::parse_request(&body, params)
+                    .map_err(|m| anyhow::anyhow!("the request was refused: {m}"))?;
+                let answer = served.answer(&request)?;
+                let parsed: ScoredResponse =
+                    serde_json::from_slice(&answer).context("decoding the in-process answer")?;
+                hits(parsed, queries.len(), "the in-process answer")
+            }
             Side::Http { url, agent } => {
-                let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
-                let body = serde_json::json!({"queries": texts, "topk": k, "return_scores": true});
                 let response = agent
                     .post(url)
-                    .send_json(&body)
+                    .send_json(request_body(queries, k))
                     .with_context(|| format!("POST {url}"))?;
                 let parsed: ScoredResponse = serde_json::from_reader(response.into_reader())
                     .with_context(|| format!("the answer of {url}"))?;
-                ensure!(
-                    parsed.result.len() == queries.len(),
-                    "{url} answered {} lists for {} queries",
-                    parsed.result.len(),
-                    queries.len()
-                );
-                Ok(parsed
-                    .result
-                    .into_iter()
-                    .map(|l| {
-                        l.into_iter()
-                            .map(|d| (d.document.id, d.score as f32))
-                            .collect()
-                    })
-                    .collect())
+                hits(parsed, queries.len(), url)
             }
         }
     }
+}
+
+/// Search-R1's request for `queries`.
+fn request_body(queries: &[Query], k: usize) -> serde_json::Value {
+    let texts: Vec<&str> = queries.iter().map(|q| q.text.as_str()).collect();
+    serde_json::json!({"queries": texts, "topk": k, "return_scores": true})
+}
+
+/// The ranked (id, score) lists of a decoded answer, one per query.
+fn hits(parsed: ScoredResponse, n: usize, from: &str) -> Result<Vec<Vec<(String, f32)>>> {
+    ensure!(
+        parsed.result.len() == n,
+        "{from} answered {} lists for {n} queries",
+        parsed.result.len(),
+    );
+    Ok(parsed
+        .result
+        .into_iter()
+        .map(|l| {
+            l.into_iter()
+                .map(|d| (d.document.id, d.score as f32))
+                .collect()
+        })
+        .collect())
 }
 
 struct System {
@@ -204,11 +234,14 @@ fn main() -> Result<()> {
         "batch",
         "queries/s (median)",
         "range over rounds",
-        "HTTP / in-process",
+        "÷ in-process (median of rounds)",
+        "range of the ratio",
     ])
     .caption(format!(
         "Queries per second, top {} of {} queries (the config's questions in file order), median and range over {} \
-         rounds of at least {} s per system; batch 1: one query per call or request, batch {}: all in one. \
+         rounds of at least {} s per system (whole passes); batch 1: one query per call or request, batch {}: all in one. \
+         The ratio: each round's rate over the in-process rate at the same batch in that round, median and range over rounds. \
+         in-process + JSON: the server's request parsing, answer and serialisation and the client's decoding, without HTTP. \
          HTTP: the workbench's server (axum, {} tokio workers) over the same retriever object on the loopback \
          interface, one keep-alive client sending Search-R1's request and decoding the answer; retrieval on \
          rayon's {threads} threads on both sides.",
@@ -229,9 +262,12 @@ fn main() -> Result<()> {
         "median qps",
         "min qps",
         "max qps",
-        "HTTP / in-process",
+        "ratio to in-process (median of per-round ratios)",
+        "min ratio",
+        "max ratio",
     ]);
     let mut notes = Vec::new();
+    let mut sizes = std::collections::BTreeSet::new();
     let mut summary = serde_json::Map::new();
     for path in &args.configs {
         let path = if path.is_absolute() {
@@ -264,10 +300,15 @@ fn main() -> Result<()> {
         let build_s = t0.elapsed().as_secs_f64();
         let name = stage.retriever.name();
         let n_passages = stage.passages.len();
+        sizes.insert(n_passages);
         println!(
             "{}: {name} over {n_passages} passages (built in {build_s:.1} s)",
             config.name
         );
+        let served_json = Arc::new(Served::new(
+            stage.retriever.clone(),
+            stage.passages.clone(),
+        )?);
         let served = Served::new(stage.retriever.clone(), stage.passages.clone())?;
         let server = Server::bind(
             "127.0.0.1:0",
@@ -301,6 +342,15 @@ fn main() -> Result<()> {
             systems.push(System {
                 label: "in-process".into(),
                 side: Side::InProcess(stage.retriever.clone()),
+                batch,
+                rates: Vec::new(),
+            });
+            systems.push(System {
+                label: "in-process + JSON".into(),
+                side: Side::Json {
+                    served: served_json.clone(),
+                    params: ServeParams::default(),
+                },
                 batch,
                 rates: Vec::new(),
             });
@@ -387,19 +437,24 @@ fn main() -> Result<()> {
             }
         }
         for batch in [1, args.queries] {
-            let base = systems
+            let base: Vec<f64> = systems
                 .iter()
                 .find(|s| s.batch == batch && matches!(s.side, Side::InProcess(_)))
-                .map(|s| median(&s.rates))
-                .unwrap_or(f64::NAN);
+                .map(|s| s.rates.clone())
+                .context("no in-process system at this batch")?;
             for s in systems.iter().filter(|s| s.batch == batch) {
                 let med = median(&s.rates);
-                let lo = s.rates.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = s.rates.iter().copied().fold(0.0, f64::max);
-                let ratio = if matches!(s.side, Side::InProcess(_)) {
-                    "–".to_string()
+                let (lo, hi) = min_max(&s.rates);
+                let ratios: Vec<f64> = s.rates.iter().zip(&base).map(|(r, b)| r / b).collect();
+                let (ratio, ratio_lo, ratio_hi) = if matches!(s.side, Side::InProcess(_)) {
+                    ("–".to_string(), "–".to_string(), "–".to_string())
                 } else {
-                    format!("{:.2}", med / base)
+                    let (a, b) = min_max(&ratios);
+                    (
+                        format!("{:.2}", median(&ratios)),
+                        format!("{a:.2}"),
+                        format!("{b:.2}"),
+                    )
                 };
                 csv.push([
                     config.name.clone(),
@@ -411,6 +466,8 @@ fn main() -> Result<()> {
                     format!("{lo:.1}"),
                     format!("{hi:.1}"),
                     ratio.clone(),
+                    ratio_lo.clone(),
+                    ratio_hi.clone(),
                 ])?;
                 table.push([
                     config.name.clone(),
@@ -421,10 +478,15 @@ fn main() -> Result<()> {
                     thousands(med),
                     format!("{}–{}", thousands(lo), thousands(hi)),
                     ratio,
+                    if ratio_lo == "–" {
+                        "–".to_string()
+                    } else {
+                        format!("{ratio_lo}–{ratio_hi}")
+                    },
                 ])?;
                 summary.insert(
                     format!("{}/{}/batch{}", config.name, s.label, batch),
-                    serde_json::json!({"median_qps": med, "min_qps": lo, "max_qps": hi, "rounds": s.rates}),
+                    serde_json::json!({"median_qps": med, "min_qps": lo, "max_qps": hi, "rounds": s.rates, "ratio_to_in_process_per_round": ratios}),
                 );
             }
         }
@@ -433,6 +495,15 @@ fn main() -> Result<()> {
         drop(peer);
         drop(server);
     }
+    notes.push(format!(
+        "Scale: indexes of {} passages, so a request's fixed costs (JSON, HTTP) weigh more against retrieval \
+         than they would over a large corpus; this measures the server's overhead, not a search engine.",
+        sizes
+            .iter()
+            .map(|n| thousands(*n as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     if args.search_r1.is_none() {
         notes.push(
             "Search-R1's server was not run (no --search-r1 checkout given); docs/server.md says what it needs."
@@ -457,6 +528,14 @@ fn main() -> Result<()> {
     exp.finish(serde_json::Value::Object(summary))?;
     println!("\n{md}");
     Ok(())
+}
+
+/// The smallest and largest of `xs`.
+fn min_max(xs: &[f64]) -> (f64, f64) {
+    xs.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        })
 }
 
 /// Share of `want`'s hits (by id) that `got` has for the same query.
