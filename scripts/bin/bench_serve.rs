@@ -2,8 +2,9 @@
 //! `/retrieve` API over HTTP on the loopback interface) against the in-process call of the
 //! same retriever, at batch 1 (one query per call or request) and at batch `--queries` (all
 //! queries in one call or request), for each pipeline config given; the in-process call with
-//! the server's JSON work added (the request parsed, the answer serialised and decoded, no
-//! HTTP), which splits the server's cost into JSON and transport; and, with
+//! the server's work added but no HTTP (the request parsed, the passages' texts looked up, the
+//! answer serialised and decoded), which splits the server's cost into JSON and transport;
+//! and, with
 //! `--search-r1 DIR`, Search-R1's own server (`search_r1/search/retrieval_server.py` of a
 //! checkout of PeterGriffinJin/Search-R1) on the dense configs, over the same passages, the
 //! same MiniLM vectors and the same queries.
@@ -19,7 +20,7 @@
 //! decodes the whole answer. Both sides retrieve on the same rayon pool (the machine's cores).
 //! Before timing, every system answers every query once (warm-up, untimed), and the HTTP
 //! answers are checked to be the in-process ones (ids and score bits). Then `--rounds`
-//! rounds: in each, every system in turn (the order rotated from round to round) runs passes
+//! rounds: in each, every system in turn (the order rotated, and reversed every other round) runs passes
 //! over the queries until `--min-secs` have passed; its rate in the round is queries / time.
 //! The table gives the median over rounds and the range (min–max), and for each system its
 //! ratio to the in-process call at the same batch within each round (both measured minutes
@@ -48,6 +49,8 @@ mod search_r1_peer;
 
 const NAME: &str = "bench-serve";
 const SUMMARY_FILE: &str = "bench.md";
+/// The label of the workbench's own server among the systems.
+const WORKBENCH_SERVER: &str = "HTTP (workbench server)";
 
 #[derive(Parser, Serialize, Debug)]
 #[command(
@@ -133,8 +136,9 @@ impl Side {
                 let request = workbench::serve::parse_request(&body, params)
                     .map_err(|m| anyhow::anyhow!("the request was refused: {m}"))?;
                 let answer = served.answer(&request)?;
-                let parsed: ScoredResponse =
-                    serde_json::from_slice(&answer).context("decoding the in-process answer")?;
+                // Decoded as the HTTP side decodes a response body (through a reader).
+                let parsed: ScoredResponse = serde_json::from_reader(answer.as_slice())
+                    .context("decoding the in-process answer")?;
                 hits(parsed, queries.len(), "the in-process answer")
             }
             Side::Http { url, agent } => {
@@ -265,9 +269,20 @@ fn main() -> Result<()> {
         "ratio to in-process (median of per-round ratios)",
         "min ratio",
         "max ratio",
+        "workbench server / this (median of per-round ratios)",
+        "min workbench server / this",
+        "max workbench server / this",
     ]);
     let mut notes = Vec::new();
     let mut sizes = std::collections::BTreeSet::new();
+    // Both the server and the JSON side take a request of every query at once.
+    let serve_params = ServeParams {
+        log: false,
+        max_queries: args.queries.max(ServeParams::default().max_queries),
+        ..ServeParams::default()
+    };
+    let mut batches = vec![1, args.queries];
+    batches.dedup();
     let mut summary = serde_json::Map::new();
     for path in &args.configs {
         let path = if path.is_absolute() {
@@ -310,15 +325,7 @@ fn main() -> Result<()> {
             stage.passages.clone(),
         )?);
         let served = Served::new(stage.retriever.clone(), stage.passages.clone())?;
-        let server = Server::bind(
-            "127.0.0.1:0",
-            served,
-            ServeParams {
-                log: false,
-                ..ServeParams::default()
-            },
-        )?
-        .spawn()?;
+        let server = Server::bind("127.0.0.1:0", served, serve_params.clone())?.spawn()?;
         let is_dense = config.retrieval.retrievers.len() == 1
             && config.retrieval.retrievers[0].kind() == "dense";
         let peer = match (&args.search_r1, is_dense) {
@@ -338,7 +345,7 @@ fn main() -> Result<()> {
             notes.push(format!("{}: {}.", config.name, p.describe()));
         }
         let mut systems = Vec::new();
-        for batch in [1, args.queries] {
+        for &batch in &batches {
             systems.push(System {
                 label: "in-process".into(),
                 side: Side::InProcess(stage.retriever.clone()),
@@ -349,13 +356,13 @@ fn main() -> Result<()> {
                 label: "in-process + JSON".into(),
                 side: Side::Json {
                     served: served_json.clone(),
-                    params: ServeParams::default(),
+                    params: serve_params.clone(),
                 },
                 batch,
                 rates: Vec::new(),
             });
             systems.push(System {
-                label: "HTTP (workbench server)".into(),
+                label: WORKBENCH_SERVER.into(),
                 side: Side::http(server.url()),
                 batch,
                 rates: Vec::new(),
@@ -423,7 +430,10 @@ fn main() -> Result<()> {
         for round in 0..args.rounds {
             let n = systems.len();
             for j in 0..n {
-                let s = &mut systems[(j + round) % n];
+                // Rotated, and reversed every other round, so that no system always runs
+                // right after the same one.
+                let k = (j + round) % n;
+                let s = &mut systems[if round % 2 == 1 { n - 1 - k } else { k }];
                 let t0 = Instant::now();
                 let mut done = 0usize;
                 loop {
@@ -436,13 +446,29 @@ fn main() -> Result<()> {
                 s.rates.push(done as f64 / t0.elapsed().as_secs_f64());
             }
         }
-        for batch in [1, args.queries] {
+        for &batch in &batches {
             let base: Vec<f64> = systems
                 .iter()
                 .find(|s| s.batch == batch && matches!(s.side, Side::InProcess(_)))
                 .map(|s| s.rates.clone())
                 .context("no in-process system at this batch")?;
+            let ours: Vec<f64> = systems
+                .iter()
+                .find(|s| s.batch == batch && s.label == WORKBENCH_SERVER)
+                .map(|s| s.rates.clone())
+                .context("no workbench server at this batch")?;
             for s in systems.iter().filter(|s| s.batch == batch) {
+                // The workbench's server against this system, round by round.
+                let vs: Vec<f64> = ours.iter().zip(&s.rates).map(|(o, r)| o / r).collect();
+                let (vs_lo, vs_hi) = min_max(&vs);
+                if s.label.contains("Search-R1") {
+                    notes.push(format!(
+                        "{} batch {batch}: the workbench's server answered {:.2}× the queries per second of Search-R1's \
+                         (median of per-round ratios; range {vs_lo:.2}–{vs_hi:.2}).",
+                        config.name,
+                        median(&vs),
+                    ));
+                }
                 let med = median(&s.rates);
                 let (lo, hi) = min_max(&s.rates);
                 let ratios: Vec<f64> = s.rates.iter().zip(&base).map(|(r, b)| r / b).collect();
@@ -468,6 +494,9 @@ fn main() -> Result<()> {
                     ratio.clone(),
                     ratio_lo.clone(),
                     ratio_hi.clone(),
+                    format!("{:.3}", median(&vs)),
+                    format!("{vs_lo:.3}"),
+                    format!("{vs_hi:.3}"),
                 ])?;
                 table.push([
                     config.name.clone(),
