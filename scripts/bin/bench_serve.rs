@@ -10,7 +10,7 @@
 //! same MiniLM vectors and the same queries.
 //!
 //! ```text
-//! cargo run --release --bin bench_serve [-- --queries 512 --topk 3 --rounds 5 --search-r1 PATH/TO/Search-R1]
+//! cargo run --release --bin bench_serve [-- --queries 512 --topk 3 --rounds 9 --search-r1 PATH/TO/Search-R1]
 //! ```
 //!
 //! Protocol. Each config's first stage is built once (`workbench::pipeline::first_stage`); the
