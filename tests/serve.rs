@@ -10,6 +10,8 @@
 //! - bad requests are answered 400 (405, 404, 413) with a message naming the field;
 //! - a client that connects and sends nothing, and one that sends half a body, do not hold
 //!   up another client; the half body is answered 408 and the silent one closed;
+//! - a slow retrieval does not hold up another request while a slot is free
+//!   (`max_in_flight`), and with one slot the second request waits for it;
 //! - a request exactly as Search-R1's agent sends it (`_batch_search` in
 //!   `search_r1/llm_agent/generation.py`) is answered with exactly Search-R1's keys, and its
 //!   `_passages2string` reads titles and texts from the answer;
@@ -377,6 +379,81 @@ fn a_client_that_hangs_does_not_hold_up_another() {
         t0.elapsed() < Duration::from_secs(9),
         "the silent client was kept {:?} ({n:?})",
         t0.elapsed()
+    );
+}
+
+/// BM25 over the fixture, but a query containing "slow" takes `delay` first.
+struct Slow {
+    inner: std::sync::Arc<dyn Retriever>,
+    delay: Duration,
+}
+
+impl Retriever for Slow {
+    fn name(&self) -> String {
+        format!("slow({})", self.inner.name())
+    }
+    fn retrieve(&self, query: &str, k: usize) -> workbench::Result<Vec<workbench::Hit>> {
+        if query.contains("slow") {
+            std::thread::sleep(self.delay);
+        }
+        self.inner.retrieve(query, k)
+    }
+}
+
+/// How long a fast request takes while a slow one (sent first, on another connection) is
+/// being retrieved, on a server with `max_in_flight` slots.
+fn fast_while_slow(max_in_flight: usize) -> Duration {
+    let stage = first_stage(&config(BM25)).unwrap_or_else(|e| panic!("{e}"));
+    let slow = Slow {
+        inner: stage.retriever.clone(),
+        delay: Duration::from_secs(3),
+    };
+    let served = Served::new(std::sync::Arc::new(slow), stage.passages.clone())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let server = Server::bind(
+        "127.0.0.1:0",
+        served,
+        ServeParams {
+            max_in_flight,
+            ..params()
+        },
+    )
+    .unwrap()
+    .spawn()
+    .unwrap();
+    let url = server.url();
+    let slow_url = url.clone();
+    let slow_client = std::thread::spawn(move || {
+        post(
+            &slow_url,
+            &json!({"queries": ["a slow question about Hamlet"], "topk": 1}),
+        )
+    });
+    // Let the slow request reach the retriever first.
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    let (code, v) = post(&url, &json!({"queries": ["Who wrote Hamlet?"], "topk": 1}));
+    let took = t0.elapsed();
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["result"][0][0]["id"], "hamlet", "{v}");
+    let (code, v) = slow_client.join().unwrap();
+    assert_eq!(code, 200, "{v}");
+    took
+}
+
+#[test]
+fn a_slow_retrieval_does_not_hold_up_another_request_while_a_slot_is_free() {
+    let took = fast_while_slow(2);
+    assert!(
+        took < Duration::from_millis(1500),
+        "the fast request waited {took:?} behind the slow one with two slots"
+    );
+    // The control: with one slot, the fast request waits for the slow one (about 2.5 s of
+    // its 3 s are left when it is sent), so the test above can tell the two apart.
+    let took = fast_while_slow(1);
+    assert!(
+        took > Duration::from_millis(1500),
+        "with one slot the fast request took only {took:?}: the slot limit is not applied"
     );
 }
 
