@@ -782,6 +782,7 @@ fn qa_comparisons_keep_controls_out_of_the_real_holm_family() {
             system: name.to_string(),
             run,
             journal: None,
+            resumed: 0,
         });
     }
     let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();
@@ -866,6 +867,7 @@ fn qa_comparisons_are_holm_adjusted_per_family_with_intervals() {
             system: name.to_string(),
             run: p.run(&mut Scripted(script), None).unwrap(),
             journal: None,
+            resumed: 0,
         });
     }
     let compared: QaComparisons = runs.against_baseline("base", 999, 42).unwrap();

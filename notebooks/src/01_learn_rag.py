@@ -550,7 +550,57 @@ for r in &run.records {
     scores.push([r.question.clone(), r.gold_answers.join(" | "), r.prediction.clone(), r.retrieval_calls().to_string(),
                  format!("{:.0}", r.em), format!("{:.2}", r.f1), format!("{:?}", r.outcome)])?;
 }
-scores.evcxr_display();
+scores
+"""),
+    ("markdown", """
+### A loop, step by step: IRCoT
+
+Adaptive retrieves once at most. **IRCoT** interleaves retrieval with reasoning: it
+retrieves with the question, lets the model write one sentence of reasoning over the
+passages found so far, retrieves again with that sentence, and repeats (at most
+`max_steps` sentences); a sentence that states the answer ends the loop, and the reader
+answers over every passage found. The same config with its `[method]` replaced by IRCoT's,
+on one question; every retrieval's query is the sentence before it:
+"""),
+    ("code", """
+use workbench::method::{ircot::Ircot, MethodSpec};
+let mut pool = ModelPool::default();
+let mut config = PipelineConfig::from_file("../configs/examples/adaptive.toml".as_ref())?;
+config.method = Some(MethodSpec::Ircot(Ircot { max_steps: 3, ..Ircot::default() }));
+let ircot = run_config(&mut pool, scaled(config, Some(1), None))?;
+let r = &ircot.records[0];
+let mut t = Table::new(["step", "purpose", "query", "passages", "text", "tokens in / out"])
+    .caption(format!("IRCoT on {:?} (gold {:?}): every call", r.question, r.gold_answers.join(" | ")));
+for s in &r.steps {
+    t.push([format!("{:?}", s.kind), s.purpose.clone(), s.query.clone().unwrap_or_default(), s.passage_ids.join(", "),
+            s.text.clone(), format!("{} / {}", s.prompt_tokens, s.generated_tokens)])?;
+}
+println!("answer {:?}: EM {:.0}, {} retrieval calls", r.prediction, r.em, r.retrieval_calls());
+t
+"""),
+    ("markdown", """
+Every method of `workbench::method` on that question, the same corpus, retriever and model
+(docs/methods.md compares them on whole question sets, with paired tests). The steps column
+is each method's control flow as it ran:
+"""),
+    ("code", """
+use workbench::method::{adaptive::Adaptive, agentic::Agentic, closed_book::ClosedBook, flare::Flare,
+                        iter_retgen::IterRetgen, self_ask::SelfAsk};
+let specs = [MethodSpec::ClosedBook(ClosedBook::default()), MethodSpec::Naive, MethodSpec::Adaptive(Adaptive::default()),
+             MethodSpec::IterRetgen(IterRetgen::default()), MethodSpec::Ircot(Ircot::default()),
+             MethodSpec::SelfAsk(SelfAsk::default()), MethodSpec::Flare(Flare::default()), MethodSpec::Agentic(Agentic::default())];
+let mut t = Table::new(["method", "steps", "retrieval calls", "tokens in / out", "answer", "EM"])
+    .caption(format!("every method on {:?}", r.question));
+for spec in specs {
+    let mut c = PipelineConfig::from_file("../configs/examples/adaptive.toml".as_ref())?;
+    c.method = Some(spec.clone());
+    let run = run_config(&mut pool, scaled(c, Some(1), None))?;
+    let q = &run.records[0];
+    let steps: Vec<String> = q.steps.iter().map(|s| format!("{:?}", s.kind)).collect();
+    t.push([spec.kind().to_string(), steps.join(" → "), q.retrieval_calls().to_string(),
+            format!("{} / {}", q.prompt_tokens, q.generated_tokens), q.prediction.clone(), format!("{:.0}", q.em)])?;
+}
+t.evcxr_display();
 println!("notebook cells ran in {:.1} s (wall clock since the first code cell after :dep, evcxr's per-cell compilation included)",
          started.elapsed().as_secs_f64());
 """),

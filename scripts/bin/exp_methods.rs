@@ -4,7 +4,7 @@
 //! paired tests against naive and closed-book.
 //!
 //! ```text
-//! cargo run --release --bin exp_methods -- --set rag-mini|nq [--scale quick|default|paper] [--questions N] [--reader ASSET]... [--force]
+//! cargo run --release --bin exp_methods -- --set rag-mini|nq|bamboogle|nq-adaptive [--scale quick|default|paper] [--questions N] [--reader ASSET]... [--force]
 //! ```
 //!
 //! Writes `data/results/methods-<set>/` (`-quick` at the quick scale): `table.md` / `.csv`,

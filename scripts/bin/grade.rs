@@ -49,6 +49,11 @@ struct Args {
     /// gives each result's scale.
     #[arg(long, default_value = "default")]
     scale: workbench::study::Scale,
+    /// A step of `scripts/reproduce` that was not run on purpose (an online-only data set
+    /// without internet; repeatable): its result (`STEP`, `STEP-quick` at the quick scale)
+    /// is not graded, and its tables are left as the pages have them.
+    #[arg(long = "not-run", value_name = "STEP")]
+    not_run: Vec<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -140,7 +145,12 @@ fn run(out: &mut String) -> Result<bool> {
                     .parent()
                     .map(PathBuf::from),
             };
-            let conditions = load_conditions()?.at_scale(args.scale);
+            let conditions = load_conditions()?
+                .without_steps(&args.not_run)?
+                .at_scale(args.scale);
+            for step in &args.not_run {
+                writeln!(out, "not graded: {step} (not run)")?;
+            }
             writeln!(
                 out,
                 "grading {} values and {} floors of the {} scale from {} against {}",
@@ -177,6 +187,9 @@ fn run(out: &mut String) -> Result<bool> {
             ..
         }) => {
             let conditions = load_conditions()?;
+            // The results of steps not run: their tables stay as the pages have them.
+            let ran = conditions.without_steps(&args.not_run)?;
+            let not_run = |name: &str| !ran.result.iter().any(|r| r.name == name);
             let named = !pages.is_empty();
             let paths = if named { pages } else { grade::pages(&root)? };
             let mut pages = Vec::with_capacity(paths.len());
@@ -217,7 +230,10 @@ fn run(out: &mut String) -> Result<bool> {
                 if named && !marked.contains(&t.id) {
                     continue;
                 }
-                let left_by_block = !only_blocks.is_empty() && !only_blocks.contains(&t.id);
+                let left_by_block = (!only_blocks.is_empty() && !only_blocks.contains(&t.id))
+                    || std::iter::once(&t.result)
+                        .chain(&t.also)
+                        .any(|r| not_run(r));
                 if left_by_block {
                     kept.push(t.id.clone());
                 }
@@ -249,7 +265,7 @@ fn run(out: &mut String) -> Result<bool> {
                     if kept.contains(&b.id) {
                         writeln!(
                             out,
-                            "{}: table `{}`: kept (not rendered: --block)",
+                            "{}: table `{}`: kept (not rendered: --block or --not-run)",
                             show(&b.page),
                             b.id
                         )?;

@@ -293,6 +293,7 @@ fn compare(args: &Args, pool: &mut ModelPool) -> Result<()> {
                 system: run.name.clone(),
                 run,
                 journal: None,
+                resumed: 0,
             })
             .collect(),
     );

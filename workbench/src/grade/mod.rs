@@ -135,6 +135,11 @@ pub struct CsvBlock {
     pub columns: Vec<String>,
     /// Tolerance of every value in the block.
     pub tolerance: ToleranceSpec,
+    /// The values are differences whose sign is a claim: a measured value must keep the
+    /// expected one's sign (a positive one stays above 0, a negative one below; an expected
+    /// 0 may move within the tolerance). Default false.
+    #[serde(default)]
+    pub same_sign: bool,
     /// `[row key, expected value per column …]`.
     pub rows: Vec<Vec<String>>,
 }
@@ -181,7 +186,7 @@ pub struct FloorBlock {
 }
 
 /// One floor: `row`'s `column` is at least `at_least`, or at least row `at_least_row`'s
-/// value in the same column plus `by` (exactly one of the two).
+/// value in the same column plus `by`, or at most `at_most` (exactly one of the three).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FloorCheck {
@@ -195,6 +200,9 @@ pub struct FloorCheck {
     /// A row whose value (same column) the value must reach.
     #[serde(default)]
     pub at_least_row: Option<String>,
+    /// A number the value must not exceed (a count that must stay 0, say).
+    #[serde(default)]
+    pub at_most: Option<String>,
     /// With `at_least_row`: a margin the value must clear that row's value by (so that a
     /// stage that changes nothing, and scores exactly what it was given, fails).
     #[serde(default)]
@@ -222,6 +230,12 @@ pub enum Tolerance {
     Reported,
     /// OK when the measured value is at least the expected one (a `[[floor]]`), else FAIL.
     Floor,
+    /// OK when the measured value is at most the expected one (a `[[floor]]`'s
+    /// `at_most`), else FAIL.
+    Ceiling,
+    /// As `Absolute`, and FAIL when a nonzero expected value's sign is not kept (a
+    /// `[[csv]]` block's `same_sign`).
+    Signed(f64),
 }
 
 impl fmt::Display for Tolerance {
@@ -230,6 +244,8 @@ impl fmt::Display for Tolerance {
             Tolerance::Absolute(t) => write!(f, "±{t}"),
             Tolerance::Reported => write!(f, "reported"),
             Tolerance::Floor => write!(f, "floor"),
+            Tolerance::Ceiling => write!(f, "ceiling"),
+            Tolerance::Signed(t) => write!(f, "±{t}, same sign"),
         }
     }
 }
@@ -413,7 +429,10 @@ impl Conditions {
         for (bi, b) in self.csv.iter().enumerate() {
             let at = format!("[[csv]] block {} ({}/{})", bi + 1, b.result, b.file);
             known(&at, &b.result)?;
-            self.tolerance(&b.tolerance, &at)?;
+            let tolerance = self.tolerance(&b.tolerance, &at)?;
+            if b.same_sign && !matches!(tolerance, Tolerance::Absolute(_)) {
+                return Err(self.bad(format!("{at}: same_sign needs a numeric tolerance")));
+            }
             if b.columns.is_empty() || b.rows.is_empty() {
                 return Err(self.bad(format!("{at}: needs columns and rows")));
             }
@@ -463,19 +482,19 @@ impl Conditions {
             }
             for c in &b.checks {
                 let at = format!("{at}, row `{}`, column `{}`", c.row, c.column);
-                match (&c.at_least, &c.at_least_row) {
-                    (Some(v), None) => {
+                match (&c.at_least, &c.at_least_row, &c.at_most) {
+                    (Some(v), None, None) | (None, None, Some(v)) => {
                         if Expected::parse(v).is_none_or(|e| !e.mark.is_empty()) {
-                            return Err(self.bad(format!("{at}: at_least `{v}` is not a number")));
+                            return Err(self.bad(format!("{at}: `{v}` is not a number")));
                         }
                     }
-                    (None, Some(r)) if r != &c.row => {}
-                    (None, Some(_)) => {
+                    (None, Some(r), None) if r != &c.row => {}
+                    (None, Some(_), None) => {
                         return Err(self.bad(format!("{at}: at_least_row names the row itself")))
                     }
                     _ => {
                         return Err(self.bad(format!(
-                            "{at}: give exactly one of at_least and at_least_row"
+                            "{at}: give exactly one of at_least, at_least_row and at_most"
                         )))
                     }
                 }
@@ -592,9 +611,13 @@ impl Conditions {
         let mut out = Vec::new();
         for b in &self.csv {
             // Validated in `parse`.
-            let tolerance = self
+            let tolerance = match self
                 .tolerance(&b.tolerance, "")
-                .unwrap_or(Tolerance::Reported);
+                .unwrap_or(Tolerance::Reported)
+            {
+                Tolerance::Absolute(t) if b.same_sign => Tolerance::Signed(t),
+                t => t,
+            };
             for row in &b.rows {
                 for (col, cell) in b.columns.iter().zip(&row[1..]) {
                     if let Some(expected) = Expected::parse(cell) {
@@ -766,6 +789,34 @@ pub fn grade_value(
                     )),
                 )
             };
+        }
+        Tolerance::Ceiling => {
+            let eps = 1e-9 * expected.value.abs().max(1.0);
+            return if measured <= expected.value + eps {
+                (Grade::Ok, None)
+            } else {
+                (
+                    Grade::Fail,
+                    Some(format!(
+                        "above the ceiling by {:.3e}",
+                        measured - expected.value
+                    )),
+                )
+            };
+        }
+        Tolerance::Signed(t) => {
+            let flipped = (expected.value > 0.0 && measured <= 0.0)
+                || (expected.value < 0.0 && measured >= 0.0);
+            if flipped {
+                return (
+                    Grade::Fail,
+                    Some(format!(
+                        "sign changed: expected {}, measured {measured}",
+                        expected.text
+                    )),
+                );
+            }
+            t
         }
         Tolerance::Absolute(t) => t,
     };
@@ -1162,30 +1213,45 @@ fn measure(
 impl Conditions {
     /// Only the results of `scale`, with their expected values (README tables are kept).
     pub fn at_scale(&self, scale: crate::env::Scale) -> Conditions {
-        let result: Vec<ResultSpec> = self
-            .result
+        self.keep_results(|r| r.scales.contains(&scale))
+    }
+
+    /// The results of every step of `steps` taken out: a step of `scripts/reproduce` that
+    /// was not run on purpose (an online-only data set on a machine without internet)
+    /// writes the result `<step>` (`<step>-quick` at the quick scale). An error names a
+    /// step that no result stands for.
+    pub fn without_steps(&self, steps: &[String]) -> Result<Conditions> {
+        let of = |step: &str, name: &str| name == step || name == format!("{step}-quick");
+        if let Some(s) = steps
             .iter()
-            .filter(|r| r.scales.contains(&scale))
-            .cloned()
-            .collect();
-        let keep = |name: &str| result.iter().any(|r| r.name == name);
+            .find(|s| !self.result.iter().any(|r| of(s, &r.name)))
+        {
+            return Err(self.bad(format!("step `{s}`: no [[result]] `{s}` or `{s}-quick`")));
+        }
+        Ok(self.keep_results(|r| !steps.iter().any(|s| of(s, &r.name))))
+    }
+
+    /// The results `keep` accepts, with their expected values (README tables are kept).
+    fn keep_results(&self, keep: impl Fn(&ResultSpec) -> bool) -> Conditions {
+        let result: Vec<ResultSpec> = self.result.iter().filter(|r| keep(r)).cloned().collect();
+        let kept = |name: &str| result.iter().any(|r| r.name == name);
         Conditions {
             csv: self
                 .csv
                 .iter()
-                .filter(|b| keep(&b.result))
+                .filter(|b| kept(&b.result))
                 .cloned()
                 .collect(),
             json: self
                 .json
                 .iter()
-                .filter(|b| keep(&b.result))
+                .filter(|b| kept(&b.result))
                 .cloned()
                 .collect(),
             floor: self
                 .floor
                 .iter()
-                .filter(|b| keep(&b.result))
+                .filter(|b| kept(&b.result))
                 .cloned()
                 .collect(),
             readme: self.readme.clone(),
@@ -1308,19 +1374,24 @@ fn grade_floor(
         locator: cell(&c.row),
         what,
         expected: Expected {
-            text: match (&c.at_least, &c.at_least_row) {
-                (Some(v), _) => format!("≥ {v}"),
-                (_, Some(r)) => match &c.by {
+            text: match (&c.at_least, &c.at_least_row, &c.at_most) {
+                (Some(v), _, _) => format!("≥ {v}"),
+                (_, Some(r), _) => match &c.by {
                     Some(by) => format!("≥ row `{r}` + {by}"),
                     None => format!("≥ row `{r}`"),
                 },
+                (_, _, Some(v)) => format!("≤ {v}"),
                 _ => String::new(),
             },
             value: f64::NAN,
             decimals: 0,
             mark: String::new(),
         },
-        tolerance: Tolerance::Floor,
+        tolerance: if c.at_most.is_some() {
+            Tolerance::Ceiling
+        } else {
+            Tolerance::Floor
+        },
     };
     let missing = |condition: Condition, why: String| Graded {
         condition,
@@ -1339,11 +1410,14 @@ fn grade_floor(
         Err(why) => return missing(condition, why.clone()),
     };
     // The floor: a number, or the other row's cell (its significance mark dropped).
-    let floor = match (&c.at_least, &c.at_least_row) {
-        (Some(v), _) => Expected::parse(v)
+    let floor = match (&c.at_least, &c.at_least_row, &c.at_most) {
+        (Some(v), _, _) => Expected::parse(v)
             .map(|e| (e, format!("≥ {v}")))
             .ok_or_else(|| format!("at_least `{v}` is not a number")),
-        (_, Some(r)) => measure(loaded, &b.file, &cell(r), 4).and_then(|(text, _, _)| {
+        (_, _, Some(v)) => Expected::parse(v)
+            .map(|e| (e, format!("≤ {v}")))
+            .ok_or_else(|| format!("at_most `{v}` is not a number")),
+        (_, Some(r), _) => measure(loaded, &b.file, &cell(r), 4).and_then(|(text, _, _)| {
             let other = Expected::parse(&text)
                 .ok_or_else(|| format!("row `{r}`: `{text}` is not a number"))?;
             match &c.by {
@@ -1359,7 +1433,7 @@ fn grade_floor(
                 }
             }
         }),
-        _ => Err("neither at_least nor at_least_row".to_string()),
+        _ => Err("none of at_least, at_least_row and at_most".to_string()),
     };
     match floor {
         Ok((e, text)) => {
@@ -1374,7 +1448,7 @@ fn grade_floor(
     match measure(loaded, &b.file, &condition.locator, 4) {
         Err(why) => missing(condition, why),
         Ok((text, value, _mark)) => {
-            let (grade, note) = grade_value(&condition.expected, Tolerance::Floor, value, "");
+            let (grade, note) = grade_value(&condition.expected, condition.tolerance, value, "");
             let (grade, note) = if matches!(freshness, Freshness::Stale(_)) {
                 stale(grade, note)
             } else {
@@ -2289,6 +2363,34 @@ notes = [
             grade_value(&count, Tolerance::Reported, 1.0, "").0,
             Grade::Reported
         );
+        // A difference whose sign is a claim: within the tolerance, but not across 0.
+        let signed = Tolerance::Signed(6.7);
+        let up = Expected::parse("+3.3").unwrap();
+        assert_eq!(grade_value(&up, signed, 3.3, "").0, Grade::Ok);
+        assert_eq!(grade_value(&up, signed, 6.7, "").0, Grade::OkIsh);
+        assert_eq!(
+            grade_value(&up, Tolerance::Absolute(6.7), -3.3, "").0,
+            Grade::OkIsh
+        );
+        assert_eq!(grade_value(&up, signed, -3.3, "").0, Grade::Fail);
+        assert_eq!(grade_value(&up, signed, 0.0, "").0, Grade::Fail);
+        let down = Expected::parse("-6.7").unwrap();
+        assert_eq!(grade_value(&down, signed, -3.3, "").0, Grade::OkIsh);
+        assert_eq!(grade_value(&down, signed, 0.0, "").0, Grade::Fail);
+        let tie = Expected::parse("+0.0").unwrap();
+        assert_eq!(grade_value(&tie, signed, 3.3, "").0, Grade::OkIsh);
+        assert_eq!(grade_value(&tie, signed, -3.3, "").0, Grade::OkIsh);
+        assert_eq!(grade_value(&tie, signed, 10.0, "").0, Grade::Fail);
+        let text = "[[result]]\nname = \"r\"\nbinary = \"b\"\nwhat = \"w\"\n\n[[csv]]\nresult = \"r\"\nfile = \"f.csv\"\nkey = \"k\"\ncolumns = [\"d\"]\ntolerance = 6.7\nsame_sign = true\nrows = [[\"a\", \"+3.3\"]]\n";
+        let c = Conditions::parse(text, Path::new("t.toml")).unwrap();
+        assert_eq!(c.conditions()[0].tolerance, signed);
+        let e = Conditions::parse(
+            &text.replace("tolerance = 6.7", "tolerance = \"reported\""),
+            Path::new("t.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("same_sign"), "{e}");
     }
 
     #[test]
@@ -2314,6 +2416,8 @@ checks = [
   { row = "bm25", column = "nDCG@10", at_least_row = "absent", what = "no such row" },
   { row = "dense", column = "nDCG@10", at_least_row = "bm25", by = "0.05", what = "dense clears bm25 by 0.05" },
   { row = "dense", column = "nDCG@10", at_least_row = "bm25", by = "0.1", what = "dense clears bm25 by 0.1" },
+  { row = "bm25", column = "nDCG@10", at_most = "0.7337", what = "at most equal" },
+  { row = "dense", column = "nDCG@10", at_most = "0.75", what = "dense ≤ 0.75" },
 ]
 "#;
         let c = Conditions::parse(text, Path::new("floors.toml")).unwrap();
@@ -2346,6 +2450,28 @@ checks = [
             "≥ 0.7337 (`bm25`) + 0.05"
         );
         assert_eq!(by("dense clears bm25 by 0.1").grade, Grade::Fail);
+        // A ceiling: bm25's 0.7337 is at most 0.7337; dense's 0.7980 is above 0.75.
+        assert_eq!(by("at most equal").grade, Grade::Ok);
+        let over = by("dense ≤ 0.75");
+        assert_eq!(
+            (over.grade, over.condition.expected.text.as_str()),
+            (Grade::Fail, "≤ 0.75")
+        );
+        assert!(
+            over.note.as_deref().unwrap().contains("above the ceiling"),
+            "{:?}",
+            over.note
+        );
+        for both in [
+            r#"at_least = "0", at_most = "1""#,
+            r#"at_least_row = "bm25", at_most = "1""#,
+        ] {
+            let bad = text.replace(r#"at_most = "0.75""#, both);
+            let e = Conditions::parse(&bad, Path::new("floors.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("exactly one of"), "{e}");
+        }
         // 0.8230 < rrf's 0.8488.
         let f = by("dense ≥ rrf");
         assert_eq!(f.grade, Grade::Fail);
@@ -2372,7 +2498,7 @@ checks = [
         let empty = tempfile::tempdir().unwrap();
         let none = grade(&c, empty.path(), None);
         assert!(none.graded.iter().all(|g| g.grade == Grade::Missing));
-        assert_eq!(none.graded.len(), 10);
+        assert_eq!(none.graded.len(), 12);
         // Floors follow their result through `at_scale` (the path `grade --scale` takes).
         let scaled = format!(
             "{}\n[[result]]\nname = \"later\"\nbinary = \"b\"\nwhat = \"w\"\nscales = [\"default\"]\n\n[[floor]]\nresult = \"later\"\nfile = \"metrics.csv\"\nkey = \"system\"\nchecks = [{{ row = \"bm25\", column = \"MRR@10\", at_least = \"0\", what = \"w\" }}]\n",
@@ -2384,7 +2510,7 @@ checks = [
             (quick.floor.len(), quick.floor[0].result.as_str()),
             (1, "exp")
         );
-        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 10);
+        assert_eq!(grade(&quick, tmp.path(), None).graded.len(), 12);
         assert_eq!(c2.at_scale(crate::env::Scale::Default).floor.len(), 1);
         // A floor on a folder whose outputs changed since its manifest is STALE, not OK.
         std::fs::write(

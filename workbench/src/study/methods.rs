@@ -7,10 +7,13 @@
 //!
 //! - `table.csv`: EM, F1, Match, judge (in %), abstentions, retrieval calls, prompt and
 //!   generated tokens and seconds per question;
-//! - `details.csv`: Match split by whether the corpus holds a gold answer at all (any
-//!   passage, under the set's answer rule): on the questions it does not hold, retrieval
-//!   can only distract, and a method that decides whether to retrieve should not fall below
-//!   closed-book; on the others it should gain over both;
+//! - `details.csv`: Match split by whether some passage of the corpus contains a gold
+//!   answer (under the set's answer rule): where none does, the passages do not state a
+//!   gold in its words, and a method that decides whether to retrieve should not fall below
+//!   closed-book; where one does, retrieval could help;
+//! - `vs_baselines.csv`: each system's differences from both baselines, with the Holm marks;
+//! - `discordant.csv`: per system and baseline, the questions one gets right (Match) and
+//!   the other wrong, each way: the pairs the paired tests turn on;
 //! - `significance.csv`: paired randomisation and bootstrap tests of every system against
 //!   `naive` and against `closed-book`, Holm-adjusted over each reader and metric;
 //! - `intervals.csv`, `outcomes.csv` (miss attribution over every passage shown at any
@@ -51,6 +54,13 @@ pub struct DataSet {
     pub name: String,
     /// Its pipeline config, relative to the project root.
     pub config: String,
+    /// The systems it runs, by name, in the study file's order. Default: every system
+    /// (both baselines must be among them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub systems: Vec<String>,
+    /// Questions at the default scale. Default [`DEFAULT_QUESTIONS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<usize>,
 }
 
 /// One system of the study file: a row of every table.
@@ -89,6 +99,9 @@ impl StudyFile {
             if !seen.insert(("dataset", d.name.as_str())) {
                 return bad(format!("data set `{}` is listed twice", d.name));
             }
+            if d.questions == Some(0) {
+                return bad(format!("data set `{}`: questions = 0", d.name));
+            }
         }
         for s in &f.system {
             if !seen.insert(("system", s.name.as_str())) {
@@ -113,6 +126,25 @@ impl StudyFile {
                     ))
                 }
                 Some(_) => {}
+            }
+        }
+        for d in &f.dataset {
+            for name in &d.systems {
+                if !f.system.iter().any(|s| &s.name == name) {
+                    return bad(format!(
+                        "data set `{}` lists system `{name}`, which no [[system]] defines",
+                        d.name
+                    ));
+                }
+            }
+            for b in BASELINES {
+                if !d.systems.is_empty() && !d.systems.iter().any(|s| s == b) {
+                    return bad(format!(
+                        "data set `{}` does not run `{b}`: every system is tested against {}",
+                        d.name,
+                        BASELINES.join(" and ")
+                    ));
+                }
             }
         }
         // Closed-book is adaptive's first turn: same prompt, same length.
@@ -151,26 +183,29 @@ impl StudyFile {
     }
 }
 
-/// The study's parameters for `dataset` at `scale`: every system of the study file on its
-/// config, read by the main reader; 5 questions at the quick scale, [`DEFAULT_QUESTIONS`]
-/// at the default scale, 200 at the paper scale; 10,000 test trials, seed 42 (the tests';
-/// the question sample's seed is the config's).
+/// The study's parameters for `dataset` at `scale`: the data set's systems (every system
+/// of the study file unless it lists some) on its config, read by the main reader; 5
+/// questions at the quick scale, the data set's `questions` ([`DEFAULT_QUESTIONS`] unless
+/// set) at the default scale, 200 (or that, if larger) at the paper scale; 10,000 test
+/// trials, seed 42 (the tests'; the question sample's seed is the config's).
 pub fn params(env: &Env, scale: Scale, dataset: &str) -> Result<ReproParams> {
     let f = StudyFile::load(&env.resolve(STUDY_FILE))?;
     let d = f.dataset(dataset)?;
     let systems = f
         .system
         .iter()
+        .filter(|s| d.systems.is_empty() || d.systems.contains(&s.name))
         .map(|s| ConfigSystem {
             method: Some(s.method.clone()),
             ..ConfigSystem::new(&s.name, &d.config)
         })
         .collect();
+    let default = d.questions.unwrap_or(DEFAULT_QUESTIONS);
     Ok(ReproParams::at_scale(
         scale,
         systems,
-        DEFAULT_QUESTIONS,
-        Some(200),
+        default,
+        Some(default.max(200)),
     ))
 }
 
@@ -185,6 +220,9 @@ pub struct MethodsResult {
     /// EM and the judge, in percentage points, with the Holm-adjusted mark
     /// ([`vs_baselines`]).
     pub vs_baselines: Table,
+    /// One row per system: the questions it gets right on Match and a baseline wrong, and
+    /// the reverse, for each baseline ([`discordant`]).
+    pub discordant: Table,
 }
 
 impl Outputs for MethodsResult {
@@ -192,14 +230,16 @@ impl Outputs for MethodsResult {
     fn write(&self, out: &ResultDir) -> Result<()> {
         self.repro.write(out)?;
         self.vs_baselines.write_csv(&out.path("vs_baselines.csv"))?;
+        self.discordant.write_csv(&out.path("discordant.csv"))?;
         let p = out.path(SUMMARY_FILE);
         std::fs::write(&p, self.markdown()?).map_err(|e| Error::io(&p, e))
     }
 
     fn markdown(&self) -> Result<String> {
         Ok(format!(
-            "{}\n{}",
+            "{}\n{}\n{}",
             self.vs_baselines.to_markdown(),
+            self.discordant.to_markdown(),
             self.repro.markdown()?
         ))
     }
@@ -270,8 +310,66 @@ pub fn vs_baselines(significance: &Table) -> Result<Table> {
                     }
                 });
                 row.push(found.map_or("–".to_string(), |(d, mk)| {
-                    format!("{:+.1}{mk}", 100.0 * d)
+                    // A difference that rounds to zero prints as +0.0, never -0.0.
+                    let pp = 100.0 * d;
+                    let pp = if pp.abs() < 0.05 { 0.0 } else { pp };
+                    format!("{pp:+.1}{mk}")
                 }));
+            }
+        }
+        t.push(row)?;
+    }
+    Ok(t)
+}
+
+/// One row per reader and system of `runs`: for each baseline of [`BASELINES`], the
+/// questions the system gets right on Match and the baseline wrong (`won`), and the reverse
+/// (`lost`); `–` for a baseline against itself. A method that only adds to a baseline's
+/// answers loses none.
+pub fn discordant(runs: &StudyRuns) -> Result<Table> {
+    let mut header = vec!["system".to_string()];
+    for b in BASELINES {
+        header.push(format!("won vs {b}"));
+        header.push(format!("lost vs {b}"));
+    }
+    let mut t = Table::new(header).caption(
+        "Questions each system answers right on Match where the baseline does not (won), and the reverse (lost), on the same questions: the discordant pairs the paired tests of significance.csv turn on",
+    );
+    for r in &runs.0 {
+        let mine = r.run.per_query("match")?;
+        let mut row = vec![format!("{} ({})", r.system, short_name(&r.reader))];
+        for b in BASELINES {
+            match runs.get(&r.reader, b) {
+                Some(_) if r.system == b => {
+                    row.extend(["–".to_string(), "–".to_string()]);
+                }
+                Some(base) => {
+                    let theirs = base.per_query("match")?;
+                    let (mut won, mut lost) = (0usize, 0usize);
+                    for (id, m) in &mine {
+                        let o = theirs.get(id).ok_or_else(|| {
+                            Error::param(
+                                "discordant",
+                                format!("question `{id}` of `{}` is not in `{b}`'s run", r.system),
+                            )
+                        })?;
+                        won += usize::from(*m > 0.5 && *o < 0.5);
+                        lost += usize::from(*m < 0.5 && *o > 0.5);
+                    }
+                    if theirs.len() != mine.len() {
+                        return Err(Error::param(
+                            "discordant",
+                            format!(
+                                "`{}` ran {} questions and `{b}` {}",
+                                r.system,
+                                mine.len(),
+                                theirs.len()
+                            ),
+                        ));
+                    }
+                    row.extend([won.to_string(), lost.to_string()]);
+                }
+                None => row.extend(["–".to_string(), "–".to_string()]),
             }
         }
         t.push(row)?;
@@ -345,6 +443,26 @@ pub fn tables(
     let seed = first.map_or(0, |r| r.config.questions.seed);
     let skipped = first.map_or(0, |r| r.skipped.len());
     let dropped = first.map_or(0, |r| r.dropped_golds.len());
+    let limit = first.map_or(0, |r| r.config.questions.limit);
+    let drawn = if limit > 0 && n >= limit {
+        format!("a seeded sample, seed {seed}, of the set's questions")
+    } else {
+        "all of the set's questions".to_string()
+    };
+    let resumed: Vec<String> = runs
+        .0
+        .iter()
+        .filter(|r| r.resumed > 0)
+        .map(|r| format!("{} {}", r.system, r.resumed))
+        .collect();
+    let resumed = if resumed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; answers taken from an earlier process's journal, with that process's seconds: {} (manifest.json /summary/resumed)",
+            resumed.join(", ")
+        )
+    };
     let mut table = Table::new([
         "system",
         "EM",
@@ -358,7 +476,7 @@ pub fn tables(
         "s/q",
     ])
     .caption(format!(
-        "{n} questions (a seeded sample, seed {seed}, of the set's questions; {skipped} question(s) of the file left out because no gold answer survives normalisation, {dropped} such gold(s) dropped from kept questions: skipped.json, dropped_golds.json), every system on the same questions, corpus, retriever and model. EM and F1: SQuAD normalisation (NQ-open's official rule); Match, the primary metric: a gold's normalised tokens as a contiguous run of the prediction's (stricter than FlashRAG's substring acc); judge: the reader model asked whether the answer is right, its P(Yes) cut calibrated on report 001's RAG Mini labels. All in %. Tokens and retrieval calls summed over each question's steps; seconds at load {}",
+        "{n} questions ({drawn}; {skipped} question(s) of the file left out because no gold answer survives normalisation, {dropped} such gold(s) dropped from kept questions: skipped.json, dropped_golds.json), every system on the same questions, corpus, retriever and model. EM: SQuAD normalisation (NQ-open's official rule); F1: SQuAD's token F1; Match, the primary metric: a gold's normalised tokens as a contiguous run of the prediction's (stricter than FlashRAG's substring acc); judge: the reader model asked whether the answer is right, its P(Yes) cut calibrated on report 001's RAG Mini labels. All in %. Tokens and retrieval calls summed over each question's steps; seconds at load {}{resumed}",
         load_average()
     ));
     let count = |want: Option<bool>| held.values().filter(|h| **h == want).count();
@@ -370,7 +488,7 @@ pub fn tables(
         "retrieval calls/q, contains".to_string(),
         "retrieval calls/q, contains none".to_string(),
     ])
-    .caption("Match (%) split by whether some passage of the corpus contains a gold answer (the answer rule of Match; yes / no golds apart, since any passage may hold the word). Where none does, retrieval cannot supply the answer; where one does, it could (an upper bound: a year or a count may sit in an unrelated passage)");
+    .caption("Match (%) split by whether some passage of the corpus contains a gold answer (the answer rule of Match; yes / no golds apart, since any passage may hold the word). Where none does, no passage states a gold in its words (a sentence-long gold may still be answered in other words); where one does, retrieval could supply it (an upper bound: a year or a count may sit in an unrelated passage)");
     for r in &runs.0 {
         let s = r.run.summary();
         let label = format!("{} ({})", r.system, short_name(&r.reader));
@@ -457,6 +575,7 @@ pub fn tables(
     let intervals = intervals(&runs, params.trials, params.seed)?;
     let outcomes = runs.outcomes()?;
     let vs_baselines = vs_baselines(&significance)?;
+    let discordant = discordant(&runs)?;
     Ok(MethodsResult {
         repro: ReproResult {
             params: (**params).clone(),
@@ -469,6 +588,7 @@ pub fn tables(
             outcomes,
         },
         vs_baselines,
+        discordant,
     })
 }
 
@@ -485,7 +605,7 @@ fn notes(params: &ReproValid) -> String {
         })
         .collect();
     format!(
-        "Systems: {}. Reader and model: {} (greedy; one loaded copy reads, writes the methods' own text and judges). Every method uses its built-in prompt (`workbench/src/method/<kind>.rs`) and the config's RAG prompt for reads. Differences by design: the methods that prompt the model with passages (ircot, flare, agentic) show them as `Doc i(Title: …)`, the reads of naive, adaptive, iter-retgen and self-ask as the RAG prompt's chunks; ircot's final read may take up to its `max_passages` passages, the others `reader.passages`. A system's passages are every passage shown to the model or kept by the reader at any step; the miss attribution and context precision use them (a retrieval miss there includes questions whose answer no passage of the corpus contains: details.csv counts them). Holm's correction runs over the comparisons of one metric; Match is the primary metric, the others are secondary.\n",
+        "Systems: {}. Reader and model: {} (greedy; one loaded copy reads, writes the methods' own text and judges). Every method uses its built-in prompt (`workbench/src/method/<kind>.rs`) and the config's RAG prompt for reads. Differences by design: the methods that prompt the model with passages (ircot, flare, agentic) show them as `Doc i(Title: …)`, the reads of naive, adaptive, iter-retgen and self-ask as the RAG prompt's chunks; ircot's final read may take up to its `max_passages` passages, the others `reader.passages`. A system's passages are every passage shown to the model or kept by the reader at any step; the miss attribution and context precision use them (a retrieval miss there includes questions whose gold no passage of the corpus contains in its words: details.csv counts them). Holm's correction runs over the comparisons of one metric; Match is the primary metric, the others are secondary.\n",
         systems.join(", "),
         params.readers.join(", ")
     )

@@ -278,6 +278,9 @@ pub struct StudyRun {
     /// Its journal, kept until the study's tables are made
     /// ([`StudyRuns::remove_journals`]).
     pub journal: Option<std::path::PathBuf>,
+    /// Questions whose answers were taken from the journal of an earlier process (a study
+    /// that was killed and started again); their seconds are the earlier process's.
+    pub resumed: usize,
 }
 
 /// Every run of a study, in config order (reader, then system).
@@ -418,6 +421,7 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
             &digest[..12]
         ));
         let mut journal = crate::pipeline::trace::Journal::open_for(&path, &key)?;
+        let resumed = journal.done().len();
         if let Some(why) = journal.discarded() {
             println!("not continuing {} ({why}): starting over", path.display());
         } else if !journal.done().is_empty() {
@@ -434,6 +438,7 @@ pub fn run_study(pool: &mut ModelPool, configs: Vec<StudyConfig>) -> Result<Stud
             system: c.system,
             run,
             journal: Some(path),
+            resumed,
         });
     }
     Ok(runs)
@@ -696,11 +701,36 @@ pub fn write_outputs(
 
 /// The numbers a reproduction's `manifest.json` records: questions per run, readers,
 /// the load at the end.
+///
+/// `resumed` lists the runs that continued from an earlier process's journal: how many of
+/// their questions were answered then, and those questions' seconds (measured then, and
+/// not in this process's `total_seconds`).
 pub fn manifest_summary(runs: &StudyRuns) -> serde_json::Value {
+    let resumed: Vec<serde_json::Value> = runs
+        .0
+        .iter()
+        .filter(|r| r.resumed > 0)
+        .map(|r| {
+            let seconds: f64 = r
+                .run
+                .records
+                .iter()
+                .take(r.resumed)
+                .map(|t| t.times.total())
+                .sum();
+            serde_json::json!({
+                "reader": short_name(&r.reader),
+                "system": r.system,
+                "questions": r.resumed,
+                "seconds": (seconds * 100.0).round() / 100.0,
+            })
+        })
+        .collect();
     serde_json::json!({
         "questions": runs.question_count(),
         "readers": runs.readers(),
         "load": load_average(),
+        "resumed": resumed,
     })
 }
 
