@@ -558,9 +558,10 @@ scores
 Adaptive retrieves once at most. **IRCoT** interleaves retrieval with reasoning: it
 retrieves with the question, lets the model write one sentence of reasoning over the
 passages found so far, retrieves again with that sentence, and repeats (at most
-`max_steps` sentences); a sentence that states the answer ends the loop, and the reader
-answers over every passage found. The same config with its `[method]` replaced by IRCoT's,
-on one question; every retrieval's query is the sentence before it:
+`max_steps` sentences). A sentence holding "So the answer is" ends the loop with the text
+after it as the answer; otherwise the reader answers over every passage found. The same
+config with its `[method]` replaced by IRCoT's, on one question; each retrieval after the
+first has the sentence before it as its query:
 """),
     ("code", """
 use workbench::method::{ircot::Ircot, MethodSpec};
@@ -568,7 +569,7 @@ let mut pool = ModelPool::default();
 let mut config = PipelineConfig::from_file("../configs/examples/adaptive.toml".as_ref())?;
 config.method = Some(MethodSpec::Ircot(Ircot { max_steps: 3, ..Ircot::default() }));
 let ircot = run_config(&mut pool, scaled(config, Some(1), None))?;
-let r = &ircot.records[0];
+let r = ircot.records[0].clone();
 let mut t = Table::new(["step", "purpose", "query", "passages", "text", "tokens in / out"])
     .caption(format!("IRCoT on {:?} (gold {:?}): every call", r.question, r.gold_answers.join(" | ")));
 for s in &r.steps {
