@@ -559,9 +559,10 @@ Adaptive retrieves once at most. **IRCoT** interleaves retrieval with reasoning:
 retrieves with the question, lets the model write one sentence of reasoning over the
 passages found so far, retrieves again with that sentence, and repeats (at most
 `max_steps` sentences). A sentence holding "So the answer is" ends the loop with the text
-after it as the answer; otherwise the reader answers over every passage found. The same
-config with its `[method]` replaced by IRCoT's, on one question; each retrieval after the
-first has the sentence before it as its query:
+after it as the answer; so does an empty one (the model wrote nothing more), and then the
+reader answers over every passage found. The same config with its `[method]` replaced by
+IRCoT's, on one question; each retrieval after the first has the sentence before it as its
+query, and a 135M model's sentence may find nothing new (an empty passages cell):
 """),
     ("code", """
 use workbench::method::{ircot::Ircot, MethodSpec};
@@ -582,7 +583,9 @@ t
     ("markdown", """
 Every method of `workbench::method` on that question, the same corpus, retriever and model
 (docs/methods.md compares them on whole question sets, with paired tests). The steps column
-is each method's control flow as it ran:
+is each method's control flow as it ran. Self-Ask and agentic search only when the model
+writes a follow-up question or a `<search>` tag; a model this small often answers at once,
+and then they make no retrieval at all:
 """),
     ("code", """
 use workbench::method::{adaptive::Adaptive, agentic::Agentic, closed_book::ClosedBook, flare::Flare,

@@ -2394,6 +2394,35 @@ notes = [
     }
 
     #[test]
+    fn a_step_not_run_takes_out_its_results_at_both_scales_and_no_other() {
+        let result = |name: &str, scales: &str| {
+            format!(
+                "[[result]]\nname = \"{name}\"\nbinary = \"b\"\nwhat = \"w\"\nscales = [{scales}]\n\n[[json]]\nresult = \"{name}\"\nfile = \"m.json\"\nvalues = [{{ pointer = \"/n\", expected = \"1\", tolerance = 0, what = \"{name}\" }}]\n\n"
+            )
+        };
+        let text = [
+            result("set", "\"default\""),
+            result("set-quick", "\"quick\""),
+            result("set-adaptive", "\"default\""),
+            result("other", "\"default\""),
+        ]
+        .concat();
+        let c = Conditions::parse(&text, Path::new("t.toml")).unwrap();
+        let kept = c.without_steps(&["set".to_string()]).unwrap();
+        let names: Vec<&str> = kept.result.iter().map(|r| r.name.as_str()).collect();
+        // `set` and `set-quick` go; `set-adaptive` (another step) stays.
+        assert_eq!(names, ["set-adaptive", "other"]);
+        let whats: Vec<String> = kept.conditions().into_iter().map(|c| c.what).collect();
+        assert_eq!(whats, ["set-adaptive", "other"]);
+        assert_eq!(c.without_steps(&[]).unwrap().result.len(), 4);
+        let e = c
+            .without_steps(&["nope".to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("step `nope`"), "{e}");
+    }
+
+    #[test]
     fn floors_compare_a_cell_with_a_number_or_another_row() {
         let text = r#"
 [[result]]

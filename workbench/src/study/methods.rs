@@ -646,12 +646,35 @@ mod tests {
                 .check()
                 .unwrap();
             let configs = p.configs(&env).unwrap();
-            assert_eq!(configs.len(), f.system.len());
-            // Each system is the data set's config with that system's method.
-            for (c, s) in configs.iter().zip(&f.system) {
+            // Each system the data set runs (every one unless it lists some, in the study
+            // file's order) is the data set's config with that system's method.
+            let runs: Vec<&System> = f
+                .system
+                .iter()
+                .filter(|s| d.systems.is_empty() || d.systems.contains(&s.name))
+                .collect();
+            assert_eq!(configs.len(), runs.len(), "{}", d.name);
+            for b in BASELINES {
+                assert!(runs.iter().any(|s| s.name == b), "{}: {b}", d.name);
+            }
+            for (c, s) in configs.iter().zip(&runs) {
                 assert_eq!(c.config.method.as_ref(), Some(&s.method));
                 assert_eq!(c.config.questions.limit, 5);
             }
+            // Default and paper sizes: the data set's own, else 30; the paper scale at least 200.
+            let default = d.questions.unwrap_or(DEFAULT_QUESTIONS);
+            let sizes = [Scale::Default, Scale::Paper].map(|scale| {
+                params(&env, scale, &d.name)
+                    .unwrap()
+                    .check()
+                    .unwrap()
+                    .configs(&env)
+                    .unwrap()[0]
+                    .config
+                    .questions
+                    .limit
+            });
+            assert_eq!(sizes, [default, default.max(200)], "{}", d.name);
         }
     }
 
@@ -690,5 +713,31 @@ mod tests {
         let f = StudyFile::load(&p).unwrap();
         let e = f.dataset("b").unwrap_err().to_string();
         assert!(e.contains("`b`") && e.contains("has a"), "{e}");
+        // A data set's own systems and size: each named system defined, both baselines in.
+        let two = format!(
+            "{}{}",
+            sys("naive", "naive"),
+            sys("closed-book", "closed-book")
+        );
+        for (extra, want) in [
+            ("systems = [\"naive\", \"nope\"]\n", "system `nope`"),
+            ("systems = [\"naive\"]\n", "does not run `closed-book`"),
+            ("questions = 0\n", "questions = 0"),
+        ] {
+            let (_d, p) = write(&format!("{base}{extra}{two}"));
+            let e = StudyFile::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(want) && e.contains("data set `a`"),
+                "{extra}: {e}"
+            );
+        }
+        let (_d, p) = write(&format!(
+            "{base}systems = [\"closed-book\", \"naive\"]\nquestions = 7\n{two}"
+        ));
+        let f = StudyFile::load(&p).unwrap();
+        assert_eq!(
+            (f.dataset[0].systems.len(), f.dataset[0].questions),
+            (2, Some(7))
+        );
     }
 }
