@@ -706,11 +706,7 @@ fn main() -> Result<()> {
     let mut md = format!("{}\n\n{}", machine.summary(), t.to_markdown());
     if let Some((tt, _)) = &tantivy {
         tt.write_csv(&out.path("bench_tantivy.csv"))?;
-        md.push_str(&format!(
-            "\n\n{}\n\n{}",
-            tt.caption.as_deref().unwrap_or(""),
-            tt.to_markdown()
-        ));
+        md.push_str(&format!("\n\n{}", tt.to_markdown()));
     }
     std::fs::write(out.path("bench.md"), &md)?;
     let work = format!(
@@ -748,16 +744,11 @@ fn main() -> Result<()> {
         "tantivy": tantivy.as_ref().map(|(_, j)| j.clone()),
     }))?;
     if let Some((tt, _)) = &tantivy {
-        println!(
-            "{}\n\n{}\n",
-            tt.caption.as_deref().unwrap_or(""),
-            tt.to_markdown()
-        );
+        println!("{}\n", tt.to_markdown());
     }
     println!(
-        "{}\n{}\n\n{}\n{work}\nRatio per round: {}",
+        "{}\n{}\n{work}\nRatio per round: {}",
         machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
         t.to_markdown(),
         round_ratios
             .iter()

@@ -907,9 +907,8 @@ fn main() -> Result<()> {
     }
 
     let md = format!(
-        "{}\n\n{}\n\n{}\n\nReal passages per source: {}.\n",
+        "{}\n\n{}\n\nReal passages per source: {}.\n",
         machine.summary(),
-        table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         counts
             .iter()

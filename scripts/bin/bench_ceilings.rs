@@ -67,12 +67,7 @@ fn main() -> Result<()> {
         ])?;
     }
     t.write_csv(&exp.out.path("bench.csv"))?;
-    let md = format!(
-        "{}\n\n{}\n\n{}\n",
-        machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
-        t.to_markdown()
-    );
+    let md = format!("{}\n\n{}\n", machine.summary(), t.to_markdown());
     std::fs::write(exp.out.path("bench.md"), &md)?;
     exp.finish(serde_json::json!({
         "one_thread": one,

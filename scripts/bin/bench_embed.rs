@@ -569,9 +569,8 @@ fn main() -> Result<()> {
         format!("Load average (1/5/15 min): start {load_start}, end {load_end}."),
     ];
     let md = format!(
-        "{}\n{}\n\n{}\n{}\n",
+        "{}\n{}\n{}\n",
         machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
         t.to_markdown(),
         notes.iter().map(|l| format!("\n{l}")).collect::<String>()
     );

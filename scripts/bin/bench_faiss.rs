@@ -305,11 +305,10 @@ fn main() -> Result<()> {
     t.write_csv(&out.path("bench.csv"))?;
     per_query.write_csv(&out.path("latency_per_query.csv"))?;
     let md = format!(
-        "{}\n{}\n\n{}\nOpenMP threads: {omp_default} by default, {build_omp} building, {search_omp} searching (set with libgomp's \
+        "{}\n{}\nOpenMP threads: {omp_default} by default, {build_omp} building, {search_omp} searching (set with libgomp's \
          omp_set_num_threads; BLAS threads, used by IVF training, are not controlled). Embeddings: {status:?}. \
          Load average (1/5/15 min): start {load_start}, end {load_end}.\n",
         machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
         t.to_markdown()
     );
     std::fs::write(out.path(SUMMARY_FILE), &md)?;

@@ -898,12 +898,7 @@ fn main() -> Result<()> {
         ]);
         t.push(row)?;
     }
-    let mut md = format!(
-        "{}\n{}\n\n{}",
-        machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
-        t.to_markdown()
-    );
+    let mut md = format!("{}\n{}", machine.summary(), t.to_markdown());
     if !set_lines.is_empty() {
         let mut st = Table::new([
             "model",
@@ -943,11 +938,7 @@ fn main() -> Result<()> {
                 format!("{} of {}", l.answers_as_one_at_a_time, l.questions),
             ])?;
         }
-        md.push_str(&format!(
-            "\n\n{}\n\n{}",
-            st.caption.as_deref().unwrap_or(""),
-            st.to_markdown()
-        ));
+        md.push_str(&format!("\n\n{}", st.to_markdown()));
         st.write_csv(&out.path("question_set.csv"))?;
     }
     println!("\n{md}");

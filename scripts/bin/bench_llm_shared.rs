@@ -386,12 +386,7 @@ fn main() -> Result<()> {
             }
         }
     }
-    let md = format!(
-        "{}\n{}\n\n{}",
-        machine.summary(),
-        t.caption.as_deref().unwrap_or(""),
-        t.to_markdown()
-    );
+    let md = format!("{}\n{}", machine.summary(), t.to_markdown());
     println!("\n{md}");
     std::fs::write(out.path(SUMMARY_FILE), &md)?;
     t.write_csv(&out.path("bench.csv"))?;

@@ -542,9 +542,8 @@ fn main() -> Result<()> {
     let load_end = load_average();
     csv.write_csv(&out.path("bench.csv"))?;
     let md = format!(
-        "{}\n{}\n\n{}\n{}\nLoad average (1/5/15 min): start {load_start}, end {load_end}.\n",
+        "{}\n{}\n{}\nLoad average (1/5/15 min): start {load_start}, end {load_end}.\n",
         machine.summary(),
-        table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         notes.iter().map(|n| format!("{n}\n")).collect::<String>(),
     );

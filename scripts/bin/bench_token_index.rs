@@ -454,10 +454,9 @@ fn main() -> Result<()> {
     csv.write_csv(&out.path("bench.csv"))?;
     per_query.write_csv(&out.path("per_query.csv"))?;
     let md = format!(
-        "{}\n{}\n\n{}\n\
+        "{}\n{}\n\
          FAISS OpenMP threads: {build_omp}. Centroid indexes: {}.\n",
         machine.summary(),
-        table.caption.as_deref().unwrap_or(""),
         table.to_markdown(),
         serde_json::to_string(&builds)?
     );

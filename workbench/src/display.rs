@@ -86,10 +86,15 @@ impl Table {
         s + "</tbody></table>"
     }
 
-    /// GitHub Markdown rendering (for READMEs and logs).
+    /// GitHub Markdown rendering (for READMEs and logs): the caption, if any, as a
+    /// paragraph above the table, then the table.
     pub fn to_markdown(&self) -> String {
         let esc = |c: &str| c.replace('|', "\\|");
-        let mut s = format!(
+        let mut s = match &self.caption {
+            Some(c) => format!("{c}\n\n"),
+            None => String::new(),
+        };
+        s += &format!(
             "| {} |\n",
             self.header
                 .iter()
@@ -221,6 +226,21 @@ mod tests {
         assert_eq!(back, t);
         std::fs::write(&p, "a,b\n1,2,3\n").unwrap();
         assert!(Table::read_csv(&p).is_err());
+    }
+
+    #[test]
+    fn markdown_has_the_caption_above_the_table() {
+        let mut t = Table::new(["system", "EM"]).caption("Exact match on 3 questions");
+        t.push(["a|b", "1.0"]).unwrap();
+        assert_eq!(
+            t.to_markdown(),
+            "Exact match on 3 questions\n\n| system | EM |\n|---|---|\n| a\\|b | 1.0 |\n"
+        );
+        t.caption = None;
+        assert_eq!(
+            t.to_markdown(),
+            "| system | EM |\n|---|---|\n| a\\|b | 1.0 |\n"
+        );
     }
 
     #[cfg(feature = "parquet")]

@@ -111,7 +111,9 @@ pub(crate) fn run(
                  that does not send `logprobs`)",
             ));
         }
-        let unsure = toks.iter().any(|(_, lp)| *lp < ln_threshold);
+        let lowest = toks.iter().map(|(_, lp)| *lp).fold(f64::INFINITY, f64::min);
+        rec.mark_lowest_probability(lowest.exp());
+        let unsure = lowest < ln_threshold;
         if unsure {
             let confident: Vec<&str> = toks
                 .iter()
@@ -179,6 +181,10 @@ mod tests {
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, [Retrieve, Generate, Retrieve, Generate]);
+        // The look-ahead records the lowest probability it judged by; the regeneration is
+        // not judged.
+        assert!((out.steps[1].lowest_probability.unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(out.steps[3].lowest_probability, None);
         // First sentence: the question plus the confident words.
         assert_eq!(
             out.steps[2].query.as_deref(),
@@ -213,6 +219,14 @@ mod tests {
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, [Retrieve, Generate, Generate, Retrieve, Generate]);
+        // Every look-ahead below the threshold is followed by a retrieval, and only those.
+        for (i, s) in out.steps.iter().enumerate() {
+            if let Some(p) = s.lowest_probability {
+                let retrieved = out.steps.get(i + 1).is_some_and(|n| n.kind == Retrieve);
+                assert_eq!(retrieved, p < Flare::default().threshold, "step {i}");
+            }
+        }
+        assert!((out.steps[1].lowest_probability.unwrap() - 0.9).abs() < 1e-9);
         // The second sentence's query is its confident words, without the question.
         assert_eq!(out.steps[3].query.as_deref(), Some("It lies on the"));
         assert_eq!(lm.requests[1].assistant_prefix, "Vienna is the capital.");

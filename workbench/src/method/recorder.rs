@@ -64,6 +64,10 @@ pub struct Step {
     /// The generation's confidence ([`Completion::confidence`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f64>,
+    /// The lowest token probability of the sentence a method judged the generation by
+    /// (FLARE's look-ahead: below its threshold, the sentence is retrieved for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lowest_probability: Option<f64>,
     /// Prompt tokens.
     pub prompt_tokens: usize,
     /// Generated tokens.
@@ -129,6 +133,7 @@ impl<'a> Recorder<'a> {
             passage_ids: found.iter().map(|c| c.id.clone()).collect(),
             text: String::new(),
             confidence: None,
+            lowest_probability: None,
             prompt_tokens: 0,
             generated_tokens: 0,
             secs: t0.elapsed().as_secs_f64(),
@@ -164,6 +169,7 @@ impl<'a> Recorder<'a> {
             passage_ids: a.passage_ids.clone(),
             text: a.text.clone(),
             confidence: None,
+            lowest_probability: None,
             prompt_tokens: a.usage.prompt_tokens,
             generated_tokens: a.usage.generated_tokens,
             secs: t0.elapsed().as_secs_f64(),
@@ -211,11 +217,20 @@ impl<'a> Recorder<'a> {
             passage_ids: Vec::new(),
             text: c.text.clone(),
             confidence: c.confidence(),
+            lowest_probability: None,
             prompt_tokens: c.usage.prompt_tokens,
             generated_tokens: c.usage.generated_tokens,
             secs: t0.elapsed().as_secs_f64(),
         });
         Ok(c)
+    }
+
+    /// Record on the last step the lowest token probability of the sentence it was
+    /// judged by ([`Step::lowest_probability`]).
+    pub(crate) fn mark_lowest_probability(&mut self, p: f64) {
+        if let Some(s) = self.steps.last_mut() {
+            s.lowest_probability = Some(p);
+        }
     }
 
     /// Passages given to the model or kept by the reader so far, first-seen order.

@@ -385,10 +385,8 @@ impl Dl19Study {
         let t = self.table();
         let r1 = self.table_rel1();
         Ok(format!(
-            "{}\n\n{}\n{}\n\n{}\n\nSignificance against {} (two-sided p; {} trials, seed {}):\n\n{}",
-            t.caption.as_deref().unwrap_or(""),
+            "{}\n{}\n\nSignificance against {} (two-sided p; {} trials, seed {}):\n\n{}",
             t.to_markdown(),
-            r1.caption.as_deref().unwrap_or(""),
             r1.to_markdown(),
             self.baseline_title(),
             retrieval::thousands(self.params.trials),

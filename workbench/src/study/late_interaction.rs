@@ -772,8 +772,7 @@ impl LateStudy {
     pub fn markdown(&self) -> Result<String> {
         let (table, sig) = self.tables()?;
         Ok(format!(
-            "{}\n\n{}\nSignificance against TF-IDF:\n\n{}",
-            table.caption.as_deref().unwrap_or(""),
+            "{}\nSignificance against TF-IDF:\n\n{}",
             table.to_markdown(),
             sig.to_markdown()
         ))

@@ -523,11 +523,7 @@ impl LatencyStudy {
     /// The table's caption and the table as Markdown.
     pub fn markdown(&self) -> Result<String> {
         let t = self.table()?;
-        Ok(format!(
-            "{}\n\n{}",
-            t.caption.as_deref().unwrap_or(""),
-            t.to_markdown()
-        ))
+        Ok(t.to_markdown())
     }
 
     /// The numbers `manifest.json` records.

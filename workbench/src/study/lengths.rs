@@ -211,11 +211,7 @@ impl LengthsStudy {
     /// The counts table as Markdown (the caption printed above it).
     pub fn markdown(&self) -> Result<String> {
         let t = self.table()?;
-        Ok(format!(
-            "{}\n{}",
-            t.caption.as_deref().unwrap_or(""),
-            t.to_markdown()
-        ))
+        Ok(t.to_markdown())
     }
 
     /// Per corpus, the filter's counts (`manifest.json`).

@@ -592,8 +592,7 @@ impl NqStudy {
     pub fn markdown(&self) -> Result<String> {
         let t = self.table();
         Ok(format!(
-            "{}\n\n{}\n{}\n\n{}\nCorpus:\n\n{}",
-            t.caption.as_deref().unwrap_or(""),
+            "{}\n{}\n\n{}\nCorpus:\n\n{}",
             t.to_markdown(),
             self.significance_heading(),
             self.significance()?.to_markdown(),

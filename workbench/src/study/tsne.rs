@@ -466,8 +466,7 @@ impl TsneStudy {
     pub fn markdown(&self) -> Result<String> {
         let c = self.clustering()?;
         Ok(format!(
-            "{}\n\n{}\n{}\n",
-            c.caption.as_deref().unwrap_or(""),
+            "{}\n{}\n",
             c.to_markdown(),
             self.per_topic()?.to_markdown()
         ))
