@@ -202,8 +202,12 @@ mod tests {
         ]);
         let mut second = scripted(" It lies on the Salzburg.", 0.9);
         second.tokens[4].1 = 0.1f64.ln();
+        // An unsure token after the first sentence does not count: only the sentence is
+        // judged.
+        let mut first = scripted("Vienna is the capital. It lies on", 0.9);
+        first.tokens[5].1 = 0.05f64.ln();
         let mut lm = ScriptedLm::from_completions(vec![
-            scripted("Vienna is the capital. It lies on", 0.9),
+            first,
             second,
             scripted(" It lies on the Danube.", 0.9),
         ]);
@@ -219,14 +223,19 @@ mod tests {
         use StepKind::*;
         let kinds: Vec<StepKind> = out.steps.iter().map(|s| s.kind).collect();
         assert_eq!(kinds, [Retrieve, Generate, Generate, Retrieve, Generate]);
-        // Every look-ahead below the threshold is followed by a retrieval, and only those.
+        // Both look-aheads record the lowest probability of the sentence they judged (the
+        // first sentence's own tokens only); the regeneration records none.
+        let lowest: Vec<Option<f64>> = out.steps.iter().map(|s| s.lowest_probability).collect();
+        assert!((lowest[1].unwrap() - 0.9).abs() < 1e-9, "{lowest:?}");
+        assert!((lowest[2].unwrap() - 0.1).abs() < 1e-9, "{lowest:?}");
+        assert_eq!([lowest[0], lowest[3], lowest[4]], [None, None, None]);
+        // A look-ahead is followed by a retrieval exactly when it is below the threshold.
         for (i, s) in out.steps.iter().enumerate() {
             if let Some(p) = s.lowest_probability {
                 let retrieved = out.steps.get(i + 1).is_some_and(|n| n.kind == Retrieve);
                 assert_eq!(retrieved, p < Flare::default().threshold, "step {i}");
             }
         }
-        assert!((out.steps[1].lowest_probability.unwrap() - 0.9).abs() < 1e-9);
         // The second sentence's query is its confident words, without the question.
         assert_eq!(out.steps[3].query.as_deref(), Some("It lies on the"));
         assert_eq!(lm.requests[1].assistant_prefix, "Vienna is the capital.");

@@ -9,7 +9,7 @@
 //! | `predictions.json` | `{question id: prediction}`, `""` for an abstention: the predictions file of the official SQuAD v2.0 script (`evaluate-v2.0.py data.json predictions.json`) |
 //! | `raw_predictions.json` | `{question id: the reader's raw output}`, before answer parsing and abstention |
 //! | `summary.json` | the [`Summary`] |
-//! | `summary.md` | the summary as a Markdown table |
+//! | `summary.md` | the summary as a Markdown table under its caption (the run's name and pipeline) |
 //! | `per_question.csv` | id, group, em, f1, token recall, abstained, answer found (Match), outcome ([`Outcome`]), context precision, times, the LLM judge's P(Yes) (empty when not judged) |
 //! | `config.toml` | the resolved configuration (every default written out) |
 //! | `skipped.json` | question-set records left out under `on_bad_record = "skip"` (among them questions whose every gold answer normalises to nothing) |
