@@ -66,16 +66,6 @@ struct ReadTiming {
     decode_passes_s: f64,
 }
 
-fn vm_hwm_kib() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     let requantize = match args.requantize.as_str() {
@@ -89,6 +79,7 @@ fn main() -> Result<()> {
         context_len: args.context_len,
         f32_prefill: args.f32_prefill,
         warm_up: !args.no_warm_up,
+        ..LoadOptions::default()
     };
     let llm = match &args.gguf {
         Some(p) => Llm::load(p, &opts)?,
@@ -167,8 +158,11 @@ fn main() -> Result<()> {
             t.wall_s, t.prefill_tok_s, t.decode_passes_s, t.generated_tokens
         );
     }
-    if let Some(kib) = vm_hwm_kib() {
-        println!("peak RSS (VmHWM): {:.0} MB", kib as f64 / 1024.0);
+    if let Some(bytes) = workbench::machine::peak_resident_bytes(None) {
+        println!(
+            "peak RSS (VmHWM): {:.0} MiB",
+            bytes as f64 / (1u64 << 20) as f64
+        );
     }
     if args.json {
         println!(

@@ -1,13 +1,16 @@
 //! Benchmark: prefill and decode tokens/s of our GGUF reader (candle, `read::generative`)
 //! against llama.cpp on the same GGUF files, the same prompt token ids and the same thread
-//! count, interleaved in one run. Two llama.cpp peers: the `xllamacpp` wheel (compiled for a
-//! generic x86-64: AVX2, FMA, F16C) and, with `--native-server`, a `llama-server` built from
-//! source for this CPU by `scripts/python/build_llamacpp.py` (`-march=native`). Each ratio's
-//! denominator is the faster of the two on that measurement.
+//! count, interleaved in one run. The llama.cpp peers: the `xllamacpp` wheel (compiled for a
+//! generic x86-64: AVX2, FMA, F16C) and, with `--native-server`, the `llama-server` builds
+//! made for this CPU by `scripts/python/build_llamacpp.py` (`-march=native`; on a CPU with
+//! AMX also the same build without AMX). Each ratio's denominator is the fastest peer on that
+//! measurement. On a CPU where our prefill runs on AMX tiles, ours also runs with its AMX
+//! kernel switched off ([`LoadOptions::amx`]), and that row is compared with the peer built
+//! without AMX: the kernel measured apart from the instruction set.
 //!
 //! ```text
 //! cargo run --release --bin bench_llm [-- --models qwen2.5-coder-1.5b-instruct-gguf --rounds 5 --threads 2 \
-//!     --native-server ~/.cache/rag-workbench/llamacpp-native/KEY/llama-server]
+//!     --native-server ~/.cache/rag-workbench/llamacpp-native/KEY/native/llama-server,…/native-without-amx/llama-server]
 //! ```
 //!
 //! Prompts (built once per model with its chat template, tokenised by us; llama.cpp gets the
@@ -30,10 +33,19 @@
 //!   `predicted_ms`, llama.cpp's own generation timer, which starts when the first token is
 //!   sampled),
 //!
-//! and the ratio ours / llama.cpp of the medians (the faster peer's). The machine's ceilings
+//! and the ratio ours / llama.cpp of the medians (the fastest peer's). The machine's ceilings
 //! beside them: decode at the measured read bandwidth over the GGUF's bytes (decode streams
-//! every weight once per token) and prefill at the measured peak int8 multiply-add rate
-//! (`workbench::machine::measure_peak`) over the layers' weight multiply-adds per token.
+//! every weight once per token) and, per system, prefill at the measured peak of the kernel
+//! family its prompt products run on (`workbench::machine::measure_kernels`: `amx-bf16` for
+//! our AMX kernel, `amx-int8` for llama.cpp's, `avx512-vnni`, `avx2`; read from the system's
+//! build) over the layers' weight multiply-adds per token.
+//!
+//! Per system and model (`systems.csv`): the seconds from the start of the load to a system
+//! ready to answer (ours: [`Llm::load`] with its warm-up, which packs the weights for the AMX
+//! kernel; llama.cpp: the server's start, with its weight repacking), the first RAG prompt's
+//! prefill after the load against the median one, and the peak resident memory of the
+//! process holding the model (ours: a fresh process of this binary that loads the model and
+//! reads the RAG prompt twice; llama.cpp: the server's process after the rounds).
 //! Besides: how many leading generated tokens
 //! agree between the two (same greedy ids expected up to quantised-arithmetic differences),
 //! the in-process memory bandwidth (a `--threads`-thread sequential read and a memcpy of
@@ -65,7 +77,7 @@ use std::time::Instant;
 use workbench::assets::Assets;
 use workbench::bench::{median, BenchRun, PythonPeers};
 use workbench::display::Table;
-use workbench::machine::{load_average, measure_peak};
+use workbench::machine::{load_average, measure_kernels};
 use workbench::read::generative::{
     ChatMessage, GenerateParams, Llm, LoadOptions, Requantize, Sampling,
 };
@@ -114,10 +126,20 @@ struct Args {
     /// llama.cpp's flash attention: auto, on, off.
     #[arg(long, default_value = "auto")]
     flash_attn: String,
-    /// A `llama-server` built for this CPU by `scripts/python/build_llamacpp.py`: run as a
-    /// second llama.cpp peer beside the xllamacpp wheel (`scripts/bench` builds and passes it).
-    #[arg(long, env = "LLAMACPP_NATIVE_SERVER")]
-    native_server: Option<PathBuf>,
+    /// `llama-server` builds for this CPU by `scripts/python/build_llamacpp.py`,
+    /// comma-separated: each runs as a llama.cpp peer beside the xllamacpp wheel, named by
+    /// the variant in the `build-info.json` beside it (`scripts/bench` builds and passes them).
+    #[arg(long, env = "LLAMACPP_NATIVE_SERVER", value_delimiter = ',')]
+    native_server: Vec<PathBuf>,
+    /// Leave out ours with its AMX kernel switched off (run by default where ours
+    /// prefills on AMX tiles).
+    #[arg(long)]
+    no_amx_off: bool,
+    /// Internal: measure one load of ours in this fresh process (`MODEL:on|off:PROMPTS.json`)
+    /// and print it as one JSON line.
+    #[arg(long, hide = true)]
+    #[serde(skip)]
+    probe: Option<String>,
     /// Python of the peers venv (default: `$PEERS_VENV/bin/python`, see `PythonPeers::default_python`).
     #[arg(long, env = "PEERS_PYTHON")]
     #[serde(skip)]
@@ -160,7 +182,7 @@ struct SetLine {
 #[allow(clippy::too_many_arguments)]
 fn measure_set(
     llm: &mut Llm,
-    llamas: &mut [(&str, Peer)],
+    llamas: &mut [(String, Peer)],
     key: &str,
     set: &[Vec<u32>],
     batch: usize,
@@ -452,10 +474,90 @@ struct Run {
 }
 
 const OURS: &str = "workbench (candle)";
+const OURS_NO_AMX: &str = "workbench (candle, AMX off)";
 const WHEEL: &str = "llama.cpp (xllamacpp wheel)";
 const NATIVE: &str = "llama.cpp (native build)";
+/// The variant name `build_llamacpp.py` gives the native build without AMX.
+const WITHOUT_AMX: &str = "native-without-amx";
 
-fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run, Vec<u32>)> {
+/// A llama.cpp server to run as a peer.
+struct Server {
+    /// The system's name in the tables.
+    label: String,
+    /// Its short name in column headers (`wheel`, `native`, `native-without-amx`).
+    short: String,
+    /// The binary; `None` for the xllamacpp wheel.
+    bin: Option<PathBuf>,
+}
+
+/// A native build, named by the `variant` of the `build-info.json` beside it.
+fn native_server(bin: &Path) -> Result<Server> {
+    ensure!(
+        bin.is_file(),
+        "--native-server: {} is not a file (build it with scripts/python/build_llamacpp.py)",
+        bin.display()
+    );
+    let info = bin.with_file_name("build-info.json");
+    let variant = std::fs::read_to_string(&info)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["variant"].as_str().map(String::from));
+    Ok(match variant {
+        Some(v) => Server {
+            label: format!("llama.cpp ({v})"),
+            short: v,
+            bin: Some(bin.to_path_buf()),
+        },
+        None => Server {
+            label: NATIVE.into(),
+            short: "native".into(),
+            bin: Some(bin.to_path_buf()),
+        },
+    })
+}
+
+/// The kernel family (as in `workbench::machine::ceiling`) a llama.cpp build multiplies
+/// prompts with, from its `system_info` line (`AMX_INT8 = 1`, …) or, for a build that prints
+/// none, the options `bench_llamacpp.py` lists in its place.
+fn llama_prefill_kernel(system_info: &str) -> &'static str {
+    // `FLAG = 1` in a system_info line; a bare word in a list of options.
+    let listed = !system_info.contains(" = ");
+    let on = |flag: &str| {
+        system_info.contains(&format!("{flag} = 1"))
+            || (listed && system_info.split(' ').any(|w| w == flag))
+    };
+    if on("AMX_INT8") {
+        "amx-int8"
+    } else if on("AVX512_VNNI") {
+        "avx512-vnni"
+    } else if on("AVX_VNNI") {
+        "avx-vnni"
+    } else if on("AVX2") {
+        "avx2"
+    } else {
+        "unknown"
+    }
+}
+
+/// The kernel family candle's quantised prompt products use on this CPU: its repacked
+/// tiles multiply with `vpdpbusd zmm` where the CPU has AVX-512 VNNI and BW, else AVX2.
+fn candle_prefill_kernel(features: &[String]) -> &'static str {
+    let has = |f: &str| features.iter().any(|x| x == f);
+    if has("avx512_vnni") && has("avx512bw") {
+        "avx512-vnni"
+    } else if has("avx2") {
+        "avx2"
+    } else {
+        "unknown"
+    }
+}
+
+fn run_ours(
+    llm: &mut Llm,
+    label: &str,
+    ids: &[u32],
+    params: &GenerateParams,
+) -> Result<(Run, Vec<u32>)> {
     let t = Instant::now();
     let g = llm.generate_ids(ids, params)?;
     let wall = t.elapsed().as_secs_f64();
@@ -463,7 +565,7 @@ fn run_ours(llm: &mut Llm, ids: &[u32], params: &GenerateParams) -> Result<(Run,
         model: String::new(),
         prompt: String::new(),
         round: 0,
-        system: OURS.to_string(),
+        system: label.to_string(),
         order: 0,
         prompt_tokens: g.prompt_tokens,
         generated_tokens: g.generated_tokens,
@@ -515,10 +617,12 @@ fn run_llama(
     Ok((r, tokens))
 }
 
-/// One llama.cpp peer's medians on one (model, prompt).
+/// One system's medians on one (model, prompt), besides ours.
 #[derive(Serialize, Clone, Debug)]
 struct PeerLine {
     system: String,
+    /// Short name in column headers.
+    short: String,
     generated: usize,
     /// Leading generated tokens equal to ours (first timed round).
     agree: usize,
@@ -535,20 +639,141 @@ struct Line {
     generated_ours: usize,
     ours_prefill_tok_s: f64,
     ours_decode_tok_s: f64,
-    /// Every llama.cpp peer that ran (the wheel; the native build when given).
+    /// Every other system that ran: ours with AMX off (where it ran), then the llama.cpp
+    /// peers (the wheel; the native builds when given).
     peers: Vec<PeerLine>,
-    /// The faster peer's prefill and decode rates: each ratio's denominator.
+    /// The fastest llama.cpp peer's prefill and decode rates: each ratio's denominator.
     best_prefill_peer: String,
     prefill_ratio: f64,
     best_decode_peer: String,
     decode_ratio: f64,
+    /// Ours with AMX off against llama.cpp built without AMX (where both ran).
+    no_amx_prefill_ratio: Option<f64>,
+    no_amx_decode_ratio: Option<f64>,
     file_bytes: u64,
     /// Read bandwidth / file bytes.
     decode_bound_tok_s: f64,
     /// Multiply-adds of the layers' weight matrices per token ([`LlmInfo::layer_macs_per_token`]).
     weight_macs_per_token: u64,
-    /// Peak int8 multiply-add rate / weight multiply-adds per token.
+}
+
+/// One system on one model: its prompt kernel and ceiling, load, first prompt and memory.
+#[derive(Serialize, Clone, Debug)]
+struct SystemLine {
+    model: String,
+    system: String,
+    /// Kernel family of its prompt products (`workbench::machine::ceiling`'s names).
+    prefill_kernel: String,
+    /// That family's measured peak, multiply-adds/s (NaN when not measured on this CPU).
+    kernel_peak_macs_per_s: f64,
+    /// Peak / weight multiply-adds per token.
     prefill_bound_tok_s: f64,
+    /// Median prefill tok/s on the RAG prompt.
+    rag_prefill_tok_s: f64,
+    load_s: f64,
+    /// Of which ours' warm-up (packing the weights for the prompt kernels); NaN for llama.cpp.
+    warm_up_s: f64,
+    /// The RAG prompt's prefill right after the load, and its median over the rounds.
+    first_rag_prefill_s: f64,
+    median_rag_prefill_s: f64,
+    peak_rss_bytes: u64,
+    /// Whose peak: `bench_llm --probe` (ours), `llama-server`, `python + xllamacpp`.
+    process: String,
+}
+
+/// What `--probe` prints: one load of ours in a fresh process.
+#[derive(Serialize, serde::Deserialize, Debug)]
+struct Probe {
+    load_s: f64,
+    warm_up_s: f64,
+    first_rag_prefill_s: f64,
+    second_rag_prefill_s: f64,
+    peak_rss_bytes: u64,
+    amx_tensors: usize,
+}
+
+/// `--probe MODEL:on|off:PROMPTS.json`: load MODEL (AMX on or off), read the RAG prompt of
+/// PROMPTS.json twice, print a [`Probe`] line.
+fn probe(spec: &str, args: &Args) -> Result<()> {
+    let mut it = spec.splitn(3, ':');
+    let (Some(key), Some(amx), Some(prompts)) = (it.next(), it.next(), it.next()) else {
+        anyhow::bail!("--probe {spec}: expected MODEL:on|off:PROMPTS.json");
+    };
+    ensure!(
+        amx == "on" || amx == "off",
+        "--probe {spec}: AMX must be on or off"
+    );
+    let ps: Vec<serde_json::Value> = serde_json::from_str(
+        &std::fs::read_to_string(prompts).with_context(|| format!("--probe: reading {prompts}"))?,
+    )?;
+    let rag: Vec<u32> = ps
+        .iter()
+        .find(|p| p["name"] == "rag")
+        .and_then(|p| serde_json::from_value(p["ids"].clone()).ok())
+        .with_context(|| format!("--probe: {prompts} has no rag prompt ids"))?;
+    let opts = LoadOptions {
+        requantize: args.requantize,
+        amx: amx == "on",
+        ..LoadOptions::default()
+    };
+    workbench::machine::reset_peak_resident();
+    let mut llm = Llm::from_asset(key, &opts)?;
+    let params = generate_params(args);
+    let first = llm.generate_ids(&rag, &params)?;
+    let second = llm.generate_ids(&rag, &params)?;
+    let info = llm.info();
+    let p = Probe {
+        load_s: info.load_secs,
+        warm_up_s: info.warm_up_secs,
+        first_rag_prefill_s: first.prefill_secs,
+        second_rag_prefill_s: second.prefill_secs,
+        peak_rss_bytes: workbench::machine::peak_resident_bytes(None).unwrap_or(0),
+        amx_tensors: info.amx_tensors,
+    };
+    println!("{}", serde_json::to_string(&p)?);
+    Ok(())
+}
+
+/// Run [`probe`] in a fresh process of this binary with the same threads.
+fn run_probe(key: &str, amx: bool, prompts: &Path, args: &Args) -> Result<Probe> {
+    let exe = std::env::current_exe()?;
+    let out = std::process::Command::new(&exe)
+        .arg("--probe")
+        .arg(format!(
+            "{key}:{}:{}",
+            if amx { "on" } else { "off" },
+            prompts.display()
+        ))
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--new-tokens", &args.new_tokens.to_string()])
+        .args(["--prefill-batch", &args.prefill_batch.to_string()])
+        .arg("--requantize")
+        .arg(match args.requantize {
+            Requantize::Auto => "auto",
+            Requantize::Never => "never",
+            Requantize::Always => "always",
+        })
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {} --probe", exe.display()))?;
+    ensure!(
+        out.status.success(),
+        "{} --probe {key} failed ({})",
+        exe.display(),
+        out.status
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).with_context(|| format!("--probe printed {last:?}"))
+}
+
+fn generate_params(args: &Args) -> GenerateParams {
+    GenerateParams {
+        max_new_tokens: args.new_tokens,
+        sampling: Sampling::Greedy,
+        stop_strings: Vec::new(),
+        prefill_batch: args.prefill_batch,
+    }
 }
 
 /// The median rates of `system` on (model, prompt): (prefill, decode, most tokens generated).
@@ -591,6 +816,9 @@ fn main() -> Result<()> {
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
     std::env::set_var("CANDLE_NUM_THREADS", args.threads.to_string());
     std::env::set_var("WORKBENCH_PROGRESS", "0");
+    if let Some(spec) = &args.probe {
+        return probe(spec, &args);
+    }
 
     let root = workbench::paths::project_root()?;
     let peers = PythonPeers::new(&root, args.python.clone());
@@ -615,37 +843,43 @@ fn main() -> Result<()> {
         bw.read_threads,
         bw.memcpy_bytes_per_s / 1e9
     );
-    let peak = measure_peak(args.threads);
+    let kernels = measure_kernels(args.threads);
+    let kernel_peak = |name: &str| {
+        kernels
+            .iter()
+            .find(|k| k.kernel == name)
+            .and_then(|k| k.macs_per_s)
+            .unwrap_or(f64::NAN)
+    };
     println!(
-        "peak multiply-add rate ({} threads): int8 {:.0} G/s ({}), f32 {:.0} G/s ({})",
-        peak.threads,
-        peak.int8_macs_per_s / 1e9,
-        peak.int8_kernel,
-        peak.f32_fmas_per_s / 1e9,
-        peak.f32_kernel
+        "peak multiply-adds per second ({} threads): {}",
+        args.threads,
+        kernels
+            .iter()
+            .filter_map(|k| k
+                .macs_per_s
+                .map(|r| format!("{} {:.0} G", k.kernel, r / 1e9)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    let mut servers: Vec<(&str, Option<&Path>)> = vec![(WHEEL, None)];
-    if let Some(bin) = &args.native_server {
-        ensure!(
-            bin.is_file(),
-            "--native-server: {} is not a file (build it with scripts/python/build_llamacpp.py)",
-            bin.display()
-        );
-        servers.push((NATIVE, Some(bin.as_path())));
+    let mut servers: Vec<Server> = vec![Server {
+        label: WHEEL.into(),
+        short: "wheel".into(),
+        bin: None,
+    }];
+    for bin in &args.native_server {
+        servers.push(native_server(bin)?);
     }
+    let candle_kernel = candle_prefill_kernel(&machine.features);
 
     let opts = LoadOptions {
         requantize: args.requantize,
         ..LoadOptions::default()
     };
-    let params = GenerateParams {
-        max_new_tokens: args.new_tokens,
-        sampling: Sampling::Greedy,
-        stop_strings: Vec::new(),
-        prefill_batch: args.prefill_batch,
-    };
+    let params = generate_params(&args);
     let mut runs: Vec<Run> = Vec::new();
     let mut lines: Vec<Line> = Vec::new();
+    let mut system_lines: Vec<SystemLine> = Vec::new();
     let mut models_info = serde_json::Map::new();
     let mut set_lines: Vec<SetLine> = Vec::new();
     for key in &args.models {
@@ -658,70 +892,119 @@ fn main() -> Result<()> {
             .clone();
         let path: PathBuf = assets.resolve(key, &file)?;
         let file_bytes = std::fs::metadata(&path)?.len();
-        let mut llm = Llm::from_asset(key, &opts)?;
-        let info = llm.info();
-        let macs = info.layer_macs_per_token;
-        let mut llamas: Vec<(&str, Peer)> = Vec::new();
-        for (label, bin) in &servers {
-            llamas.push((
-                label,
-                Peer::start(&peers, &path, args.threads, &args.flash_attn, *bin, 1)?,
-            ));
+        // Ours: with the library's defaults (AMX where the CPU has it), and with AMX off
+        // where that changes anything.
+        let mut ours: Vec<(&str, Llm)> = vec![(OURS, Llm::from_asset(key, &opts)?)];
+        let info = ours[0].1.info();
+        if info.amx_tensors > 0 && !args.no_amx_off {
+            let off = LoadOptions {
+                amx: false,
+                ..opts.clone()
+            };
+            ours.push((OURS_NO_AMX, Llm::from_asset(key, &off)?));
         }
+        let macs = info.layer_macs_per_token;
         println!(
-            "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised)",
+            "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised, {} on AMX tiles)",
             info.architecture,
             info.n_layer,
             file_bytes / 1_000_000,
             macs as f64 / 1e9,
             info.load_secs,
             info.requantized_tensors,
+            info.amx_tensors,
         );
-        let mut peer_info = serde_json::Map::new();
-        for (label, peer) in &llamas {
-            println!(
-                "  {label}: {} · {}",
-                peer.ready["xllamacpp_version"], peer.ready["settings"]["system_info"]
-            );
-            peer_info.insert(label.to_string(), peer.ready.clone());
-        }
-        models_info.insert(
-            key.clone(),
-            serde_json::json!({ "ours": info, "llama_cpp": peer_info, "file_bytes": file_bytes, "weight_macs_per_token": macs }),
-        );
-        let ps = prompts(&llm, &assets, args.long_tokens)?;
+        let ps = prompts(&ours[0].1, &assets, args.long_tokens)?;
         for (name, _, ids) in &ps {
             println!("  prompt {name}: {} tokens", ids.len());
         }
+        let prompts_file = out.path(&format!("prompts.{key}.json"));
         std::fs::write(
-            out.path(&format!("prompts.{key}.json")),
+            &prompts_file,
             serde_json::to_string_pretty(
                 &ps.iter()
                     .map(|(n, t, ids)| serde_json::json!({"name": n, "text": t, "ids": ids}))
                     .collect::<Vec<_>>(),
             )?,
         )?;
-        // Warm-up, untimed: pages the weights in and sizes the caches on every side.
-        for (_, _, ids) in &ps {
-            run_ours(&mut llm, ids, &params)?;
-            for (label, peer) in llamas.iter_mut() {
-                run_llama(peer, label, ids, args.new_tokens)?;
+        // Load, first prompt and peak memory of each of ours, each in a fresh process.
+        let mut probes: Vec<(&str, Probe)> = Vec::new();
+        for (label, llm) in &ours {
+            let amx = llm.info().amx_tensors > 0;
+            let p = run_probe(key, amx, &prompts_file, &args)?;
+            println!(
+                "  {label}, fresh process: load {:.2} s (warm-up {:.2} s), first RAG prefill {:.3} s, second {:.3} s, peak resident {:.0} MB",
+                p.load_s,
+                p.warm_up_s,
+                p.first_rag_prefill_s,
+                p.second_rag_prefill_s,
+                p.peak_rss_bytes as f64 / 1e6
+            );
+            probes.push((label, p));
+        }
+        let mut llamas: Vec<(String, Peer)> = Vec::new();
+        for sv in &servers {
+            llamas.push((
+                sv.label.clone(),
+                Peer::start(
+                    &peers,
+                    &path,
+                    args.threads,
+                    &args.flash_attn,
+                    sv.bin.as_deref(),
+                    1,
+                )?,
+            ));
+        }
+        let mut peer_info = serde_json::Map::new();
+        for (label, peer) in &llamas {
+            println!(
+                "  {label}: {} · {} · ready in {:.2} s",
+                peer.ready["xllamacpp_version"],
+                peer.ready["settings"]["system_info"],
+                peer.load_secs()
+            );
+            peer_info.insert(label.clone(), peer.ready.clone());
+        }
+        models_info.insert(
+            key.clone(),
+            serde_json::json!({
+                "ours": info,
+                "ours_probes": probes.iter().map(|(l, p)| serde_json::json!({"system": l, "probe": p})).collect::<Vec<_>>(),
+                "llama_cpp": peer_info,
+                "file_bytes": file_bytes,
+                "weight_macs_per_token": macs
+            }),
+        );
+        // Warm-up, untimed: pages the weights in and sizes the caches on every side. The
+        // peers' first RAG prefill after their load is kept for the systems table.
+        let mut peer_first_rag: Vec<f64> = vec![f64::NAN; llamas.len()];
+        for (pname, _, ids) in &ps {
+            for (label, llm) in ours.iter_mut() {
+                run_ours(llm, label, ids, &params)?;
+            }
+            for (k, (label, peer)) in llamas.iter_mut().enumerate() {
+                let (r, _) = run_llama(peer, label, ids, args.new_tokens)?;
+                if pname == "rag" {
+                    peer_first_rag[k] = r.prefill_s;
+                }
             }
         }
-        let n_sys = 1 + llamas.len();
-        // agree[prompt][peer]: leading tokens equal to ours in the first timed round.
-        let mut agree: Vec<Vec<usize>> = vec![vec![0; llamas.len()]; ps.len()];
+        let n_ours = ours.len();
+        let n_sys = n_ours + llamas.len();
+        // agree[prompt][k]: leading tokens of system 1 + k equal to ours in the first timed round.
+        let mut agree: Vec<Vec<usize>> = vec![vec![0; n_sys - 1]; ps.len()];
         for round in 0..args.rounds {
             for (pi, (pname, _, ids)) in ps.iter().enumerate() {
-                // System 0 is ours, 1.. the peers; the order rotates from round to round.
-                let mut ours_tokens = Vec::new();
-                let mut peer_tokens: Vec<Vec<u32>> = vec![Vec::new(); llamas.len()];
+                // Systems 0.. are ours, then the peers; the order rotates from round to round.
+                let mut tokens: Vec<Vec<u32>> = vec![Vec::new(); n_sys];
                 for slot in 0..n_sys {
                     let sys = (slot + round) % n_sys;
-                    let (mut r, toks) = if sys == 0 {
-                        run_ours(&mut llm, ids, &params)?
+                    let (mut r, toks) = if sys < n_ours {
+                        let (label, llm) = &mut ours[sys];
+                        run_ours(llm, label, ids, &params)?
                     } else {
-                        let (label, peer) = &mut llamas[sys - 1];
+                        let (label, peer) = &mut llamas[sys - n_ours];
                         run_llama(peer, label, ids, args.new_tokens)?
                     };
                     r.model = key.clone();
@@ -729,15 +1012,11 @@ fn main() -> Result<()> {
                     r.round = round;
                     r.order = slot;
                     runs.push(r);
-                    if sys == 0 {
-                        ours_tokens = toks;
-                    } else {
-                        peer_tokens[sys - 1] = toks;
-                    }
+                    tokens[sys] = toks;
                 }
                 if round == 0 {
-                    for (k, toks) in peer_tokens.iter().enumerate() {
-                        agree[pi][k] = ours_tokens
+                    for (k, toks) in tokens.iter().enumerate().skip(1) {
+                        agree[pi][k - 1] = tokens[0]
                             .iter()
                             .zip(toks)
                             .take_while(|(x, y)| x == y)
@@ -747,28 +1026,83 @@ fn main() -> Result<()> {
             }
             println!("  round {} done (load {})", round + 1, load_average());
         }
-        for (_, peer) in llamas.drain(..) {
+        let mut peer_memory: Vec<(u64, String)> = Vec::new();
+        for (_, mut peer) in llamas.drain(..) {
+            peer_memory.push(peer.peak_rss()?);
             peer.stop()?;
         }
+        // The systems table: kernel, ceiling, load, first prompt, memory.
+        let rag_median_s = |system: &str| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.model == *key && r.prompt == "rag" && r.system == system)
+                .map(|r| r.prefill_s)
+                .collect();
+            median(&v)
+        };
+        let rag_tok_s = |system: &str| medians(&runs, key, "rag", system).0;
+        for (label, p) in &probes {
+            let kernel = if p.amx_tensors > 0 {
+                "amx-bf16"
+            } else {
+                candle_kernel
+            };
+            let peak = kernel_peak(kernel);
+            system_lines.push(SystemLine {
+                model: key.clone(),
+                system: label.to_string(),
+                prefill_kernel: kernel.into(),
+                kernel_peak_macs_per_s: peak,
+                prefill_bound_tok_s: peak / macs as f64,
+                rag_prefill_tok_s: rag_tok_s(label),
+                load_s: p.load_s,
+                warm_up_s: p.warm_up_s,
+                first_rag_prefill_s: p.first_rag_prefill_s,
+                median_rag_prefill_s: rag_median_s(label),
+                peak_rss_bytes: p.peak_rss_bytes,
+                process: "bench_llm --probe".into(),
+            });
+        }
+        for (k, sv) in servers.iter().enumerate() {
+            let ready = &peer_info[&sv.label];
+            let kernel =
+                llama_prefill_kernel(ready["settings"]["system_info"].as_str().unwrap_or(""));
+            let peak = kernel_peak(kernel);
+            system_lines.push(SystemLine {
+                model: key.clone(),
+                system: sv.label.clone(),
+                prefill_kernel: kernel.into(),
+                kernel_peak_macs_per_s: peak,
+                prefill_bound_tok_s: peak / macs as f64,
+                rag_prefill_tok_s: rag_tok_s(&sv.label),
+                load_s: ready["load_s"].as_f64().unwrap_or(f64::NAN),
+                warm_up_s: f64::NAN,
+                first_rag_prefill_s: peer_first_rag[k],
+                median_rag_prefill_s: rag_median_s(&sv.label),
+                peak_rss_bytes: peer_memory[k].0,
+                process: peer_memory[k].1.clone(),
+            });
+        }
         if args.question_set > 0 {
-            let set = question_set(&llm, &assets, args.long_tokens, args.question_set)?;
+            let llm = &mut ours[0].1;
+            let set = question_set(llm, &assets, args.long_tokens, args.question_set)?;
             // The peers again, with a slot per question of a batch.
-            for (label, bin) in &servers {
+            for sv in &servers {
                 llamas.push((
-                    label,
+                    sv.label.clone(),
                     Peer::start(
                         &peers,
                         &path,
                         args.threads,
                         &args.flash_attn,
-                        *bin,
+                        sv.bin.as_deref(),
                         args.batch,
                     )?,
                 ));
             }
             // Warm-up (untimed): one question and one batch on each side.
             let first = &set[..args.batch.min(set.len())];
-            run_ours(&mut llm, &set[0], &params)?;
+            run_ours(llm, OURS, &set[0], &params)?;
             let refs: Vec<&[u32]> = first.iter().map(|p| p.as_slice()).collect();
             llm.generate_batch(&refs, &params)?;
             for (label, peer) in llamas.iter_mut() {
@@ -776,7 +1110,7 @@ fn main() -> Result<()> {
                 peer.generate_batch(first, args.new_tokens)?;
             }
             set_lines.extend(measure_set(
-                &mut llm,
+                llm,
                 &mut llamas,
                 key,
                 &set,
@@ -788,16 +1122,27 @@ fn main() -> Result<()> {
                 peer.stop()?;
             }
         }
-        drop(llm);
+        let others: Vec<(String, String)> = ours
+            .iter()
+            .skip(1)
+            .map(|(l, _)| (l.to_string(), "ours AMX off".to_string()))
+            .chain(
+                servers
+                    .iter()
+                    .map(|sv| (sv.label.clone(), format!("llama.cpp {}", sv.short))),
+            )
+            .collect();
+        drop(ours);
         for (pi, (pname, _, ids)) in ps.iter().enumerate() {
             let (op, od, og) = medians(&runs, key, pname, OURS);
-            let peer_lines: Vec<PeerLine> = servers
+            let peer_lines: Vec<PeerLine> = others
                 .iter()
                 .enumerate()
-                .map(|(k, (label, _))| {
+                .map(|(k, (label, short))| {
                     let (p, d, g) = medians(&runs, key, pname, label);
                     PeerLine {
-                        system: label.to_string(),
+                        system: label.clone(),
+                        short: short.clone(),
                         generated: g,
                         agree: agree[pi][k],
                         prefill_tok_s: p,
@@ -808,13 +1153,26 @@ fn main() -> Result<()> {
             let best = |f: fn(&PeerLine) -> f64| {
                 peer_lines
                     .iter()
-                    .filter(|l| f(l).is_finite())
+                    .filter(|l| l.system != OURS_NO_AMX && f(l).is_finite())
                     .max_by(|a, b| f(a).total_cmp(&f(b)))
-                    .map(|l| (l.system.clone(), f(l)))
+                    .map(|l| (l.short.clone(), f(l)))
                     .unwrap_or_else(|| ("none".into(), f64::NAN))
             };
             let (bp_name, bp) = best(|l| l.prefill_tok_s);
             let (bd_name, bd) = best(|l| l.decode_tok_s);
+            let find = |system: &str| peer_lines.iter().find(|l| l.system == system);
+            let without_amx = servers
+                .iter()
+                .find(|sv| sv.short == WITHOUT_AMX)
+                .and_then(|sv| find(&sv.label));
+            let (no_amx_prefill_ratio, no_amx_decode_ratio) = match (find(OURS_NO_AMX), without_amx)
+            {
+                (Some(o), Some(w)) => (
+                    Some(o.prefill_tok_s / w.prefill_tok_s),
+                    Some(o.decode_tok_s / w.decode_tok_s),
+                ),
+                _ => (None, None),
+            };
             lines.push(Line {
                 model: key.clone(),
                 prompt: pname.clone(),
@@ -827,49 +1185,57 @@ fn main() -> Result<()> {
                 prefill_ratio: op / bp,
                 best_decode_peer: bd_name,
                 decode_ratio: od / bd,
+                no_amx_prefill_ratio,
+                no_amx_decode_ratio,
                 file_bytes,
                 decode_bound_tok_s: bw.read_bytes_per_s / file_bytes as f64,
                 weight_macs_per_token: macs,
-                prefill_bound_tok_s: peak.int8_macs_per_s / macs as f64,
             });
         }
     }
     let up_end = load_average();
     println!("\nload at the end: {up_end}");
 
-    // Columns per peer: the wheel, and the native build when it ran.
-    let short = |label: &str| if label == NATIVE { "native" } else { "wheel" };
-    let names: Vec<&str> = servers.iter().map(|(l, _)| short(l)).collect();
+    // Columns per system besides ours, in the order they ran.
+    let names: Vec<String> = lines
+        .first()
+        .map(|l| l.peers.iter().map(|p| p.short.clone()).collect())
+        .unwrap_or_default();
+    let no_amx_columns = lines.iter().any(|l| l.no_amx_prefill_ratio.is_some());
     let mut header: Vec<String> = vec![
         "model".into(),
         "prompt".into(),
         "prompt tokens".into(),
         format!("generated (ours / {})", names.join(" / ")),
-        format!("greedy tokens agreeing ({})", names.join(" / ")),
+        format!("greedy tokens agreeing with ours ({})", names.join(" / ")),
         "prefill tok/s ours".into(),
     ];
-    header.extend(names.iter().map(|n| format!("prefill tok/s llama.cpp {n}")));
-    header.extend([
-        "prefill ratio (vs faster llama.cpp)".into(),
-        "prefill bound (int8 peak / weight MACs)".into(),
-        "decode tok/s ours".into(),
-    ]);
-    header.extend(names.iter().map(|n| format!("decode tok/s llama.cpp {n}")));
-    header.extend([
-        "decode ratio (vs faster llama.cpp)".into(),
-        "decode bound (read bw / file)".into(),
-    ]);
+    header.extend(names.iter().map(|n| format!("prefill tok/s {n}")));
+    header.push("prefill ratio (vs fastest llama.cpp)".into());
+    if no_amx_columns {
+        header.push(format!(
+            "prefill ratio, ours AMX off vs llama.cpp {WITHOUT_AMX}"
+        ));
+    }
+    header.push("decode tok/s ours".into());
+    header.extend(names.iter().map(|n| format!("decode tok/s {n}")));
+    header.push("decode ratio (vs fastest llama.cpp)".into());
+    if no_amx_columns {
+        header.push(format!(
+            "decode ratio, ours AMX off vs llama.cpp {WITHOUT_AMX}"
+        ));
+    }
+    header.push("decode bound (read bw / file)".into());
     let mut t = Table::new(header).caption(format!(
-        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; peak int8 multiply-adds {:.0} G/s ({}); load {} → {}",
+        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; load {} → {}. Each ratio divides ours by the fastest llama.cpp build on that cell (named in brackets); the prompt kernels and their ceilings are in the table of systems",
         args.threads,
         args.rounds,
         args.new_tokens,
         bw.read_bytes_per_s / 1e9,
-        peak.int8_macs_per_s / 1e9,
-        peak.int8_kernel,
         up_start,
         up_end
     ));
+    let short_of = |name: &str| name.trim_start_matches("llama.cpp ").to_string();
     for l in &lines {
         let join =
             |f: fn(&PeerLine) -> String| l.peers.iter().map(f).collect::<Vec<_>>().join(" / ");
@@ -886,19 +1252,83 @@ fn main() -> Result<()> {
             format!("{:.1}", l.ours_prefill_tok_s),
         ];
         row.extend(l.peers.iter().map(|p| format!("{:.1}", p.prefill_tok_s)));
-        row.extend([
-            format!("{:.2}× ({})", l.prefill_ratio, short(&l.best_prefill_peer)),
-            format!("{:.0}", l.prefill_bound_tok_s),
-            format!("{:.1}", l.ours_decode_tok_s),
-        ]);
+        row.push(format!(
+            "{:.2}× ({})",
+            l.prefill_ratio,
+            short_of(&l.best_prefill_peer)
+        ));
+        if no_amx_columns {
+            row.push(
+                l.no_amx_prefill_ratio
+                    .map_or("–".into(), |r| format!("{r:.2}×")),
+            );
+        }
+        row.push(format!("{:.1}", l.ours_decode_tok_s));
         row.extend(l.peers.iter().map(|p| format!("{:.1}", p.decode_tok_s)));
-        row.extend([
-            format!("{:.2}× ({})", l.decode_ratio, short(&l.best_decode_peer)),
-            format!("{:.1}", l.decode_bound_tok_s),
-        ]);
+        row.push(format!(
+            "{:.2}× ({})",
+            l.decode_ratio,
+            short_of(&l.best_decode_peer)
+        ));
+        if no_amx_columns {
+            row.push(
+                l.no_amx_decode_ratio
+                    .map_or("–".into(), |r| format!("{r:.2}×")),
+            );
+        }
+        row.push(format!("{:.1}", l.decode_bound_tok_s));
         t.push(row)?;
     }
     let mut md = format!("{}\n{}", machine.summary(), t.to_markdown());
+
+    let mut syst = Table::new([
+        "model",
+        "system",
+        "prompt kernel",
+        "kernel peak (G multiply-adds/s)",
+        "prefill bound (tok/s)",
+        "RAG prefill tok/s (median)",
+        "of the bound",
+        "load (s)",
+        "of which warm-up (s)",
+        "first RAG prefill (s)",
+        "median RAG prefill (s)",
+        "peak resident memory (MB)",
+        "process measured",
+    ])
+    .caption(format!(
+        "Systems: the kernel family each system's prompt products run on (from its build; ours: AMX-BF16 tiles where it packed weights for them, else candle's quantised kernels), that family's peak measured on this CPU with {} threads over the layers' weight multiply-adds per token, the load (ours: in a fresh process, with the warm-up that packs the weights; llama.cpp: the server's start), the RAG prompt's prefill right after the load against its median over the rounds, and the peak resident memory of the process holding the model",
+        args.threads
+    ));
+    let f = |x: f64, d: usize| {
+        if x.is_finite() {
+            format!("{x:.d$}")
+        } else {
+            "–".into()
+        }
+    };
+    for s in &system_lines {
+        syst.push([
+            s.model.clone(),
+            s.system.clone(),
+            s.prefill_kernel.clone(),
+            f(s.kernel_peak_macs_per_s / 1e9, 0),
+            f(s.prefill_bound_tok_s, 0),
+            f(s.rag_prefill_tok_s, 1),
+            format!(
+                "{}%",
+                f(100.0 * s.rag_prefill_tok_s / s.prefill_bound_tok_s, 1)
+            ),
+            f(s.load_s, 2),
+            f(s.warm_up_s, 2),
+            f(s.first_rag_prefill_s, 3),
+            f(s.median_rag_prefill_s, 3),
+            format!("{:.0}", s.peak_rss_bytes as f64 / 1e6),
+            s.process.clone(),
+        ])?;
+    }
+    md.push_str(&format!("\n\n{}", syst.to_markdown()));
+    syst.write_csv(&out.path("systems.csv"))?;
     if !set_lines.is_empty() {
         let mut st = Table::new([
             "model",
@@ -979,12 +1409,46 @@ fn main() -> Result<()> {
     rt.write_csv(&out.path("rounds.csv"))?;
     exp.finish(serde_json::json!({
         "lines": lines,
+        "systems": system_lines,
         "question_set": set_lines,
         "bandwidth": bw,
-        "compute_peak": peak,
+        "kernel_peaks": kernels,
         "load_start": up_start,
         "load_end": up_end,
         "models": models_info,
     }))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel family read from what the builds print: the wheel's `system_info` line,
+    /// and the instruction sets `bench_llamacpp.py` lists for a native build.
+    #[test]
+    fn prompt_kernels_follow_the_build() {
+        let wheel = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |";
+        assert_eq!(llama_prefill_kernel(wheel), "avx2");
+        let no_amx = "build native-without-amx: OPENMP AVX AVX2 FMA F16C BMI2 AVX_VNNI AVX512 AVX512_VBMI AVX512_VNNI AVX512_BF16";
+        assert_eq!(llama_prefill_kernel(no_amx), "avx512-vnni");
+        let amx = "build native: AVX AVX2 FMA F16C BMI2 AVX_VNNI AVX512 AVX512_VNNI AVX512_BF16 AMX_TILE AMX_INT8 AMX_BF16";
+        assert_eq!(llama_prefill_kernel(amx), "amx-int8");
+        assert_eq!(
+            llama_prefill_kernel("CPU : AVX2 = 1 | AVX512_VNNI = 0 | AMX_INT8 = 0 |"),
+            "avx2"
+        );
+        assert_eq!(
+            llama_prefill_kernel("CPU : AVX_VNNI = 1 | AVX2 = 1 |"),
+            "avx-vnni"
+        );
+        assert_eq!(llama_prefill_kernel(""), "unknown");
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            candle_prefill_kernel(&f(&["avx2", "avx512f", "avx512bw", "avx512_vnni"])),
+            "avx512-vnni"
+        );
+        assert_eq!(candle_prefill_kernel(&f(&["avx2", "avx512_vnni"])), "avx2");
+        assert_eq!(candle_prefill_kernel(&f(&[])), "unknown");
+    }
 }

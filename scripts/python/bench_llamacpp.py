@@ -26,6 +26,10 @@ generation (the server's `timings`), so HTTP and JSON overhead is not in them; `
 the whole request as seen from Python. The prompt is sent as token ids (used as is: no BOS,
 no re-tokenisation) with `cache_prompt: false`, so every request processes its whole prompt
 from an empty KV cache. Greedy decoding, EOS not suppressed; the caller sees `predicted_n`.
+A request line `{"memory": true}` is answered with `{"peak_rss_bytes", "process"}`: the peak
+resident memory (Linux's VmHWM) of the process that holds the model, the `llama-server`
+child for a native build and this Python process for the wheel. The ready line carries
+`load_s`, the seconds from the start of the model's load to a server ready to answer.
 A request line `{"quit": true}` or end of input ends the process.
 
 Keeping the model loaded between requests lets the Rust side interleave its own rounds with
@@ -56,21 +60,29 @@ def main() -> None:
     if not args.model.is_file():
         raise SystemExit(f"--model: {args.model} is not a file")
 
+    t0 = time.perf_counter()
     if args.server_binary is not None:
         if not args.server_binary.is_file():
             raise SystemExit(f"--server-binary: {args.server_binary} is not a file")
         peer = NativePeer(args.server_binary, args.model, threads=args.threads, n_ctx=args.n_ctx,
                           flash_attn=args.flash_attn, n_parallel=args.parallel)
+        load_s = time.perf_counter() - t0
         version = "native build: " + args.server_binary.parent.name
         info = args.server_binary.parent / "build-info.json"
         build = json.loads(info.read_text()) if info.is_file() else None
         if not peer.settings["system_info"] and build is not None:
-            # This llama-server prints no system_info line: name the build's instruction sets.
-            on = [o[len("-DGGML_"):-len("=ON")] for o in build["options"] if o.startswith("-DGGML_") and o.endswith("=ON")]
-            peer.settings["system_info"] = f"build {build['variant']}: " + " ".join(on)
+            # This llama-server prints no system_info line at its default verbosity: take the
+            # one its smoke test logged, else the instruction sets it was compiled for.
+            if build.get("system_info"):
+                peer.settings["system_info"] = f"build {build['variant']}: " + build["system_info"]
+            on = build.get("instruction_sets") or [
+                o[len("-DGGML_"):-len("=ON")] for o in build["options"] if o.startswith("-DGGML_") and o.endswith("=ON")]
+            if not peer.settings["system_info"]:
+                peer.settings["system_info"] = f"build {build['variant']}: " + " ".join(on)
     else:
         peer = Peer(args.model, threads=args.threads, n_ctx=args.n_ctx, flash_attn=args.flash_attn,
                     n_parallel=args.parallel)
+        load_s = time.perf_counter() - t0
         version = xllamacpp_version()
         build = None
     print(
@@ -79,6 +91,7 @@ def main() -> None:
                 "ready": True,
                 "xllamacpp_version": version,
                 "build": build,
+                "load_s": load_s,
                 "settings": peer.settings,
                 "model": str(args.model),
             }
@@ -111,6 +124,15 @@ def one(peer: Peer | NativePeer, ids: list[int], n_predict: int) -> dict:
     }
 
 
+def peak_rss(peer: Peer | NativePeer) -> dict:
+    """The peak resident memory of the process holding the model (VmHWM), bytes."""
+    pid, process = (peer.proc.pid, "llama-server") if isinstance(peer, NativePeer) else ("self", "python + xllamacpp")
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return {"peak_rss_bytes": int(line.split()[1]) * 1024, "process": process}
+    raise SystemExit(f"/proc/{pid}/status has no VmHWM line")
+
+
 def serve(peer: Peer | NativePeer) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -121,6 +143,9 @@ def serve(peer: Peer | NativePeer) -> None:
         req = json.loads(line)
         if req.get("quit"):
             break
+        if req.get("memory"):
+            print(json.dumps(peak_rss(peer)), flush=True)
+            continue
         n_predict = int(req["n_predict"])
         if "batch" in req:
             prompts = [[int(t) for t in p] for p in req["batch"]]

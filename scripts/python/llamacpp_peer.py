@@ -215,7 +215,7 @@ class NativePeer(_Http):
     line from it (the instruction sets the build uses)."""
 
     def __init__(self, binary: Path, path: Path, threads: int, n_ctx: int = 4096, flash_attn: str = "auto",
-                 startup_secs: float = 300.0, n_parallel: int = 1):
+                 startup_secs: float = 300.0, n_parallel: int = 1, extra_args: tuple[str, ...] = ()):
         import subprocess
         import tempfile
         import time
@@ -227,7 +227,7 @@ class NativePeer(_Http):
             str(binary), "-m", str(path), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(n_ctx * n_parallel), "-np", str(n_parallel), "-b", "2048", "-ub", "512",
             "-t", str(threads), "-tb", str(threads), "-fa", flash_attn, "--cache-ram", "0",
-            "--no-webui",
+            "--no-webui", *extra_args,
         ]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.time() + startup_secs

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`load_average`] | the three numbers of `/proc/loadavg` (`"unknown"` where unreadable) |
 //! | [`load_average_1min`] | its first number (NaN where unreadable) |
+//! | [`peak_resident_bytes`], [`reset_peak_resident`] | a process's peak resident memory (Linux's `VmHWM`), and resetting this process's |
 //! | [`Machine`] | the record benchmarks write into their `config.json`, with a one-line [`Machine::summary`] |
 //! | [`CpuInfo`] | what [`CpuInfo::parse`] reads from `/proc/cpuinfo` text |
 //! | [`ceiling`] | the measured peak multiply-add rates ([`measure_peak`]): compute ceilings beside measured speeds |
@@ -55,6 +56,36 @@ pub fn load_average() -> String {
 /// The 1-minute load average (the first number of [`load_average`]), NaN when unknown.
 pub fn load_average_1min() -> f64 {
     first_number(&load_average())
+}
+
+/// Peak resident memory of process `pid` (this process for `None`) in bytes: the `VmHWM`
+/// line of `/proc/<pid>/status`. `None` where it cannot be read (not Linux, the process
+/// gone).
+pub fn peak_resident_bytes(pid: Option<u32>) -> Option<u64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".into(),
+    };
+    parse_vm_hwm(&std::fs::read_to_string(path).ok()?)
+}
+
+/// The `VmHWM` of `/proc/<pid>/status` text, in bytes.
+fn parse_vm_hwm(status: &str) -> Option<u64> {
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Reset this process's peak resident memory to what it holds now (Linux: `5` written to
+/// `/proc/self/clear_refs`), so that [`peak_resident_bytes`] measures one phase of a
+/// process. `false` where the kernel does not allow it.
+pub fn reset_peak_resident() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 /// The first whitespace-separated field of `s` as a number, NaN when it is not one.
@@ -215,6 +246,31 @@ fn os_pretty_name(text: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn vm_hwm_is_read_in_bytes() {
+        let status = "Name:\tx\nVmPeak:\t  900 kB\nVmHWM:\t    1234 kB\nVmRSS:\t  1000 kB\n";
+        assert_eq!(super::parse_vm_hwm(status), Some(1234 * 1024));
+        assert_eq!(super::parse_vm_hwm("VmRSS:\t 1 kB\n"), None);
+    }
+
+    /// On Linux: a reset brings the peak down to what the process holds now, so that
+    /// touching 64 MiB raises it again (without the reset the earlier 256 MiB would hide
+    /// it). Other tests allocate beside this one, so only the lower bound is checked.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn peak_resident_follows_a_phase() {
+        let big = vec![1u8; 256 << 20];
+        std::hint::black_box(&big);
+        drop(big);
+        assert!(super::reset_peak_resident());
+        let start = super::peak_resident_bytes(None).unwrap();
+        let v = vec![7u8; 64 << 20];
+        std::hint::black_box(&v);
+        let end = super::peak_resident_bytes(None).unwrap();
+        let grew = end.saturating_sub(start);
+        assert!(grew >= 60 << 20, "peak {start} → {end}: grew {grew} bytes");
+        assert!(super::peak_resident_bytes(Some(std::process::id())).unwrap() >= end);
+    }
     use super::*;
 
     /// Two logical processors of a Sapphire Rapids guest (flags shortened; the order

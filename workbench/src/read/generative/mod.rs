@@ -72,8 +72,8 @@
 //! (`silu.rs`); `WORKBENCH_LLM_NO_SILU=1` goes back to candle's.
 //! Prompts of 16 tokens or more multiply quantised weights on AMX tiles where the CPU has
 //! AMX-BF16 (`amx.rs`: weights dequantised to bf16 by the warm-up at load, two bytes each,
-//! activations rounded to bf16, f32 sums); `WORKBENCH_LLM_NO_AMX=1` goes back to candle's
-//! kernels.
+//! activations rounded to bf16, f32 sums); [`LoadOptions::amx`] off, or
+//! `WORKBENCH_LLM_NO_AMX=1` for the whole process, goes back to candle's kernels.
 
 pub use template::ChatMessage;
 pub mod configured;
@@ -143,6 +143,13 @@ pub struct LoadOptions {
     /// first question. On by default.
     #[serde(default = "yes")]
     pub warm_up: bool,
+    /// Multiply prompts of 16 tokens or more on AMX tiles where the CPU has AMX-BF16 (k-quant
+    /// and Q8_0 weights, packed to bf16 at their first prefill). Off: candle's quantised
+    /// kernels, as on a CPU without AMX, for comparisons within one process
+    /// (`WORKBENCH_LLM_NO_AMX=1` turns the AMX kernel off for the whole process). On by
+    /// default.
+    #[serde(default = "yes")]
+    pub amx: bool,
 }
 
 fn yes() -> bool {
@@ -156,6 +163,7 @@ impl Default for LoadOptions {
             context_len: None,
             f32_prefill: false,
             warm_up: true,
+            amx: true,
         }
     }
 }
@@ -299,6 +307,10 @@ pub struct LlmInfo {
     pub trained_context_len: usize,
     /// Weight tensors requantised to Q8_0 at load.
     pub requantized_tensors: usize,
+    /// The layers' weight tensors whose prompt products run on AMX tiles
+    /// ([`LoadOptions::amx`]); 0 on a CPU without AMX-BF16.
+    #[serde(default)]
+    pub amx_tensors: usize,
     /// Multiply-adds per token of the layers' weight matrices (attention and feed-forward
     /// projections; not the embedding lookup, the output projection, or attention over
     /// the context): what a prefill's compute ceiling divides the CPU's peak rate by.
@@ -393,6 +405,7 @@ impl Llm {
             context_len,
             opts.requantize.resolve(),
             opts.f32_prefill,
+            opts.amx,
         )?;
         let mut llm = Llm {
             path: path.to_path_buf(),
@@ -531,6 +544,7 @@ impl Llm {
             context_len: self.context_len,
             trained_context_len: c.n_ctx_train,
             requantized_tensors: self.model.requantized,
+            amx_tensors: self.model.amx_weights,
             layer_macs_per_token: self.model.layer_macs,
             weight_bytes: self.model.weight_bytes,
             load_secs: self.load_secs,
@@ -1279,6 +1293,58 @@ mod tests {
                 )
             })
             .expect("SmolLM2 GGUF in the asset cache (cargo run --release --bin assets -- fetch smollm2-135m-instruct-gguf)")
+    }
+
+    /// `LoadOptions::amx` decides where prompts are multiplied: `amx: false` puts no layer
+    /// weight on AMX tiles; on a CPU with AMX-BF16 the default puts them there, and the two
+    /// prefills give the same next token with close logits (bf16 tiles against candle's
+    /// int8 products) and different ones (the switch took effect).
+    #[test]
+    fn amx_option_switches_the_prompt_kernel() {
+        let path = smol_path();
+        let mut off = Llm::load(
+            &path,
+            &LoadOptions {
+                amx: false,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(off.info().amx_tensors, 0);
+        if !crate::kernels::amx::available() {
+            crate::kernels::testing::skip(
+                "read::generative::tests::amx_option_switches_the_prompt_kernel",
+                "CPU has no AMX-BF16 with tile data (or WORKBENCH_LLM_NO_AMX is set): only the off side checked",
+            );
+            return;
+        }
+        let mut on = Llm::load(&path, &LoadOptions::default()).unwrap();
+        // SmolLM2's 30 layers × 7 matrices, Q8_0 after requantisation: all on tiles.
+        assert_eq!(on.info().amx_tensors, 30 * 7, "{:?}", on.info());
+        let ids = on
+            .tokenize(
+                &"The quick brown fox jumps over the lazy dog near the river bank. ".repeat(3),
+                false,
+            )
+            .unwrap();
+        assert!(ids.len() >= 16, "{} tokens", ids.len());
+        let (a, b) = (
+            on.model.forward(&ids).unwrap(),
+            off.model.forward(&ids).unwrap(),
+        );
+        let diff = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        eprintln!("AMX vs candle prefill: max |Δlogit| {diff}");
+        assert_eq!(
+            sample::argmax(&a),
+            sample::argmax(&b),
+            "max |Δlogit| {diff}"
+        );
+        assert!(diff > 0.0, "both prefills took the same kernel");
+        assert!(diff < 1.5, "max |Δlogit| {diff}");
     }
 
     /// The f32-copy prefill (`LoadOptions::f32_prefill`) and the quantised one give the same

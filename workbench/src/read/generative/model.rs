@@ -100,10 +100,10 @@ pub(crate) const F32_MIN_ROWS: usize = 16;
 const AMX_MIN_ROWS: usize = 16;
 
 impl Weight {
-    fn new(t: Arc<QTensor>, f32: Option<Tensor>) -> candle_core::Result<Self> {
+    fn new(t: Arc<QTensor>, f32: Option<Tensor>, amx: bool) -> candle_core::Result<Self> {
         let exact = row_exact(t.dtype());
         let fast = exact && q6k::available();
-        let tiles = amx::handles(t.dtype()) && amx::available();
+        let tiles = amx && amx::handles(t.dtype()) && amx::available();
         Ok(Weight {
             q: QMatMul::from_arc(t.clone())?,
             f32,
@@ -222,6 +222,9 @@ pub(crate) struct Model {
     cache: KvCache,
     /// Number of weight tensors requantised to Q8_0 at load.
     pub requantized: usize,
+    /// Number of the layers' weight tensors that prefill multiplies on AMX tiles (the
+    /// output head runs on one row, never on tiles).
+    pub amx_weights: usize,
     /// Bytes of the weights as held in memory.
     pub weight_bytes: usize,
     /// Multiply-adds per token of the layers' weight matrices (the elements of every
@@ -319,17 +322,20 @@ impl Config {
 impl Model {
     /// Load the weights of `g`; requantise Q4_1/Q5_0/Q5_1 matmul weights to Q8_0 when
     /// `requant`; keep f32 copies of the layers' matmul weights for prefill when
-    /// `f32_prefill`. `max_ctx` bounds the KV cache and the rotary tables.
+    /// `f32_prefill`; multiply prompts on AMX tiles where the CPU has them when `amx`.
+    /// `max_ctx` bounds the KV cache and the rotary tables.
     pub fn load(
         g: &mut GgufFile,
         cfg: Config,
         max_ctx: usize,
         requant: bool,
         f32_prefill: bool,
+        amx: bool,
     ) -> Result<Self> {
         let path = g.path.clone();
         let cpu = Device::Cpu;
         let mut requantized = 0usize;
+        let mut amx_weights = 0usize;
         let mut weight_bytes = 0usize;
         let mut layer_macs = 0u64;
         // `copy`: also keep the f32 copy for prefill (when `f32_prefill`).
@@ -359,7 +365,10 @@ impl Model {
                 }
                 weight_bytes += t.storage_size_in_bytes();
                 let t = Arc::new(t);
-                let w = Weight::new(t.clone(), f32).map_err(ce(&path, name))?;
+                let w = Weight::new(t.clone(), f32, amx).map_err(ce(&path, name))?;
+                if name.starts_with("blk.") {
+                    amx_weights += usize::from(w.amx.is_some());
+                }
                 Ok((w, t))
             };
         let vec = |g: &mut GgufFile, name: &str| -> Result<Tensor> {
@@ -380,7 +389,7 @@ impl Model {
             // The head runs on the last position only: no f32 copy.
             qmm(g, "output.weight", false)?.0
         } else {
-            Weight::new(embd.clone(), None).map_err(ce(&path, "token_embd.weight"))?
+            Weight::new(embd.clone(), None, amx).map_err(ce(&path, "token_embd.weight"))?
         };
         let out_norm = vec(g, "output_norm.weight")?;
         let mut layers = Vec::with_capacity(cfg.n_layer);
@@ -434,6 +443,7 @@ impl Model {
             max_ctx,
             cache,
             requantized,
+            amx_weights,
             weight_bytes: weight_bytes + embd_bytes,
             layer_macs,
             fuse: !switched_off("WORKBENCH_LLM_NO_FUSE"),
