@@ -4,9 +4,11 @@
 //! generic x86-64: AVX2, FMA, F16C) and, with `--native-server`, the `llama-server` builds
 //! made for this CPU by `scripts/python/build_llamacpp.py` (`-march=native`; on a CPU with
 //! AMX also the same build without AMX). Each ratio's denominator is the fastest peer on that
-//! measurement. On a CPU where our prefill runs on AMX tiles, ours also runs with its AMX
-//! kernel switched off ([`LoadOptions::amx`]), and that row is compared with the peer built
-//! without AMX: the kernel measured apart from the instruction set.
+//! measurement. With `--no-amx` the same benchmark keeps AMX out: ours with its AMX kernel
+//! and candle's switched off for the whole process (`WORKBENCH_LLM_NO_AMX=1`,
+//! `CANDLE_NO_AMX=1`, the workspace's patched candle), against the wheel and the native build
+//! without AMX (`data/results/bench_llm_no_amx/`): the kernels measured apart from the
+//! instruction set.
 //!
 //! ```text
 //! cargo run --release --bin bench_llm [-- --models qwen2.5-coder-1.5b-instruct-gguf --rounds 5 --threads 2 \
@@ -83,6 +85,8 @@ use workbench::read::generative::{
 };
 
 const NAME: &str = "bench_llm";
+/// The result folder of `--no-amx`.
+const NAME_NO_AMX: &str = "bench_llm_no_amx";
 const SUMMARY_FILE: &str = "bench.md";
 const PASSAGES: &str = "rag-mini-wikipedia";
 /// The question of the RAG prompt: q4 "When did Lincoln begin his political career?" (1832).
@@ -131,12 +135,14 @@ struct Args {
     /// the variant in the `build-info.json` beside it (`scripts/bench` builds and passes them).
     #[arg(long, env = "LLAMACPP_NATIVE_SERVER", value_delimiter = ',')]
     native_server: Vec<PathBuf>,
-    /// Leave out ours with its AMX kernel switched off (run by default where ours
-    /// prefills on AMX tiles).
+    /// Keep AMX out of the run: ours with its AMX kernel and candle's switched off for the
+    /// process (`WORKBENCH_LLM_NO_AMX=1`, `CANDLE_NO_AMX=1`), and only the llama.cpp peers
+    /// built without AMX; the results go to `data/results/bench_llm_no_amx/`. Compares the
+    /// kernels on the instruction sets both sides then share.
     #[arg(long)]
-    no_amx_off: bool,
-    /// Internal: measure one load of ours in this fresh process (`MODEL:on|off:PROMPTS.json`)
-    /// and print it as one JSON line.
+    no_amx: bool,
+    /// Internal: measure one load of ours in this fresh process (`MODEL:PROMPTS.json`) and
+    /// print it as one JSON line.
     #[arg(long, hide = true)]
     #[serde(skip)]
     probe: Option<String>,
@@ -182,6 +188,7 @@ struct SetLine {
 #[allow(clippy::too_many_arguments)]
 fn measure_set(
     llm: &mut Llm,
+    ours_label: &str,
     llamas: &mut [(String, Peer)],
     key: &str,
     set: &[Vec<u32>],
@@ -252,7 +259,7 @@ fn measure_set(
         lines.push(SetLine {
             model: key.to_string(),
             system: if sys < 2 {
-                OURS.to_string()
+                ours_label.to_string()
             } else {
                 llamas[sys / 2 - 1].0.to_string()
             },
@@ -477,8 +484,6 @@ const OURS: &str = "workbench (candle)";
 const OURS_NO_AMX: &str = "workbench (candle, AMX off)";
 const WHEEL: &str = "llama.cpp (xllamacpp wheel)";
 const NATIVE: &str = "llama.cpp (native build)";
-/// The variant name `build_llamacpp.py` gives the native build without AMX.
-const WITHOUT_AMX: &str = "native-without-amx";
 
 /// A llama.cpp server to run as a peer.
 struct Server {
@@ -488,6 +493,8 @@ struct Server {
     short: String,
     /// The binary; `None` for the xllamacpp wheel.
     bin: Option<PathBuf>,
+    /// Whether its build compiled ggml's AMX kernels (`build-info.json`).
+    amx: bool,
 }
 
 /// A native build, named by the `variant` of the `build-info.json` beside it.
@@ -498,20 +505,28 @@ fn native_server(bin: &Path) -> Result<Server> {
         bin.display()
     );
     let info = bin.with_file_name("build-info.json");
-    let variant = std::fs::read_to_string(&info)
+    let build = std::fs::read_to_string(&info)
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["variant"].as_str().map(String::from));
-    Ok(match variant {
+        .unwrap_or(serde_json::Value::Null);
+    let amx = build["instruction_sets"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|x| x == "AMX_INT8"))
+        || build["system_info"]
+            .as_str()
+            .is_some_and(|s| s.contains("AMX_INT8 = 1"));
+    Ok(match build["variant"].as_str() {
         Some(v) => Server {
             label: format!("llama.cpp ({v})"),
-            short: v,
+            short: v.to_string(),
             bin: Some(bin.to_path_buf()),
+            amx,
         },
         None => Server {
             label: NATIVE.into(),
             short: "native".into(),
             bin: Some(bin.to_path_buf()),
+            amx,
         },
     })
 }
@@ -539,12 +554,21 @@ fn llama_prefill_kernel(system_info: &str) -> &'static str {
     }
 }
 
-/// The kernel family candle's quantised prompt products use on this CPU: its repacked
-/// tiles multiply with `vpdpbusd zmm` where the CPU has AVX-512 VNNI and BW, else AVX2.
-fn candle_prefill_kernel(features: &[String]) -> &'static str {
+/// The widest kernel family candle's quantised prompt products may use on this CPU, as its
+/// x86 level picks it (`repack_x86::level`): `vpdpbusd zmm` with AVX-512 F and VNNI,
+/// `vpdpbusd ymm` with AVX-VNNI, else AVX2 (its repacked tiles take Q4_K, Q6_K and Q8_0
+/// weights whose rows are a multiple of 256 long; other weights use its per-block dot
+/// products); with `amx`, its Q4_K products of 32 rows or more run on AMX-INT8 tiles.
+fn candle_prefill_kernel(features: &[String], amx: bool) -> &'static str {
     let has = |f: &str| features.iter().any(|x| x == f);
-    if has("avx512_vnni") && has("avx512bw") {
-        "avx512-vnni"
+    if has("avx512f") && has("avx512_vnni") {
+        if amx && has("amx_int8") {
+            "amx-int8"
+        } else {
+            "avx512-vnni"
+        }
+    } else if has("avx_vnni") && has("avx2") {
+        "avx-vnni"
     } else if has("avx2") {
         "avx2"
     } else {
@@ -617,7 +641,7 @@ fn run_llama(
     Ok((r, tokens))
 }
 
-/// One system's medians on one (model, prompt), besides ours.
+/// One llama.cpp peer's medians on one (model, prompt).
 #[derive(Serialize, Clone, Debug)]
 struct PeerLine {
     system: String,
@@ -639,17 +663,16 @@ struct Line {
     generated_ours: usize,
     ours_prefill_tok_s: f64,
     ours_decode_tok_s: f64,
-    /// Every other system that ran: ours with AMX off (where it ran), then the llama.cpp
-    /// peers (the wheel; the native builds when given).
+    /// Every llama.cpp peer that ran (the wheel; the native builds when given).
     peers: Vec<PeerLine>,
     /// The fastest llama.cpp peer's prefill and decode rates: each ratio's denominator.
     best_prefill_peer: String,
     prefill_ratio: f64,
     best_decode_peer: String,
     decode_ratio: f64,
-    /// Ours with AMX off against llama.cpp built without AMX (where both ran).
-    no_amx_prefill_ratio: Option<f64>,
-    no_amx_decode_ratio: Option<f64>,
+    /// The fastest peer's rates (the ratios' denominators).
+    best_prefill_tok_s: f64,
+    best_decode_tok_s: f64,
     file_bytes: u64,
     /// Read bandwidth / file bytes.
     decode_bound_tok_s: f64,
@@ -677,6 +700,9 @@ struct SystemLine {
     first_rag_prefill_s: f64,
     median_rag_prefill_s: f64,
     peak_rss_bytes: u64,
+    /// Of the process's resident memory at the end, the part that maps files (llama.cpp's
+    /// memory-mapped GGUF pages; ours reads the file into its own memory).
+    file_rss_bytes: u64,
     /// Whose peak: `bench_llm --probe` (ours), `llama-server`, `python + xllamacpp`.
     process: String,
 }
@@ -689,20 +715,16 @@ struct Probe {
     first_rag_prefill_s: f64,
     second_rag_prefill_s: f64,
     peak_rss_bytes: u64,
+    file_rss_bytes: u64,
     amx_tensors: usize,
 }
 
-/// `--probe MODEL:on|off:PROMPTS.json`: load MODEL (AMX on or off), read the RAG prompt of
-/// PROMPTS.json twice, print a [`Probe`] line.
+/// `--probe MODEL:PROMPTS.json`: load MODEL, read the RAG prompt of PROMPTS.json twice,
+/// print a [`Probe`] line.
 fn probe(spec: &str, args: &Args) -> Result<()> {
-    let mut it = spec.splitn(3, ':');
-    let (Some(key), Some(amx), Some(prompts)) = (it.next(), it.next(), it.next()) else {
-        anyhow::bail!("--probe {spec}: expected MODEL:on|off:PROMPTS.json");
+    let Some((key, prompts)) = spec.split_once(':') else {
+        anyhow::bail!("--probe {spec}: expected MODEL:PROMPTS.json");
     };
-    ensure!(
-        amx == "on" || amx == "off",
-        "--probe {spec}: AMX must be on or off"
-    );
     let ps: Vec<serde_json::Value> = serde_json::from_str(
         &std::fs::read_to_string(prompts).with_context(|| format!("--probe: reading {prompts}"))?,
     )?;
@@ -713,10 +735,12 @@ fn probe(spec: &str, args: &Args) -> Result<()> {
         .with_context(|| format!("--probe: {prompts} has no rag prompt ids"))?;
     let opts = LoadOptions {
         requantize: args.requantize,
-        amx: amx == "on",
         ..LoadOptions::default()
     };
-    workbench::machine::reset_peak_resident();
+    ensure!(
+        workbench::machine::reset_peak_resident(),
+        "--probe: this kernel does not let a process reset its peak resident memory (/proc/self/clear_refs)"
+    );
     let mut llm = Llm::from_asset(key, &opts)?;
     let params = generate_params(args);
     let first = llm.generate_ids(&rag, &params)?;
@@ -727,23 +751,38 @@ fn probe(spec: &str, args: &Args) -> Result<()> {
         warm_up_s: info.warm_up_secs,
         first_rag_prefill_s: first.prefill_secs,
         second_rag_prefill_s: second.prefill_secs,
-        peak_rss_bytes: workbench::machine::peak_resident_bytes(None).unwrap_or(0),
+        peak_rss_bytes: workbench::machine::peak_resident_bytes(None)
+            .context("--probe: no VmHWM in /proc/self/status")?,
+        file_rss_bytes: file_rss_bytes(None).context("--probe: no RssFile in /proc/self/status")?,
         amx_tensors: info.amx_tensors,
     };
     println!("{}", serde_json::to_string(&p)?);
     Ok(())
 }
 
-/// Run [`probe`] in a fresh process of this binary with the same threads.
-fn run_probe(key: &str, amx: bool, prompts: &Path, args: &Args) -> Result<Probe> {
+/// The `RssFile` of `/proc/<pid>/status` (this process for `None`), bytes.
+fn file_rss_bytes(pid: Option<u32>) -> Option<u64> {
+    let path = pid.map_or("/proc/self/status".to_string(), |p| {
+        format!("/proc/{p}/status")
+    });
+    let kib: u64 = std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("RssFile:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Run [`probe`] in a fresh process of this binary with the same threads and environment
+/// (`--no-amx`'s switches included).
+fn run_probe(key: &str, prompts: &Path, args: &Args) -> Result<Probe> {
     let exe = std::env::current_exe()?;
     let out = std::process::Command::new(&exe)
         .arg("--probe")
-        .arg(format!(
-            "{key}:{}:{}",
-            if amx { "on" } else { "off" },
-            prompts.display()
-        ))
+        .arg(format!("{key}:{}", prompts.display()))
         .args(["--threads", &args.threads.to_string()])
         .args(["--new-tokens", &args.new_tokens.to_string()])
         .args(["--prefill-batch", &args.prefill_batch.to_string()])
@@ -816,6 +855,11 @@ fn main() -> Result<()> {
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
     std::env::set_var("CANDLE_NUM_THREADS", args.threads.to_string());
     std::env::set_var("WORKBENCH_PROGRESS", "0");
+    if args.no_amx {
+        // Read once, on first use, by the workbench's AMX kernel and candle's.
+        std::env::set_var("WORKBENCH_LLM_NO_AMX", "1");
+        std::env::set_var("CANDLE_NO_AMX", "1");
+    }
     if let Some(spec) = &args.probe {
         return probe(spec, &args);
     }
@@ -831,7 +875,8 @@ fn main() -> Result<()> {
         inputs: assets.input_checksums(inputs_for)?,
         program_sha256: workbench::results::executable_sha256()?,
     };
-    let BenchRun { exp, machine } = BenchRun::start(NAME, &config, SUMMARY_FILE)?;
+    let name = if args.no_amx { NAME_NO_AMX } else { NAME };
+    let BenchRun { exp, machine } = BenchRun::start(name, &config, SUMMARY_FILE)?;
     let out = &exp.out;
     let up_start = machine.load_before.clone();
     println!("{}", machine.summary());
@@ -866,11 +911,22 @@ fn main() -> Result<()> {
         label: WHEEL.into(),
         short: "wheel".into(),
         bin: None,
+        amx: false,
     }];
     for bin in &args.native_server {
-        servers.push(native_server(bin)?);
+        let sv = native_server(bin)?;
+        ensure!(
+            !servers.iter().any(|x| x.label == sv.label),
+            "--native-server: two builds named `{}` (the variant of their build-info.json)",
+            sv.label
+        );
+        if args.no_amx && sv.amx {
+            println!("--no-amx: leaving out {} (built with AMX)", sv.label);
+            continue;
+        }
+        servers.push(sv);
     }
-    let candle_kernel = candle_prefill_kernel(&machine.features);
+    let ours_label = if args.no_amx { OURS_NO_AMX } else { OURS };
 
     let opts = LoadOptions {
         requantize: args.requantize,
@@ -892,17 +948,14 @@ fn main() -> Result<()> {
             .clone();
         let path: PathBuf = assets.resolve(key, &file)?;
         let file_bytes = std::fs::metadata(&path)?.len();
-        // Ours: with the library's defaults (AMX where the CPU has it), and with AMX off
-        // where that changes anything.
-        let mut ours: Vec<(&str, Llm)> = vec![(OURS, Llm::from_asset(key, &opts)?)];
+        // Ours, with the library's defaults (its AMX kernel where the CPU has AMX-BF16).
+        let mut ours: Vec<(&str, Llm)> = vec![(ours_label, Llm::from_asset(key, &opts)?)];
         let info = ours[0].1.info();
-        if info.amx_tensors > 0 && !args.no_amx_off {
-            let off = LoadOptions {
-                amx: false,
-                ..opts.clone()
-            };
-            ours.push((OURS_NO_AMX, Llm::from_asset(key, &off)?));
-        }
+        ensure!(
+            !args.no_amx || info.amx_tensors == 0,
+            "--no-amx: {} weight tensors still on AMX tiles",
+            info.amx_tensors
+        );
         let macs = info.layer_macs_per_token;
         println!(
             "\n{key}: {} ({} layers, {} MB file, {:.2} G weight multiply-adds per token), ours loaded in {:.1} s ({} tensors requantised, {} on AMX tiles)",
@@ -927,11 +980,10 @@ fn main() -> Result<()> {
                     .collect::<Vec<_>>(),
             )?,
         )?;
-        // Load, first prompt and peak memory of each of ours, each in a fresh process.
+        // Load, first prompt and peak memory of ours, in a fresh process.
         let mut probes: Vec<(&str, Probe)> = Vec::new();
-        for (label, llm) in &ours {
-            let amx = llm.info().amx_tensors > 0;
-            let p = run_probe(key, amx, &prompts_file, &args)?;
+        for (label, _) in &ours {
+            let p = run_probe(key, &prompts_file, &args)?;
             println!(
                 "  {label}, fresh process: load {:.2} s (warm-up {:.2} s), first RAG prefill {:.3} s, second {:.3} s, peak resident {:.0} MB",
                 p.load_s,
@@ -1026,7 +1078,7 @@ fn main() -> Result<()> {
             }
             println!("  round {} done (load {})", round + 1, load_average());
         }
-        let mut peer_memory: Vec<(u64, String)> = Vec::new();
+        let mut peer_memory: Vec<(u64, u64, String)> = Vec::new();
         for (_, mut peer) in llamas.drain(..) {
             peer_memory.push(peer.peak_rss()?);
             peer.stop()?;
@@ -1042,10 +1094,11 @@ fn main() -> Result<()> {
         };
         let rag_tok_s = |system: &str| medians(&runs, key, "rag", system).0;
         for (label, p) in &probes {
+            // Our AMX kernel takes every weight type it handles before candle sees it.
             let kernel = if p.amx_tensors > 0 {
                 "amx-bf16"
             } else {
-                candle_kernel
+                candle_prefill_kernel(&machine.features, !args.no_amx)
             };
             let peak = kernel_peak(kernel);
             system_lines.push(SystemLine {
@@ -1060,6 +1113,7 @@ fn main() -> Result<()> {
                 first_rag_prefill_s: p.first_rag_prefill_s,
                 median_rag_prefill_s: rag_median_s(label),
                 peak_rss_bytes: p.peak_rss_bytes,
+                file_rss_bytes: p.file_rss_bytes,
                 process: "bench_llm --probe".into(),
             });
         }
@@ -1080,7 +1134,8 @@ fn main() -> Result<()> {
                 first_rag_prefill_s: peer_first_rag[k],
                 median_rag_prefill_s: rag_median_s(&sv.label),
                 peak_rss_bytes: peer_memory[k].0,
-                process: peer_memory[k].1.clone(),
+                file_rss_bytes: peer_memory[k].1,
+                process: peer_memory[k].2.clone(),
             });
         }
         if args.question_set > 0 {
@@ -1102,7 +1157,7 @@ fn main() -> Result<()> {
             }
             // Warm-up (untimed): one question and one batch on each side.
             let first = &set[..args.batch.min(set.len())];
-            run_ours(llm, OURS, &set[0], &params)?;
+            run_ours(llm, ours_label, &set[0], &params)?;
             let refs: Vec<&[u32]> = first.iter().map(|p| p.as_slice()).collect();
             llm.generate_batch(&refs, &params)?;
             for (label, peer) in llamas.iter_mut() {
@@ -1111,6 +1166,7 @@ fn main() -> Result<()> {
             }
             set_lines.extend(measure_set(
                 llm,
+                ours_label,
                 &mut llamas,
                 key,
                 &set,
@@ -1122,19 +1178,13 @@ fn main() -> Result<()> {
                 peer.stop()?;
             }
         }
-        let others: Vec<(String, String)> = ours
+        let others: Vec<(String, String)> = servers
             .iter()
-            .skip(1)
-            .map(|(l, _)| (l.to_string(), "ours AMX off".to_string()))
-            .chain(
-                servers
-                    .iter()
-                    .map(|sv| (sv.label.clone(), format!("llama.cpp {}", sv.short))),
-            )
+            .map(|sv| (sv.label.clone(), format!("llama.cpp {}", sv.short)))
             .collect();
         drop(ours);
         for (pi, (pname, _, ids)) in ps.iter().enumerate() {
-            let (op, od, og) = medians(&runs, key, pname, OURS);
+            let (op, od, og) = medians(&runs, key, pname, ours_label);
             let peer_lines: Vec<PeerLine> = others
                 .iter()
                 .enumerate()
@@ -1153,26 +1203,13 @@ fn main() -> Result<()> {
             let best = |f: fn(&PeerLine) -> f64| {
                 peer_lines
                     .iter()
-                    .filter(|l| l.system != OURS_NO_AMX && f(l).is_finite())
+                    .filter(|l| f(l).is_finite())
                     .max_by(|a, b| f(a).total_cmp(&f(b)))
                     .map(|l| (l.short.clone(), f(l)))
                     .unwrap_or_else(|| ("none".into(), f64::NAN))
             };
             let (bp_name, bp) = best(|l| l.prefill_tok_s);
             let (bd_name, bd) = best(|l| l.decode_tok_s);
-            let find = |system: &str| peer_lines.iter().find(|l| l.system == system);
-            let without_amx = servers
-                .iter()
-                .find(|sv| sv.short == WITHOUT_AMX)
-                .and_then(|sv| find(&sv.label));
-            let (no_amx_prefill_ratio, no_amx_decode_ratio) = match (find(OURS_NO_AMX), without_amx)
-            {
-                (Some(o), Some(w)) => (
-                    Some(o.prefill_tok_s / w.prefill_tok_s),
-                    Some(o.decode_tok_s / w.decode_tok_s),
-                ),
-                _ => (None, None),
-            };
             lines.push(Line {
                 model: key.clone(),
                 prompt: pname.clone(),
@@ -1185,8 +1222,8 @@ fn main() -> Result<()> {
                 prefill_ratio: op / bp,
                 best_decode_peer: bd_name,
                 decode_ratio: od / bd,
-                no_amx_prefill_ratio,
-                no_amx_decode_ratio,
+                best_prefill_tok_s: bp,
+                best_decode_tok_s: bd,
                 file_bytes,
                 decode_bound_tok_s: bw.read_bytes_per_s / file_bytes as f64,
                 weight_macs_per_token: macs,
@@ -1196,12 +1233,11 @@ fn main() -> Result<()> {
     let up_end = load_average();
     println!("\nload at the end: {up_end}");
 
-    // Columns per system besides ours, in the order they ran.
-    let names: Vec<String> = lines
-        .first()
-        .map(|l| l.peers.iter().map(|p| p.short.clone()).collect())
-        .unwrap_or_default();
-    let no_amx_columns = lines.iter().any(|l| l.no_amx_prefill_ratio.is_some());
+    // Columns per llama.cpp peer, in the order they ran (the same for every model).
+    let names: Vec<String> = servers
+        .iter()
+        .map(|sv| format!("llama.cpp {}", sv.short))
+        .collect();
     let mut header: Vec<String> = vec![
         "model".into(),
         "prompt".into(),
@@ -1211,23 +1247,24 @@ fn main() -> Result<()> {
         "prefill tok/s ours".into(),
     ];
     header.extend(names.iter().map(|n| format!("prefill tok/s {n}")));
-    header.push("prefill ratio (vs fastest llama.cpp)".into());
-    if no_amx_columns {
-        header.push(format!(
-            "prefill ratio, ours AMX off vs llama.cpp {WITHOUT_AMX}"
-        ));
-    }
-    header.push("decode tok/s ours".into());
+    header.extend([
+        "prefill tok/s fastest llama.cpp".into(),
+        "prefill ratio (vs fastest llama.cpp)".into(),
+        "decode tok/s ours".into(),
+    ]);
     header.extend(names.iter().map(|n| format!("decode tok/s {n}")));
-    header.push("decode ratio (vs fastest llama.cpp)".into());
-    if no_amx_columns {
-        header.push(format!(
-            "decode ratio, ours AMX off vs llama.cpp {WITHOUT_AMX}"
-        ));
-    }
-    header.push("decode bound (read bw / file)".into());
+    header.extend([
+        "decode tok/s fastest llama.cpp".into(),
+        "decode ratio (vs fastest llama.cpp)".into(),
+        "decode bound (read bw / file)".into(),
+    ]);
     let mut t = Table::new(header).caption(format!(
-        "bench_llm: {} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; load {} → {}. Each ratio divides ours by the fastest llama.cpp build on that cell (named in brackets); the prompt kernels and their ceilings are in the table of systems",
+        "{name}: {}{} threads, median of {} interleaved rounds, greedy, ≤ {} new tokens; read bandwidth {:.2} GB/s; load {} → {}. Each ratio divides ours by the fastest llama.cpp build on that cell (named in brackets); the prompt kernels and their ceilings are in the table of systems",
+        if args.no_amx {
+            "AMX kept out (ours with its AMX kernel and candle's switched off, llama.cpp builds without AMX), "
+        } else {
+            ""
+        },
         args.threads,
         args.rounds,
         args.new_tokens,
@@ -1252,31 +1289,21 @@ fn main() -> Result<()> {
             format!("{:.1}", l.ours_prefill_tok_s),
         ];
         row.extend(l.peers.iter().map(|p| format!("{:.1}", p.prefill_tok_s)));
-        row.push(format!(
-            "{:.2}× ({})",
-            l.prefill_ratio,
-            short_of(&l.best_prefill_peer)
-        ));
-        if no_amx_columns {
-            row.push(
-                l.no_amx_prefill_ratio
-                    .map_or("–".into(), |r| format!("{r:.2}×")),
-            );
-        }
-        row.push(format!("{:.1}", l.ours_decode_tok_s));
+        row.extend([
+            format!("{:.1}", l.best_prefill_tok_s),
+            format!(
+                "{:.2}× ({})",
+                l.prefill_ratio,
+                short_of(&l.best_prefill_peer)
+            ),
+            format!("{:.1}", l.ours_decode_tok_s),
+        ]);
         row.extend(l.peers.iter().map(|p| format!("{:.1}", p.decode_tok_s)));
-        row.push(format!(
-            "{:.2}× ({})",
-            l.decode_ratio,
-            short_of(&l.best_decode_peer)
-        ));
-        if no_amx_columns {
-            row.push(
-                l.no_amx_decode_ratio
-                    .map_or("–".into(), |r| format!("{r:.2}×")),
-            );
-        }
-        row.push(format!("{:.1}", l.decode_bound_tok_s));
+        row.extend([
+            format!("{:.1}", l.best_decode_tok_s),
+            format!("{:.2}× ({})", l.decode_ratio, short_of(&l.best_decode_peer)),
+            format!("{:.1}", l.decode_bound_tok_s),
+        ]);
         t.push(row)?;
     }
     let mut md = format!("{}\n{}", machine.summary(), t.to_markdown());
@@ -1294,10 +1321,11 @@ fn main() -> Result<()> {
         "first RAG prefill (s)",
         "median RAG prefill (s)",
         "peak resident memory (MB)",
+        "of it mapping files at the end (MB)",
         "process measured",
     ])
     .caption(format!(
-        "Systems: the kernel family each system's prompt products run on (from its build; ours: AMX-BF16 tiles where it packed weights for them, else candle's quantised kernels), that family's peak measured on this CPU with {} threads over the layers' weight multiply-adds per token, the load (ours: in a fresh process, with the warm-up that packs the weights; llama.cpp: the server's start), the RAG prompt's prefill right after the load against its median over the rounds, and the peak resident memory of the process holding the model",
+        "Systems: the widest kernel family each system's prompt products may run on (ours: AMX-BF16 tiles where its AMX kernel took the weights, else candle's kernels as its x86 level picks them; llama.cpp: read from its build's system_info; weight types or shapes a kernel does not take run on a narrower one), that family's peak measured on this CPU with {} threads over the layers' weight multiply-adds per token (an upper bound), the load (ours: in a fresh process, with the warm-up that packs the weights; llama.cpp: the server's start to ready, with its weight repacking), the RAG prompt's prefill right after the load against its median over the rounds, and the peak resident memory of the process holding the model, with the part of its resident memory that maps files at the end (llama.cpp maps the GGUF; ours reads it into its own memory)",
         args.threads
     ));
     let f = |x: f64, d: usize| {
@@ -1324,6 +1352,7 @@ fn main() -> Result<()> {
             f(s.first_rag_prefill_s, 3),
             f(s.median_rag_prefill_s, 3),
             format!("{:.0}", s.peak_rss_bytes as f64 / 1e6),
+            format!("{:.0}", s.file_rss_bytes as f64 / 1e6),
             s.process.clone(),
         ])?;
     }
@@ -1349,7 +1378,7 @@ fn main() -> Result<()> {
         for l in &set_lines {
             let base = set_lines
                 .iter()
-                .find(|b| b.model == l.model && b.system == OURS && !b.batched)
+                .find(|b| b.model == l.model && b.system == ours_label && !b.batched)
                 .map_or(f64::NAN, |b| b.questions_per_min);
             st.push([
                 l.model.clone(),
@@ -1443,12 +1472,37 @@ mod tests {
             "avx-vnni"
         );
         assert_eq!(llama_prefill_kernel(""), "unknown");
-        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let runtime = "build native: n_threads = 2 (n_threads_batch = 2) / 2 | CPU : SSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | LLAMAFILE = 1 | REPACK = 1 |";
+        assert_eq!(llama_prefill_kernel(runtime), "amx-int8");
         assert_eq!(
-            candle_prefill_kernel(&f(&["avx2", "avx512f", "avx512bw", "avx512_vnni"])),
+            llama_prefill_kernel(&runtime.replace("AMX_INT8 = 1", "AMX_INT8 = 0")),
             "avx512-vnni"
         );
-        assert_eq!(candle_prefill_kernel(&f(&["avx2", "avx512_vnni"])), "avx2");
-        assert_eq!(candle_prefill_kernel(&f(&[])), "unknown");
+        // candle's x86 level: AVX-512 F + VNNI, then AVX-VNNI, then AVX2; AMX-INT8 for its
+        // Q4_K prompts unless switched off.
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let xeon = f(&[
+            "avx2",
+            "avx512f",
+            "avx512bw",
+            "avx512_vnni",
+            "avx_vnni",
+            "amx_int8",
+        ]);
+        assert_eq!(candle_prefill_kernel(&xeon, true), "amx-int8");
+        assert_eq!(candle_prefill_kernel(&xeon, false), "avx512-vnni");
+        assert_eq!(
+            candle_prefill_kernel(&f(&["avx2", "avx512f", "avx512_vnni"]), true),
+            "avx512-vnni"
+        );
+        assert_eq!(
+            candle_prefill_kernel(&f(&["avx2", "avx512_vnni", "avx_vnni"]), false),
+            "avx-vnni"
+        );
+        assert_eq!(
+            candle_prefill_kernel(&f(&["avx2", "avx512f"]), false),
+            "avx2"
+        );
+        assert_eq!(candle_prefill_kernel(&f(&[]), false), "unknown");
     }
 }

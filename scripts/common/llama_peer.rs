@@ -149,17 +149,19 @@ impl Peer {
     }
 
     /// Peak resident memory of the process that holds the model (the `llama-server` child
-    /// of a native build, the Python process of the wheel), bytes, and which process it is.
-    pub fn peak_rss(&mut self) -> Result<(u64, String)> {
+    /// of a native build, the Python process of the wheel), bytes; the part of its resident
+    /// memory that maps files now, bytes; and which process it is.
+    pub fn peak_rss(&mut self) -> Result<(u64, u64, String)> {
         writeln!(self.stdin, "{{\"memory\": true}}")?;
         self.stdin.flush()?;
         #[derive(Deserialize)]
         struct Memory {
             peak_rss_bytes: u64,
+            file_rss_bytes: u64,
             process: String,
         }
         let m: Memory = self.read_line()?;
-        Ok((m.peak_rss_bytes, m.process))
+        Ok((m.peak_rss_bytes, m.file_rss_bytes, m.process))
     }
 
     /// Seconds from the start of the model's load to a server ready to answer, as the

@@ -26,8 +26,9 @@ generation (the server's `timings`), so HTTP and JSON overhead is not in them; `
 the whole request as seen from Python. The prompt is sent as token ids (used as is: no BOS,
 no re-tokenisation) with `cache_prompt: false`, so every request processes its whole prompt
 from an empty KV cache. Greedy decoding, EOS not suppressed; the caller sees `predicted_n`.
-A request line `{"memory": true}` is answered with `{"peak_rss_bytes", "process"}`: the peak
-resident memory (Linux's VmHWM) of the process that holds the model, the `llama-server`
+A request line `{"memory": true}` is answered with `{"peak_rss_bytes", "file_rss_bytes",
+"process"}`: the peak resident memory (Linux's VmHWM) of the process that holds the model and
+the part of its resident memory that maps files (RssFile), the `llama-server`
 child for a native build and this Python process for the wheel. The ready line carries
 `load_s`, the seconds from the start of the model's load to a server ready to answer.
 A request line `{"quit": true}` or end of input ends the process.
@@ -125,12 +126,17 @@ def one(peer: Peer | NativePeer, ids: list[int], n_predict: int) -> dict:
 
 
 def peak_rss(peer: Peer | NativePeer) -> dict:
-    """The peak resident memory of the process holding the model (VmHWM), bytes."""
+    """The peak resident memory of the process holding the model (VmHWM) and the part of
+    its resident memory that maps files now (RssFile), bytes."""
     pid, process = (peer.proc.pid, "llama-server") if isinstance(peer, NativePeer) else ("self", "python + xllamacpp")
+    fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return {"peak_rss_bytes": int(line.split()[1]) * 1024, "process": process}
-    raise SystemExit(f"/proc/{pid}/status has no VmHWM line")
+        key, _, rest = line.partition(":")
+        if key in ("VmHWM", "RssFile"):
+            fields[key] = int(rest.split()[0]) * 1024
+    if len(fields) != 2:
+        raise SystemExit(f"/proc/{pid}/status lacks VmHWM or RssFile: {fields}")
+    return {"peak_rss_bytes": fields["VmHWM"], "file_rss_bytes": fields["RssFile"], "process": process}
 
 
 def serve(peer: Peer | NativePeer) -> None:
