@@ -483,7 +483,6 @@ struct Run {
 const OURS: &str = "workbench (candle)";
 const OURS_NO_AMX: &str = "workbench (candle, AMX off)";
 const WHEEL: &str = "llama.cpp (xllamacpp wheel)";
-const NATIVE: &str = "llama.cpp (native build)";
 
 /// A llama.cpp server to run as a peer.
 struct Server {
@@ -505,29 +504,29 @@ fn native_server(bin: &Path) -> Result<Server> {
         bin.display()
     );
     let info = bin.with_file_name("build-info.json");
-    let build = std::fs::read_to_string(&info)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .unwrap_or(serde_json::Value::Null);
+    let text = std::fs::read_to_string(&info).with_context(|| {
+        format!(
+            "--native-server {}: no {} beside it (build it with scripts/python/build_llamacpp.py)",
+            bin.display(),
+            info.display()
+        )
+    })?;
+    let build: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", info.display()))?;
+    let variant = build["variant"]
+        .as_str()
+        .with_context(|| format!("{}: no `variant`", info.display()))?;
     let amx = build["instruction_sets"]
         .as_array()
         .is_some_and(|v| v.iter().any(|x| x == "AMX_INT8"))
         || build["system_info"]
             .as_str()
             .is_some_and(|s| s.contains("AMX_INT8 = 1"));
-    Ok(match build["variant"].as_str() {
-        Some(v) => Server {
-            label: format!("llama.cpp ({v})"),
-            short: v.to_string(),
-            bin: Some(bin.to_path_buf()),
-            amx,
-        },
-        None => Server {
-            label: NATIVE.into(),
-            short: "native".into(),
-            bin: Some(bin.to_path_buf()),
-            amx,
-        },
+    Ok(Server {
+        label: format!("llama.cpp ({variant})"),
+        short: variant.to_string(),
+        bin: Some(bin.to_path_buf()),
+        amx,
     })
 }
 
@@ -926,6 +925,12 @@ fn main() -> Result<()> {
         }
         servers.push(sv);
     }
+    ensure!(
+        !args.no_amx || servers.iter().any(|sv| sv.bin.is_some()),
+        "--no-amx: no llama.cpp build without AMX among --native-server (scripts/python/build_llamacpp.py makes one on a CPU with AMX)"
+    );
+    // candle's own AMX-INT8 Q4_K kernel runs unless the process switched it off.
+    let candle_amx = !workbench::kernels::cpu::switched_off("CANDLE_NO_AMX");
     let ours_label = if args.no_amx { OURS_NO_AMX } else { OURS };
 
     let opts = LoadOptions {
@@ -1010,6 +1015,11 @@ fn main() -> Result<()> {
         }
         let mut peer_info = serde_json::Map::new();
         for (label, peer) in &llamas {
+            let info = peer.ready["settings"]["system_info"].as_str().unwrap_or("");
+            ensure!(
+                !args.no_amx || !info.contains("AMX_INT8 = 1"),
+                "--no-amx: {label} reports AMX_INT8 = 1 ({info})"
+            );
             println!(
                 "  {label}: {} · {} · ready in {:.2} s",
                 peer.ready["xllamacpp_version"],
@@ -1098,7 +1108,7 @@ fn main() -> Result<()> {
             let kernel = if p.amx_tensors > 0 {
                 "amx-bf16"
             } else {
-                candle_prefill_kernel(&machine.features, !args.no_amx)
+                candle_prefill_kernel(&machine.features, candle_amx)
             };
             let peak = kernel_peak(kernel);
             system_lines.push(SystemLine {

@@ -5,8 +5,8 @@
 The `xllamacpp` wheel is llama.cpp compiled for a generic x86-64 (AVX2, FMA, F16C): on a CPU
 with AVX-512, VNNI or AMX it is not llama.cpp at its best. This script compiles llama.cpp
 with `GGML_NATIVE=ON` (the compiler's `-march=native`: every instruction set the CPU reports)
-and, on a CPU with AMX, a second variant with the same flags minus AMX
-(`native-without-amx`), so that a benchmark can hold a system to llama.cpp's best build and
+and, on a CPU with AMX, a second variant built for the CPU's instruction sets named one by
+one, AMX left out (`native-without-amx`), so that a benchmark can hold a system to llama.cpp's best build and
 also measure the instruction set apart from the kernel. It prints the paths of the variants
 that passed their smoke test, comma-separated, on its last stdout line (fastest-expected
 first: native, then native-without-amx).
@@ -14,12 +14,12 @@ first: native, then native-without-amx).
 Compiler: on a CPU with AMX, g++ before 13 miscompiles ggml's AMX kernels (GCC 12 declares
 `_tile_loadconfig` to read 8 bytes, so the stores of the tile configuration are dropped and
 `ldtilecfg` loads tiles with no shape: the server dies at its first prompt; ollama PR 17244,
-llama.cpp issue 20824). There the build uses the newest clang found whose `-march=native` defines
-`__AMX_INT8__`, the macro ggml compiles its AMX kernels under (clang 14, Debian 12's
+llama.cpp issue 20824). There the build uses the newest clang found whose `-march=native`
+defines `__AMX_INT8__`, the macro ggml compiles its AMX kernels under (clang 14, Debian 12's
 default `clang`, spells it `__AMXINT8__`, so a build with it has no AMX kernels; Debian 12:
-`apt-get install clang-19`), for every variant, so that the variants differ only in their
-instruction sets; without one it stops and says so. `CC` /
-`CXX` in the environment win over this choice.
+`apt-get install clang-19`), else the default compiler when it is GCC 13 or later, for every
+variant, so that the variants differ only in their instruction sets; without either it stops
+and says so. `CC` / `CXX` in the environment win over this choice.
 
 Source: the llama.cpp tree vendored in PyPI's `llama-cpp-python` sdist (pinned version and
 sha256 below; `pip download` fetches it from PyPI or from `PIP_FIND_LINKS`). Nothing else is
@@ -124,27 +124,26 @@ def defines_amx(cc: str) -> bool:
 
 
 def choose_compiler(flags: list[str]) -> None:
-    """Set CC / CXX for the build (see the module's docstring) on a CPU with AMX: the default
-    compiler when it is GCC 13 or later and compiles ggml's AMX kernels, else the newest
-    clang that does. The environment's CC / CXX, when given, are used as they are."""
-    if "CXX" in os.environ or not any(f.startswith("amx") for f in flags):
+    """Set CC / CXX for the build (see the module's docstring) on a CPU with AMX: the newest
+    clang that compiles ggml's AMX kernels, else the default compiler when it is GCC 13 or
+    later and does (the smoke test then checks that its AMX build runs). CC and CXX given in
+    the environment are used as they are."""
+    if "CXX" in os.environ or "CC" in os.environ or not any(f.startswith("amx") for f in flags):
         return
+    for v in ["-22", "-21", "-20", "-19", "-18", "-17", "-16", "-15", ""]:
+        cxx, cc = shutil.which(f"clang++{v}"), shutil.which(f"clang{v}")
+        if cxx and cc and defines_amx(cc):
+            os.environ["CXX"], os.environ["CC"] = cxx, cc
+            log(f"AMX CPU: building with {cxx} (GCC before 13 miscompiles ggml's tile configuration)")
+            return
     try:
         major = int(subprocess.run(["c++", "-dumpversion"], capture_output=True, text=True,
                                    check=True).stdout.strip().split(".")[0])
         out = subprocess.run(["c++", "--version"], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError, ValueError):
         major, out = 0, ""
-    gcc = major > 0 and "clang" not in out.lower()
-    if gcc and major >= 13 and defines_amx("cc"):
+    if major >= 13 and "clang" not in out.lower() and defines_amx("cc"):
         return
-    for v in ["-22", "-21", "-20", "-19", "-18", "-17", "-16", "-15", ""]:
-        cxx, cc = shutil.which(f"clang++{v}"), shutil.which(f"clang{v}")
-        if cxx and cc and defines_amx(cc):
-            os.environ["CXX"], os.environ["CC"] = cxx, cc
-            log(f"AMX CPU and {'g++ ' + str(major) if gcc else 'c++'}: building with {cxx} "
-                "(GCC before 13 drops ggml's tile configuration)")
-            return
     raise SystemExit(
         "this CPU has AMX, and no compiler here builds ggml's AMX kernels: g++ before 13 miscompiles "
         "them and clang before 15 does not define __AMX_INT8__ for -march=native; install a newer "

@@ -579,9 +579,10 @@ pub(crate) fn amx_available() -> bool {
     use std::sync::OnceLock;
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
-        // [rag-workbench patch] CANDLE_NO_AMX=1 keeps this process's Q4_K products off AMX,
-        // so that a benchmark can measure candle's kernels without AMX on a CPU that has it.
-        if std::env::var("CANDLE_NO_AMX").as_deref() == Ok("1") {
+        // [rag-workbench patch] CANDLE_NO_AMX (set, and neither empty nor 0) keeps this
+        // process's Q4_K products off AMX, so that a benchmark can measure candle's kernels
+        // without AMX on a CPU that has it.
+        if std::env::var("CANDLE_NO_AMX").is_ok_and(|v| !v.is_empty() && v != "0") {
             return false;
         }
         // forced downlevel testing must exercise the 256-bit paths end to end

@@ -143,11 +143,12 @@ pub struct LoadOptions {
     /// first question. On by default.
     #[serde(default = "yes")]
     pub warm_up: bool,
-    /// Multiply prompts of 16 tokens or more on AMX tiles where the CPU has AMX-BF16 (k-quant
-    /// and Q8_0 weights, packed to bf16 at their first prefill). Off: candle's quantised
-    /// kernels, as on a CPU without AMX, for comparisons within one process
-    /// (`WORKBENCH_LLM_NO_AMX=1` turns the AMX kernel off for the whole process). On by
-    /// default.
+    /// Multiply prompts of 16 tokens or more with the workbench's AMX kernel where the CPU
+    /// has AMX-BF16 (k-quant and Q8_0 weights, packed to bf16 at their first prefill). Off:
+    /// candle's quantised kernels multiply them, which on a CPU with AMX-INT8 still run Q4_K
+    /// prompts of 32 rows or more on candle's own AMX-INT8 tiles unless the process has
+    /// `CANDLE_NO_AMX=1` (the workspace's patched candle). `WORKBENCH_LLM_NO_AMX=1` turns the
+    /// workbench's kernel off for the whole process. On by default.
     #[serde(default = "yes")]
     pub amx: bool,
 }
