@@ -999,20 +999,24 @@ fn main() -> Result<()> {
             );
             probes.push((label, p));
         }
-        let mut llamas: Vec<(String, Peer)> = Vec::new();
-        for sv in &servers {
-            llamas.push((
-                sv.label.clone(),
-                Peer::start(
-                    &peers,
-                    &path,
-                    args.threads,
-                    &args.flash_attn,
-                    sv.bin.as_deref(),
-                    1,
-                )?,
-            ));
-        }
+        // Every llama.cpp peer on this model, with `slots` sequences decoded together.
+        let start_peers = |slots: usize| -> Result<Vec<(String, Peer)>> {
+            servers
+                .iter()
+                .map(|sv| {
+                    let peer = Peer::start(
+                        &peers,
+                        &path,
+                        args.threads,
+                        &args.flash_attn,
+                        sv.bin.as_deref(),
+                        slots,
+                    )?;
+                    Ok((sv.label.clone(), peer))
+                })
+                .collect()
+        };
+        let mut llamas = start_peers(1)?;
         let mut peer_info = serde_json::Map::new();
         for (label, peer) in &llamas {
             let info = peer.ready["settings"]["system_info"].as_str().unwrap_or("");
@@ -1152,19 +1156,7 @@ fn main() -> Result<()> {
             let llm = &mut ours[0].1;
             let set = question_set(llm, &assets, args.long_tokens, args.question_set)?;
             // The peers again, with a slot per question of a batch.
-            for sv in &servers {
-                llamas.push((
-                    sv.label.clone(),
-                    Peer::start(
-                        &peers,
-                        &path,
-                        args.threads,
-                        &args.flash_attn,
-                        sv.bin.as_deref(),
-                        args.batch,
-                    )?,
-                ));
-            }
+            llamas = start_peers(args.batch)?;
             // Warm-up (untimed): one question and one batch on each side.
             let first = &set[..args.batch.min(set.len())];
             run_ours(llm, ours_label, &set[0], &params)?;
