@@ -141,6 +141,9 @@ struct LuceneOut {
     index_s: f64,
     warmup: usize,
     harness_sha256: String,
+    /// The harness's minimum warm-up time (s) and total-hits threshold (hits counted exactly).
+    harness_warmup_seconds: f64,
+    harness_total_hits_threshold: usize,
     harness_loadavg_1min: Vec<f64>,
     /// The harness's top-10 lists against the batch search's: overlap, identical lists, equal scores.
     harness_top10_vs_batch_search: serde_json::Value,
@@ -157,7 +160,10 @@ fn run_lucene(
     queries: &Path,
     args: &Args,
 ) -> Result<(LuceneOut, String)> {
-    let out = peers.run(LUCENE_PEER, peer_argv(corpus, queries, args, &[]))?;
+    // The harness as bench_bm25_scale runs it: hit counting stops at k, so Lucene may skip
+    // non-competitive documents as tantivy and the workbench do, after at least 10 s of JIT.
+    let extra = ["--total-hits-threshold", "10", "--warmup-seconds", "10"];
+    let out = peers.run(LUCENE_PEER, peer_argv(corpus, queries, args, &extra))?;
     let parsed: LuceneOut = out.json()?;
     ensure!(
         parsed.peers.len() == 2,
@@ -539,6 +545,8 @@ fn main() -> Result<()> {
                     "anserini_jar": lucene.anserini_jar, "anserini_jar_sha256": lucene.anserini_jar_sha256,
                     "index_s": lucene.index_s, "warmup": lucene.warmup,
                     "harness_sha256": lucene.harness_sha256,
+                    "total_hits_threshold": lucene.harness_total_hits_threshold,
+                    "warmup_seconds": lucene.harness_warmup_seconds,
                     "harness_top10_vs_batch_search": lucene.harness_top10_vs_batch_search,
                 }));
             }
@@ -662,7 +670,7 @@ fn main() -> Result<()> {
         first.bm25s_version,
         first.numba_version.as_deref().unwrap_or("–"),
         match &lucene_meta {
-            Some(m) => format!("Lucene: the analysed tokens indexed pretokenized (whitespace) into one segment, searched by Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second; query analysis in Python timed), and by Lucene's IndexSearcher.search on one thread in a Java harness (search calls only timed; its CPU-seconds are its thread's), each after {} warm-up passes (JIT)", m["warmup"]),
+            Some(m) => format!("Lucene: the analysed tokens indexed pretokenized (whitespace) into one segment, searched by Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second; query analysis in Python timed), and by Lucene's IndexSearcher.search on one thread in a Java harness (search calls only timed; its CPU-seconds are its thread's; exact hit counting up to {} hits, so that it may skip non-competitive documents as tantivy and the workbench do), each after {} warm-up passes (JIT; the harness warmed up for {} s in all)", m["total_hits_threshold"], m["warmup"], m["warmup_seconds"]),
             None => "Lucene left out (--no-lucene)".to_string(),
         },
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

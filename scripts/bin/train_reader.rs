@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --bin train_reader [-- --recipe minilm-all] [--scale quick] [--full] [--force]
-//! cargo run --release --bin train_reader -- --bench 32 [--warmup 4] [--rounds 5]   # candle vs PyTorch, same batches
+//! cargo run --release --bin train_reader -- --bench 32 [--warmup 4] [--rounds 6]   # candle vs PyTorch, same batches
 //! ```
 //!
 //! Recipes (all from `all-minilm-l6-v2`, none sees the five held-out articles):

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release --bin train_reranker [-- --recipe minilm-ce] [--scale quick] [--force] [--groups-only]
-//! cargo run --release --bin train_reranker -- --bench 32 [--warmup 4] [--rounds 5]   # candle vs PyTorch, same batches
+//! cargo run --release --bin train_reranker -- --bench 32 [--warmup 4] [--rounds 6]   # candle vs PyTorch, same batches
 //! ```
 //!
 //! Recipe `minilm-ce` (default): all-MiniLM-L6-v2 with a new one-logit

