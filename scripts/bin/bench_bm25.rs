@@ -141,7 +141,10 @@ struct LuceneOut {
     index_s: f64,
     warmup: usize,
     harness_sha256: String,
-    /// The harness's minimum warm-up time (s) and total-hits threshold (hits counted exactly).
+    /// The harness's warm-up: its untimed passes and the seconds they took (it keeps going
+    /// until both the passes and the seconds asked for are reached); its total-hits threshold
+    /// (hits counted exactly).
+    harness_warmup_passes: usize,
     harness_warmup_seconds: f64,
     harness_total_hits_threshold: usize,
     harness_loadavg_1min: Vec<f64>,
@@ -547,6 +550,7 @@ fn main() -> Result<()> {
                     "harness_sha256": lucene.harness_sha256,
                     "total_hits_threshold": lucene.harness_total_hits_threshold,
                     "warmup_seconds": lucene.harness_warmup_seconds,
+                    "harness_warmup": lucene.harness_warmup_passes,
                     "harness_top10_vs_batch_search": lucene.harness_top10_vs_batch_search,
                 }));
             }
@@ -670,7 +674,7 @@ fn main() -> Result<()> {
         first.bm25s_version,
         first.numba_version.as_deref().unwrap_or("–"),
         match &lucene_meta {
-            Some(m) => format!("Lucene: the analysed tokens indexed pretokenized (whitespace) into one segment, searched by Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second; query analysis in Python timed), and by Lucene's IndexSearcher.search on one thread in a Java harness (search calls only timed; its CPU-seconds are its thread's; exact hit counting up to {} hits, so that it may skip non-competitive documents as tantivy and the workbench do), each after {} warm-up passes (JIT; the harness warmed up for {} s in all)", m["total_hits_threshold"], m["warmup"], m["warmup_seconds"]),
+            Some(m) => format!("Lucene: the analysed tokens indexed pretokenized (whitespace) into one segment, searched by Anserini's SimpleSearcher.batch_search, which searches on all CPUs whatever its thread argument (compare its queries per CPU-second; query analysis in Python timed), and by Lucene's IndexSearcher.search on one thread in a Java harness (search calls only timed; its CPU-seconds are its thread's; exact hit counting up to {} hits, so that it may skip non-competitive documents as tantivy and the workbench do), the batch search after {} untimed passes, the harness after {} ({} s), for the JIT", m["total_hits_threshold"], m["warmup"], m["harness_warmup"], m["warmup_seconds"]),
             None => "Lucene left out (--no-lucene)".to_string(),
         },
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

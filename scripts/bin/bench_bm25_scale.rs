@@ -37,8 +37,8 @@
 //! the same tokens everywhere (lowercase runs of letters and digits, no stopwords, no
 //! stemming; see `bench_bm25`). One search thread per system. Per system, size and depth:
 //! one untimed pass (Lucene: `--warmup` passes and at least `--warmup-seconds` of them, for
-//! the JIT), then `--repeats` timed passes; the table gives the median and the range over
-//! passes of queries per second and per CPU-second. CPU-seconds are the process's for the
+//! the JIT), then `--repeats` timed passes; the table gives the median pass's queries per
+//! second and all passes' queries over their CPU-seconds, each with its range over passes. CPU-seconds are the process's for the
 //! workbench, tantivy and bm25s, and the searching thread's for Lucene (its GC and JIT
 //! threads left out, in Lucene's favour; the whole JVM's are in `peers_<size>.json`). Only
 //! the search is timed: tantivy's passage ids are looked up after the timing, while the
@@ -170,6 +170,10 @@ struct SystemRun {
     top10: BTreeMap<String, TopLists>,
     #[serde(default)]
     loadavg_1min: Vec<f64>,
+    /// Workbench only: depth → the queries on which the pruned search pruned (the rest
+    /// scored every posting), each checked equal to exhaustive scoring.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pruned_queries: BTreeMap<String, usize>,
 }
 
 #[derive(Serialize, serde::Deserialize, Clone, Debug)]
@@ -494,9 +498,12 @@ fn run_workbench(
     // Before timing: at every depth, the pruned search returns exactly (ids and score bits)
     // the hits of exhaustive scoring, so its rate is the rate of the exact top k.
     let mut exhaustive = Scratch::new();
+    let mut pruned_queries = BTreeMap::new();
     for &k in &args.ks {
+        let mut pruned = 0;
         for (id, q) in queries {
             let hits = bm25.retrieve_with(q, k, &mut scratch)?;
+            pruned += usize::from(scratch.last_search().candidates > 0);
             let want = bm25.retrieve_exhaustive(q, k, &mut exhaustive)?;
             let same = hits.len() == want.len()
                 && hits
@@ -509,6 +516,12 @@ fn run_workbench(
                 passages.len()
             );
         }
+        eprintln!(
+            "{} passages, k = {k}: pruned search equal to exhaustive scoring on all {} queries; it pruned on {pruned}",
+            passages.len(),
+            queries.len()
+        );
+        pruned_queries.insert(k.to_string(), pruned);
     }
     let (depths, top10) = time_search(
         queries,
@@ -531,6 +544,7 @@ fn run_workbench(
         depths,
         top10,
         loadavg_1min: vec![],
+        pruned_queries,
     })
 }
 
@@ -575,6 +589,7 @@ fn run_tantivy(
         depths,
         top10,
         loadavg_1min: vec![],
+        pruned_queries: BTreeMap::new(),
     }))
 }
 
@@ -819,7 +834,7 @@ fn main() -> Result<()> {
         ));
     }
     let mut table = Table::new(head).caption(format!(
-        "BM25 (Lucene idf, k1 = {K1}, b = {B}) at each corpus size: {} queries (50 MS MARCO DL19, the rest NQ-open dev questions), one search thread per system, the same tokens; {} timed passes per system, size and depth (q/s: the median pass, with the range over passes; q per CPU-s: all passes' queries over their CPU-seconds, with the range over passes); Lucene after at least {} warm-up passes and {} s; queries per CPU-second of the system's process (Lucene: its searching thread); the workbench's pruned hits equal exhaustive scoring's (ids and score bits) for every query at every size and depth, checked before timing. {}",
+        "BM25 (Lucene idf, k1 = {K1}, b = {B}) at each corpus size: {} queries (50 MS MARCO DL19, the rest NQ-open dev questions), one search thread per system, the same tokens; {} timed passes per system, size and depth (q/s: the median pass, with the range over passes; q per CPU-s: all passes' queries over their CPU-seconds, with the range over passes); Lucene after at least {} warm-up passes and {} s; queries per CPU-second of the system's process (Lucene: its searching thread); the workbench's pruned hits equal exhaustive scoring's (ids and score bits) for every query at every size and depth, checked before timing in untimed passes of its own (the queries on which it pruned are in the manifest). {}",
         queries.len(),
         args.repeats,
         args.warmup,
@@ -1084,6 +1099,7 @@ mod tests {
             index_bytes: 0,
             depths: [("10".to_string(), r)].into(),
             top10: BTreeMap::new(),
+            pruned_queries: BTreeMap::new(),
             loadavg_1min: vec![],
         }
     }

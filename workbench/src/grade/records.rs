@@ -610,7 +610,7 @@ fn default_row_table() -> String {
 }
 
 /// A row of the performance or the trade-offs table: four templates whose `{cell}`
-/// placeholders name cells of the record's CSV files.
+/// placeholders name cells of the record (its CSV files, or its JSON files by pointer).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerformanceRow {
@@ -633,17 +633,26 @@ pub struct PerformanceRow {
     pub cells: BTreeMap<String, Cell>,
 }
 
-/// A cell of a record's CSV: the row whose columns hold the `where` values, column `column`.
+/// A cell of a record: in a CSV file, the row whose columns hold the `where` values, column
+/// `column`; or in a JSON file (`config.json`, `manifest.json`), the value at `pointer`, so
+/// that a condition the run was given (threads, rounds, sizes) is read from its record
+/// rather than typed into the template.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Cell {
-    /// CSV file of the record.
+    /// CSV or JSON file of the record.
     pub file: String,
-    /// Column → value, identifying one row.
-    #[serde(rename = "where")]
-    pub row: BTreeMap<String, String>,
-    /// The column.
+    /// Column → value, identifying one row (CSV; required there, `{}` for a one-row file).
+    #[serde(rename = "where", default)]
+    pub row: Option<BTreeMap<String, String>>,
+    /// The column (CSV).
+    #[serde(default)]
     pub column: String,
+    /// JSON pointer (RFC 6901) into `file`, which is then read as JSON: a string, number or
+    /// boolean there is the cell's text, as JSON writes it (the templates group thousands);
+    /// anything else is an error. Takes no `where`, `column` or `median`.
+    #[serde(default)]
+    pub pointer: Option<String>,
     /// Take the median of every matching row (per-round CSVs) instead of exactly one row;
     /// printed with the inputs' largest number of decimals.
     #[serde(default)]
@@ -723,7 +732,12 @@ impl Benchmarks {
                 let x: f64 = v.trim().parse().map_err(|_| {
                     Error::bad_input(
                         self.record(name).join(&c.file),
-                        format!("column `{}`: `{v}` is not a number to round", c.column),
+                        match &c.pointer {
+                            Some(ptr) => format!("`{ptr}`: `{v}` is not a number to round"),
+                            None => {
+                                format!("column `{}`: `{v}` is not a number to round", c.column)
+                            }
+                        },
                     )
                 })?;
                 Ok(format!("{x:.d$}"))
@@ -733,6 +747,32 @@ impl Benchmarks {
 
     fn raw_cell(&self, name: &str, c: &Cell) -> Result<String> {
         let p = self.record(name).join(&c.file);
+        if let Some(pointer) = &c.pointer {
+            if !c.column.is_empty() || c.row.is_some() || c.median {
+                return Err(Error::bad_input(
+                    &p,
+                    format!(
+                        "cell at `{pointer}`: a JSON cell takes no `column`, `where` or `median`"
+                    ),
+                ));
+            }
+            let doc = self.read_json(name, &c.file)?;
+            return match doc.pointer(pointer) {
+                Some(Value::String(v)) => Ok(v.clone()),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(v.to_string()),
+                Some(v) => Err(Error::bad_input(
+                    &p,
+                    format!("`{pointer}` holds {v}, not a string, number or boolean"),
+                )),
+                None => Err(Error::bad_input(&p, format!("no value at `{pointer}`"))),
+            };
+        }
+        let (Some(row), false) = (&c.row, c.column.is_empty()) else {
+            return Err(Error::bad_input(
+                &p,
+                "a CSV cell needs `where` and `column` (or a `pointer` into a JSON file)",
+            ));
+        };
         let t = Table::read_csv(&p)?;
         let col = |h: &str| {
             t.header.iter().position(|x| x == h).ok_or_else(|| {
@@ -743,8 +783,7 @@ impl Benchmarks {
             })
         };
         let want = col(&c.column)?;
-        let keys: Vec<(usize, &String)> = c
-            .row
+        let keys: Vec<(usize, &String)> = row
             .iter()
             .map(|(k, v)| col(k).map(|i| (i, v)))
             .collect::<Result<_>>()?;
@@ -779,7 +818,7 @@ impl Benchmarks {
                 format!(
                     "{} rows where {:?}, expected exactly one (column `{}`)",
                     found.len(),
-                    c.row,
+                    row,
                     c.column
                 ),
             )),
@@ -1506,6 +1545,75 @@ cells.slow = { file = "bench.csv", where = { system = "ours", mode = "slow" }, c
                 && e.contains("`performance`, `tradeoffs`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_json_cell_reads_the_value_at_its_pointer() {
+        let dir = tempfile::tempdir().unwrap();
+        let csv = "system,qps\nours,4\nY,2\n";
+        let row = r#"[[row]]
+benchmark = "bench-x"
+what = "{cores} cores, CPU {cpu}"
+ours = "{ours}"
+peer = "{peer}"
+ratio = "{ours/peer}"
+cells.cores = { file = "config.json", pointer = "/machine/cores" }
+cells.cpu = { file = "config.json", pointer = "/machine/cpu_model" }
+cells.ours = { file = "bench.csv", where = { system = "ours" }, column = "qps" }
+cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps" }
+"#;
+        let md = fixture(dir.path(), csv, row).render_performance().unwrap();
+        assert!(md.contains("| 2 cores, CPU Xeon | 4 | 2 | 2.00 |"), "{md}");
+        // Thousands are grouped as in every other cell; a boolean reads as JSON writes it.
+        let counts = row
+            .replace("{cores} cores, CPU {cpu}", "{n} queries, exact {exact}")
+            .replace(
+                "cells.cores = { file = \"config.json\", pointer = \"/machine/cores\" }",
+                "cells.n = { file = \"manifest.json\", pointer = \"/summary/queries\" }\ncells.exact = { file = \"manifest.json\", pointer = \"/summary/exact\" }",
+            );
+        let b = fixture(dir.path(), csv, &counts);
+        std::fs::write(
+            dir.path().join("records/bench-x/manifest.json"),
+            r#"{"summary": {"queries": 1050, "exact": true}}"#,
+        )
+        .unwrap();
+        let md = b.render_performance().unwrap();
+        assert!(
+            md.contains("| 1,050 queries, exact true | 4 | 2 | 2.00 |"),
+            "{md}"
+        );
+        // A JSON cell with a CSV's `column`, and a CSV cell without `where`, are errors.
+        for (from, to, says) in [
+            (
+                "pointer = \"/machine/cores\"",
+                "pointer = \"/machine/cores\", column = \"qps\"",
+                "takes no",
+            ),
+            (
+                "where = { system = \"ours\" }, column",
+                "column",
+                "needs `where` and `column`",
+            ),
+        ] {
+            let bad = row.replace(from, to);
+            let e = fixture(dir.path(), csv, &bad)
+                .render_performance()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        // A pointer to nothing, or to a list, is an error naming the pointer.
+        for (pointer, says) in [
+            ("/machine/threads", "no value"),
+            ("/machine/features", "not a"),
+        ] {
+            let bad = row.replace("/machine/cores", pointer);
+            let e = fixture(dir.path(), csv, &bad)
+                .render_performance()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(pointer) && e.contains(says), "{e}");
+        }
     }
 
     #[test]
