@@ -923,14 +923,16 @@ fn main() -> Result<()> {
             .collect();
         let fig = render(&LogY(Lines {
             title: format!("BM25 top-{k}: queries per CPU-second against corpus size (one thread)"),
-            // The CPU model, cores and instruction sets (the load is in the record).
+            // The CPU model and cores (its instruction sets and the load are in the record;
+            // with them the label runs past the figure's edge).
             x_label: format!(
                 "passages in the index (thousands); {}",
                 machine
                     .summary()
-                    .split(" · load")
-                    .next()
-                    .unwrap_or_default()
+                    .split(" · ")
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" · ")
             ),
             y_label: "queries per CPU-second".into(),
             lines,

@@ -868,6 +868,8 @@ pub fn rounds(
             let run = match system {
                 System::Candle => {
                     let c = candle()?;
+                    // The training bar ends without a line break.
+                    eprintln!();
                     let (seconds, rate) = check_candle(b, &c.log)?;
                     Run {
                         round,
