@@ -16,9 +16,8 @@
 //!
 //! Ratios are candle's examples per second over a peer's. Per peer: the ratio of each
 //! round, their median, their range, the ratio of the two sides' median rates and the
-//! ratio of their fastest rounds (best against best). The reading is "parity" when the
-//! per-round ratios fall on both sides of 1.0 (smallest ≤ 1 ≤ largest); otherwise the side
-//! that was faster in every round.
+//! ratio of their fastest rounds (best against best). The reading counts the rounds in
+//! which each side was faster.
 
 use anyhow::{bail, ensure, Context, Result};
 use serde::Deserialize;
@@ -619,7 +618,7 @@ impl Ratios {
         let max = per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let best = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Ratios {
-            reading: reading(min, max),
+            reading: reading(&per_round),
             median_of_rounds: median(&per_round),
             of_medians: median(candle) / median(other),
             best_against_best: best(candle) / best(other),
@@ -636,15 +635,24 @@ impl Ratios {
     }
 }
 
-/// The reading of per-round ratios from `min` to `max` (candle over the peer): "parity"
-/// when they fall on both sides of 1.0, else the side faster in every round.
-fn reading(min: f64, max: f64) -> String {
-    if min <= 1.0 && max >= 1.0 {
-        "parity".into()
-    } else if min > 1.0 {
-        "candle faster in every round".into()
+/// The reading of per-round ratios (candle over the peer): how many rounds each side was
+/// faster in, so that one outlier round shows as one round and not as a verdict.
+fn reading(per_round: &[f64]) -> String {
+    let n = per_round.len();
+    let candle = per_round.iter().filter(|r| **r > 1.0).count();
+    let peer = per_round.iter().filter(|r| **r < 1.0).count();
+    let equal = n - candle - peer;
+    if n > 0 && candle == n {
+        format!("candle faster in all {n} rounds")
+    } else if n > 0 && peer == n {
+        format!("PyTorch faster in all {n} rounds")
     } else {
-        "PyTorch faster in every round".into()
+        let tie = if equal > 0 {
+            format!(", equal in {equal}")
+        } else {
+            String::new()
+        };
+        format!("candle faster in {candle} of {n} rounds, PyTorch in {peer}{tie}")
     }
 }
 
@@ -1104,9 +1112,7 @@ pub fn rounds(
         "{machine}\n\n{runs}\n\n{ratios}\n\n\
 Ratios are candle's {unit}/s over the peer's in the same round (above 1: candle faster). \
 Ratio of medians: candle's median rate over the peer's; best against best: candle's fastest \
-round over the peer's fastest. Reading: \"parity\" when the per-round ratios fall on both \
-sides of 1.0 (the smallest at most 1, the largest at least 1), otherwise the side faster in \
-every round.\n\n\
+round over the peer's fastest. Reading: the number of rounds in which each side was faster.\n\n\
 Each side, each round: {w} untimed warm-up updates on the first {w} batches, then {t} timed \
 updates on the next {t} ({ex} {unit}); the same {batches}. Every update is timed from the \
 collation of its batch to reading its loss back (forward, loss, backward, gradient norm and \
@@ -1250,11 +1256,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_reading_is_parity_when_the_rounds_straddle_one() {
-        assert_eq!(reading(0.97, 1.27), "parity");
-        assert_eq!(reading(1.0, 1.2), "parity");
-        assert_eq!(reading(1.01, 1.2), "candle faster in every round");
-        assert_eq!(reading(0.8, 0.99), "PyTorch faster in every round");
+    fn the_reading_counts_the_rounds_each_side_won() {
+        assert_eq!(
+            reading(&[0.97, 0.98, 1.25, 1.27, 1.15]),
+            "candle faster in 3 of 5 rounds, PyTorch in 2"
+        );
+        assert_eq!(
+            reading(&[1.0, 1.2, 0.9]),
+            "candle faster in 1 of 3 rounds, PyTorch in 1, equal in 1"
+        );
+        assert_eq!(reading(&[1.01, 1.2]), "candle faster in all 2 rounds");
+        assert_eq!(
+            reading(&[0.8, 0.99, 0.9, 0.85, 0.88, 0.91]),
+            "PyTorch faster in all 6 rounds"
+        );
+        assert_eq!(
+            reading(&[0.88, 0.78, 1.02, 0.72, 0.83, 0.92]),
+            "candle faster in 1 of 6 rounds, PyTorch in 5"
+        );
     }
 
     #[test]
@@ -1285,7 +1304,10 @@ mod tests {
         assert_eq!(q.of_medians, 1.0);
         assert_eq!(q.best_against_best, 1.0);
         assert_eq!((q.min, q.max), (1.0, 1.25));
-        assert_eq!(q.reading, "parity");
+        assert_eq!(
+            q.reading,
+            "candle faster in 1 of 3 rounds, PyTorch in 0, equal in 2"
+        );
     }
 
     fn bench(warmup: usize, timed: usize) -> TrainBench {
