@@ -923,17 +923,22 @@ fn main() -> Result<()> {
             .collect();
         let fig = render(&LogY(Lines {
             title: format!("BM25 top-{k}: queries per CPU-second against corpus size (one thread)"),
-            // The CPU model and cores (its instruction sets and the load are in the record;
-            // with them the label runs past the figure's edge).
-            x_label: format!(
-                "passages in the index (thousands); {}",
-                machine
-                    .summary()
-                    .split(" · ")
-                    .take(2)
-                    .collect::<Vec<_>>()
-                    .join(" · ")
-            ),
+            // The CPU model and cores on the axis line; its instruction sets on a second
+            // line (on one line the label runs past the figure's edge). The load is in the
+            // record.
+            x_label: {
+                let parts: Vec<String> = machine.summary().split(" · ").map(String::from).collect();
+                format!(
+                    "passages in the index (thousands); {}\ninstruction sets: {}",
+                    parts
+                        .iter()
+                        .take(2)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(" · "),
+                    parts.get(2).map_or("unknown", String::as_str)
+                )
+            },
             y_label: "queries per CPU-second".into(),
             lines,
             log_x: true,

@@ -5,7 +5,11 @@ use super::{palette, DrawResult, Plot};
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
+
+/// Pixels per line of the notes under the x-axis label.
+const NOTE_LINE_PX: u32 = 17;
 
 /// Curves with more points than this are drawn without point markers.
 const MAX_MARKED_POINTS: usize = 30;
@@ -24,7 +28,8 @@ pub struct Line {
 pub struct Lines {
     /// Title.
     pub title: String,
-    /// x-axis label.
+    /// x-axis label. Lines after the first (separated by `\n`) are drawn centred under the
+    /// axis label, for conditions that do not fit on one line.
     pub x_label: String,
     /// y-axis label.
     pub y_label: String,
@@ -88,6 +93,7 @@ impl Lines {
     fn draw_lines<'a, DB, X, Y>(
         &self,
         chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+        x_desc: &str,
         legend_on_top: bool,
         log_y: bool,
     ) -> DrawResult<DB>
@@ -99,7 +105,7 @@ impl Lines {
         // `{}` prints 10.0 as "10" and 2.5 as "2.5".
         let plain = |v: &f64| format!("{v}");
         let mut mesh = chart.configure_mesh();
-        mesh.x_desc(&self.x_label).x_label_formatter(&plain);
+        mesh.x_desc(x_desc).x_label_formatter(&plain);
         if log_y {
             // The 1-2-5 ticks of a log axis are whole numbers or short decimals.
             mesh.y_label_formatter(&plain);
@@ -172,6 +178,29 @@ impl Lines {
         log_y: bool,
     ) -> DrawResult<DB> {
         root.fill(&WHITE)?;
+        // The axis label's first line goes to the axis; the others into a strip below.
+        let mut label = self.x_label.lines();
+        let x_desc = label.next().unwrap_or("");
+        let below: Vec<&str> = label.collect();
+        let root = if below.is_empty() {
+            root.clone()
+        } else {
+            let (w, h) = root.dim_in_pixel();
+            let strip = NOTE_LINE_PX * below.len() as u32 + 6;
+            let (upper, lower) = root.split_vertically(h.saturating_sub(strip));
+            let style = ("sans-serif", 13)
+                .into_text_style(&lower)
+                .pos(Pos::new(HPos::Center, VPos::Top));
+            for (i, text) in below.iter().enumerate() {
+                lower.draw_text(
+                    text,
+                    &style,
+                    ((w / 2) as i32, (NOTE_LINE_PX * i as u32) as i32),
+                )?;
+            }
+            upper
+        };
+        let root = &root;
         let (x0, x1) = self.bounds(|p| p.0);
         let (lo, hi) = self.bounds(|p| p.1);
         let log_y = log_y && lo > 0.0;
@@ -197,19 +226,27 @@ impl Lines {
         let lx = || (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
         let ly = || (y0..y1).log_scale().with_key_points(log_ticks(y0, y1));
         match (log_x, log_y) {
-            (true, true) => {
-                self.draw_lines(&mut builder.build_cartesian_2d(lx(), ly())?, on_top, true)
-            }
+            (true, true) => self.draw_lines(
+                &mut builder.build_cartesian_2d(lx(), ly())?,
+                x_desc,
+                on_top,
+                true,
+            ),
             (true, false) => self.draw_lines(
                 &mut builder.build_cartesian_2d(lx(), y0..y1)?,
+                x_desc,
                 on_top,
                 false,
             ),
-            (false, true) => {
-                self.draw_lines(&mut builder.build_cartesian_2d(x0..x1, ly())?, on_top, true)
-            }
+            (false, true) => self.draw_lines(
+                &mut builder.build_cartesian_2d(x0..x1, ly())?,
+                x_desc,
+                on_top,
+                true,
+            ),
             (false, false) => self.draw_lines(
                 &mut builder.build_cartesian_2d(x0..x1, y0..y1)?,
+                x_desc,
                 on_top,
                 false,
             ),
@@ -217,23 +254,50 @@ impl Lines {
     }
 }
 
-/// Ticks 1, 2, 5 × 10ⁿ within `[lo, hi]`: readable labels on a log axis.
+/// Ticks 1, 2, 5 × 10ⁿ within `[lo, hi]`: readable labels on a log axis. A range too
+/// narrow for two of them gets every 1…9 × 10ⁿ in it, and one narrower still its two ends
+/// rounded inwards to the power of ten below the range's span.
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let mut ticks = Vec::new();
     if !(lo > 0.0 && hi.is_finite()) {
+        return Vec::new();
+    }
+    let within = |mantissas: &[f64]| {
+        let mut ticks = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= hi {
+            for m in mantissas {
+                let t = m * decade;
+                if t >= lo && t <= hi {
+                    ticks.push(t);
+                }
+            }
+            decade *= 10.0;
+        }
+        ticks
+    };
+    let ticks = within(&[1.0, 2.0, 5.0]);
+    if ticks.len() >= 2 {
         return ticks;
     }
-    let mut decade = 10f64.powf(lo.log10().floor());
-    while decade <= hi {
-        for m in [1.0, 2.0, 5.0] {
-            let t = m * decade;
-            if t >= lo && t <= hi {
-                ticks.push(t);
-            }
-        }
-        decade *= 10.0;
+    let ticks = within(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+    if ticks.len() >= 2 {
+        return ticks;
     }
-    ticks
+    let step = 10f64.powf((hi - lo).log10().floor());
+    let round = |v: f64, up: bool| {
+        let n = if up {
+            (v / step).ceil()
+        } else {
+            (v / step).floor()
+        };
+        n * step
+    };
+    let (a, b) = (round(lo, true), round(hi, false));
+    if a < b {
+        vec![a, b]
+    } else {
+        vec![lo, hi]
+    }
 }
 
 #[cfg(test)]
@@ -291,6 +355,19 @@ mod tests {
     }
 
     #[test]
+    fn lines_after_the_first_of_the_x_label_are_drawn_below_it() {
+        let mut l = lines(false);
+        l.x_label = "k\nCPU flags: avx512f amx".into();
+        let svg = render(&l).unwrap().svg;
+        assert!(
+            svg.contains(">\nk\n</text>"),
+            "the axis label is its first line"
+        );
+        assert!(svg.contains("CPU flags: avx512f amx"));
+        assert!(!svg.contains("k\nCPU"), "the lines are drawn apart");
+    }
+
+    #[test]
     fn log_y_puts_decades_on_the_y_axis() {
         // x from 1 to 3, so that no x tick reads like a y decade.
         let mut l = lines(false);
@@ -314,6 +391,10 @@ mod tests {
             vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
         );
         assert_eq!(log_ticks(3.0, 40.0), vec![5.0, 10.0, 20.0]);
+        // Narrower ranges still get two ticks or more.
+        assert_eq!(log_ticks(25.0, 45.0), vec![30.0, 40.0]);
+        assert_eq!(log_ticks(261_000.0, 284_000.0), vec![270_000.0, 280_000.0]);
+        assert_eq!(log_ticks(271_500.0, 279_500.0), vec![272_000.0, 279_000.0]);
         assert!(log_ticks(0.0, 40.0).is_empty() && log_ticks(-1.0, 40.0).is_empty());
     }
 

@@ -130,7 +130,7 @@ pub fn execute<S: Study>(env: &Env, study: &S, force: bool) -> Result<Option<S::
 
 /// The loss curve of `log` (per-update loss and its running mean over `window` updates)
 /// as a line plot.
-#[cfg(feature = "plot")]
+#[cfg(all(feature = "plot", feature = "dense"))]
 pub fn loss_lines(log: &crate::train::TrainLog, title: &str, window: usize) -> crate::plot::Lines {
     use crate::plot::{Line, Lines};
     let raw: Vec<(f64, f64)> = log.steps.iter().map(|s| (s.step as f64, s.loss)).collect();
