@@ -1,6 +1,9 @@
 """Check an executed notebook; exit 1 on failure, naming each failing cell.
 
-A notebook fails when a code cell has
+A notebook fails when a code cell
+- was not executed (no execution count: the run stopped before it, or skipped it);
+
+or has
 - an error output (evcxr reports compilation errors and a dead subprocess this way);
 - any text on stderr (evcxr prints an error returned by a cell's `?` there instead of
   failing the cell, and a notebook shows stderr as an error);
@@ -81,6 +84,8 @@ def problems(nb, root=None):
         if cell.get("cell_type") != "code":
             continue
         label = cell_label(i, cell)
+        if cell.get("execution_count") is None:
+            found.append(f"{label}: was not executed (no execution count)")
         outputs = cell.get("outputs", [])
         # evcxr sends stderr a line or a few at a time: a panic and its backtrace arrive as many
         # stream outputs. Each (where, marker) is reported once per cell, and stderr text without

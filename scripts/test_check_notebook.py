@@ -110,6 +110,11 @@ class CheckNotebook(unittest.TestCase):
             nb = notebook(code("f()", stream("stderr", text + "\n")))
             self.assertFails(nb, 1, text.split(":")[0])
 
+    def test_unexecuted_cell_fails_even_without_outputs(self):
+        unexecuted = code("let table = reader.table();")
+        unexecuted["execution_count"] = None
+        self.assertFails(notebook(*CLEAN[:2], unexecuted, *CLEAN[2:]), 3, "not executed")
+
     def test_figure_without_image_fails(self):
         nb = notebook(code("plot()", stream("stdout", "no image"), tags=("figure",)))
         self.assertFails(nb, 1, "figure")

@@ -24,11 +24,10 @@
 //! ColBERT's input format (`[Q]` / `[D]` markers after `[CLS]`, queries padded with `[MASK]`
 //! to `N_q` ids) is a recipe switch, [`ColbertRecipe::markers`], **off by default**: on the
 //! frozen MiniLM, which never saw those tokens, it costs more than the head can win back.
-//! On the held-out SQuAD articles (TF-IDF top-100 re-ranked) raw 384-d MaxSim falls from
-//! MRR@10 0.883 to 0.579 with the markers, and a d = 128 head trained with them reaches
-//! 0.707, while the untrained PCA head without them already scores 0.875 (`docs/report003.md`,
-//! "Trained ColBERT projections"). ColBERT fine-tunes the encoder with its markers; this
-//! head cannot.
+//! On the held-out SQuAD articles (TF-IDF top-100 re-ranked), raw 384-d MaxSim loses much
+//! of its MRR@10 with the markers, and a d = 128 head trained with them stays below the
+//! untrained PCA head without them (the numbers: `docs/report003.md`, "Trained ColBERT
+//! projections"). ColBERT fine-tunes the encoder with its markers; this head cannot.
 //!
 //! ## Why the encoder is frozen
 //!
