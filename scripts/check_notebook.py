@@ -1,7 +1,8 @@
 """Check an executed notebook; exit 1 on failure, naming each failing cell.
 
 A notebook fails when a code cell
-- was not executed (no execution count: the run stopped before it, or skipped it);
+- was not executed (no execution count: the run stopped before it), unless its source is
+  blank (nbclient skips those);
 
 or has
 - an error output (evcxr reports compilation errors and a dead subprocess this way);
@@ -84,7 +85,8 @@ def problems(nb, root=None):
         if cell.get("cell_type") != "code":
             continue
         label = cell_label(i, cell)
-        if cell.get("execution_count") is None:
+        # nbclient leaves cells with blank source unexecuted.
+        if cell.get("execution_count") is None and _text(cell.get("source")).strip():
             found.append(f"{label}: was not executed (no execution count)")
         outputs = cell.get("outputs", [])
         # evcxr sends stderr a line or a few at a time: a panic and its backtrace arrive as many

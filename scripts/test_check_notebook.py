@@ -114,6 +114,9 @@ class CheckNotebook(unittest.TestCase):
         unexecuted = code("let table = reader.table();")
         unexecuted["execution_count"] = None
         self.assertFails(notebook(*CLEAN[:2], unexecuted, *CLEAN[2:]), 3, "not executed")
+        blank = code("  \n")
+        blank["execution_count"] = None
+        self.assertEqual(check_notebook.problems(notebook(*CLEAN, blank)), [])
 
     def test_figure_without_image_fails(self):
         nb = notebook(code("plot()", stream("stdout", "no image"), tags=("figure",)))
