@@ -926,19 +926,11 @@ fn main() -> Result<()> {
             // The CPU model and cores on the axis line; its instruction sets on a second
             // line (on one line the label runs past the figure's edge). The load is in the
             // record.
-            x_label: {
-                let parts: Vec<String> = machine.summary().split(" · ").map(String::from).collect();
-                format!(
-                    "passages in the index (thousands); {}\ninstruction sets: {}",
-                    parts
-                        .iter()
-                        .take(2)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(" · "),
-                    parts.get(2).map_or("unknown", String::as_str)
-                )
-            },
+            x_label: format!(
+                "passages in the index (thousands); {}\ninstruction sets: {}",
+                machine.cpu(),
+                machine.instruction_sets()
+            ),
             y_label: "queries per CPU-second".into(),
             lines,
             log_x: true,

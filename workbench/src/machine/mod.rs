@@ -201,6 +201,17 @@ impl Machine {
     /// when all are present; `2 of 8 cores` when fewer cores are usable than
     /// `/proc/cpuinfo` lists.
     pub fn summary(&self) -> String {
+        format!(
+            "{} · {} · load {}",
+            self.cpu(),
+            self.instruction_sets(),
+            self.load_before
+        )
+    }
+
+    /// The CPU model and the usable cores, as [`Machine::summary`] starts:
+    /// `Intel Xeon Processor · 2 cores`.
+    pub fn cpu(&self) -> String {
         let model = self
             .cpu_model
             .replace("(R)", "")
@@ -215,6 +226,12 @@ impl Machine {
         } else {
             format!("{} {noun}", self.cores)
         };
+        format!("{model} · {cores}")
+    }
+
+    /// The instruction sets of [`FEATURES`] the CPU has, as [`Machine::summary`] shows them
+    /// (`amx` for the three AMX flags together; `no AVX` when none).
+    pub fn instruction_sets(&self) -> String {
         let amx = ["amx_tile", "amx_int8", "amx_bf16"];
         let all_amx = amx.iter().all(|a| self.features.iter().any(|f| f == a));
         let mut features: Vec<&str> = Vec::new();
@@ -227,12 +244,11 @@ impl Machine {
                 features.push(f);
             }
         }
-        let features = if features.is_empty() {
+        if features.is_empty() {
             "no AVX".to_string()
         } else {
             features.join(" ")
-        };
-        format!("{model} · {cores} · {features} · load {}", self.load_before)
+        }
     }
 }
 

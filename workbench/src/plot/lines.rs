@@ -263,15 +263,23 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     }
     let within = |mantissas: &[f64]| {
         let mut ticks = Vec::new();
-        let mut decade = 10f64.powf(lo.log10().floor());
-        while decade <= hi {
-            for m in mantissas {
-                let t = m * decade;
+        let mut e = lo.log10().floor() as i32;
+        // m × 10ᵉ, dividing for e < 0 so that 3 × 10⁻¹ is 0.3 and not 0.30000000000000004.
+        let at = |m: f64, e: i32| {
+            if e < 0 {
+                m / 10f64.powi(-e)
+            } else {
+                m * 10f64.powi(e)
+            }
+        };
+        while at(1.0, e) <= hi {
+            for &m in mantissas {
+                let t = at(m, e);
                 if t >= lo && t <= hi {
                     ticks.push(t);
                 }
             }
-            decade *= 10.0;
+            e += 1;
         }
         ticks
     };
@@ -395,6 +403,7 @@ mod tests {
         assert_eq!(log_ticks(25.0, 45.0), vec![30.0, 40.0]);
         assert_eq!(log_ticks(261_000.0, 284_000.0), vec![270_000.0, 280_000.0]);
         assert_eq!(log_ticks(271_500.0, 279_500.0), vec![272_000.0, 279_000.0]);
+        assert_eq!(log_ticks(0.25, 0.45), vec![0.3, 0.4]);
         assert!(log_ticks(0.0, 40.0).is_empty() && log_ticks(-1.0, 40.0).is_empty());
     }
 
