@@ -35,7 +35,8 @@ Smoke test (with `--smoke-model`, or `--smoke-asset` naming a GGUF asset of data
 in the hub cache): each built server loads the GGUF and generates 8 tokens from a 64-token
 prompt, and a variant compiled for AMX must have ggml report `AMX_INT8 = 1` in its
 `system_info` line (kept in `build-info.json`). A variant that fails there is left out (its failure is written to
-`<key>/failed.json` and printed); the run fails only when no variant passes.
+`<key>/failed.json` and printed); the run fails only when no variant passes. Later runs
+keep it out without building it again, saying so; `--retry-failed` builds it again.
 """
 
 from __future__ import annotations
@@ -260,6 +261,8 @@ def main() -> None:
     ap.add_argument("--python", default=sys.executable, help="python whose pip downloads the sdist")
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "WORKBENCH_HOME", Path.home() / ".cache" / "rag-workbench")) / "llamacpp-native")
+    ap.add_argument("--retry-failed", action="store_true",
+                    help="build again the variants that failed their smoke test in an earlier run")
     args = ap.parse_args()
     if args.smoke_asset is not None:
         args.smoke_model = model_path(args.smoke_asset)
@@ -279,10 +282,13 @@ def main() -> None:
               if (key_dir / n / "build-info.json").is_file() and (key_dir / n / "llama-server").is_file()]
     failed_path = key_dir / "failed.json"
     failed_before = json.loads(failed_path.read_text()) if failed_path.is_file() else []
+    if args.retry_failed:
+        failed_before = []
     if len(cached) + len(failed_before) == len(names) and cached:
         log(f"llama.cpp native builds: cached ({key_dir}: {', '.join(p.parent.name for p in cached)})")
         for f in failed_before:
-            log(f"variant {f['variant']} failed its smoke test when built: {f['failure']}")
+            log(f"variant {f['variant']} failed its smoke test when built: {f['failure']} "
+                f"(left out; --retry-failed builds it again)")
         print(",".join(str(p) for p in cached))
         return
 
