@@ -45,28 +45,54 @@ fn main() -> Result<()> {
             format!("{:.0}", r / 1e9)
         })
     };
-    let mut t = Table::new([
-        "kernel".to_string(),
-        "input".into(),
-        "instruction".into(),
-        "multiply-adds per instruction (avx2: per 3)".into(),
-        "G multiply-adds/s, 1 thread".into(),
-        format!("G multiply-adds/s, {all} threads"),
-    ])
-    .caption(format!(
-        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent vector accumulators, AMX: 4 tile accumulators; no memory traffic), on 1 thread and on {all} threads (every logical CPU); a kernel is not run where the CPU lacks it or, for AMX, the OS does not grant tile data; 1-min load average {load0:.2} → {load1:.2}"
-    ));
+    // The fastest run, with the slowest beside it where the two differ once rounded.
+    let spread = |k: &workbench::machine::KernelPeak| match (k.macs_per_s, k.slowest_macs_per_s) {
+        (Some(fast), Some(slow)) if g(Some(slow)) != g(Some(fast)) => {
+            format!("{} ({}–{})", g(Some(fast)), g(Some(slow)), g(Some(fast)))
+        }
+        (fast, _) => g(fast),
+    };
+    let header = |slowest: bool| {
+        let mut h = vec![
+            "kernel".to_string(),
+            "input".into(),
+            "instruction".into(),
+            "multiply-adds per instruction (avx2: per 3)".into(),
+            "G multiply-adds/s, 1 thread".into(),
+            format!("G multiply-adds/s, {all} threads"),
+        ];
+        if slowest {
+            h.push("G multiply-adds/s, 1 thread, slowest of 3".into());
+            h.push(format!("G multiply-adds/s, {all} threads, slowest of 3"));
+        }
+        h
+    };
+    let caption = format!(
+        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent vector accumulators, AMX: 4 tile accumulators; no memory traffic), on 1 thread and on {all} threads (every logical CPU), with the slowest of the 3 in brackets where it rounds differently; a kernel is not run where the CPU lacks it or, for AMX, the OS does not grant tile data; 1-min load average {load0:.2} → {load1:.2}"
+    );
+    // The CSV keeps fastest and slowest in columns of their own; the page shows them together.
+    let mut csv = Table::new(header(true));
+    let mut t = Table::new(header(false)).caption(caption);
     for (a, b) in one.iter().zip(&many) {
-        t.push([
+        let head = [
             a.kernel.clone(),
             a.input.clone(),
             a.instruction.clone(),
             a.macs_per_instruction.to_string(),
+        ];
+        let mut row = head.to_vec();
+        row.extend([
             g(a.macs_per_s),
             g(b.macs_per_s),
-        ])?;
+            g(a.slowest_macs_per_s),
+            g(b.slowest_macs_per_s),
+        ]);
+        csv.push(row)?;
+        let mut row = head.to_vec();
+        row.extend([spread(a), spread(b)]);
+        t.push(row)?;
     }
-    t.write_csv(&exp.out.path("bench.csv"))?;
+    csv.write_csv(&exp.out.path("bench.csv"))?;
     let md = format!("{}\n\n{}\n", machine.summary(), t.to_markdown());
     std::fs::write(exp.out.path("bench.md"), &md)?;
     exp.finish(serde_json::json!({

@@ -343,6 +343,15 @@ fn main() -> Result<()> {
         };
         if let Some(p) = &peer {
             notes.push(format!("{}: {}.", config.name, p.describe()));
+            let (torch, faiss) = p.threads();
+            for (key, n) in [
+                ("search_r1_torch_threads", torch),
+                ("search_r1_faiss_threads", faiss),
+            ] {
+                if let Some(n) = n {
+                    summary.insert(key.into(), n.into());
+                }
+            }
         }
         let mut systems = Vec::new();
         for &batch in &batches {

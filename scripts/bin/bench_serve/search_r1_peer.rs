@@ -150,6 +150,12 @@ impl Peer {
             .to_string()
     }
 
+    /// The threads its runner reports for PyTorch and for FAISS, read from
+    /// [`Peer::describe`]'s line; `None` for one it does not name.
+    pub fn threads(&self) -> (Option<usize>, Option<usize>) {
+        threads_in(&self.describe())
+    }
+
     /// Its `/retrieve` endpoint.
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/retrieve", self.port)
@@ -160,5 +166,34 @@ impl Drop for Peer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The numbers of threads in the runner's line `… torch 2.15.0 (2 threads), faiss 1.15.1 (2
+/// threads).`: (PyTorch's, FAISS's).
+fn threads_in(line: &str) -> (Option<usize>, Option<usize>) {
+    let after = |name: &str| -> Option<usize> {
+        let rest = &line[line.find(&format!("{name} "))? + name.len() + 1..];
+        let open = rest.find('(')?;
+        let inner = &rest[open + 1..open + rest[open..].find(')')?];
+        inner.strip_suffix(" threads")?.trim().parse().ok()
+    };
+    (after("torch"), after("faiss"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_in;
+
+    #[test]
+    fn the_runners_line_gives_each_librarys_threads() {
+        let line = "search-r1 server: 3211 passages, http://127.0.0.1:40765/retrieve, \
+                    torch 2.15.0+cu132 (2 threads), faiss 1.15.1 (4 threads).";
+        assert_eq!(threads_in(line), (Some(2), Some(4)));
+        assert_eq!(
+            threads_in("search-r1 server: (no description in its log)"),
+            (None, None)
+        );
+        assert_eq!(threads_in("torch 2.15.0 (two threads)"), (None, None));
     }
 }

@@ -53,7 +53,8 @@ pub const MACHINES_DIR: &str = "machines";
 
 /// The kind of machine a benchmark ran on, from its `config.json` `machine` object: the CPU
 /// model as a slug and the widest instruction set the kernels can use (`amx`, `avx512`,
-/// `avx2`, else `baseline`), e.g. `intel-xeon-amx` or `amd-epyc-7b13-avx2`. Runs of one kind
+/// `avx512-avxvnni` where the CPU also has AVX-VNNI, `avx2`, else `baseline`), e.g.
+/// `intel-xeon-amx` or `amd-epyc-7b13-avx2`. Runs of one kind
 /// compare with each other; the records keep the latest run of each kind.
 pub fn machine_kind(machine: &Value) -> String {
     let model = machine["cpu_model"].as_str().unwrap_or("unknown cpu");
@@ -69,8 +70,12 @@ pub fn machine_kind(machine: &Value) -> String {
             .as_array()
             .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(f)))
     };
+    // The widest tier, and for AVX-512 whether the 256-bit VEX VNNI is there too: CPUs of
+    // one model name (`AMD EPYC` on two generations) differ there, and so do their peaks.
     let tier = if has("amx_int8") {
         "amx"
+    } else if has("avx512f") && has("avx_vnni") {
+        "avx512-avxvnni"
     } else if has("avx512f") {
         "avx512"
     } else if has("avx2") {
@@ -657,6 +662,13 @@ pub struct Cell {
     /// printed with the inputs' largest number of decimals.
     #[serde(default)]
     pub median: bool,
+    /// Take the smallest of every matching row (a per-round spread's low end), printed as
+    /// [`Cell::median`] is.
+    #[serde(default)]
+    pub min: bool,
+    /// Take the largest of every matching row (a per-round spread's high end).
+    #[serde(default)]
+    pub max: bool,
     /// Round the value to this many decimals (the CSV's own text otherwise).
     #[serde(default)]
     pub decimals: Option<usize>,
@@ -748,11 +760,11 @@ impl Benchmarks {
     fn raw_cell(&self, name: &str, c: &Cell) -> Result<String> {
         let p = self.record(name).join(&c.file);
         if let Some(pointer) = &c.pointer {
-            if !c.column.is_empty() || c.row.is_some() || c.median {
+            if !c.column.is_empty() || c.row.is_some() || c.median || c.min || c.max {
                 return Err(Error::bad_input(
                     &p,
                     format!(
-                        "cell at `{pointer}`: a JSON cell takes no `column`, `where` or `median`"
+                        "cell at `{pointer}`: a JSON cell takes no `column`, `where`, `median`, `min` or `max`"
                     ),
                 ));
             }
@@ -792,7 +804,16 @@ impl Benchmarks {
             .iter()
             .filter(|r| keys.iter().all(|(i, v)| r[*i] == **v))
             .collect();
-        if c.median && !found.is_empty() {
+        if [c.median, c.min, c.max].iter().filter(|&&b| b).count() > 1 {
+            return Err(Error::bad_input(
+                &p,
+                format!(
+                    "column `{}`: a cell takes one of `median`, `min` and `max`",
+                    c.column
+                ),
+            ));
+        }
+        if (c.median || c.min || c.max) && !found.is_empty() {
             let mut xs = Vec::with_capacity(found.len());
             let mut decimals = 0;
             for r in &found {
@@ -804,7 +825,11 @@ impl Benchmarks {
             }
             xs.sort_by(f64::total_cmp);
             let n = xs.len();
-            let m = if n % 2 == 1 {
+            let m = if c.min {
+                xs[0]
+            } else if c.max {
+                xs[n - 1]
+            } else if n % 2 == 1 {
                 xs[n / 2]
             } else {
                 (xs[n / 2 - 1] + xs[n / 2]) / 2.0
@@ -877,26 +902,48 @@ impl Benchmarks {
         )
     }
 
-    /// The rows of `table`, under `header`.
+    /// The rows of `table`, under `header`. Rows whose latest runs come from different
+    /// kinds of machine are not mixed: one table per kind, in the order of each kind's first
+    /// row, each under a line naming the kind and its CPU.
     fn render_rows(&self, table: &str, header: [&str; 5]) -> Result<String> {
-        let mut t = Table::new(header);
+        // (kind, CPU label, rows)
+        let mut groups: Vec<(String, String, Vec<[String; 5]>)> = Vec::new();
         for r in self.row.iter().filter(|r| r.table == table) {
             let rec: Recorded = self.recorded(&r.benchmark)?;
-            // Rows come from different machines: the run names its machine kind.
             let machine = self.read_json(&r.benchmark, "config.json")?;
-            t.push([
+            let kind = machine_kind(&machine["machine"]);
+            let row = [
                 self.fill(r, &r.what)?,
                 self.fill(r, &r.ours)?,
                 self.fill(r, &r.peer)?,
                 self.fill(r, &r.ratio)?,
                 format!(
-                    "{}, {}",
-                    rec.finished.chars().take(10).collect::<String>(),
-                    machine_kind(&machine["machine"])
+                    "{}, {kind}",
+                    rec.finished.chars().take(10).collect::<String>()
                 ),
-            ])?;
+            ];
+            match groups.iter_mut().find(|g| g.0 == kind) {
+                Some(g) => g.2.push(row),
+                None => groups.push((kind, cpu_label(&machine["machine"]), vec![row])),
+            }
         }
-        Ok(t.to_markdown())
+        let several = groups.len() > 1;
+        let mut out = Vec::new();
+        for (kind, cpu, rows) in groups {
+            let mut t = Table::new(header);
+            for row in rows {
+                t.push(row)?;
+            }
+            if several {
+                out.push(format!("On `{kind}` ({cpu}):\n\n{}", t.to_markdown()));
+            } else {
+                out.push(t.to_markdown());
+            }
+        }
+        if out.is_empty() {
+            return Ok(Table::new(header).to_markdown());
+        }
+        Ok(out.join("\n\n"))
     }
 
     fn recorded(&self, name: &str) -> Result<Recorded> {
@@ -1210,6 +1257,14 @@ mod tests {
             machine_kind(&m("Intel(R) Core(TM) i7-8550U CPU @ 1.80GHz", &["avx512f"])),
             "intel-i7-8550u-avx512"
         );
+        assert_eq!(
+            machine_kind(&m("AMD EPYC", &["avx2", "avx512f", "avx512_vnni", "avx_vnni"])),
+            "amd-epyc-avx512-avxvnni"
+        );
+        assert_eq!(
+            machine_kind(&m("AMD EPYC", &["avx2", "avx512f", "avx512_vnni", "avx512_bf16"])),
+            "amd-epyc-avx512"
+        );
         assert_eq!(machine_kind(&serde_json::json!({})), "unknown-baseline");
     }
 
@@ -1470,6 +1525,49 @@ cells = { ours = { file = "bench.csv", where = { system = "ours", mode = "fast" 
         assert!(b.render_record("bench-y").is_err());
     }
 
+    #[test]
+    fn rows_from_two_kinds_of_machine_are_two_tables_each_under_its_cpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let y = dir.path().join("records/bench-y");
+        std::fs::create_dir_all(&y).unwrap();
+        std::fs::write(y.join("bench.csv"), "system,qps\nours,7\n").unwrap();
+        std::fs::write(y.join("bench.md"), "| c |\n|---|\n| 3 |\n").unwrap();
+        std::fs::write(
+            y.join("recorded.json"),
+            r#"{"finished": "2026-11-29T08:25:00Z", "commit": "abc1234", "dirty": false}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            y.join("config.json"),
+            r#"{"machine": {"cpu_model": "AMD EPYC", "cores": 2, "features": ["avx2", "avx512f"], "load_before": "1.0"}}"#,
+        )
+        .unwrap();
+        std::fs::write(y.join("manifest.json"), r#"{"summary": {}}"#).unwrap();
+        let row_y = r#"[[row]]
+benchmark = "bench-y"
+what = "other"
+ours = "{ours}"
+peer = "none"
+ratio = "1×"
+cells = { ours = { file = "bench.csv", where = { system = "ours" }, column = "qps" } }
+"#;
+        // Rows x, y, x: the two x rows come together, in the kind of the first row.
+        let rows = format!(
+            "[[benchmark]]\nname = \"bench-y\"\ntitle = \"Y\"\nlink = \"#y\"\n\n{ROW}\n{row_y}\n{}",
+            ROW.replace("what = \"queries/s\"", "what = \"again\"")
+        );
+        let md = fixture(dir.path(), "system,mode,qps,ratio\nY,fast,2,1\nours,fast,5,2.5\n", &rows)
+            .render_performance()
+            .unwrap();
+        let xeon = md.find("On `xeon-avx2` (Xeon, 2 cores, avx2 fma):").expect(&md);
+        let epyc = md.find("On `amd-epyc-avx512` (AMD EPYC, 2 cores, avx2 avx512f):").expect(&md);
+        assert!(xeon < epyc, "{md}");
+        let (first, second) = md.split_at(epyc);
+        assert!(first.contains("| queries/s |") && first.contains("| again |"), "{md}");
+        assert!(second.contains("| other | 7 | none | 1× | 2026-11-29, amd-epyc-avx512 |"), "{md}");
+        assert_eq!(md.matches("| what | ours | peer | ratio | run |").count(), 2, "{md}");
+    }
+
     /// A trade-off row: the approximate configuration against the exact one, with a cell in
     /// its `what`.
     const TRADEOFF: &str = r#"[[row]]
@@ -1634,6 +1732,24 @@ cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps", med
         let md = b.render_performance().unwrap();
         // The ratio divides the cells as recorded (4.26 / 10.4), not as rounded (4.26 / 10).
         assert!(md.contains("| w | 4.26 | 10 | 0.41 |"), "{md}");
+        // `min` and `max` take the ends of the same rows, with the inputs' decimals.
+        let spread = row
+            .replace("ours = \"{ours}\"", "ours = \"{ours} ({lo}–{hi})\"")
+            .replace(
+                "cells.peer",
+                "cells.lo = { file = \"bench.csv\", where = { system = \"ours\" }, column = \"qps\", min = true }\n\
+                 cells.hi = { file = \"bench.csv\", where = { system = \"ours\" }, column = \"qps\", max = true }\n\
+                 cells.peer",
+            );
+        let md = fixture(dir.path(), csv, &spread).render_performance().unwrap();
+        assert!(md.contains("| w | 4.26 (3.22–4.50) | 10 |"), "{md}");
+        // A cell asks for one of them only.
+        let both = spread.replace("min = true", "min = true, max = true");
+        let e = fixture(dir.path(), csv, &both)
+            .render_performance()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("one of `median`, `min` and `max`"), "{e}");
     }
 
     #[test]

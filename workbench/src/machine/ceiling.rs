@@ -64,21 +64,30 @@ pub struct KernelPeak {
     /// Multiply-adds per second, all threads; `None` when this CPU does not run the kernel
     /// (or, for AMX, the operating system does not let this process use tile data).
     pub macs_per_s: Option<f64>,
+    /// The slowest of the same 3 runs (the spread under load); `None` where no kernel ran
+    /// (and in records written before it was kept).
+    #[serde(default)]
+    pub slowest_macs_per_s: Option<f64>,
 }
 
 /// Every kernel family of the module's table, measured with `threads` threads where this
-/// CPU runs it (best of 3 runs of about 0.1 s each), in the table's order.
+/// CPU runs it (best of 3 runs of about 0.1 s each, and the slowest of them), in the
+/// table's order.
 pub fn measure_kernels(threads: usize) -> Vec<KernelPeak> {
     let threads = threads.max(1);
     families()
         .into_iter()
-        .map(|f| KernelPeak {
-            kernel: f.name.into(),
-            input: f.input.into(),
-            instruction: f.instruction.into(),
-            macs_per_instruction: f.macs_per_instruction,
-            threads,
-            macs_per_s: f.kernel.map(|k| best_rate(threads, k, f.macs_per_iter)),
+        .map(|f| {
+            let rates = f.kernel.map(|k| rates(threads, k, f.macs_per_iter));
+            KernelPeak {
+                kernel: f.name.into(),
+                input: f.input.into(),
+                instruction: f.instruction.into(),
+                macs_per_instruction: f.macs_per_instruction,
+                threads,
+                macs_per_s: rates.map(|r| r.0),
+                slowest_macs_per_s: rates.map(|r| r.1),
+            }
         })
         .collect()
 }
@@ -173,11 +182,11 @@ fn families() -> Vec<Family> {
 pub fn measure_peak(threads: usize) -> ComputePeak {
     let threads = threads.max(1);
     let (int8_kernel, int8) = match int8_kernel() {
-        Some((name, f, macs)) => (name, best_rate(threads, f, macs)),
+        Some((name, f, macs)) => (name, rates(threads, f, macs).0),
         None => ("none", 0.0),
     };
     let (f32_kernel, f32) = match f32_kernel() {
-        Some((name, f, macs)) => (name, best_rate(threads, f, macs)),
+        Some((name, f, macs)) => (name, rates(threads, f, macs).0),
         None => ("none", 0.0),
     };
     ComputePeak {
@@ -193,8 +202,8 @@ pub fn measure_peak(threads: usize) -> ComputePeak {
 type Kernel = fn(usize) -> f64;
 
 /// Multiply-adds per second of `kernel` on `threads` threads at once: each runs
-/// `iters` iterations of `macs_per_iter`; best of three timings.
-fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
+/// `iters` iterations of `macs_per_iter`; (fastest, slowest) of three timings.
+fn rates(threads: usize, kernel: Kernel, macs_per_iter: usize) -> (f64, f64) {
     // Calibrate to about 0.1 s on one thread.
     let mut iters = 1 << 16;
     loop {
@@ -207,7 +216,7 @@ fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
         }
         iters *= 4;
     }
-    let mut best = f64::INFINITY;
+    let (mut best, mut worst) = (f64::INFINITY, 0f64);
     for _ in 0..3 {
         let t = Instant::now();
         std::thread::scope(|s| {
@@ -215,9 +224,12 @@ fn best_rate(threads: usize, kernel: Kernel, macs_per_iter: usize) -> f64 {
                 s.spawn(move || std::hint::black_box(kernel(iters)));
             }
         });
-        best = best.min(t.elapsed().as_secs_f64());
+        let secs = t.elapsed().as_secs_f64();
+        best = best.min(secs);
+        worst = worst.max(secs);
     }
-    (threads * iters * macs_per_iter) as f64 / best
+    let macs = (threads * iters * macs_per_iter) as f64;
+    (macs / best, macs / worst)
 }
 
 /// Whether the CPU runs AMX-INT8 and the operating system lets this process use AMX tile
@@ -277,6 +289,14 @@ mod tests {
         // rate: the ratio checks below use each kernel's best over up to four measurements,
         // measuring again only while a check fails.
         let mut all = measure_kernels(1);
+        // The slowest of a kernel's runs is there exactly where its fastest is, and no faster.
+        for k in &all {
+            match (k.macs_per_s, k.slowest_macs_per_s) {
+                (Some(fast), Some(slow)) => assert!(slow > 0.0 && slow <= fast, "{k:?}"),
+                (None, None) => {}
+                _ => panic!("fastest and slowest disagree on whether the kernel ran: {k:?}"),
+            }
+        }
         for _ in 0..3 {
             if ratio_checks(&all).is_ok() {
                 break;
@@ -331,6 +351,13 @@ mod tests {
         let json = serde_json::to_string(&all).unwrap();
         let back: Vec<KernelPeak> = serde_json::from_str(&json).unwrap();
         assert_eq!(back.len(), all.len());
+        // A record written before the slowest run was kept still reads.
+        let old: KernelPeak = serde_json::from_str(
+            r#"{"kernel": "avx2", "input": "int8", "instruction": "x", "macs_per_instruction": 32,
+                "threads": 1, "macs_per_s": 1.0e11}"#,
+        )
+        .unwrap();
+        assert_eq!((old.macs_per_s, old.slowest_macs_per_s), (Some(1.0e11), None));
     }
 
     fn rate(all: &[KernelPeak], name: &str) -> Option<f64> {

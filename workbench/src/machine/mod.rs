@@ -31,7 +31,7 @@ pub use ceiling::{measure_kernels, measure_peak, ComputePeak, KernelPeak};
 /// The instruction-set flags (as spelt in `/proc/cpuinfo`) that [`Machine`] records:
 /// the ones the matrix-product and distance kernels of candle, gemm, FAISS and
 /// llama.cpp choose between at run time.
-pub const FEATURES: [&str; 11] = [
+pub const FEATURES: [&str; 12] = [
     "avx",
     "avx2",
     "fma",
@@ -39,6 +39,7 @@ pub const FEATURES: [&str; 11] = [
     "avx512f",
     "avx512bw",
     "avx512_vnni",
+    "avx512_bf16",
     "avx_vnni",
     "amx_tile",
     "amx_int8",
@@ -196,7 +197,7 @@ impl Machine {
     }
 
     /// One line for the top of a result table, e.g.
-    /// `Intel Xeon Processor · 2 cores · avx avx2 fma f16c avx512f avx512bw avx512_vnni avx_vnni amx · load 0.41 0.11 0.03`.
+    /// `Intel Xeon Processor · 2 cores · avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16 avx_vnni amx · load 0.41 0.11 0.03`.
     /// `(R)`/`(TM)` marks are dropped from the model; the three AMX flags read `amx`
     /// when all are present; `2 of 8 cores` when fewer cores are usable than
     /// `/proc/cpuinfo` lists.
@@ -309,7 +310,7 @@ mod tests {
         // `avx512_bf16` and `avx512vl` must not count as `avx512f` or `avx`; `fma4` is
         // not `fma`.
         let c = CpuInfo::parse("processor : 0\nflags : sse2 avx512_bf16 avx512vl fma4 avx2\n");
-        assert_eq!(c.features, ["avx2"]);
+        assert_eq!(c.features, ["avx2", "avx512_bf16"]);
         assert_eq!(c.model, "");
     }
 

@@ -11,6 +11,15 @@ use serde::{Deserialize, Serialize};
 /// Pixels per line of the notes under the x-axis label.
 const NOTE_LINE_PX: u32 = 17;
 
+/// The chart's margin on every side, pixels.
+const MARGIN_PX: u32 = 14;
+
+/// Height of the x-axis label area (ticks and label), pixels.
+const X_LABEL_AREA_PX: u32 = 42;
+
+/// Width of the y-axis label area, pixels.
+const Y_LABEL_AREA_PX: u32 = 55;
+
 /// Curves with more points than this are drawn without point markers.
 const MAX_MARKED_POINTS: usize = 30;
 
@@ -191,11 +200,14 @@ impl Lines {
             let style = ("sans-serif", 13)
                 .into_text_style(&lower)
                 .pos(Pos::new(HPos::Center, VPos::Top));
+            // Centred under the plotting area, as the axis label above them is.
+            let left = MARGIN_PX + Y_LABEL_AREA_PX;
+            let centre = left + w.saturating_sub(left + MARGIN_PX) / 2;
             for (i, text) in below.iter().enumerate() {
                 lower.draw_text(
                     text,
                     &style,
-                    ((w / 2) as i32, (NOTE_LINE_PX * i as u32) as i32),
+                    (centre as i32, (NOTE_LINE_PX * i as u32) as i32),
                 )?;
             }
             upper
@@ -219,9 +231,9 @@ impl Lines {
         let mut builder = ChartBuilder::on(root);
         builder
             .caption(&self.title, ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(42)
-            .y_label_area_size(55);
+            .margin(MARGIN_PX)
+            .x_label_area_size(X_LABEL_AREA_PX)
+            .y_label_area_size(Y_LABEL_AREA_PX);
         let log_x = self.log_x && x0 > 0.0;
         let lx = || (x0..x1).log_scale().with_key_points(log_ticks(x0, x1));
         let ly = || (y0..y1).log_scale().with_key_points(log_ticks(y0, y1));
@@ -256,22 +268,26 @@ impl Lines {
 
 /// Ticks 1, 2, 5 × 10ⁿ within `[lo, hi]`: readable labels on a log axis. A range too
 /// narrow for two of them gets every 1…9 × 10ⁿ in it, and one narrower still its two ends
-/// rounded inwards to the power of ten below the range's span.
+/// rounded inwards to a multiple of the power of ten below the range's span (or of the next
+/// power down, where that leaves fewer than two). A range of one value gets that value.
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     if !(lo > 0.0 && hi.is_finite()) {
         return Vec::new();
     }
+    if hi <= lo {
+        return vec![lo];
+    }
+    // m × 10ᵉ, dividing for e < 0 so that 3 × 10⁻¹ is 0.3 and not 0.30000000000000004.
+    let at = |m: f64, e: i32| {
+        if e < 0 {
+            m / 10f64.powi(-e)
+        } else {
+            m * 10f64.powi(e)
+        }
+    };
     let within = |mantissas: &[f64]| {
         let mut ticks = Vec::new();
         let mut e = lo.log10().floor() as i32;
-        // m × 10ᵉ, dividing for e < 0 so that 3 × 10⁻¹ is 0.3 and not 0.30000000000000004.
-        let at = |m: f64, e: i32| {
-            if e < 0 {
-                m / 10f64.powi(-e)
-            } else {
-                m * 10f64.powi(e)
-            }
-        };
         while at(1.0, e) <= hi {
             for &m in mantissas {
                 let t = at(m, e);
@@ -291,21 +307,15 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     if ticks.len() >= 2 {
         return ticks;
     }
-    let step = 10f64.powf((hi - lo).log10().floor());
-    let round = |v: f64, up: bool| {
-        let n = if up {
-            (v / step).ceil()
-        } else {
-            (v / step).floor()
-        };
-        n * step
-    };
-    let (a, b) = (round(lo, true), round(hi, false));
-    if a < b {
-        vec![a, b]
-    } else {
-        vec![lo, hi]
+    let top = (hi - lo).log10().floor() as i32;
+    for e in (top - 2..=top).rev() {
+        let step = at(1.0, e);
+        let (a, b) = ((lo / step).ceil(), (hi / step).floor());
+        if a < b {
+            return vec![at(a, e), at(b, e)];
+        }
     }
+    vec![lo, hi]
 }
 
 #[cfg(test)]
@@ -373,6 +383,25 @@ mod tests {
         );
         assert!(svg.contains("CPU flags: avx512f amx"));
         assert!(!svg.contains("k\nCPU"), "the lines are drawn apart");
+        // The note is below the axis label and centred as it is (on the plotting area).
+        let (lx, ly) = text_at(&svg, ">\nk\n</text>");
+        let (nx, ny) = text_at(&svg, "CPU flags: avx512f amx");
+        assert!(ny > ly, "note at y {ny}, label at y {ly}");
+        assert!((nx - lx).abs() <= 2.0, "note at x {nx}, label at x {lx}");
+    }
+
+    /// The `x` and `y` attributes of the SVG `<text>` element that holds `needle`.
+    fn text_at(svg: &str, needle: &str) -> (f64, f64) {
+        let end = svg.find(needle).expect(needle);
+        let start = svg[..end].rfind("<text").expect("a <text> element");
+        let tag = &svg[start..end];
+        let attr = |name: &str| -> f64 {
+            let key = format!(" {name}=\"");
+            let from = tag.find(&key).expect(&key) + key.len();
+            let len = tag[from..].find('"').expect("closing quote");
+            tag[from..from + len].parse().expect("a number")
+        };
+        (attr("x"), attr("y"))
     }
 
     #[test]
@@ -404,6 +433,9 @@ mod tests {
         assert_eq!(log_ticks(261_000.0, 284_000.0), vec![270_000.0, 280_000.0]);
         assert_eq!(log_ticks(271_500.0, 279_500.0), vec![272_000.0, 279_000.0]);
         assert_eq!(log_ticks(0.25, 0.45), vec![0.3, 0.4]);
+        // One multiple of the span's power of ten inside: the next power down.
+        assert_eq!(log_ticks(155_000.0, 263_000.0), vec![160_000.0, 260_000.0]);
+        assert_eq!(log_ticks(2.0, 2.0), vec![2.0]);
         assert!(log_ticks(0.0, 40.0).is_empty() && log_ticks(-1.0, 40.0).is_empty());
     }
 
