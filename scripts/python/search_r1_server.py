@@ -40,7 +40,8 @@ def main():
     ap.add_argument("--model", required=True, help="the encoder folder (Hugging Face layout)")
     ap.add_argument("--topk", type=int, default=3)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch and FAISS threads (0: their defaults)")
     ap.add_argument("--extra-packages", default=None)
     args = ap.parse_args()
     if args.extra_packages:
@@ -53,6 +54,7 @@ def main():
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+        faiss.omp_set_num_threads(args.threads)
     if not torch.cuda.is_available():
         torch.nn.Module.cuda = lambda self, *a, **k: self
         torch.Tensor.cuda = lambda self, *a, **k: self

@@ -92,7 +92,7 @@ impl Peer {
             .arg(topk.to_string())
             .arg("--port")
             .arg(port.to_string())
-            // PyTorch's threads: as many as the workbench's rayon pool.
+            // PyTorch's and FAISS's threads: as many as the workbench's rayon pool.
             .arg("--threads")
             .arg(rayon::current_num_threads().to_string())
             .stdout(Stdio::null())
