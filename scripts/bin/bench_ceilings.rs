@@ -68,7 +68,7 @@ fn main() -> Result<()> {
         h
     };
     let caption = format!(
-        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent vector accumulators, AMX: 4 tile accumulators; no memory traffic), on 1 thread and on {all} threads (every logical CPU), with the slowest of the 3 in brackets where it rounds differently; a kernel is not run where the CPU lacks it or, for AMX, the OS does not grant tile data; 1-min load average {load0:.2} → {load1:.2}"
+        "Peak multiply-add rates, best of 3 runs of about 0.1 s per kernel (12 independent vector accumulators, AMX: 4 tile accumulators; no memory traffic), on 1 thread and on {all} threads (every logical CPU), with the range slowest–fastest of the 3 in brackets where the slowest rounds differently; a kernel is not run where the CPU lacks it or, for AMX, the OS does not grant tile data; 1-min load average {load0:.2} → {load1:.2}"
     );
     // The CSV keeps fastest and slowest in columns of their own; the page shows them together.
     let mut csv = Table::new(header(true));

@@ -54,6 +54,8 @@ def main():
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+        # This thread's OpenMP setting; the request threads take OMP_NUM_THREADS, which
+        # bench_serve sets in this process's environment.
         faiss.omp_set_num_threads(args.threads)
     if not torch.cuda.is_available():
         torch.nn.Module.cuda = lambda self, *a, **k: self

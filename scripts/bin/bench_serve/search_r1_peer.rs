@@ -92,9 +92,12 @@ impl Peer {
             .arg(topk.to_string())
             .arg("--port")
             .arg(port.to_string())
-            // PyTorch's and FAISS's threads: as many as the workbench's rayon pool.
+            // PyTorch's and FAISS's threads: as many as the workbench's rayon pool. FAISS's
+            // through OpenMP's environment, which also holds in the web server's worker
+            // threads (`omp_set_num_threads` sets only the calling thread's).
             .arg("--threads")
             .arg(rayon::current_num_threads().to_string())
+            .env("OMP_NUM_THREADS", rayon::current_num_threads().to_string())
             .stdout(Stdio::null())
             .stderr(log);
         if let Some(extra) = extra_packages {
@@ -174,6 +177,8 @@ impl Drop for Peer {
 fn threads_in(line: &str) -> (Option<usize>, Option<usize>) {
     let after = |name: &str| -> Option<usize> {
         let rest = &line[line.find(&format!("{name} "))? + name.len() + 1..];
+        // This library's part only: up to the next comma.
+        let rest = &rest[..rest.find(',').unwrap_or(rest.len())];
         let open = rest.find('(')?;
         let inner = &rest[open + 1..open + rest[open..].find(')')?];
         inner.strip_suffix(" threads")?.trim().parse().ok()
@@ -195,5 +200,10 @@ mod tests {
             (None, None)
         );
         assert_eq!(threads_in("torch 2.15.0 (two threads)"), (None, None));
+        // A library without its count does not take the next one's.
+        assert_eq!(
+            threads_in("torch 2.15.0, faiss 1.15.1 (4 threads)."),
+            (None, Some(4))
+        );
     }
 }

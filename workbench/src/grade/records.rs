@@ -54,7 +54,7 @@ pub const MACHINES_DIR: &str = "machines";
 /// The kind of machine a benchmark ran on, from its `config.json` `machine` object: the CPU
 /// model as a slug and the widest instruction set the kernels can use (`amx`, `avx512`,
 /// `avx512-avxvnni` where the CPU also has AVX-VNNI, `avx2`, else `baseline`), e.g.
-/// `intel-xeon-amx` or `amd-epyc-7b13-avx2`. Runs of one kind
+/// `intel-xeon-amx` or `amd-epyc-7b13-64-avx2`. Runs of one kind
 /// compare with each other; the records keep the latest run of each kind.
 pub fn machine_kind(machine: &Value) -> String {
     let model = machine["cpu_model"].as_str().unwrap_or("unknown cpu");
@@ -84,6 +84,38 @@ pub fn machine_kind(machine: &Value) -> String {
         "baseline"
     };
     format!("{}-{tier}", words.join("-"))
+}
+
+/// [`cpu_label`] of what the `machine` objects of several records share: their model (the
+/// kind's), the cores where all have as many, and the flags all list, in the first's order.
+fn common_cpu_label(machines: &[Value]) -> String {
+    let Some(first) = machines.first() else {
+        return "not recorded".to_string();
+    };
+    if machines.iter().all(|m| cpu_label(m) == cpu_label(first)) {
+        return cpu_label(first);
+    }
+    let flags = |m: &Value| -> Vec<String> {
+        m["features"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let shared: Vec<String> = flags(first)
+        .into_iter()
+        .filter(|f| machines.iter().all(|m| flags(m).contains(f)))
+        .collect();
+    let cores = first["cores"].as_u64().unwrap_or(0);
+    let cores = if machines.iter().all(|m| m["cores"].as_u64().unwrap_or(0) == cores) {
+        format!("{cores} cores")
+    } else {
+        "cores differ".to_string()
+    };
+    format!(
+        "{}, {cores}, {} (the flags all its runs list)",
+        first["cpu_model"].as_str().unwrap_or("unknown cpu"),
+        shared.join(" ")
+    )
 }
 
 /// `CPU model, N cores, flags` of a record's `machine` object.
@@ -818,10 +850,21 @@ impl Benchmarks {
             let mut decimals = 0;
             for r in &found {
                 let v = r[want].trim();
-                xs.push(v.parse::<f64>().map_err(|_| {
+                let x = v.parse::<f64>().map_err(|_| {
                     Error::bad_input(&p, format!("column `{}`: `{v}` is not a number", c.column))
-                })?);
-                decimals = decimals.max(v.split_once('.').map_or(0, |(_, f)| f.len()));
+                })?;
+                // A round that measured nothing (NaN) is left out, as the benchmarks' own
+                // medians leave it out.
+                if x.is_finite() {
+                    xs.push(x);
+                    decimals = decimals.max(v.split_once('.').map_or(0, |(_, f)| f.len()));
+                }
+            }
+            if xs.is_empty() {
+                return Err(Error::bad_input(
+                    &p,
+                    format!("column `{}`: no finite value where {row:?}", c.column),
+                ));
             }
             xs.sort_by(f64::total_cmp);
             let n = xs.len();
@@ -907,7 +950,8 @@ impl Benchmarks {
     /// row, each under a line naming the kind and its CPU.
     fn render_rows(&self, table: &str, header: [&str; 5]) -> Result<String> {
         // (kind, CPU label, rows)
-        let mut groups: Vec<(String, String, Vec<[String; 5]>)> = Vec::new();
+        // (kind, the machine objects of its rows, rows)
+        let mut groups: Vec<(String, Vec<Value>, Vec<[String; 5]>)> = Vec::new();
         for r in self.row.iter().filter(|r| r.table == table) {
             let rec: Recorded = self.recorded(&r.benchmark)?;
             let machine = self.read_json(&r.benchmark, "config.json")?;
@@ -922,22 +966,28 @@ impl Benchmarks {
                     rec.finished.chars().take(10).collect::<String>()
                 ),
             ];
+            let machine = machine["machine"].clone();
             match groups.iter_mut().find(|g| g.0 == kind) {
-                Some(g) => g.2.push(row),
-                None => groups.push((kind, cpu_label(&machine["machine"]), vec![row])),
+                Some(g) => {
+                    g.1.push(machine);
+                    g.2.push(row);
+                }
+                None => groups.push((kind, vec![machine], vec![row])),
             }
         }
         let several = groups.len() > 1;
         let mut out = Vec::new();
-        for (kind, cpu, rows) in groups {
+        for (kind, machines, rows) in groups {
+            let cpu = common_cpu_label(&machines);
             let mut t = Table::new(header);
             for row in rows {
                 t.push(row)?;
             }
+            let md = t.to_markdown();
             if several {
-                out.push(format!("On `{kind}` ({cpu}):\n\n{}", t.to_markdown()));
+                out.push(format!("On `{kind}` ({cpu}):\n\n{}", md.trim_end()));
             } else {
-                out.push(t.to_markdown());
+                out.push(md);
             }
         }
         if out.is_empty() {
@@ -1245,7 +1295,7 @@ mod tests {
         assert_eq!(
             machine_kind(&m(
                 "Intel(R) Xeon(R) Processor",
-                &["avx2", "avx512f", "amx_int8"]
+                &["avx2", "avx512f", "avx_vnni", "amx_int8"]
             )),
             "intel-xeon-amx"
         );
@@ -1566,6 +1616,7 @@ cells = { ours = { file = "bench.csv", where = { system = "ours" }, column = "qp
         assert!(first.contains("| queries/s |") && first.contains("| again |"), "{md}");
         assert!(second.contains("| other | 7 | none | 1× | 2026-11-29, amd-epyc-avx512 |"), "{md}");
         assert_eq!(md.matches("| what | ours | peer | ratio | run |").count(), 2, "{md}");
+        assert!(!md.contains("\n\n\n"), "one blank line between the tables: {md:?}");
     }
 
     /// A trade-off row: the approximate configuration against the exact one, with a cell in
@@ -1685,6 +1736,11 @@ cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps" }
             (
                 "pointer = \"/machine/cores\"",
                 "pointer = \"/machine/cores\", column = \"qps\"",
+                "takes no",
+            ),
+            (
+                "pointer = \"/machine/cores\"",
+                "pointer = \"/machine/cores\", max = true",
                 "takes no",
             ),
             (

@@ -307,10 +307,24 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     if ticks.len() >= 2 {
         return ticks;
     }
+    // v / 10ᵉ, multiplying for e < 0 (1.1 / 0.1 is 11.000000000000002), and snapped to a
+    // whole number within rounding error, so that ceil and floor do not step past it.
+    let over = |v: f64, e: i32| {
+        let x = if e < 0 {
+            v * 10f64.powi(-e)
+        } else {
+            v / 10f64.powi(e)
+        };
+        if (x - x.round()).abs() < 1e-9 * x.abs().max(1.0) {
+            x.round()
+        } else {
+            x
+        }
+    };
+    // A span of 10ᵗ or more holds at least nine multiples of 10ᵗ⁻¹.
     let top = (hi - lo).log10().floor() as i32;
-    for e in (top - 2..=top).rev() {
-        let step = at(1.0, e);
-        let (a, b) = ((lo / step).ceil(), (hi / step).floor());
+    for e in [top, top - 1] {
+        let (a, b) = (over(lo, e).ceil(), over(hi, e).floor());
         if a < b {
             return vec![at(a, e), at(b, e)];
         }
@@ -436,6 +450,8 @@ mod tests {
         // One multiple of the span's power of ten inside: the next power down.
         assert_eq!(log_ticks(155_000.0, 263_000.0), vec![160_000.0, 260_000.0]);
         assert_eq!(log_ticks(2.0, 2.0), vec![2.0]);
+        // Ends that are multiples of a negative power of ten are ticks themselves.
+        assert_eq!(log_ticks(1.1, 1.9), vec![1.1, 1.9]);
         assert!(log_ticks(0.0, 40.0).is_empty() && log_ticks(-1.0, 40.0).is_empty());
     }
 
