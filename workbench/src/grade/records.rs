@@ -98,7 +98,12 @@ fn common_cpu_label(machines: &[Value]) -> String {
     let flags = |m: &Value| -> Vec<String> {
         m["features"]
             .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let shared: Vec<String> = flags(first)
@@ -106,7 +111,10 @@ fn common_cpu_label(machines: &[Value]) -> String {
         .filter(|f| machines.iter().all(|m| flags(m).contains(f)))
         .collect();
     let cores = first["cores"].as_u64().unwrap_or(0);
-    let cores = if machines.iter().all(|m| m["cores"].as_u64().unwrap_or(0) == cores) {
+    let cores = if machines
+        .iter()
+        .all(|m| m["cores"].as_u64().unwrap_or(0) == cores)
+    {
         format!("{cores} cores")
     } else {
         "cores differ".to_string()
@@ -1308,11 +1316,17 @@ mod tests {
             "intel-i7-8550u-avx512"
         );
         assert_eq!(
-            machine_kind(&m("AMD EPYC", &["avx2", "avx512f", "avx512_vnni", "avx_vnni"])),
+            machine_kind(&m(
+                "AMD EPYC",
+                &["avx2", "avx512f", "avx512_vnni", "avx_vnni"]
+            )),
             "amd-epyc-avx512-avxvnni"
         );
         assert_eq!(
-            machine_kind(&m("AMD EPYC", &["avx2", "avx512f", "avx512_vnni", "avx512_bf16"])),
+            machine_kind(&m(
+                "AMD EPYC",
+                &["avx2", "avx512f", "avx512_vnni", "avx512_bf16"]
+            )),
             "amd-epyc-avx512"
         );
         assert_eq!(machine_kind(&serde_json::json!({})), "unknown-baseline");
@@ -1606,17 +1620,38 @@ cells = { ours = { file = "bench.csv", where = { system = "ours" }, column = "qp
             "[[benchmark]]\nname = \"bench-y\"\ntitle = \"Y\"\nlink = \"#y\"\n\n{ROW}\n{row_y}\n{}",
             ROW.replace("what = \"queries/s\"", "what = \"again\"")
         );
-        let md = fixture(dir.path(), "system,mode,qps,ratio\nY,fast,2,1\nours,fast,5,2.5\n", &rows)
-            .render_performance()
-            .unwrap();
-        let xeon = md.find("On `xeon-avx2` (Xeon, 2 cores, avx2 fma):").expect(&md);
-        let epyc = md.find("On `amd-epyc-avx512` (AMD EPYC, 2 cores, avx2 avx512f):").expect(&md);
+        let md = fixture(
+            dir.path(),
+            "system,mode,qps,ratio\nY,fast,2,1\nours,fast,5,2.5\n",
+            &rows,
+        )
+        .render_performance()
+        .unwrap();
+        let xeon = md
+            .find("On `xeon-avx2` (Xeon, 2 cores, avx2 fma):")
+            .expect(&md);
+        let epyc = md
+            .find("On `amd-epyc-avx512` (AMD EPYC, 2 cores, avx2 avx512f):")
+            .expect(&md);
         assert!(xeon < epyc, "{md}");
         let (first, second) = md.split_at(epyc);
-        assert!(first.contains("| queries/s |") && first.contains("| again |"), "{md}");
-        assert!(second.contains("| other | 7 | none | 1× | 2026-11-29, amd-epyc-avx512 |"), "{md}");
-        assert_eq!(md.matches("| what | ours | peer | ratio | run |").count(), 2, "{md}");
-        assert!(!md.contains("\n\n\n"), "one blank line between the tables: {md:?}");
+        assert!(
+            first.contains("| queries/s |") && first.contains("| again |"),
+            "{md}"
+        );
+        assert!(
+            second.contains("| other | 7 | none | 1× | 2026-11-29, amd-epyc-avx512 |"),
+            "{md}"
+        );
+        assert_eq!(
+            md.matches("| what | ours | peer | ratio | run |").count(),
+            2,
+            "{md}"
+        );
+        assert!(
+            !md.contains("\n\n\n"),
+            "one blank line between the tables: {md:?}"
+        );
     }
 
     /// A trade-off row: the approximate configuration against the exact one, with a cell in
@@ -1797,7 +1832,9 @@ cells.peer = { file = "bench.csv", where = { system = "Y" }, column = "qps", med
                  cells.hi = { file = \"bench.csv\", where = { system = \"ours\" }, column = \"qps\", max = true }\n\
                  cells.peer",
             );
-        let md = fixture(dir.path(), csv, &spread).render_performance().unwrap();
+        let md = fixture(dir.path(), csv, &spread)
+            .render_performance()
+            .unwrap();
         assert!(md.contains("| w | 4.26 (3.22–4.50) | 10 |"), "{md}");
         // A cell asks for one of them only.
         let both = spread.replace("min = true", "min = true, max = true");

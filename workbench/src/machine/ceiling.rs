@@ -357,7 +357,10 @@ mod tests {
                 "threads": 1, "macs_per_s": 1.0e11}"#,
         )
         .unwrap();
-        assert_eq!((old.macs_per_s, old.slowest_macs_per_s), (Some(1.0e11), None));
+        assert_eq!(
+            (old.macs_per_s, old.slowest_macs_per_s),
+            (Some(1.0e11), None)
+        );
     }
 
     fn rate(all: &[KernelPeak], name: &str) -> Option<f64> {
