@@ -1531,23 +1531,36 @@ mod tests {
         try_fixture(dir, csv, row).unwrap()
     }
 
-    /// [`fixture`], with `data/benchmarks.toml`'s errors returned.
-    fn try_fixture(dir: &Path, csv: &str, row: &str) -> Result<Benchmarks> {
-        let rec = dir.join("records/bench-x");
+    /// A record `records/NAME` under `dir`: its `bench.csv` and `bench.md`, finished at
+    /// `finished` (RFC 3339) on `machine` (the `machine` object of its config, as JSON).
+    fn write_record(dir: &Path, name: &str, csv: &str, md: &str, finished: &str, machine: &str) {
+        let rec = dir.join("records").join(name);
         std::fs::create_dir_all(&rec).unwrap();
         std::fs::write(rec.join("bench.csv"), csv).unwrap();
-        std::fs::write(rec.join("bench.md"), "\n| a |\n|---|\n| 1 |\n\n").unwrap();
+        std::fs::write(rec.join("bench.md"), md).unwrap();
         std::fs::write(
             rec.join("recorded.json"),
-            r#"{"finished": "2026-11-27T08:25:00Z", "commit": "ef4fd67", "dirty": false}"#,
+            format!(r#"{{"finished": "{finished}", "commit": "ef4fd67", "dirty": false}}"#),
         )
         .unwrap();
         std::fs::write(
             rec.join("config.json"),
-            r#"{"machine": {"cpu_model": "Xeon", "cores": 2, "features": ["avx2", "fma"], "load_before": "0.5 0.4 0.3"}}"#,
+            format!(r#"{{"machine": {machine}}}"#),
         )
         .unwrap();
         std::fs::write(rec.join("manifest.json"), r#"{"summary": {}}"#).unwrap();
+    }
+
+    /// [`fixture`], with `data/benchmarks.toml`'s errors returned.
+    fn try_fixture(dir: &Path, csv: &str, row: &str) -> Result<Benchmarks> {
+        write_record(
+            dir,
+            "bench-x",
+            csv,
+            "\n| a |\n|---|\n| 1 |\n\n",
+            "2026-11-27T08:25:00Z",
+            r#"{"cpu_model": "Xeon", "cores": 2, "features": ["avx2", "fma"], "load_before": "0.5 0.4 0.3"}"#,
+        );
         let toml = dir.join("benchmarks.toml");
         std::fs::write(
             &toml,
@@ -1592,21 +1605,14 @@ cells = { ours = { file = "bench.csv", where = { system = "ours", mode = "fast" 
     #[test]
     fn rows_from_two_kinds_of_machine_are_two_tables_each_under_its_cpu() {
         let dir = tempfile::tempdir().unwrap();
-        let y = dir.path().join("records/bench-y");
-        std::fs::create_dir_all(&y).unwrap();
-        std::fs::write(y.join("bench.csv"), "system,qps\nours,7\n").unwrap();
-        std::fs::write(y.join("bench.md"), "| c |\n|---|\n| 3 |\n").unwrap();
-        std::fs::write(
-            y.join("recorded.json"),
-            r#"{"finished": "2026-11-29T08:25:00Z", "commit": "abc1234", "dirty": false}"#,
-        )
-        .unwrap();
-        std::fs::write(
-            y.join("config.json"),
-            r#"{"machine": {"cpu_model": "AMD EPYC", "cores": 2, "features": ["avx2", "avx512f"], "load_before": "1.0"}}"#,
-        )
-        .unwrap();
-        std::fs::write(y.join("manifest.json"), r#"{"summary": {}}"#).unwrap();
+        write_record(
+            dir.path(),
+            "bench-y",
+            "system,qps\nours,7\n",
+            "| c |\n|---|\n| 3 |\n",
+            "2026-11-29T08:25:00Z",
+            r#"{"cpu_model": "AMD EPYC", "cores": 2, "features": ["avx2", "avx512f"], "load_before": "1.0"}"#,
+        );
         let row_y = r#"[[row]]
 benchmark = "bench-y"
 what = "other"
