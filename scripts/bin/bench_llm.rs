@@ -44,8 +44,9 @@
 //!
 //! Per system and model (`systems.csv`): the seconds from the start of the load to a system
 //! ready to answer (ours: [`Llm::load`] with its warm-up, which repacks the weights for
-//! candle's kernels and, on an AMX CPU, for the AMX kernel; llama.cpp: the server's start, with its weight repacking), the first RAG prompt's
-//! prefill after the load against the median one, and the peak resident memory of the
+//! candle's kernels and, on an AMX CPU, for the AMX kernel; llama.cpp: the server's start,
+//! with its weight repacking), the first RAG prompt's prefill after the load against the
+//! median one, and the peak resident memory of the
 //! process holding the model (ours: a fresh process of this binary that loads the model and
 //! reads the RAG prompt twice; llama.cpp: the server's process after the rounds).
 //! Besides: how many leading generated tokens
