@@ -717,6 +717,15 @@ struct Probe {
     peak_rss_bytes: u64,
     file_rss_bytes: u64,
     amx_tensors: usize,
+    /// Decoding after the second read: single-token steps and their seconds (for profiling
+    /// one system alone: `bench_llm --probe MODEL:PROMPTS.json`).
+    #[serde(default)]
+    second_decode_steps: usize,
+    #[serde(default)]
+    second_decode_s: f64,
+    /// The ids the second read generated (to compare two builds' outputs).
+    #[serde(default)]
+    second_token_ids: Vec<u32>,
 }
 
 /// `--probe MODEL:PROMPTS.json`: load MODEL, read the RAG prompt of PROMPTS.json twice,
@@ -755,6 +764,9 @@ fn probe(spec: &str, args: &Args) -> Result<()> {
             .context("--probe: no VmHWM in /proc/self/status")?,
         file_rss_bytes: file_rss_bytes(None).context("--probe: no RssFile in /proc/self/status")?,
         amx_tensors: info.amx_tensors,
+        second_decode_steps: second.decode_steps,
+        second_decode_s: second.decode_secs,
+        second_token_ids: second.token_ids.clone(),
     };
     println!("{}", serde_json::to_string(&p)?);
     Ok(())
