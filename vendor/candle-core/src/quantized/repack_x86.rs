@@ -101,6 +101,7 @@ pub(crate) fn pack_q4k(storage: &dyn QuantizedType, n: usize, k: usize) -> Packe
     let mut out: Vec<TileQ4K> = Vec::with_capacity(n_tiles * kb);
     for t in 0..n_tiles {
         for b in 0..kb {
+            // [rag-workbench patch] bytes for the sub-block scales and mins, f32 per row
             let mut tile = TileQ4K {
                 d: [0.0; TILE_N],
                 dmin: [0.0; TILE_N],
@@ -215,7 +216,7 @@ mod kernels {
     // acc[m][16] f32 for up to MT activation rows against one 16-row weight tile
     pub(crate) const MAX_MT: usize = 4;
 
-    // 16 unsigned bytes widened to 16 f32 lanes
+    // [rag-workbench patch] 16 unsigned bytes widened to 16 f32 lanes
     #[inline(always)]
     unsafe fn bytes16_ps(b: &[u8; TILE_N]) -> __m512 {
         _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(b.as_ptr() as *const _)))
@@ -232,6 +233,7 @@ mod kernels {
     #[target_feature(enable = "avx512f,avx512vnni,avx512bw")]
     pub(crate) unsafe fn q4k_tile(tile: &TileQ4K, acts: &[&BlockQ8K], acc: &mut [[__m512; 1]]) {
         let mask = _mm512_set1_epi8(0x0F_u8 as i8);
+        // [rag-workbench patch] per-row scales of the compact tile
         let d = _mm512_loadu_ps(tile.d.as_ptr());
         let dmin = _mm512_loadu_ps(tile.dmin.as_ptr());
         for sub2 in 0..4 {
@@ -260,6 +262,7 @@ mod kernels {
                 }
             }
             for (sub, isum) in [(sa, &isum_a), (sb, &isum_b)] {
+                // [rag-workbench patch] the scale and min from the bytes and the row's f32 scales
                 let scale = _mm512_mul_ps(d, bytes16_ps(&tile.sc[sub]));
                 let min = _mm512_mul_ps(dmin, bytes16_ps(&tile.mn[sub]));
                 for (m, act) in acts.iter().enumerate() {
@@ -962,7 +965,7 @@ mod kernels256 {
         _mm256_set1_epi32(std::ptr::read_unaligned(act.as_ptr().add(off) as *const i32))
     }
 
-    // 8 unsigned bytes widened to 8 f32 lanes
+    // [rag-workbench patch] 8 unsigned bytes widened to 8 f32 lanes
     #[target_feature(enable = "avx2")]
     unsafe fn bytes8_ps(b: *const u8) -> __m256 {
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(b as *const _)))
@@ -1008,6 +1011,7 @@ mod kernels256 {
                         }
                     }
                     for h in 0..2 {
+                        // [rag-workbench patch] as in the 512-bit kernel
                         let scale = _mm256_mul_ps(
                             _mm256_loadu_ps(tile.d.as_ptr().add(h * 8)),
                             bytes8_ps(tile.sc[sub].as_ptr().add(h * 8)),
