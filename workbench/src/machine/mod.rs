@@ -116,6 +116,11 @@ pub struct CpuInfo {
     pub processors: usize,
     /// The flags of [`FEATURES`] the first processor lists, in [`FEATURES`] order.
     pub features: Vec<String>,
+    /// `cpu family` of the first processor that lists it: one model name (`AMD EPYC`)
+    /// covers several generations, which the family and model number tell apart.
+    pub family: Option<u32>,
+    /// `model` (the number, not `model name`) of the first processor that lists it.
+    pub model_number: Option<u32>,
 }
 
 impl CpuInfo {
@@ -132,6 +137,8 @@ impl CpuInfo {
             match key {
                 "processor" => info.processors += 1,
                 "model name" if info.model.is_empty() => info.model = value.to_string(),
+                "cpu family" if info.family.is_none() => info.family = value.parse().ok(),
+                "model" if info.model_number.is_none() => info.model_number = value.parse().ok(),
                 "flags" if flags.is_none() => flags = Some(value.split_whitespace().collect()),
                 _ => {}
             }
@@ -159,6 +166,13 @@ pub struct Machine {
     pub cpuinfo_processors: usize,
     /// The flags of [`FEATURES`] the CPU has, in that order.
     pub features: Vec<String>,
+    /// `cpu family` of `/proc/cpuinfo` (absent when unreadable, and in records made before
+    /// it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_family: Option<u32>,
+    /// `model` (the number) of `/proc/cpuinfo`, as `cpu_family`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model_number: Option<u32>,
     /// [`load_average`] when [`Machine::detect`] ran.
     pub load_before: String,
     /// Kernel release (`/proc/sys/kernel/osrelease`), `"unknown"` when unreadable.
@@ -190,6 +204,8 @@ impl Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpuinfo_processors: cpu.processors,
             features: cpu.features,
+            cpu_family: cpu.family,
+            cpu_model_number: cpu.model_number,
             load_before: load_average(),
             kernel: kernel.unwrap_or_else(|| "unknown".into()),
             os: os.unwrap_or_else(|| "unknown".into()),
@@ -276,6 +292,8 @@ mod tests {
     /// differs from [`FEATURES`], as it does in real files).
     const CPUINFO: &str = "processor\t: 0\n\
         vendor_id\t: GenuineIntel\n\
+        cpu family\t: 6\n\
+        model\t\t: 143\n\
         model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz\n\
         flags\t\t: fpu sse2 fma avx f16c avx2 avx512f avx512bw avx_vnni avx512_bf16 avx512_vnni amx_bf16 amx_tile amx_int8\n\
         \n\
@@ -290,6 +308,8 @@ mod tests {
             cores,
             cpuinfo_processors: processors,
             features: features.iter().map(|f| f.to_string()).collect(),
+            cpu_family: None,
+            cpu_model_number: None,
             load_before: "0.41 0.11 0.03".into(),
             kernel: "6.1.0".into(),
             os: "Debian GNU/Linux 12 (bookworm)".into(),
@@ -301,6 +321,7 @@ mod tests {
         let c = CpuInfo::parse(CPUINFO);
         assert_eq!(c.model, "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz");
         assert_eq!(c.processors, 2);
+        assert_eq!((c.family, c.model_number), (Some(6), Some(143)));
         // The fixture has every flag of FEATURES, listed in another order.
         assert_eq!(c.features, FEATURES);
     }
@@ -312,6 +333,7 @@ mod tests {
         let c = CpuInfo::parse("processor : 0\nflags : sse2 avx512_bf16 avx512vl fma4 avx2\n");
         assert_eq!(c.features, ["avx2", "avx512_bf16"]);
         assert_eq!(c.model, "");
+        assert_eq!((c.family, c.model_number), (None, None));
     }
 
     #[test]
