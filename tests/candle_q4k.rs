@@ -2,9 +2,9 @@
 //! docs/dependencies.md): on x86 its repacked tiles keep each sub-block's 6-bit scale and
 //! min as bytes beside one f32 scale and min scale per row. The products must agree with the
 //! dequantised weights for one activation row (decoding) and several (prompts), on every
-//! kernel level the CPU runs: AVX-512 VNNI, AVX-VNNI and AVX2 (the last two forced through
+//! kernel level the CPU has: AVX-512 VNNI, AVX-VNNI and AVX2 (the last two forced through
 //! candle's `MISTRALRS_FORCE_AVXVNNI` / `MISTRALRS_FORCE_AVX2` in a child process, since the
-//! level is chosen once per process).
+//! level is chosen once per process; a level the CPU lacks is reported on stderr and not run).
 //!
 //! The weights are built so that a kernel mixing up the parts of a scale fails: each 32-value
 //! sub-block has its own span and its own negative lowest value (so its scale and min differ
@@ -52,6 +52,11 @@ fn q4k_products_match_the_dequantised_weights() {
         .to_vec1()
         .unwrap();
     let mm = QMatMul::from_qtensor(q).unwrap();
+    // not dequantised by candle's CANDLE_DEQUANTIZE_ALL* switches: the quantised kernels run
+    assert!(
+        matches!(mm, QMatMul::QTensor(_)),
+        "candle dequantised the Q4_K weights"
+    );
     for m in [1usize, 3, 5] {
         let x = activations(m);
         let got: Vec<f32> = mm
@@ -67,7 +72,10 @@ fn q4k_products_match_the_dequantised_weights() {
                 let ws = &deq[col * K..(col + 1) * K];
                 let want: f32 = xs.iter().zip(ws).map(|(a, b)| a * b).sum();
                 let mass: f32 = xs.iter().zip(ws).map(|(a, b)| (a * b).abs()).sum();
-                // candle quantises the activations to 8 bits: within 1 % of Σ|x·w|
+                // candle quantises the activations to 8 bits (per 256 values, rounding to a
+                // step of max|x|/127): for these activations and weights that moves a product
+                // by at most 0.8 % of Σ|x·w|; a scale formed from the wrong parts moves it by
+                // several per cent or more
                 let err = (got[row * N + col] - want).abs();
                 assert!(
                     err <= 1e-2 * mass,
@@ -83,14 +91,13 @@ fn q4k_products_match_the_dequantised_weights() {
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn q4k_products_match_on_the_256_bit_kernels() {
+    // candle's AVX2 level needs FMA too, and its AVX-VNNI level the AVX2 one's sets
+    let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
     let levels = [
-        (
-            "MISTRALRS_FORCE_AVX2",
-            std::is_x86_feature_detected!("avx2"),
-        ),
+        ("MISTRALRS_FORCE_AVX2", avx2),
         (
             "MISTRALRS_FORCE_AVXVNNI",
-            std::is_x86_feature_detected!("avxvnni"),
+            avx2 && std::is_x86_feature_detected!("avxvnni"),
         ),
     ];
     for (var, cpu_has_it) in levels {
@@ -99,6 +106,11 @@ fn q4k_products_match_on_the_256_bit_kernels() {
             continue;
         }
         let out = std::process::Command::new(std::env::current_exe().unwrap())
+            // only this level's switch, and nothing that would dequantise the weights
+            .env_remove("MISTRALRS_FORCE_AVX2")
+            .env_remove("MISTRALRS_FORCE_AVXVNNI")
+            .env_remove("CANDLE_DEQUANTIZE_ALL")
+            .env_remove("CANDLE_DEQUANTIZE_ALL_F16")
             .args([
                 "--exact",
                 "q4k_products_match_the_dequantised_weights",

@@ -83,16 +83,7 @@ pub fn machine_kind(machine: &Value) -> String {
     } else {
         "baseline"
     };
-    // `cpu family` and `model` where the record has them (runs since they were kept): one
-    // model name covers CPUs whose peaks differ twofold (`AMD EPYC` of families 25 and 26).
-    let generation = match (
-        machine["cpu_family"].as_u64(),
-        machine["cpu_model_number"].as_u64(),
-    ) {
-        (Some(f), Some(m)) => format!("-f{f}m{m}"),
-        _ => String::new(),
-    };
-    format!("{}{generation}-{tier}", words.join("-"))
+    format!("{}-{tier}", words.join("-"))
 }
 
 /// [`cpu_label`] of what the `machine` objects of several records share: their model (the
@@ -1339,10 +1330,6 @@ mod tests {
             "amd-epyc-avx512"
         );
         assert_eq!(machine_kind(&serde_json::json!({})), "unknown-baseline");
-        // Runs that keep the CPU's family and model number are told apart by them.
-        let zen5 = serde_json::json!({"cpu_model": "AMD EPYC", "cpu_family": 26,
-            "cpu_model_number": 2, "features": ["avx2", "avx512f", "avx_vnni"]});
-        assert_eq!(machine_kind(&zen5), "amd-epyc-f26m2-avx512-avxvnni");
     }
 
     #[test]
