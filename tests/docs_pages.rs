@@ -239,6 +239,11 @@ const ALLOWED: &[(&str, &str)] = &[
         r"\d+\.\d+, or \d+\.\d+ on percentages|\d+\.\d+ \(\d+\.\d+ on percentages\)|\d+\.\d+ for a model the run trains",
         "grade's tolerances",
     ),
+    // A weight format's size (a definition: bytes per block over values per block).
+    (
+        r"\d+\.\d+ bits per weight",
+        "a quantised format's bits per weight",
+    ),
     // Names with a version in them.
     (r"SQuAD 2\.0", "data set name"),
     (r"Apache-2\.0", "licence name"),
