@@ -335,6 +335,45 @@ mod kernels {
     }
 }
 
+// [rag-workbench patch] Software prefetch. A unit walks its tiles in address order, but
+// the hardware's stream prefetchers stop at 4 KiB page boundaries and a tile is not a
+// whole number of pages, so a product with one activation row (decoding), which reads
+// every weight byte once and does little work per byte, otherwise waits on memory at
+// every page it enters. Each superblock's step asks for the tiles `PREFETCH_BYTES`
+// further on, wherever they lie in the unit's stream.
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_BYTES: usize = 8192;
+
+#[cfg(target_arch = "x86_64")]
+impl PackedX86 {
+    /// Prefetch the bytes `PREFETCH_BYTES` past the tiles of superblock `b` of n-tile
+    /// `nt` (of `kb` superblocks per n-tile), up to the end of the packed weights.
+    #[inline(always)]
+    fn prefetch_ahead(&self, nt: usize, kb: usize, b: usize) {
+        match self {
+            PackedX86::Q4K(t) => prefetch_tiles(t, nt * kb + b, 1),
+            PackedX86::Q6K(t) => prefetch_tiles(t, nt * kb + b, 1),
+            PackedX86::Q8_0(t) => prefetch_tiles(t, (nt * kb + b) * 8, 8),
+        }
+    }
+}
+
+/// Prefetch the bytes of `tiles[first..first + count]` moved `PREFETCH_BYTES` on, those
+/// that lie inside `tiles`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_tiles<T>(tiles: &[T], first: usize, count: usize) {
+    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    let size = std::mem::size_of_val(tiles);
+    let start = first * std::mem::size_of::<T>() + PREFETCH_BYTES;
+    let end = (start + count * std::mem::size_of::<T>()).min(size);
+    let base = tiles.as_ptr() as *const i8;
+    for off in (start..end).step_by(64) {
+        // SAFETY: `off < size`, so the address is inside `tiles`; a prefetch reads nothing.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(off)) };
+    }
+}
+
 // Full matmul over the packed tiles: lhs is m rows already quantized to BlockQ8K,
 // parallelized over (m-tiles x n-tiles) on the barrier pool by the caller's chunker.
 // Per-unit bodies live in #[target_feature] fns so intrinsics inline under portable
@@ -359,6 +398,7 @@ unsafe fn matmul_unit_512(
         for (i, a) in act_refs.iter_mut().enumerate().take(mt) {
             *a = &lhs_q[(m0 + i) * kb + b];
         }
+        packed.prefetch_ahead(nt, kb, b);
         match packed {
             PackedX86::Q4K(tiles) => {
                 kernels::q4k_tile(&tiles[nt * kb + b], &act_refs[..mt], &mut acc)
@@ -406,6 +446,7 @@ unsafe fn matmul_unit_256(
         for (i, a) in act_refs.iter_mut().enumerate().take(mt) {
             *a = &lhs_q[(m0 + i) * kb + b];
         }
+        packed.prefetch_ahead(nt, kb, b);
         match packed {
             PackedX86::Q4K(tiles) => {
                 let t = &tiles[nt * kb + b];
