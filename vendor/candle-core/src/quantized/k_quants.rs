@@ -189,6 +189,70 @@ pub struct BlockQ6K {
 }
 const _: () = assert!(3 * QK_K / 4 + QK_K / 16 + 2 == std::mem::size_of::<BlockQ6K>());
 
+/// [rag-workbench patch] `BlockQ8K::from_float` with AVX-512 F, bit for bit: the scale
+/// from the first value of largest magnitude, each value rounded half away from zero (as
+/// `f32::round`) and clamped, NaN products stored as 0 (as `as i8`), and the 16-value sums.
+///
+/// # Safety
+/// The CPU has AVX-512 F, and `xs.len() == ys.len() * QK_K`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quantize_row_q8k_avx512(xs: &[f32], ys: &mut [BlockQ8K]) {
+    use std::arch::x86_64::*;
+    for (y, xs) in ys.iter_mut().zip(xs.chunks_exact(QK_K)) {
+        // the largest magnitude (NaN lanes never win: `max_ps` returns its second operand
+        // when the first is NaN), then the first value that has it, as the scalar scan
+        let mut vmax = _mm512_setzero_ps();
+        for c in xs.chunks_exact(16) {
+            let a = _mm512_abs_ps(_mm512_loadu_ps(c.as_ptr()));
+            vmax = _mm512_max_ps(a, vmax);
+        }
+        let amax = _mm512_reduce_max_ps(vmax);
+        if amax == 0f32 {
+            y.d = 0f32;
+            y.qs.fill(0);
+            y.bsums.fill(0);
+            continue;
+        }
+        let Some(max) = xs.iter().copied().find(|x| x.abs() == amax) else {
+            // unreachable: `amax` is one of the magnitudes
+            y.d = 0f32;
+            y.qs.fill(0);
+            y.bsums.fill(0);
+            continue;
+        };
+        let iscale = -127f32 / max;
+        let vscale = _mm512_set1_ps(iscale);
+        let half = _mm512_set1_ps(0.5);
+        let sign = _mm512_set1_epi32(i32::MIN);
+        let one = _mm512_set1_ps(1.0);
+        for (j, c) in xs.chunks_exact(16).enumerate() {
+            let v = _mm512_mul_ps(vscale, _mm512_loadu_ps(c.as_ptr()));
+            // round half away from zero: trunc, plus ±1 where |v - trunc(v)| >= 0.5 (exact)
+            let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(v);
+            let frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+            let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(frac, half);
+            let step = _mm512_castsi512_ps(_mm512_or_si512(
+                _mm512_and_si512(_mm512_castps_si512(v), sign),
+                _mm512_castps_si512(one),
+            ));
+            let r = _mm512_mask_add_ps(t, up, t, step);
+            let r = _mm512_min_ps(
+                _mm512_max_ps(r, _mm512_set1_ps(-128.0)),
+                _mm512_set1_ps(127.0),
+            );
+            let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
+            let q = _mm512_maskz_cvttps_epi32(ordered, r);
+            _mm_storeu_si128(
+                y.qs.as_mut_ptr().add(j * 16) as *mut __m128i,
+                _mm512_cvtepi32_epi8(q),
+            );
+            y.bsums[j] = _mm512_reduce_add_epi32(q) as i16;
+        }
+        y.d = 1.0 / iscale;
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 #[repr(C)]
 pub struct BlockQ8K {
@@ -2359,6 +2423,14 @@ impl GgmlType for BlockQ8K {
     fn from_float(xs: &[f32], ys: &mut [Self]) {
         #[cfg(target_feature = "neon")]
         return super::neon::quantize_row_q8k(xs, ys);
+
+        // [rag-workbench patch] the same quantisation, 16 values per instruction
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f") && xs.len() == ys.len() * QK_K {
+            // SAFETY: the CPU has AVX-512 F; `xs` holds a block of values per block of `ys`.
+            unsafe { quantize_row_q8k_avx512(xs, ys) };
+            return;
+        }
 
         let k = xs.len();
         debug_assert!(

@@ -216,10 +216,10 @@ mod kernels {
     // acc[m][16] f32 for up to MT activation rows against one 16-row weight tile
     pub(crate) const MAX_MT: usize = 4;
 
-    // [rag-workbench patch] 16 unsigned bytes widened to 16 f32 lanes
+    // [rag-workbench patch] 16 unsigned bytes widened to 16 i32 lanes
     #[inline(always)]
-    unsafe fn bytes16_ps(b: &[u8; TILE_N]) -> __m512 {
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(b.as_ptr() as *const _)))
+    unsafe fn bytes16_epi32(b: &[u8; TILE_N]) -> __m512i {
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(b.as_ptr() as *const _))
     }
 
     #[inline(always)]
@@ -230,12 +230,16 @@ mod kernels {
     // q4k: one superblock tile against `mt` q8k activation blocks. Subblocks are
     // processed in pairs with independent integer accumulators to break the dpbusd
     // latency chain when mt is small (decode gemv).
+    // [rag-workbench patch] As ggml's scalar Q4_K dot product, the sub-block sums are
+    // weighted by their 6-bit scales and the q8k block sums by the 6-bit mins in integers,
+    // and converted to f32 once per superblock: `d·dall·Σ sc·isum − dmin·dall·Σ mn·bsum`.
+    // The integers are exact (|Σ sc·isum| ≤ 8·63·32·15·128 < 2³¹), so each row's result
+    // does not depend on the other rows of the call.
     #[target_feature(enable = "avx512f,avx512vnni,avx512bw")]
     pub(crate) unsafe fn q4k_tile(tile: &TileQ4K, acts: &[&BlockQ8K], acc: &mut [[__m512; 1]]) {
         let mask = _mm512_set1_epi8(0x0F_u8 as i8);
-        // [rag-workbench patch] per-row scales of the compact tile
-        let d = _mm512_loadu_ps(tile.d.as_ptr());
-        let dmin = _mm512_loadu_ps(tile.dmin.as_ptr());
+        let mut isc = [_mm512_setzero_si512(); MAX_MT];
+        let mut imn = [_mm512_setzero_si512(); MAX_MT];
         for sub2 in 0..4 {
             let sa = sub2 * 2;
             let sb = sa + 1;
@@ -262,18 +266,30 @@ mod kernels {
                 }
             }
             for (sub, isum) in [(sa, &isum_a), (sb, &isum_b)] {
-                // [rag-workbench patch] the scale and min from the bytes and the row's f32 scales
-                let scale = _mm512_mul_ps(d, bytes16_ps(&tile.sc[sub]));
-                let min = _mm512_mul_ps(dmin, bytes16_ps(&tile.mn[sub]));
+                let sc = bytes16_epi32(&tile.sc[sub]);
+                let mn = bytes16_epi32(&tile.mn[sub]);
                 for (m, act) in acts.iter().enumerate() {
-                    let dall = act.d;
-                    let f = _mm512_cvtepi32_ps(isum[m]);
-                    acc[m][0] =
-                        _mm512_fmadd_ps(f, _mm512_mul_ps(scale, _mm512_set1_ps(dall)), acc[m][0]);
-                    let bsum = (act.bsums[sub * 2] as i32 + act.bsums[sub * 2 + 1] as i32) as f32;
-                    acc[m][0] = _mm512_fnmadd_ps(min, _mm512_set1_ps(dall * bsum), acc[m][0]);
+                    isc[m] = _mm512_add_epi32(isc[m], _mm512_mullo_epi32(isum[m], sc));
+                    let bsum = act.bsums[sub * 2] as i32 + act.bsums[sub * 2 + 1] as i32;
+                    imn[m] =
+                        _mm512_add_epi32(imn[m], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bsum)));
                 }
             }
+        }
+        let d = _mm512_loadu_ps(tile.d.as_ptr());
+        let dmin = _mm512_loadu_ps(tile.dmin.as_ptr());
+        for (m, act) in acts.iter().enumerate() {
+            let dall = _mm512_set1_ps(act.d);
+            acc[m][0] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(isc[m]),
+                _mm512_mul_ps(d, dall),
+                acc[m][0],
+            );
+            acc[m][0] = _mm512_fnmadd_ps(
+                _mm512_cvtepi32_ps(imn[m]),
+                _mm512_mul_ps(dmin, dall),
+                acc[m][0],
+            );
         }
     }
 
@@ -398,7 +414,10 @@ unsafe fn matmul_unit_512(
         for (i, a) in act_refs.iter_mut().enumerate().take(mt) {
             *a = &lhs_q[(m0 + i) * kb + b];
         }
-        packed.prefetch_ahead(nt, kb, b);
+        if m0 == 0 {
+            // later row groups find the tiles in the cache
+            packed.prefetch_ahead(nt, kb, b);
+        }
         match packed {
             PackedX86::Q4K(tiles) => {
                 kernels::q4k_tile(&tiles[nt * kb + b], &act_refs[..mt], &mut acc)
@@ -446,7 +465,10 @@ unsafe fn matmul_unit_256(
         for (i, a) in act_refs.iter_mut().enumerate().take(mt) {
             *a = &lhs_q[(m0 + i) * kb + b];
         }
-        packed.prefetch_ahead(nt, kb, b);
+        if m0 == 0 {
+            // later row groups find the tiles in the cache
+            packed.prefetch_ahead(nt, kb, b);
+        }
         match packed {
             PackedX86::Q4K(tiles) => {
                 let t = &tiles[nt * kb + b];
