@@ -84,12 +84,29 @@ fn blocks() -> Vec<(&'static str, Vec<f32>)> {
     cases.push(("both signs", signs));
     let mut nan = spread(QK_K, 13);
     nan[17] = f32::NAN;
+    // in the last 16 values too: a maximum that lets NaN lanes in fails here
+    nan[255] = f32::NAN;
     cases.push(("NaN", nan));
     let mut inf = spread(QK_K, 17);
     inf[40] = f32::INFINITY;
     cases.push(("infinity", inf));
-    // tiny values (subnormal products of the scale are still exact)
-    cases.push(("tiny", spread(QK_K, 19).iter().map(|x| x * 1e-30).collect()));
+    let mut neg_inf = spread(QK_K, 23);
+    neg_inf[100] = f32::NEG_INFINITY;
+    neg_inf[101] = -0.0;
+    cases.push(("-infinity and -0", neg_inf));
+    cases.push(("all NaN", vec![f32::NAN; QK_K]));
+    // small values: the scale -127 / max stays finite
+    cases.push((
+        "small",
+        spread(QK_K, 19).iter().map(|x| x * 1e-30).collect(),
+    ));
+    // values so small that -127 / max overflows to infinity: the products are ±inf (clamped
+    // to -128 / 127) or NaN (0), as in the scalar loop
+    for (name, scale) in [("near the smallest normal", 1e-38f32), ("subnormal", 1e-40)] {
+        let mut xs: Vec<f32> = spread(QK_K, 29).iter().map(|x| x * scale).collect();
+        xs[9] = 0.0;
+        cases.push((name, xs));
+    }
     cases
 }
 

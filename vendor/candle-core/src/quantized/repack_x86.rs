@@ -233,8 +233,8 @@ mod kernels {
     // [rag-workbench patch] As ggml's scalar Q4_K dot product, the sub-block sums are
     // weighted by their 6-bit scales and the q8k block sums by the 6-bit mins in integers,
     // and converted to f32 once per superblock: `d·dall·Σ sc·isum − dmin·dall·Σ mn·bsum`.
-    // The integers are exact (|Σ sc·isum| ≤ 8·63·32·15·128 < 2³¹), so each row's result
-    // does not depend on the other rows of the call.
+    // The integers cannot overflow (|Σ sc·isum| ≤ 8·63·32·15·128 < 2³¹), and each row has
+    // its own accumulators, so its result does not depend on the other rows of the call.
     #[target_feature(enable = "avx512f,avx512vnni,avx512bw")]
     pub(crate) unsafe fn q4k_tile(tile: &TileQ4K, acts: &[&BlockQ8K], acc: &mut [[__m512; 1]]) {
         let mask = _mm512_set1_epi8(0x0F_u8 as i8);

@@ -65,6 +65,8 @@ struct Weight {
     q6k: Option<Arc<QTensor>>,
     /// Multiply several decoding rows one row at a time (see [`row_exact`]).
     per_row: bool,
+    /// Q4_K: multiply many decoding rows in groups that stay off candle's AMX kernel.
+    grouped: bool,
     /// For quantised weights on CPUs with AMX: the tensor, and its [`amx::pack`]ing, made at
     /// the first prefill that uses it.
     amx: Option<(Arc<QTensor>, std::sync::OnceLock<Option<amx::Packed>>)>,
@@ -73,21 +75,35 @@ struct Weight {
 /// Whether candle computes a row of `x · Wᵀ` differently for one row than for several:
 /// for Q6_K it runs one kernel on the compact blocks for a single row and another on
 /// repacked tiles for more, and their sums differ in the last bits (Q4_K and Q8_0 give
-/// bit-identical rows either way). Batched decoding multiplies such weights with
+/// bit-identical rows either way, Q4_K below [`CANDLE_AMX_ROWS`] rows). Batched decoding multiplies such weights with
 /// [`q6k::matmul`] (the same for any number of rows) where the CPU runs it, else row by
 /// row, so that each sequence gets exactly the logits it gets alone.
 fn row_exact(dtype: candle_core::quantized::GgmlDType) -> bool {
     dtype == candle_core::quantized::GgmlDType::Q6K
 }
 
-/// `x · Wᵀ` with the quantised weights, row by row when `per_row` and `x` has several.
-fn qforward(q: &QMatMul, per_row: bool, x: &Tensor) -> candle_core::Result<Tensor> {
+/// Rows from which candle multiplies Q4_K weights on its AMX-INT8 tiles (on CPUs with
+/// AMX), whose sums round differently from its kernel for fewer rows.
+const CANDLE_AMX_ROWS: usize = 32;
+
+/// `x · Wᵀ` with the quantised weights: row by row when `per_row` and `x` has several; in
+/// groups of fewer than [`CANDLE_AMX_ROWS`] rows when `grouped`, so that each row gets the
+/// sums it gets alone.
+fn qforward(q: &QMatMul, per_row: bool, grouped: bool, x: &Tensor) -> candle_core::Result<Tensor> {
     let rows = x.dim(0)?;
-    if !per_row || rows == 1 {
+    let step = if per_row {
+        1
+    } else if grouped {
+        CANDLE_AMX_ROWS - 1
+    } else {
+        rows
+    };
+    if rows <= step {
         return q.forward(x);
     }
     let parts = (0..rows)
-        .map(|r| q.forward(&x.narrow(0, r, 1)?))
+        .step_by(step)
+        .map(|r| q.forward(&x.narrow(0, r, step.min(rows - r))?))
         .collect::<candle_core::Result<Vec<_>>>()?;
     Tensor::cat(&parts, 0)
 }
@@ -108,6 +124,7 @@ impl Weight {
             q: QMatMul::from_arc(t.clone())?,
             f32,
             per_row: exact && !fast,
+            grouped: t.dtype() == candle_core::quantized::GgmlDType::Q4K,
             q6k: fast.then(|| t.clone()),
             amx: tiles.then(|| (t, std::sync::OnceLock::new())),
         })
@@ -161,7 +178,7 @@ impl Weight {
                 return Tensor::from_vec(y, (rows, n), &Device::Cpu);
             }
         }
-        qforward(&self.q, self.per_row, x)
+        qforward(&self.q, self.per_row, self.grouped, x)
     }
 }
 
@@ -833,4 +850,33 @@ fn rope_tables(head_dim: usize, base: f32, n: usize) -> candle_core::Result<(Ten
         Tensor::from_vec(cos, (n, half), &Device::Cpu)?,
         Tensor::from_vec(sin, (n, half), &Device::Cpu)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::GgmlDType;
+
+    /// Decoding rows of a Q4_K weight get the same bits in a batch of 40 (past candle's AMX
+    /// threshold) as each alone.
+    #[test]
+    fn q4k_decode_rows_are_the_same_alone_or_among_40() -> candle_core::Result<()> {
+        let (n, k, rows) = (32, 512, 40);
+        let w: Vec<f32> = (0..n * k)
+            .map(|i| (i * 7919 % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        let q = QTensor::quantize(&Tensor::from_vec(w, (n, k), &Device::Cpu)?, GgmlDType::Q4K)?;
+        let weight = Weight::new(Arc::new(q), None, false)?;
+        let x: Vec<f32> = (0..rows * k)
+            .map(|i| (i * 104_729 % 997) as f32 / 498.5 - 1.0)
+            .collect();
+        let x = Tensor::from_vec(x, (rows, k), &Device::Cpu)?;
+        let all = weight.decode(&x)?.to_vec2::<f32>()?;
+        for (r, row) in all.iter().enumerate() {
+            let one = weight.decode(&x.narrow(0, r, 1)?)?.to_vec2::<f32>()?;
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&one[0]), bits(row), "row {r}");
+        }
+        Ok(())
+    }
 }
