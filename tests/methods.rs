@@ -475,6 +475,7 @@ fn every_method_runs_with_a_real_gguf_model() {
                         .confidence
                         .unwrap_or_else(|| panic!("{kind}: no confidence"));
                     assert!(c > 0.0 && c <= 1.0, "{kind}: {c}");
+                    eprintln!("{kind}: {:?} confidence {c:.3}: {:?}", r.id, s.text);
                 }
             }
         }

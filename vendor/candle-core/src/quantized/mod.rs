@@ -999,7 +999,8 @@ impl QTensor {
             let slice = cpu.as_slice::<f32>()?;
             let offset = lhs.layout().start_offset();
             let lhs_data = &slice[offset..offset + m * k];
-            let lhs_q = repack_x86::quantize_lhs(lhs_data, m, k);
+            // [rag-workbench patch] the activations' quantisation depends on the weights' type
+            let lhs_q = repack_x86::quantize_lhs(dtype, lhs_data, m, k);
             let packs: Vec<&repack_x86::PackedX86> = ts
                 .iter()
                 .enumerate()

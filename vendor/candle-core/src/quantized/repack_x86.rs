@@ -52,7 +52,15 @@ pub(crate) fn select(dtype: super::GgmlDType, m: usize, n: usize, k: usize) -> b
     let Some(lv) = level() else {
         return false;
     };
-    if k == 0 || !n.is_multiple_of(TILE_N) || !k.is_multiple_of(QK_K) {
+    if k == 0 || !n.is_multiple_of(TILE_N) {
+        return false;
+    }
+    // [rag-workbench patch] Q8_0 weights need only pairs of 32-value blocks (`k % 64`):
+    // the activations' last Q8_K superblock is then zero-padded (see `quantize_lhs`), so
+    // models whose hidden size is not a multiple of 256 (Qwen2.5 0.5B: 896, SmolLM2-135M:
+    // 576) run on the tiles too. The k-quants' blocks are whole superblocks.
+    let whole = if dtype == D::Q8_0 { 2 * QK8_0 } else { QK_K };
+    if !k.is_multiple_of(whole) {
         return false;
     }
     match dtype {
@@ -325,6 +333,7 @@ mod kernels {
         t0: &TileQ8_0,
         t1: &TileQ8_0,
         acts: &[&BlockQ8K],
+        ds: &[[f32; 2]],
         sub32: usize,
         acc: &mut [[__m512; 1]],
     ) {
@@ -340,12 +349,18 @@ mod kernels {
                     _mm512_dpbusd_epi32(isum_b[m], wb, bcast4(&act.qs, (sub32 + 1) * 32 + g4 * 4));
             }
         }
-        for (blk, isum, tile) in [(sub32, &isum_a, t0), (sub32 + 1, &isum_b, t1)] {
+        // [rag-workbench patch] each 32-value block's own activation scale (`ds`, see
+        // `quantize_lhs`), as ggml's Q8_0 x Q8_0 dot product, not the superblock's
+        for (j, (blk, isum, tile)) in [(sub32, &isum_a, t0), (sub32 + 1, &isum_b, t1)]
+            .into_iter()
+            .enumerate()
+        {
             let dw = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr() as *const _));
             for (m, act) in acts.iter().enumerate() {
                 let bsum = (act.bsums[blk * 2] as i32 + act.bsums[blk * 2 + 1] as i32) as f32;
                 let f = _mm512_sub_ps(_mm512_cvtepi32_ps(isum[m]), _mm512_set1_ps(128.0 * bsum));
-                acc[m][0] = _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(act.d)), acc[m][0]);
+                acc[m][0] =
+                    _mm512_fmadd_ps(f, _mm512_mul_ps(dw, _mm512_set1_ps(ds[m][j])), acc[m][0]);
             }
         }
     }
@@ -363,13 +378,14 @@ const PREFETCH_BYTES: usize = 8192;
 #[cfg(target_arch = "x86_64")]
 impl PackedX86 {
     /// Prefetch the bytes `PREFETCH_BYTES` past the tiles of superblock `b` of n-tile
-    /// `nt` (of `kb` superblocks per n-tile), up to the end of the packed weights.
+    /// `nt` (of `kb` superblocks, `k32` 32-value blocks per n-tile), up to the end of the
+    /// packed weights.
     #[inline(always)]
-    fn prefetch_ahead(&self, nt: usize, kb: usize, b: usize) {
+    fn prefetch_ahead(&self, nt: usize, kb: usize, k32: usize, b: usize) {
         match self {
             PackedX86::Q4K(t) => prefetch_tiles(t, nt * kb + b, 1),
             PackedX86::Q6K(t) => prefetch_tiles(t, nt * kb + b, 1),
-            PackedX86::Q8_0(t) => prefetch_tiles(t, (nt * kb + b) * 8, 8),
+            PackedX86::Q8_0(t) => prefetch_tiles(t, nt * k32 + b * 8, 8),
         }
     }
 }
@@ -390,6 +406,25 @@ fn prefetch_tiles<T>(tiles: &[T], first: usize, count: usize) {
     }
 }
 
+/// [rag-workbench patch] The activation scales of 32-value blocks `j` and `j + 1` of
+/// superblock row `m0..m0 + mt` (`d32`: `kb * 8` per row, see `quantize_lhs`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn q8_0_scales(
+    d32: &[f32],
+    kb: usize,
+    m0: usize,
+    mt: usize,
+    j: usize,
+) -> [[f32; 2]; kernels::MAX_MT] {
+    let mut ds = [[0f32; 2]; kernels::MAX_MT];
+    for (i, d) in ds.iter_mut().enumerate().take(mt) {
+        let at = (m0 + i) * kb * 8 + j;
+        *d = [d32[at], d32[at + 1]];
+    }
+    ds
+}
+
 // Full matmul over the packed tiles: lhs is m rows already quantized to BlockQ8K,
 // parallelized over (m-tiles x n-tiles) on the barrier pool by the caller's chunker.
 // Per-unit bodies live in #[target_feature] fns so intrinsics inline under portable
@@ -400,7 +435,9 @@ fn prefetch_tiles<T>(tiles: &[T], first: usize, count: usize) {
 unsafe fn matmul_unit_512(
     packed: &PackedX86,
     lhs_q: &[BlockQ8K],
+    d32: &[f32],
     kb: usize,
+    k32: usize,
     nt: usize,
     m0: usize,
     mt: usize,
@@ -416,7 +453,7 @@ unsafe fn matmul_unit_512(
         }
         if m0 == 0 {
             // later row groups find the tiles in the cache
-            packed.prefetch_ahead(nt, kb, b);
+            packed.prefetch_ahead(nt, kb, k32, b);
         }
         match packed {
             PackedX86::Q4K(tiles) => {
@@ -427,11 +464,14 @@ unsafe fn matmul_unit_512(
             }
             PackedX86::Q8_0(tiles) => {
                 // q8_0 tiles cover 32 k-values each; 8 tiles per q8k superblock
-                for s in (0..8).step_by(2) {
+                // ([rag-workbench patch] fewer in a zero-padded last one; `k32` is even)
+                for s in (0..8.min(k32 - b * 8)).step_by(2) {
+                    let ds = q8_0_scales(d32, kb, m0, mt, b * 8 + s);
                     kernels::q8_0_tile2(
-                        &tiles[nt * (kb * 8) + b * 8 + s],
-                        &tiles[nt * (kb * 8) + b * 8 + s + 1],
+                        &tiles[nt * k32 + b * 8 + s],
+                        &tiles[nt * k32 + b * 8 + s + 1],
                         &act_refs[..mt],
+                        &ds[..mt],
                         s,
                         &mut acc,
                     );
@@ -450,7 +490,9 @@ unsafe fn matmul_unit_512(
 unsafe fn matmul_unit_256(
     packed: &PackedX86,
     lhs_q: &[BlockQ8K],
+    d32: &[f32],
     kb: usize,
+    k32: usize,
     nt: usize,
     m0: usize,
     mt: usize,
@@ -467,7 +509,7 @@ unsafe fn matmul_unit_256(
         }
         if m0 == 0 {
             // later row groups find the tiles in the cache
-            packed.prefetch_ahead(nt, kb, b);
+            packed.prefetch_ahead(nt, kb, k32, b);
         }
         match packed {
             PackedX86::Q4K(tiles) => {
@@ -487,11 +529,13 @@ unsafe fn matmul_unit_256(
                 }
             }
             PackedX86::Q8_0(tiles) => {
-                for s in (0..8).step_by(2) {
+                for s in (0..8.min(k32 - b * 8)).step_by(2) {
+                    let ds = q8_0_scales(d32, kb, m0, mt, b * 8 + s);
                     kernels256::q8_0_tile2_avxvnni(
-                        &tiles[nt * (kb * 8) + b * 8 + s],
-                        &tiles[nt * (kb * 8) + b * 8 + s + 1],
+                        &tiles[nt * k32 + b * 8 + s],
+                        &tiles[nt * k32 + b * 8 + s + 1],
                         &act_refs[..mt],
+                        &ds[..mt],
                         s,
                         &mut acc,
                     );
@@ -507,7 +551,7 @@ unsafe fn matmul_unit_256(
 
 pub(crate) fn matmul_tiles(
     packed: &PackedX86,
-    lhs_q: &[BlockQ8K],
+    lhs: &LhsQ,
     m: usize,
     k: usize,
     n: usize,
@@ -516,12 +560,14 @@ pub(crate) fn matmul_tiles(
     #[cfg(target_arch = "x86_64")]
     {
         let lv = level().expect("select() gated");
-        let kb = k / QK_K;
+        let kb = k.div_ceil(QK_K);
+        let k32 = k / QK8_0;
         let n_tiles = n / TILE_N;
         let mt_step = kernels::MAX_MT;
         let dst_ptr = dst.as_mut_ptr() as usize;
         let total_units = n_tiles * m.div_ceil(mt_step);
         let m_units = m.div_ceil(mt_step);
+        let (lhs_q, d32) = (&lhs.q8k[..], &lhs.d32[..]);
         crate::utils::barrier_pool().execute_chunked(total_units, |range| {
             let dst_ptr = dst_ptr as *mut f32;
             for unit in range {
@@ -530,12 +576,14 @@ pub(crate) fn matmul_tiles(
                 let mt = (m - m0).min(mt_step);
                 unsafe {
                     if lv == X86Level::Avx512Vnni {
-                        matmul_unit_512(packed, lhs_q, kb, nt, m0, mt, dst_ptr, n);
+                        matmul_unit_512(packed, lhs_q, d32, kb, k32, nt, m0, mt, dst_ptr, n);
                     } else {
                         matmul_unit_256(
                             packed,
                             lhs_q,
+                            d32,
                             kb,
+                            k32,
                             nt,
                             m0,
                             mt,
@@ -550,7 +598,7 @@ pub(crate) fn matmul_tiles(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (packed, lhs_q, m, k, n, dst);
+        let _ = (packed, lhs, m, k, n, dst);
         unreachable!("x86 repack kernels on non-x86 arch");
     }
 }
@@ -570,13 +618,70 @@ pub(crate) fn pack(
     }
 }
 
-// Quantize lhs rows to BlockQ8K, parallelizing only when there are multiple rows.
-pub(crate) fn quantize_lhs(lhs: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
-    let kb = k / QK_K;
+/// Activation rows quantised for the tiles: `q8k` holds `kb = k.div_ceil(256)` blocks per
+/// row. [rag-workbench patch] For Q8_0 weights each 32-value block is quantised on its own
+/// scale, as ggml's (and candle's unpacked) Q8_0 x Q8_0 product does, and `d32` holds those
+/// scales, `kb * 8` per row (the `d` of `q8k` is unused); a row shorter than `kb` superblocks
+/// is zero-padded, and no weight tile reads the padding. For the k-quants `d32` is empty.
+pub(crate) struct LhsQ {
+    pub(crate) q8k: Vec<BlockQ8K>,
+    pub(crate) d32: Vec<f32>,
+}
+
+/// Quantise one row to 32-value Q8_0 blocks (candle's `BlockQ8_0::from_float`, the
+/// quantisation of its unpacked Q8_0 product) laid out as `q8k` blocks with their 16-value
+/// sums, and their scales into `d32`.
+fn quantize_row_q8_0(row: &[f32], q8k: &mut [BlockQ8K], d32: &mut [f32]) {
+    let mut blocks = vec![BlockQ8_0::zeros(); row.len() / QK8_0];
+    BlockQ8_0::from_float(row, &mut blocks);
+    for (j, blk) in blocks.iter().enumerate() {
+        let sb = &mut q8k[j / 8];
+        let at = (j % 8) * QK8_0;
+        sb.qs[at..at + QK8_0].copy_from_slice(&blk.qs);
+        for h in 0..2 {
+            sb.bsums[(j % 8) * 2 + h] = blk.qs[h * 16..h * 16 + 16].iter().map(|&q| q as i16).sum();
+        }
+        d32[j] = blk.d.to_f32();
+    }
+}
+
+// Quantize lhs rows for the tiles of `dtype`, parallelizing only when there are multiple rows.
+pub(crate) fn quantize_lhs(dtype: super::GgmlDType, lhs: &[f32], m: usize, k: usize) -> LhsQ {
+    let kb = k.div_ceil(QK_K);
     let mut out = vec![BlockQ8K::zeros(); m * kb];
+    if dtype == super::GgmlDType::Q8_0 {
+        let mut d32 = vec![0f32; m * kb * 8];
+        if m == 1 {
+            quantize_row_q8_0(&lhs[..k], &mut out, &mut d32);
+        } else {
+            let (out_ptr, d_ptr) = (out.as_mut_ptr() as usize, d32.as_mut_ptr() as usize);
+            crate::utils::barrier_pool().execute_chunked(m, |range| {
+                for r in range {
+                    // SAFETY: row r's blocks and scales are written by this item only.
+                    let (q, d) = unsafe {
+                        (
+                            std::slice::from_raw_parts_mut(
+                                (out_ptr as *mut BlockQ8K).add(r * kb),
+                                kb,
+                            ),
+                            std::slice::from_raw_parts_mut(
+                                (d_ptr as *mut f32).add(r * kb * 8),
+                                kb * 8,
+                            ),
+                        )
+                    };
+                    quantize_row_q8_0(&lhs[r * k..(r + 1) * k], q, d);
+                }
+            });
+        }
+        return LhsQ { q8k: out, d32 };
+    }
     if m == 1 {
         BlockQ8K::from_float(&lhs[..k], &mut out);
-        return out;
+        return LhsQ {
+            q8k: out,
+            d32: Vec::new(),
+        };
     }
     let out_ptr = out.as_mut_ptr() as usize;
     crate::utils::barrier_pool().execute_chunked(m, |range| {
@@ -587,7 +692,10 @@ pub(crate) fn quantize_lhs(lhs: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
             BlockQ8K::from_float(row, dst);
         }
     });
-    out
+    LhsQ {
+        q8k: out,
+        d32: Vec::new(),
+    }
 }
 
 // Fused multi-projection gemv: one lhs quantization and one barrier region across
@@ -595,14 +703,16 @@ pub(crate) fn quantize_lhs(lhs: &[f32], m: usize, k: usize) -> Vec<BlockQ8K> {
 // per-unit body reuses matmul_unit_512 so intrinsics inline in portable builds.
 pub(crate) fn gemv_fused(
     parts: &[(&PackedX86, usize)],
-    lhs_q: &[BlockQ8K],
+    lhs: &LhsQ,
     m: usize,
     k: usize,
     dsts: &mut [Vec<f32>],
 ) {
     #[cfg(target_arch = "x86_64")]
     {
-        let kb = k / QK_K;
+        let kb = k.div_ceil(QK_K);
+        let k32 = k / QK8_0;
+        let (lhs_q, d32) = (&lhs.q8k[..], &lhs.d32[..]);
         let mt_step = kernels::MAX_MT;
         let m_units = m.div_ceil(mt_step);
         // (n, dst ptr, unit offset)
@@ -628,7 +738,9 @@ pub(crate) fn gemv_fused(
                     matmul_unit_512(
                         parts_ref[pi].0,
                         lhs_q,
+                        d32,
                         kb,
+                        k32,
                         nt,
                         m0,
                         mt,
@@ -641,7 +753,7 @@ pub(crate) fn gemv_fused(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (parts, lhs_q, m, k, dsts);
+        let _ = (parts, lhs, m, k, dsts);
         unreachable!("x86 repack kernels on non-x86 arch");
     }
 }
@@ -1155,6 +1267,7 @@ mod kernels256 {
         t0: &TileQ8_0,
         t1: &TileQ8_0,
         acts: &[&BlockQ8K],
+        ds: &[[f32; 2]],
         sub32: usize,
         acc: &mut [[__m256; 2]],
     ) {
@@ -1180,7 +1293,11 @@ mod kernels256 {
                 }
             }
         }
-        for (blk, isum, tile) in [(sub32, &isum_a, t0), (sub32 + 1, &isum_b, t1)] {
+        // [rag-workbench patch] each 32-value block's own activation scale (`ds`)
+        for (j, (blk, isum, tile)) in [(sub32, &isum_a, t0), (sub32 + 1, &isum_b, t1)]
+            .into_iter()
+            .enumerate()
+        {
             for h in 0..2 {
                 let dw = _mm256_cvtph_ps(_mm_loadu_si128(tile.d.as_ptr().add(h * 8) as *const _));
                 for (m, act) in acts.iter().enumerate() {
@@ -1188,7 +1305,7 @@ mod kernels256 {
                     let f =
                         _mm256_sub_ps(_mm256_cvtepi32_ps(isum[m][h]), _mm256_set1_ps(128.0 * bsum));
                     acc[m][h] =
-                        _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(act.d)), acc[m][h]);
+                        _mm256_fmadd_ps(f, _mm256_mul_ps(dw, _mm256_set1_ps(ds[m][j])), acc[m][h]);
                 }
             }
         }
