@@ -556,9 +556,10 @@ fn llama_prefill_kernel(system_info: &str) -> &'static str {
 
 /// The widest kernel family candle's quantised prompt products may use on this CPU, as its
 /// x86 level picks it (`repack_x86::level`): `vpdpbusd zmm` with AVX-512 F and VNNI,
-/// `vpdpbusd ymm` with AVX-VNNI, else AVX2 (its repacked tiles take Q4_K, Q6_K and Q8_0
-/// weights whose rows are a multiple of 256 long; other weights use its per-block dot
-/// products); with `amx`, its Q4_K products of 32 rows or more run on AMX-INT8 tiles.
+/// `vpdpbusd ymm` with AVX-VNNI, else AVX2 (its repacked tiles take Q4_K and Q6_K weights
+/// whose rows are a multiple of 256 long and, with the workspace's patch, Q8_0 weights whose
+/// rows are a multiple of 64; other weights use its per-block dot products); with `amx`, its
+/// Q4_K products of 32 rows or more run on AMX-INT8 tiles.
 fn candle_prefill_kernel(features: &[String], amx: bool) -> &'static str {
     let has = |f: &str| features.iter().any(|x| x == f);
     if has("avx512f") && has("avx512_vnni") {

@@ -130,10 +130,10 @@ pub struct LoadOptions {
     pub context_len: Option<usize>,
     /// Also keep f32 copies of the layers' matmul weights, dequantised from the file's own
     /// type, and multiply prompts of 16 tokens or more with them (gemm) instead of candle's
-    /// quantised dot products; decoding keeps the quantised weights. Worth it for small
-    /// models whose rows are short (SmolLM2-135M: `k` = 576, where the Q8_0 dot products'
-    /// per-row overhead dominates prefill), at 4 bytes per weight more memory (SmolLM2:
-    /// +0.42 GB). Off by default: prefill logits then differ from llama.cpp's by the
+    /// quantised kernels; decoding keeps the quantised weights. Costs 4 bytes per weight more
+    /// memory; with the workspace's candle, which runs short Q8_0 rows (SmolLM2-135M's
+    /// `k` = 576) on its repacked tiles, it is no faster for SmolLM2's prompts
+    /// (docs/readers.md). Off by default: prefill logits then differ from llama.cpp's by the
     /// activation quantisation that llama.cpp and the quantised path share.
     #[serde(default)]
     pub f32_prefill: bool,
