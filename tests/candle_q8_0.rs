@@ -107,7 +107,7 @@ fn on_tiles(k: usize) -> bool {
     let vnni = (std::is_x86_feature_detected!("avx512vnni")
         && std::is_x86_feature_detected!("avx512bw"))
         || std::is_x86_feature_detected!("avxvnni");
-    vnni && !forced_avx2 && k % 64 == 0
+    vnni && !forced_avx2 && k.is_multiple_of(64)
 }
 
 fn product(mm: &QMatMul, x: &[f32], m: usize, k: usize) -> Vec<f32> {
